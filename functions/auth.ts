@@ -1,0 +1,70 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { login, logout } from "../lib/auth";
+import { requireSession } from "./middleware";
+import { createRouter } from "./router";
+import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security } from "./schemas";
+
+export const UserSchema = z
+  .object({ id: z.string(), username: z.string(), createdAt: z.string(), updatedAt: z.string() })
+  .openapi("DashboardUser");
+
+const loginRoute = createRoute({
+  method: "post",
+  path: "/login",
+  tags: ["Internal: auth"],
+  summary: "Sign in to the dashboard",
+  request: jsonBody(
+    z.object({
+      username: z.string().min(1).max(100).openapi({ description: "Dashboard username." }),
+      password: z.string().min(1).max(200).openapi({ description: "Password." }),
+    }),
+  ),
+  responses: {
+    200: jsonResponse(
+      z.object({
+        token: z.string().openapi({ description: "Session token (7 days); shown once." }),
+        user: UserSchema,
+      }),
+      "Signed in",
+    ),
+    400: errorResponses[400],
+    401: jsonResponse(ErrorSchema, "Invalid username or password"),
+  },
+});
+
+const meRoute = createRoute({
+  method: "get",
+  path: "/me",
+  tags: ["Internal: auth"],
+  summary: "The signed-in user",
+  security: security.session,
+  middleware: [requireSession] as const,
+  responses: {
+    200: jsonResponse(z.object({ user: z.object({ userId: z.string(), username: z.string() }) }), "The user"),
+    401: errorResponses[401],
+  },
+});
+
+const logoutRoute = createRoute({
+  method: "post",
+  path: "/logout",
+  tags: ["Internal: auth"],
+  summary: "Revoke the current session",
+  security: security.session,
+  middleware: [requireSession] as const,
+  responses: { 204: { description: "Signed out" }, 401: errorResponses[401] },
+});
+
+export const authRoutes = createRouter()
+  .openapi(loginRoute, async (c) => {
+    const { username, password } = c.req.valid("json");
+    return c.json(await login(c.get("deps"), username, password), 200);
+  })
+  .openapi(meRoute, (c) => {
+    const { userId, username } = c.get("session");
+    return c.json({ user: { userId, username } }, 200);
+  })
+  .openapi(logoutRoute, async (c) => {
+    await logout(c.get("deps"), c.get("session").sessionId);
+    return c.body(null, 204);
+  });

@@ -1,0 +1,45 @@
+import type { Context } from "hono";
+import { HTTPException } from "hono/http-exception";
+import { ZodError } from "zod";
+import { HttpError } from "../lib/errors";
+import { consoleLogger, errorFields } from "../lib/log";
+import type { AppEnv } from "./env";
+
+/** The only place errors become HTTP responses. */
+export function onError(err: Error, c: Context<AppEnv>) {
+  if (err instanceof ZodError) {
+    return c.json({ error: "Validation error", issues: err.issues }, 400);
+  }
+  if (err instanceof HttpError) {
+    return c.json({ error: err.message }, err.status);
+  }
+  if (err instanceof HTTPException) {
+    // Hono's own: malformed JSON from the validator (400), body limit (413).
+    const status = err.status;
+    if (status < 500) {
+      const message = /malformed json/i.test(err.message)
+        ? "Malformed JSON in request body"
+        : err.message || "Bad request";
+      return c.json({ error: message }, status);
+    }
+  }
+  const log = c.get("deps")?.log ?? consoleLogger;
+  log.error("unhandled error", { method: c.req.method, path: c.req.path, ...errorFields(err) });
+  return c.json({ error: failureMessage(c) }, 500);
+}
+
+/** The spec names the 500 message of some routes; the rest say "Internal server error". */
+function failureMessage(c: Context<AppEnv>): string {
+  const { method } = c.req;
+  const path = c.req.path;
+  if (method === "POST" && path === "/v1/threads") return "Failed to create thread";
+  if (method === "POST" && path === "/v1/memory/recall") return "Failed to recall memory";
+  if (method === "POST" && /\/v1\/memory\/working\/threads\/[^/]+\/chat$/.test(path)) return "Failed to generate reply";
+  if (method === "GET" && /\/v1\/memory\/semantic\/datasets\/[^/]+\/entities$/.test(path))
+    return "Failed to list entities";
+  return "Internal server error";
+}
+
+export function notFoundRoute(c: Context<AppEnv>) {
+  return c.json({ error: "Not found" }, 404);
+}

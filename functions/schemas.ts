@@ -1,0 +1,76 @@
+import { z } from "@hono/zod-openapi";
+
+export const ErrorSchema = z
+  .object({ error: z.string().openapi({ description: "What went wrong. Not stable: branch on the HTTP status." }) })
+  .openapi("Error");
+
+export const ValidationErrorSchema = z
+  .object({
+    error: z.literal("Validation error"),
+    issues: z
+      .array(
+        z
+          .object({
+            code: z.string(),
+            path: z.array(z.union([z.string(), z.number()])),
+            message: z.string(),
+          })
+          .passthrough(),
+      )
+      .openapi({ description: "zod issues: code, path naming the field, message and code-specific details." }),
+  })
+  .openapi("ValidationError");
+
+const json = <T extends z.ZodType>(schema: T, description: string) => ({
+  content: { "application/json": { schema } },
+  description,
+});
+
+export const errorResponses = {
+  400: json(ValidationErrorSchema, "Validation failed"),
+  401: json(ErrorSchema, "Missing, invalid or revoked credential"),
+  404: json(ErrorSchema, "Not found, or not in the caller's project"),
+} as const;
+
+export const jsonResponse = json;
+
+/** A required JSON body (otherwise a missing content type would skip validation). */
+export const jsonBody = <T extends z.ZodType>(schema: T, description = "JSON body") => ({
+  body: { content: { "application/json": { schema } }, required: true, description },
+});
+
+// --- Query-string coercion: numbers from digits, booleans from true/false/1/0, dates ------------
+
+const digits = (v: unknown) => (typeof v === "string" && /^-?\d+$/.test(v.trim()) ? Number(v) : v);
+
+export const intQuery = (min: number, max: number, fallback?: number) => {
+  const base = z.preprocess(digits, z.number().int().min(min).max(max));
+  return (fallback === undefined ? base.optional() : base.default(fallback)) as z.ZodType<number>;
+};
+
+export const boolQuery = z.preprocess(
+  (v) => (v === "true" || v === "1" ? true : v === "false" || v === "0" ? false : v),
+  z.boolean(),
+);
+
+/** ISO datetime (with offset) or a plain YYYY-MM-DD date, as a Date. */
+export const dateInput = z
+  .union([z.iso.datetime({ offset: true }), z.iso.date()])
+  .transform((v) => new Date(v.length === 10 ? `${v}T00:00:00.000Z` : v));
+
+export const Iso = z.string().openapi({ format: "date-time" });
+
+export const pageQuery = {
+  limit: intQuery(1, 100, 20).openapi({ description: "Page size (1-100)." }),
+  offset: intQuery(0, 1_000_000, 0).openapi({ description: "Rows to skip." }),
+};
+
+/** Dataset names: any 1-256 characters, percent-encoded in paths. */
+export const datasetSchema = z.string().min(1).max(256).openapi({
+  description: "Caller-chosen dataset name (1-256 characters); created implicitly by its first write.",
+});
+
+export const security = {
+  apiKey: [{ apiKey: [] }],
+  session: [{ session: [] }],
+};

@@ -1,0 +1,34 @@
+import { serve } from "@hono/node-server";
+import { parseConfig } from "../lib/config";
+import { consoleLogger, errorFields } from "../lib/log";
+import { createNodeService } from "./node";
+
+/** `npm start`: the whole API on Node.js, with the embedded database unless DATABASE_URL is set. */
+async function main() {
+  const config = parseConfig(process.env);
+  const service = await createNodeService({ config });
+  if (service.admin.generatedPassword) {
+    console.log(`Admin user created: ${config.adminUsername}`);
+    console.log(`Admin password: ${service.admin.generatedPassword}`);
+  }
+  const server = serve({ fetch: service.app.fetch, port: config.port, hostname: "127.0.0.1" }, (info) => {
+    console.log(`Listening on http://127.0.0.1:${info.port}`);
+  });
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    consoleLogger.info("shutting down", { signal });
+    server.close();
+    await service.close();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+main().catch((err) => {
+  consoleLogger.error("failed to start", errorFields(err));
+  process.exit(1);
+});

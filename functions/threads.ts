@@ -1,0 +1,119 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { threadEpisodicOverride } from "../lib/settings";
+import { createThread, endThread, getThread, updateThread } from "../lib/threads";
+import { requireApiKey } from "./middleware";
+import { createRouter } from "./router";
+import { datasetSchema, ErrorSchema, errorResponses, jsonBody, jsonResponse, security } from "./schemas";
+
+const tags = ["Threads"];
+const base = { tags, security: security.apiKey };
+
+export const ThreadSchema = z
+  .object({
+    threadId: z.string(),
+    dataset: z.string(),
+    tags: z.array(z.string()),
+    settings: z.object({ episodic: z.record(z.string(), z.unknown()).optional() }).openapi({
+      description: "The thread's creation-time episodic override (null values already stripped).",
+    }),
+    messageCount: z.number().int().openapi({ description: "Messages appended so far." }),
+    lastMessageAt: z.string().nullable(),
+    endedAt: z.string().nullable().openapi({ description: "When the thread was last ended, if ever." }),
+    createdAt: z.string(),
+    updatedAt: z.string(),
+  })
+  .openapi("Thread");
+
+const tagsSchema = z
+  .array(z.string().min(1).max(100))
+  .max(50)
+  .openapi({ description: "Free-form labels (up to 50, each 1-100 characters); duplicates are dropped." });
+
+const settingsSchema = z
+  .object({ episodic: threadEpisodicOverride.optional() })
+  .openapi({ description: "Episodic override for this thread (thread bounds); null values are ignored." });
+
+const threadIdParam = z.object({
+  id: z
+    .string()
+    .min(1)
+    .openapi({ param: { name: "id", in: "path" } }),
+});
+
+const routes = {
+  create: createRoute({
+    ...base,
+    method: "post",
+    path: "/",
+    summary: "Create a thread (a new one on every call)",
+    request: jsonBody(
+      z.object({ dataset: datasetSchema, tags: tagsSchema.optional(), settings: settingsSchema.optional() }),
+    ),
+    responses: {
+      201: jsonResponse(ThreadSchema, "Created"),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      500: jsonResponse(ErrorSchema, "Failed to create thread"),
+    },
+  }),
+  get: createRoute({
+    ...base,
+    method: "get",
+    path: "/{id}",
+    summary: "Get a thread",
+    request: { params: threadIdParam },
+    responses: { 200: jsonResponse(ThreadSchema, "The thread"), 401: errorResponses[401], 404: errorResponses[404] },
+  }),
+  patch: createRoute({
+    ...base,
+    method: "patch",
+    path: "/{id}",
+    summary: "Update a thread's tags or episodic override",
+    description: "`tags` replaces the list; `settings.episodic` is merged into the existing override.",
+    request: {
+      params: threadIdParam,
+      ...jsonBody(z.object({ tags: tagsSchema.optional(), settings: settingsSchema.optional() })),
+    },
+    responses: {
+      200: jsonResponse(ThreadSchema, "The updated thread"),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  end: createRoute({
+    ...base,
+    method: "post",
+    path: "/{id}/end",
+    summary: "End a thread: triggers episode extraction",
+    request: { params: threadIdParam },
+    responses: {
+      200: jsonResponse(
+        z.object({ threadId: z.string(), dataset: z.string(), endedAt: z.string() }),
+        "Ended; extraction runs in the background",
+      ),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+};
+
+export const threadRoutes = createRouter();
+threadRoutes.use("*", requireApiKey);
+
+threadRoutes
+  .openapi(routes.create, async (c) =>
+    c.json(await createThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("json")), 201),
+  )
+  .openapi(routes.get, async (c) =>
+    c.json(await getThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").id), 200),
+  )
+  .openapi(routes.patch, async (c) =>
+    c.json(
+      await updateThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").id, c.req.valid("json")),
+      200,
+    ),
+  )
+  .openapi(routes.end, async (c) =>
+    c.json(await endThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").id), 200),
+  );

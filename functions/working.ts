@@ -1,0 +1,194 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { addMessage, listMessages, prepareContext, threadStats } from "../lib/working";
+import { requireApiKey } from "./middleware";
+import { createRouter } from "./router";
+import { errorResponses, intQuery, jsonBody, jsonResponse, security } from "./schemas";
+
+const tags = ["Working memory"];
+const base = { tags, security: security.apiKey };
+
+const threadIdParam = z.object({
+  threadId: z
+    .string()
+    .min(1)
+    .openapi({ param: { name: "threadId", in: "path" } }),
+});
+const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
+const nonNegative = z.number().finite().min(0);
+
+const MessageSchema = z
+  .object({
+    messageId: z.string(),
+    threadId: z.string(),
+    sequenceNumber: z.number().int().openapi({ description: "Server-assigned, gapless, in insert order." }),
+    role: roleSchema,
+    content: z.string(),
+    tokens: z
+      .object({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
+      .nullable(),
+    model: z.string().nullable(),
+    latencyMs: z.number().nullable(),
+    metadata: z.object({ stopReason: z.string().optional(), agentName: z.string().optional() }).nullable(),
+    compactedAt: z.string().nullable(),
+    createdAt: z.string(),
+  })
+  .openapi("Message");
+
+const addMessageBody = z.object({
+  role: roleSchema.openapi({ description: "user, assistant, system or tool." }),
+  content: z.string().min(1).openapi({ description: "Message text, non-empty." }),
+  tokens: z
+    .object({ input: nonNegative.optional(), output: nonNegative.optional(), total: nonNegative.optional() })
+    .optional()
+    .openapi({ description: "Caller telemetry, stored as given; not computed by the service." }),
+  model: z.string().max(200).optional().openapi({ description: "Model that produced an assistant turn." }),
+  latencyMs: nonNegative.optional().openapi({ description: "Caller-measured latency." }),
+  metadata: z
+    .object({ stopReason: z.string().max(200).optional(), agentName: z.string().max(200).optional() })
+    .optional()
+    .openapi({ description: "Only stopReason and agentName are kept; other keys are dropped." }),
+});
+
+const messageLimitSchema = intQuery(1, 100).openapi({ description: "How many recent messages (1-100, default 20)." });
+
+const routes = {
+  add: createRoute({
+    ...base,
+    method: "post",
+    path: "/threads/{threadId}/messages",
+    summary: "Append a message",
+    request: { params: threadIdParam, ...jsonBody(addMessageBody) },
+    responses: {
+      201: jsonResponse(
+        z.object({
+          messageId: z.string(),
+          threadId: z.string(),
+          sequenceNumber: z.number().int(),
+          role: roleSchema,
+          createdAt: z.string(),
+          compacted: z.boolean().openapi({ description: "True when this insert triggered inline compaction." }),
+        }),
+        "Stored",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  list: createRoute({
+    ...base,
+    method: "get",
+    path: "/threads/{threadId}/messages",
+    summary: "List raw messages (compacted rows included)",
+    description:
+      "A page is the `limit` newest messages with sequenceNumber below `before`, sorted by `order`. Pass the smallest sequenceNumber of a page as the next `before` while `hasMore` is true.",
+    request: {
+      params: threadIdParam,
+      query: z.object({
+        limit: intQuery(1, 100, 20).openapi({ description: "1-100, default 20." }),
+        before: intQuery(1, 2_147_483_647).openapi({ description: "Only sequenceNumber strictly less than this." }),
+        order: z.enum(["asc", "desc"]).default("asc").openapi({ description: "Sort of the page (default asc)." }),
+      }),
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({ messages: z.array(MessageSchema), total: z.number().int(), hasMore: z.boolean() }),
+        "A page",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  prepare: createRoute({
+    ...base,
+    method: "post",
+    path: "/threads/{threadId}/prepare",
+    summary: "The LLM-ready context window (no model call)",
+    description: "`messageLimit` may be sent in the JSON body or the query string; the body wins.",
+    request: {
+      params: threadIdParam,
+      query: z.object({ messageLimit: messageLimitSchema }),
+      body: {
+        content: { "application/json": { schema: z.object({ messageLimit: messageLimitSchema }) } },
+        required: false,
+      },
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          threadId: z.string(),
+          dataset: z.string(),
+          messages: z.array(z.object({ role: roleSchema, content: z.string() })),
+          messageCount: z.number().int(),
+          truncated: z.boolean(),
+          compacted: z.boolean(),
+          warning: z.string().optional(),
+        }),
+        "The window, oldest first",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  stats: createRoute({
+    ...base,
+    method: "get",
+    path: "/threads/{threadId}/stats",
+    summary: "Message counts, token totals and session duration",
+    request: { params: threadIdParam },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          threadId: z.string(),
+          dataset: z.string(),
+          messageCount: z.number().int(),
+          byRole: z.object({
+            user: z.number().int(),
+            assistant: z.number().int(),
+            system: z.number().int(),
+            tool: z.number().int(),
+          }),
+          compactedCount: z.number().int(),
+          tokens: z.object({ input: z.number(), output: z.number(), total: z.number() }),
+          firstMessageAt: z.string().nullable(),
+          lastMessageAt: z.string().nullable(),
+          sessionDurationMs: z.number(),
+        }),
+        "Stats",
+      ),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+};
+
+export const workingRoutes = createRouter();
+workingRoutes.use("*", requireApiKey);
+
+workingRoutes
+  .openapi(routes.add, async (c) =>
+    c.json(
+      await addMessage(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, c.req.valid("json")),
+      201,
+    ),
+  )
+  .openapi(routes.list, async (c) =>
+    c.json(
+      await listMessages(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, c.req.valid("query")),
+      200,
+    ),
+  )
+  .openapi(routes.prepare, async (c) => {
+    // The body is optional here; a present one is validated like any other.
+    const body: { messageLimit?: number } = c.req.header("content-type")?.includes("json") ? c.req.valid("json") : {};
+    const messageLimit = body.messageLimit ?? c.req.valid("query").messageLimit ?? 20;
+    return c.json(
+      await prepareContext(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, messageLimit),
+      200,
+    );
+  })
+  .openapi(routes.stats, async (c) =>
+    c.json(await threadStats(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
+  );

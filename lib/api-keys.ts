@@ -1,0 +1,69 @@
+import { and, count, desc, eq, isNull } from "drizzle-orm";
+import { hashToken, keyPreview, newApiKey } from "./crypto";
+import { apiKeys, projects } from "./db/schema";
+import type { Deps } from "./deps";
+import { notFound } from "./errors";
+import { newId } from "./ids";
+
+type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
+
+export function apiKeyRecord(k: ApiKeyRow) {
+  return {
+    id: k.id,
+    name: k.name,
+    keyPreview: k.keyPreview,
+    projectId: k.projectId,
+    createdAt: new Date(k.createdAt).toISOString(),
+    lastUsedAt: iso(k.lastUsedAt),
+    revokedAt: iso(k.revokedAt),
+  };
+}
+
+/** The plaintext key is returned here and never again; only its hash is stored. */
+export async function createApiKey(deps: Deps, input: { name: string; projectId: string }) {
+  const [project] = await deps.db.select({ id: projects.id }).from(projects).where(eq(projects.id, input.projectId));
+  if (!project) throw notFound("Project not found");
+  const key = newApiKey();
+  const [row] = await deps.db
+    .insert(apiKeys)
+    .values({
+      id: newId("key"),
+      name: input.name,
+      keyHash: hashToken(key),
+      keyPreview: keyPreview(key),
+      projectId: input.projectId,
+      createdAt: deps.clock.now(),
+    })
+    .returning();
+  return { key, apiKey: apiKeyRecord(row) };
+}
+
+export async function listApiKeys(deps: Deps, projectId: string, page: { limit: number; offset: number }) {
+  const where = eq(apiKeys.projectId, projectId);
+  const [rows, [{ total }]] = await Promise.all([
+    deps.db
+      .select()
+      .from(apiKeys)
+      .where(where)
+      .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
+      .limit(page.limit)
+      .offset(page.offset),
+    deps.db.select({ total: count() }).from(apiKeys).where(where),
+  ]);
+  return { apiKeys: rows.map(apiKeyRecord), total };
+}
+
+/** Revocation is permanent and idempotent: revoking twice keeps the first revokedAt. */
+export async function revokeApiKey(deps: Deps, id: string) {
+  const [revoked] = await deps.db
+    .update(apiKeys)
+    .set({ revokedAt: deps.clock.now() })
+    .where(and(eq(apiKeys.id, id), isNull(apiKeys.revokedAt)))
+    .returning();
+  if (revoked) return { apiKey: apiKeyRecord(revoked) };
+  const [existing] = await deps.db.select().from(apiKeys).where(eq(apiKeys.id, id));
+  if (!existing) throw notFound("API key not found");
+  return { apiKey: apiKeyRecord(existing) };
+}

@@ -1,0 +1,126 @@
+import { and, count, eq, sql } from "drizzle-orm";
+import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
+import { apiKeys, sessions, users } from "./db/schema";
+import type { Deps } from "./deps";
+import { unauthorized } from "./errors";
+import { newId } from "./ids";
+
+export const SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** The token of an `Authorization: Bearer <token>` header, or the spec's 401. */
+export function bearerToken(header: string | undefined | null): string {
+  const match = header?.match(/^Bearer\s+(\S+)\s*$/);
+  if (!match?.[1]) throw unauthorized("Missing or invalid Authorization header");
+  return match[1];
+}
+
+export interface ApiKeyPrincipal {
+  keyId: string;
+  projectId: string;
+}
+
+/**
+ * One statement: find the key by hash and stamp lastUsedAt (only while it is active), returning
+ * what decides the answer. Revocation is therefore seen by the very next request.
+ */
+export async function authenticateApiKey(deps: Deps, header: string | undefined | null): Promise<ApiKeyPrincipal> {
+  const token = bearerToken(header);
+  const now = deps.clock.now();
+  const [key] = await deps.db
+    .update(apiKeys)
+    .set({
+      lastUsedAt: sql`CASE WHEN ${apiKeys.revokedAt} IS NULL THEN ${now.toISOString()}::timestamptz ELSE ${apiKeys.lastUsedAt} END`,
+    })
+    .where(eq(apiKeys.keyHash, hashToken(token)))
+    .returning({ id: apiKeys.id, projectId: apiKeys.projectId, revokedAt: apiKeys.revokedAt });
+  if (!key) throw unauthorized("Invalid API key");
+  if (key.revokedAt) throw unauthorized("API key has been revoked");
+  if (!key.projectId) throw unauthorized("API key is not linked to a project");
+  return { keyId: key.id, projectId: key.projectId };
+}
+
+export interface SessionPrincipal {
+  sessionId: string;
+  userId: string;
+  username: string;
+}
+
+/** One statement, as for API keys; the user's name comes back through a scalar subquery. */
+export async function authenticateSession(deps: Deps, header: string | undefined | null): Promise<SessionPrincipal> {
+  const token = bearerToken(header);
+  const now = deps.clock.now();
+  const [session] = await deps.db
+    .update(sessions)
+    .set({
+      lastUsedAt: sql`CASE WHEN ${sessions.revokedAt} IS NULL AND ${sessions.expiresAt} > ${now.toISOString()}::timestamptz THEN ${now.toISOString()}::timestamptz ELSE ${sessions.lastUsedAt} END`,
+    })
+    .where(eq(sessions.tokenHash, hashToken(token)))
+    .returning({
+      id: sessions.id,
+      userId: sessions.userId,
+      revokedAt: sessions.revokedAt,
+      expiresAt: sessions.expiresAt,
+      username: sql<string | null>`(SELECT ${users.username} FROM ${users} WHERE ${users.id} = ${sessions.userId})`,
+    });
+  if (!session) throw unauthorized("Invalid session");
+  if (session.revokedAt) throw unauthorized("Session has been revoked");
+  if (new Date(session.expiresAt).getTime() <= now.getTime()) throw unauthorized("Session has expired");
+  if (!session.userId || !session.username) throw unauthorized("Session user no longer exists");
+  return { sessionId: session.id, userId: session.userId, username: session.username };
+}
+
+export function userRecord(user: { id: string; username: string; createdAt: Date; updatedAt: Date }) {
+  return {
+    id: user.id,
+    username: user.username,
+    createdAt: new Date(user.createdAt).toISOString(),
+    updatedAt: new Date(user.updatedAt).toISOString(),
+  };
+}
+
+/**
+ * Unknown user and wrong password give the same 401 after the same scrypt work: the unknown
+ * user is checked against a dummy hash.
+ */
+export async function login(deps: Deps, username: string, password: string) {
+  const [user] = await deps.db.select().from(users).where(eq(users.username, username));
+  const ok = await verifyPassword(password, user?.passwordHash ?? (await dummyPasswordHash()));
+  if (!user || !ok) throw unauthorized("Invalid username or password");
+  const token = newSessionToken();
+  const now = deps.clock.now();
+  await deps.db.insert(sessions).values({
+    id: newId("ses"),
+    tokenHash: hashToken(token),
+    userId: user.id,
+    createdAt: now,
+    expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
+  });
+  return { token, user: userRecord(user) };
+}
+
+export async function logout(deps: Deps, sessionId: string): Promise<void> {
+  await deps.db
+    .update(sessions)
+    .set({ revokedAt: deps.clock.now() })
+    .where(and(eq(sessions.id, sessionId), sql`${sessions.revokedAt} IS NULL`));
+}
+
+/**
+ * On an empty database, create the admin user. Returns the password when it was generated, so
+ * the host can print it once. Safe to race: the insert is conditional on there being no user.
+ */
+export async function bootstrapAdmin(deps: Deps): Promise<{ created: boolean; generatedPassword?: string }> {
+  const [{ n }] = await deps.db.select({ n: count() }).from(users);
+  if (n > 0) return { created: false };
+  const generated = deps.config.adminPassword ? undefined : randomPassword();
+  const password = deps.config.adminPassword ?? (generated as string);
+  const now = deps.clock.now();
+  const inserted = await deps.db.execute(sql`
+    INSERT INTO ${users} (id, username, password_hash, created_at, updated_at)
+    SELECT ${newId("usr")}, ${deps.config.adminUsername}, ${await hashPassword(password)}, ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz
+    WHERE NOT EXISTS (SELECT 1 FROM ${users})
+    ON CONFLICT DO NOTHING
+    RETURNING id`);
+  const created = ((inserted as { rows?: unknown[] }).rows ?? (inserted as unknown[])).length > 0;
+  return created ? { created, generatedPassword: generated } : { created: false };
+}

@@ -1,0 +1,89 @@
+import { z } from "zod";
+
+const optionalString = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === "" ? undefined : v.trim()));
+
+const intFromEnv = (fallback: number, min: number) =>
+  z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min));
+
+/** Every environment variable the service reads, parsed once at the host's entry. */
+export const configSchema = z.object({
+  PORT: intFromEnv(8787, 0),
+  DATABASE_URL: optionalString,
+  NEON_FETCH_ENDPOINT: optionalString,
+  PGLITE_DIR: z.string().default(".data/pglite"),
+  ADMIN_USERNAME: z.string().min(1).max(100).default("admin"),
+  ADMIN_PASSWORD: optionalString.pipe(z.string().min(6).max(200).optional()),
+  OPENAI_API_KEY: optionalString,
+  OPENAI_BASE_URL: optionalString,
+  LLM_MODEL: z.string().default("gpt-4o-mini"),
+  EMBEDDING_MODEL: z.string().default("text-embedding-3-small"),
+  EMBEDDING_DIMENSIONS: intFromEnv(1536, 1),
+  CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
+  RETRY_INTERVAL_MS: intFromEnv(120_000, 1000),
+  QSTASH_TOKEN: optionalString,
+  QSTASH_URL: optionalString,
+  QSTASH_CURRENT_SIGNING_KEY: optionalString,
+  QSTASH_NEXT_SIGNING_KEY: optionalString,
+  PUBLIC_BASE_URL: optionalString,
+});
+
+export type Env = z.input<typeof configSchema>;
+
+export interface Config {
+  port: number;
+  databaseUrl: string | undefined;
+  /** SQL-over-HTTP endpoint for the Neon driver when it is not Neon's own (local dev, tests). */
+  neonFetchEndpoint: string | undefined;
+  pgliteDir: string;
+  adminUsername: string;
+  adminPassword: string | undefined;
+  openai: {
+    apiKey: string | undefined;
+    baseUrl: string | undefined;
+    llmModel: string;
+    embeddingModel: string;
+    embeddingDimensions: number;
+  };
+  corsOrigins: string[];
+  retryIntervalMs: number;
+  qstash: {
+    token: string | undefined;
+    url: string | undefined;
+    currentSigningKey: string | undefined;
+    nextSigningKey: string | undefined;
+  };
+  publicBaseUrl: string | undefined;
+}
+
+export function parseConfig(env: Record<string, unknown>): Config {
+  const e = configSchema.parse(env);
+  return {
+    port: e.PORT,
+    databaseUrl: e.DATABASE_URL,
+    neonFetchEndpoint: e.NEON_FETCH_ENDPOINT,
+    pgliteDir: e.PGLITE_DIR,
+    adminUsername: e.ADMIN_USERNAME,
+    adminPassword: e.ADMIN_PASSWORD,
+    openai: {
+      apiKey: e.OPENAI_API_KEY,
+      baseUrl: e.OPENAI_BASE_URL,
+      llmModel: e.LLM_MODEL,
+      embeddingModel: e.EMBEDDING_MODEL,
+      embeddingDimensions: e.EMBEDDING_DIMENSIONS,
+    },
+    corsOrigins: e.CORS_ORIGIN.split(",")
+      .map((o) => o.trim())
+      .filter(Boolean),
+    retryIntervalMs: e.RETRY_INTERVAL_MS,
+    qstash: {
+      token: e.QSTASH_TOKEN,
+      url: e.QSTASH_URL,
+      currentSigningKey: e.QSTASH_CURRENT_SIGNING_KEY,
+      nextSigningKey: e.QSTASH_NEXT_SIGNING_KEY,
+    },
+    publicBaseUrl: e.PUBLIC_BASE_URL,
+  };
+}

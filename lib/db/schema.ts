@@ -1,0 +1,247 @@
+import { sql } from "drizzle-orm";
+import { boolean, index, integer, jsonb, pgTable, primaryKey, real, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
+
+// ---------------------------------------------------------------------------------------------
+// Tenancy and credentials
+// ---------------------------------------------------------------------------------------------
+
+export const projects = pgTable("projects", {
+  id: text("id").primaryKey(),
+  name: text("name").notNull(),
+  /** Partial settings object, deep-merged over the built-in defaults at read time. */
+  settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
+  createdAt: createdAt(),
+});
+
+export const users = pgTable("users", {
+  id: text("id").primaryKey(),
+  username: text("username").notNull().unique(),
+  passwordHash: text("password_hash").notNull(),
+  createdAt: createdAt(),
+  updatedAt: updatedAt(),
+});
+
+export const sessions = pgTable(
+  "sessions",
+  {
+    id: text("id").primaryKey(),
+    tokenHash: text("token_hash").notNull().unique(),
+    // SET NULL rather than CASCADE: a deleted user's session must answer "Session user no longer exists".
+    userId: text("user_id").references(() => users.id, { onDelete: "set null" }),
+    createdAt: createdAt(),
+    expiresAt: timestamptz("expires_at").notNull(),
+    lastUsedAt: timestamptz("last_used_at"),
+    revokedAt: timestamptz("revoked_at"),
+  },
+  (t) => [index("sessions_user_idx").on(t.userId)],
+);
+
+export const apiKeys = pgTable(
+  "api_keys",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    keyHash: text("key_hash").notNull().unique(),
+    keyPreview: text("key_preview").notNull(),
+    // Nullable so an orphaned key can be told apart ("API key is not linked to a project").
+    projectId: text("project_id").references(() => projects.id, { onDelete: "cascade" }),
+    createdAt: createdAt(),
+    lastUsedAt: timestamptz("last_used_at"),
+    revokedAt: timestamptz("revoked_at"),
+  },
+  (t) => [index("api_keys_project_idx").on(t.projectId, t.createdAt)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Working memory
+// ---------------------------------------------------------------------------------------------
+
+export const threads = pgTable(
+  "threads",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    tags: text("tags").array().notNull().default(sql`'{}'::text[]`),
+    /** Creation-time override `{episodic: {...}}`, null and undefined values already stripped. */
+    settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
+    /** Last sequence number handed out; bumped in the same statement that inserts a message. */
+    lastSeq: integer("last_seq").notNull().default(0),
+    lastMessageAt: timestamptz("last_message_at"),
+    endedAt: timestamptz("ended_at"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    index("threads_project_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
+    index("threads_project_created_idx").on(t.projectId, t.createdAt),
+  ],
+);
+
+export const messages = pgTable(
+  "messages",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    threadId: text("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    seq: integer("seq").notNull(),
+    role: text("role", { enum: ["user", "assistant", "system", "tool"] }).notNull(),
+    content: text("content").notNull(),
+    tokens: jsonb("tokens").$type<{ input?: number; output?: number; total?: number }>(),
+    model: text("model"),
+    latencyMs: real("latency_ms"),
+    metadata: jsonb("metadata").$type<{ stopReason?: string; agentName?: string }>(),
+    /** True for the summary message written by compaction. */
+    isSummary: boolean("is_summary").notNull().default(false),
+    /** For a summary message: the sequence range it folds. */
+    summaryFromSeq: integer("summary_from_seq"),
+    summaryToSeq: integer("summary_to_seq"),
+    compactedAt: timestamptz("compacted_at"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("messages_thread_seq_idx").on(t.threadId, t.seq)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Episodic memory
+// ---------------------------------------------------------------------------------------------
+
+export const episodeStatuses = ["pending", "processing", "completed", "failed", "archived", "deleted"] as const;
+export const semanticStatuses = ["pending", "processing", "completed", "failed", "skipped"] as const;
+
+export const episodes = pgTable(
+  "episodes",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    // No foreign key: episodes are memory of the dataset and outlive the thread's rows.
+    threadId: text("thread_id").notNull(),
+    dataset: text("dataset").notNull(),
+    status: text("status", { enum: episodeStatuses }).notNull().default("pending"),
+    semanticStatus: text("semantic_status", { enum: semanticStatuses }).notNull().default("pending"),
+    summary: text("summary").notNull().default(""),
+    keyLearnings: jsonb("key_learnings").$type<string[]>().notNull().default([]),
+    messageCount: integer("message_count").notNull().default(0),
+    tokenCount: integer("token_count"),
+    /** Sequence range of the thread's messages this episode covers. */
+    fromSeq: integer("from_seq").notNull(),
+    toSeq: integer("to_seq").notNull(),
+    startedAt: timestamptz("started_at").notNull(),
+    endedAt: timestamptz("ended_at").notNull(),
+    processingStartedAt: timestamptz("processing_started_at"),
+    processingCompletedAt: timestamptz("processing_completed_at"),
+    error: text("error"),
+    retryCount: integer("retry_count").notNull().default(0),
+    semanticRetryCount: integer("semantic_retry_count").notNull().default(0),
+    semanticError: text("semantic_error"),
+    metadata: jsonb("metadata").$type<Record<string, unknown>>(),
+    embedding: embedding("embedding"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [
+    index("episodes_dataset_ended_idx").on(t.projectId, t.dataset, t.status, t.endedAt),
+    index("episodes_thread_idx").on(t.threadId, t.toSeq),
+    index("episodes_retry_idx").on(t.status, t.updatedAt),
+  ],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Semantic memory
+// ---------------------------------------------------------------------------------------------
+
+export const entityTypes = ["PERSON", "ORG", "PLACE", "PRODUCT", "EVENT", "CONCEPT", "OTHER"] as const;
+
+export const entities = pgTable(
+  "entities",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    name: text("name").notNull(),
+    type: text("type").notNull(),
+    embedding: embedding("embedding"),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("entities_name_idx").on(t.projectId, t.dataset, t.type, sql`lower(${t.name})`)],
+);
+
+export const facts = pgTable(
+  "facts",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    episodeId: text("episode_id"),
+    subject: text("subject").notNull(),
+    predicate: text("predicate").notNull(),
+    object: text("object").notNull(),
+    objectIsEntity: boolean("object_is_entity").notNull().default(false),
+    confidence: real("confidence").notNull(),
+    sourceQuote: text("source_quote").notNull(),
+    validAt: timestamptz("valid_at").notNull(),
+    validUntil: timestamptz("valid_until"),
+    invalidAt: timestamptz("invalid_at"),
+    embedding: embedding("embedding"),
+    search: tsvector("search").generatedAlwaysAs(
+      sql`to_tsvector('english', subject || ' ' || predicate || ' ' || object)`,
+    ),
+    createdAt: createdAt(),
+  },
+  (t) => [
+    index("facts_dataset_valid_idx").on(t.projectId, t.dataset, t.validAt),
+    index("facts_episode_idx").on(t.episodeId),
+    index("facts_search_idx").using("gin", t.search),
+  ],
+);
+
+/** Which entities a fact touches (its subject or object), for anchor retrieval. */
+export const factEntities = pgTable(
+  "fact_entities",
+  {
+    factId: text("fact_id")
+      .notNull()
+      .references(() => facts.id, { onDelete: "cascade" }),
+    entityId: text("entity_id")
+      .notNull()
+      .references(() => entities.id, { onDelete: "cascade" }),
+  },
+  (t) => [primaryKey({ columns: [t.factId, t.entityId] }), index("fact_entities_entity_idx").on(t.entityId)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Background work
+// ---------------------------------------------------------------------------------------------
+
+export const jobs = pgTable(
+  "jobs",
+  {
+    id: text("id").primaryKey(),
+    kind: text("kind").notNull(),
+    /** Natural key (e.g. `idle:<threadId>`): scheduling is an upsert on it. */
+    key: text("key").notNull().unique(),
+    projectId: text("project_id").references(() => projects.id, { onDelete: "cascade" }),
+    dataset: text("dataset"),
+    runAt: timestamptz("run_at").notNull(),
+    attempts: integer("attempts").notNull().default(0),
+    lockedUntil: timestamptz("locked_until"),
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull().default({}),
+    lastError: text("last_error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("jobs_due_idx").on(t.runAt), index("jobs_dataset_idx").on(t.projectId, t.dataset)],
+);

@@ -1,0 +1,195 @@
+import { sql } from "drizzle-orm";
+import { rowsOf, toIso } from "./db/rows";
+import { messages, threads } from "./db/schema";
+import type { Deps } from "./deps";
+import { notFound } from "./errors";
+import { newId } from "./ids";
+
+export type Role = "user" | "assistant" | "system" | "tool";
+
+export interface MessageInput {
+  role: Role;
+  content: string;
+  tokens?: { input?: number; output?: number; total?: number };
+  model?: string;
+  latencyMs?: number;
+  metadata?: { stopReason?: string; agentName?: string };
+}
+
+/**
+ * Appends a message in one statement: the thread's counter is bumped (which row-locks the thread,
+ * so concurrent appends queue) and its new value is the message's sequence number. Gapless and
+ * ordered by insert; no row when the thread is not in the project.
+ */
+export async function addMessage(deps: Deps, projectId: string, threadId: string, input: MessageInput) {
+  const now = deps.clock.now().toISOString();
+  const result = await deps.db.execute(sql`
+    WITH t AS (
+      UPDATE ${threads} SET last_seq = last_seq + 1, last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
+      WHERE id = ${threadId} AND project_id = ${projectId}
+      RETURNING id, last_seq
+    )
+    INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
+    SELECT ${newId("msg")}, ${projectId}, t.id, t.last_seq, ${input.role}, ${input.content},
+           ${input.tokens ? JSON.stringify(input.tokens) : null}::jsonb, ${input.model ?? null},
+           ${input.latencyMs ?? null}::real, ${input.metadata ? JSON.stringify(input.metadata) : null}::jsonb,
+           ${now}::timestamptz
+    FROM t
+    RETURNING id, thread_id, seq, role, created_at`);
+  const [row] = rowsOf<{ id: string; thread_id: string; seq: number; role: Role; created_at: unknown }>(result);
+  if (!row) throw notFound("Thread not found");
+  return {
+    messageId: row.id,
+    threadId: row.thread_id,
+    sequenceNumber: Number(row.seq),
+    role: row.role,
+    createdAt: toIso(row.created_at) as string,
+    compacted: false,
+  };
+}
+
+interface MessageRow {
+  id: string;
+  thread_id: string;
+  seq: number;
+  role: Role;
+  content: string;
+  tokens: MessageInput["tokens"] | null;
+  model: string | null;
+  latency_ms: number | null;
+  metadata: MessageInput["metadata"] | null;
+  compacted_at: unknown;
+  created_at: unknown;
+}
+
+export function messageRecord(m: MessageRow) {
+  return {
+    messageId: m.id,
+    threadId: m.thread_id,
+    sequenceNumber: Number(m.seq),
+    role: m.role,
+    content: m.content,
+    tokens: m.tokens ?? null,
+    model: m.model,
+    latencyMs: m.latency_ms === null ? null : Number(m.latency_ms),
+    metadata: m.metadata ?? null,
+    compactedAt: toIso(m.compacted_at),
+    createdAt: toIso(m.created_at) as string,
+  };
+}
+
+export interface ListMessagesQuery {
+  limit: number;
+  before?: number;
+  order: "asc" | "desc";
+}
+
+/**
+ * A page is the `limit` newest messages with sequenceNumber below `before` (all when absent),
+ * sorted as `order` asks; `hasMore` says older messages remain, so paging passes the smallest
+ * sequenceNumber seen as the next `before`. One statement: thread check, total and page.
+ */
+export async function listMessages(deps: Deps, projectId: string, threadId: string, q: ListMessagesQuery) {
+  const result = await deps.db.execute(sql`
+    WITH t AS (SELECT id FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+    page AS (
+      SELECT m.* FROM ${messages} m
+      WHERE m.thread_id = (SELECT id FROM t) AND (${q.before ?? null}::int IS NULL OR m.seq < ${q.before ?? null}::int)
+      ORDER BY m.seq DESC LIMIT ${q.limit + 1}
+    )
+    SELECT (SELECT count(*) FROM t)::int AS thread_found,
+           (SELECT count(*) FROM ${messages} WHERE thread_id = (SELECT id FROM t))::int AS total,
+           coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.seq DESC) FROM page), '[]'::json) AS page`);
+  const [row] = rowsOf<{ thread_found: number; total: number; page: MessageRow[] | string }>(result);
+  if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
+  const page = (typeof row.page === "string" ? JSON.parse(row.page) : row.page) as MessageRow[];
+  const hasMore = page.length > q.limit;
+  const rows = page.slice(0, q.limit);
+  if (q.order === "asc") rows.reverse();
+  return { messages: rows.map(messageRecord), total: Number(row.total), hasMore };
+}
+
+/**
+ * The LLM-ready window, in one statement and without a model call: the active compact summary
+ * (if any) first, then the newest `messageLimit` un-compacted messages, oldest first.
+ */
+export async function prepareContext(deps: Deps, projectId: string, threadId: string, messageLimit: number) {
+  const result = await deps.db.execute(sql`
+    WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+    live AS (
+      SELECT seq, role, content FROM ${messages}
+      WHERE thread_id = (SELECT id FROM t) AND compacted_at IS NULL AND NOT is_summary
+      ORDER BY seq DESC LIMIT ${messageLimit}
+    ),
+    summary AS (
+      SELECT role, content FROM ${messages}
+      WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
+      ORDER BY seq DESC LIMIT 1
+    )
+    SELECT (SELECT dataset FROM t) AS dataset,
+           (SELECT count(*) FROM t)::int AS thread_found,
+           (SELECT count(*) FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND compacted_at IS NULL AND NOT is_summary)::int AS message_count,
+           (SELECT row_to_json(summary) FROM summary) AS summary,
+           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window`);
+  const [row] = rowsOf<{
+    dataset: string | null;
+    thread_found: number;
+    message_count: number;
+    summary: { role: Role; content: string } | string | null;
+    window: { role: Role; content: string }[] | string;
+  }>(result);
+  if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
+  const parse = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) as T) : v);
+  const summary = row.summary ? parse(row.summary) : null;
+  const window = parse(row.window);
+  const messageCount = Number(row.message_count);
+  return {
+    threadId,
+    dataset: row.dataset as string,
+    messages: summary ? [{ role: summary.role, content: summary.content }, ...window] : window,
+    messageCount,
+    truncated: messageCount > window.length,
+    compacted: summary !== null,
+  };
+}
+
+/** Counts by role, caller-reported token totals, first/last message time and session duration. */
+export async function threadStats(deps: Deps, projectId: string, threadId: string) {
+  const result = await deps.db.execute(sql`
+    WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+    m AS (SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND NOT is_summary)
+    SELECT (SELECT dataset FROM t) AS dataset,
+           (SELECT count(*) FROM t)::int AS thread_found,
+           count(*)::int AS message_count,
+           count(*) FILTER (WHERE role = 'user')::int AS user_count,
+           count(*) FILTER (WHERE role = 'assistant')::int AS assistant_count,
+           count(*) FILTER (WHERE role = 'system')::int AS system_count,
+           count(*) FILTER (WHERE role = 'tool')::int AS tool_count,
+           count(*) FILTER (WHERE compacted_at IS NOT NULL)::int AS compacted_count,
+           coalesce(sum((tokens ->> 'input')::numeric), 0)::float8 AS input_tokens,
+           coalesce(sum((tokens ->> 'output')::numeric), 0)::float8 AS output_tokens,
+           coalesce(sum((tokens ->> 'total')::numeric), 0)::float8 AS total_tokens,
+           min(created_at) AS first_at,
+           max(created_at) AS last_at
+    FROM m`);
+  const [r] = rowsOf<Record<string, unknown>>(result);
+  if (!r || Number(r.thread_found) === 0) throw notFound("Thread not found");
+  const firstAt = toIso(r.first_at);
+  const lastAt = toIso(r.last_at);
+  return {
+    threadId,
+    dataset: r.dataset as string,
+    messageCount: Number(r.message_count),
+    byRole: {
+      user: Number(r.user_count),
+      assistant: Number(r.assistant_count),
+      system: Number(r.system_count),
+      tool: Number(r.tool_count),
+    },
+    compactedCount: Number(r.compacted_count),
+    tokens: { input: Number(r.input_tokens), output: Number(r.output_tokens), total: Number(r.total_tokens) },
+    firstMessageAt: firstAt,
+    lastMessageAt: lastAt,
+    sessionDurationMs: firstAt && lastAt ? Date.parse(lastAt) - Date.parse(firstAt) : 0,
+  };
+}
