@@ -85,9 +85,9 @@ export const messages = pgTable(
   "messages",
   {
     id: text("id").primaryKey(),
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
+    // No foreign key of its own: messages cascade with their thread (which cascades with the
+    // project), and a second FK check on every append is measurable on the hot path.
+    projectId: text("project_id").notNull(),
     threadId: text("thread_id")
       .notNull()
       .references(() => threads.id, { onDelete: "cascade" }),

@@ -1,0 +1,61 @@
+import { createApiKey } from "../lib/api-keys";
+import { parseConfig } from "../lib/config";
+import { createPgliteDatabase } from "../lib/db/pglite";
+import { silentLogger } from "../lib/log";
+import { createProject } from "../lib/projects";
+import { createNodeService } from "../functions/node";
+
+/** The Node.js host in-process on a fresh in-memory embedded database, with a counted driver. */
+export async function benchService(env: Record<string, string> = {}) {
+  let statements = 0;
+  const database = await createPgliteDatabase({ dir: "memory://", onQuery: () => statements++ });
+  const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
+  const service = await createNodeService({ config, database, log: silentLogger });
+  const project = await createProject(service.deps, "bench");
+  const { key } = await createApiKey(service.deps, { name: "bench", projectId: project.id });
+  const call = async (method: string, path: string, body?: unknown) => {
+    const res = await service.app.request(path, {
+      method,
+      headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
+      body: body ? JSON.stringify(body) : undefined,
+    });
+    if (res.status >= 300) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
+    return res.json() as Promise<Record<string, unknown>>;
+  };
+  return { service, call, statements: () => statements, close: () => service.close() };
+}
+
+export function percentile(sorted: number[], p: number): number {
+  if (sorted.length === 0) return Number.NaN;
+  const index = Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1);
+  return sorted[Math.max(0, index)];
+}
+
+export function median(values: number[]): number {
+  const s = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(s.length / 2);
+  return s.length % 2 ? s[mid] : (s[mid - 1] + s[mid]) / 2;
+}
+
+/** Runs `op` from `clients` concurrent loops until `total` operations are done. */
+export async function closedLoop(clients: number, total: number, op: (i: number) => Promise<unknown>) {
+  const latencies: number[] = [];
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: clients }, async () => {
+      for (let i = next++; i < total; i = next++) {
+        const t0 = performance.now();
+        await op(i);
+        latencies.push(performance.now() - t0);
+      }
+    }),
+  );
+  const elapsed = performance.now() - started;
+  latencies.sort((a, b) => a - b);
+  return {
+    p50: percentile(latencies, 50),
+    p99: percentile(latencies, 99),
+    perSecond: (total / elapsed) * 1000,
+  };
+}

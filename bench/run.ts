@@ -1,0 +1,36 @@
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, totalmem } from "node:os";
+import { benchAddMessage } from "./add-message";
+
+/**
+ * `npm run bench [-- --quick]`: service-time benchmarks of the Node.js host in-process on the
+ * embedded database. Prints a markdown table and writes bench/results/latest.json.
+ * Figures are medians of several runs; nothing here asserts a timing.
+ */
+const quick = process.argv.includes("--quick");
+const runs = quick ? 3 : 5;
+const ops = quick ? 1000 : 3000;
+
+const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
+const rows: string[] = [];
+const results: Record<string, unknown> = { machine, date: new Date().toISOString(), quick, runs };
+
+const addMessage = [];
+for (const clients of [1, 8, 32]) {
+  const r = await benchAddMessage(clients, ops, runs);
+  addMessage.push(r);
+  rows.push(
+    `| add message, ${clients} client${clients > 1 ? "s" : ""} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} |`,
+  );
+}
+results.addMessage = addMessage;
+results.peakRssMiB = Math.round(process.resourceUsage().maxRSS / 1024);
+
+console.log(`\nMachine: ${machine}; median of ${runs} runs of ${ops} operations\n`);
+console.log("| operation | p50 ms | p99 ms | throughput | SQL statements/request |");
+console.log("| --- | --- | --- | --- | --- |");
+for (const row of rows) console.log(row);
+console.log(`\nPeak RSS: ${results.peakRssMiB} MiB`);
+
+mkdirSync(new URL("./results/", import.meta.url), { recursive: true });
+writeFileSync(new URL("./results/latest.json", import.meta.url), `${JSON.stringify(results, null, 2)}\n`);

@@ -1,0 +1,63 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { createServer } from "node:net";
+import { fileURLToPath } from "node:url";
+
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+export async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once("error", reject);
+    server.listen(0, "127.0.0.1", () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+export interface ServerProcess {
+  child: ChildProcess;
+  url: string;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+/** `npm start`'s entry as a child process; resolves once it prints its Listening line. */
+export async function startServerProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+  const port = await freePort();
+  // As `npm start` runs it: one node process with tsx as a loader (tsx's CLI would add a parent
+  // process, and killing that parent would leave the server running).
+  const child = spawn(process.execPath, ["--import", "tsx", "functions/server.ts"], {
+    cwd: ROOT,
+    env: { ...process.env, ...env, PORT: String(port) },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "";
+  child.stdout?.on("data", (d) => {
+    out += d;
+  });
+  child.stderr?.on("data", (d) => {
+    out += d;
+  });
+  const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+  const url = `http://127.0.0.1:${port}`;
+  await new Promise<void>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), timeoutMs);
+    const check = setInterval(() => {
+      if (out.includes(`Listening on ${url}`)) {
+        clearInterval(check);
+        clearTimeout(timer);
+        resolve();
+      }
+    }, 25);
+    exited.then((code) => {
+      clearInterval(check);
+      clearTimeout(timer);
+      reject(new Error(`server exited with ${code}:\n${out}`));
+    });
+  }).catch((err) => {
+    child.kill("SIGKILL");
+    throw err;
+  });
+  return { child, url, output: () => out, exited };
+}
