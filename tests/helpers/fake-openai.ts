@@ -1,0 +1,186 @@
+import { createHash } from "node:crypto";
+import { createServer, type IncomingMessage, type Server } from "node:http";
+
+/**
+ * A local OpenAI-compatible server for tests and benchmarks: Chat Completions (plain and
+ * Structured Outputs) and Embeddings over real HTTP, so the real `openai` client, its retries and
+ * its parsing run. Embeddings are deterministic (hashed bag of words, normalised), so texts that
+ * share words are close. Failures and latency are switchable and behave like the provider's
+ * (JSON error bodies, `retry-after` on 429, a connection that hangs past the client's timeout).
+ */
+export interface ChatRequest {
+  model: string;
+  messages: { role: string; content: string }[];
+  response_format?: { type: string; json_schema?: { name: string; strict?: boolean; schema: unknown } };
+}
+
+export type ChatHandler = (request: ChatRequest) => unknown | Promise<unknown>;
+
+export interface Failure {
+  status: number;
+  /** How many requests fail before the server recovers (Infinity: until cleared). */
+  times: number;
+  /** Which endpoint fails; both when absent. */
+  endpoint?: "chat" | "embeddings";
+  /** Hang instead of answering (the client times out). */
+  hang?: boolean;
+}
+
+export interface FakeOpenAI {
+  url: string;
+  /** Requests received, in order. */
+  requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown> }[];
+  chatCalls(): ChatRequest[];
+  embeddingCalls(): { input: string[]; dimensions?: number }[];
+  /** Answer Structured-Outputs calls for a schema name. The value is returned as JSON content. */
+  onStructured(name: string, handler: ChatHandler): void;
+  /** Answer plain (free-text) completions. */
+  onText(handler: (request: ChatRequest) => string): void;
+  fail(failure: Failure): void;
+  clearFailures(): void;
+  latencyMs: number;
+  reset(): void;
+  close(): Promise<void>;
+}
+
+export function fakeEmbedding(text: string, dimensions: number): number[] {
+  const vector = new Array<number>(dimensions).fill(0);
+  const words = text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
+  for (const word of words) {
+    const digest = createHash("sha256").update(word).digest();
+    for (let k = 0; k < 4; k++) {
+      const index = digest.readUInt32LE(k * 4) % dimensions;
+      vector[index] += digest[16 + k] & 1 ? 1 : -1;
+    }
+  }
+  const norm = Math.hypot(...vector) || 1;
+  if (words.length === 0) vector[0] = 1;
+  return vector.map((v) => v / norm);
+}
+
+async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}");
+}
+
+export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+  const structured = new Map<string, ChatHandler>();
+  let text: (request: ChatRequest) => string = (r) => `Reply to: ${r.messages.at(-1)?.content ?? ""}`;
+  let failures: Failure[] = [];
+  const hung = new Set<() => void>();
+
+  const fake: FakeOpenAI = {
+    url: "",
+    requests: [],
+    chatCalls: () => fake.requests.filter((r) => r.endpoint === "chat").map((r) => r.body as unknown as ChatRequest),
+    embeddingCalls: () =>
+      fake.requests
+        .filter((r) => r.endpoint === "embeddings")
+        .map((r) => r.body as unknown as { input: string[]; dimensions?: number }),
+    onStructured: (name, handler) => structured.set(name, handler),
+    onText: (handler) => {
+      text = handler;
+    },
+    fail: (failure) => failures.push({ ...failure }),
+    clearFailures: () => {
+      failures = [];
+    },
+    latencyMs: 0,
+    reset() {
+      fake.requests.length = 0;
+      structured.clear();
+      failures = [];
+      fake.latencyMs = 0;
+    },
+    close: () =>
+      new Promise((resolve) => {
+        for (const release of hung) release();
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+
+  const server: Server = createServer(async (req, res) => {
+    const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
+      res.writeHead(status, { "content-type": "application/json", ...headers });
+      res.end(JSON.stringify(body));
+    };
+    try {
+      const endpoint = req.url?.endsWith("/chat/completions")
+        ? "chat"
+        : req.url?.endsWith("/embeddings")
+          ? "embeddings"
+          : undefined;
+      if (req.method !== "POST" || !endpoint) {
+        return send(404, {
+          error: { message: `Unknown route ${req.method} ${req.url}`, type: "invalid_request_error" },
+        });
+      }
+      const body = await readJson(req);
+      fake.requests.push({ endpoint, body });
+      if (fake.latencyMs > 0) await new Promise((r) => setTimeout(r, fake.latencyMs));
+
+      const failure = failures.find((f) => f.times > 0 && (!f.endpoint || f.endpoint === endpoint));
+      if (failure) {
+        failure.times--;
+        if (failure.hang) {
+          await new Promise<void>((resolve) => {
+            hung.add(resolve);
+            req.on("close", () => resolve());
+          });
+          return;
+        }
+        const type = failure.status === 429 ? "rate_limit_exceeded" : "server_error";
+        return send(
+          failure.status,
+          { error: { message: `Simulated ${failure.status}`, type, code: type } },
+          failure.status === 429 ? { "retry-after-ms": "10" } : {},
+        );
+      }
+
+      if (endpoint === "embeddings") {
+        const input = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
+        const dimensions = Number(body.dimensions ?? 1536);
+        return send(200, {
+          object: "list",
+          model: body.model,
+          data: input.map((t, index) => ({ object: "embedding", index, embedding: fakeEmbedding(t, dimensions) })),
+          usage: { prompt_tokens: input.join(" ").length, total_tokens: input.join(" ").length },
+        });
+      }
+
+      const request = body as unknown as ChatRequest;
+      let content: string;
+      const schemaName = request.response_format?.json_schema?.name;
+      if (schemaName) {
+        const handler = structured.get(schemaName);
+        if (!handler) {
+          return send(400, {
+            error: { message: `No fake answer scripted for schema ${schemaName}`, type: "invalid_request_error" },
+          });
+        }
+        content = JSON.stringify(await handler(request));
+      } else {
+        content = text(request);
+      }
+      return send(200, {
+        id: `chatcmpl-${fake.requests.length}`,
+        object: "chat.completion",
+        created: Math.floor(Date.now() / 1000),
+        model: request.model,
+        choices: [
+          { index: 0, message: { role: "assistant", content, refusal: null }, finish_reason: "stop", logprobs: null },
+        ],
+        usage: { prompt_tokens: 10, completion_tokens: content.length, total_tokens: 10 + content.length },
+      });
+    } catch (err) {
+      send(500, { error: { message: (err as Error).message, type: "server_error" } });
+    }
+  });
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as { port: number };
+  fake.url = `http://127.0.0.1:${port}/v1`;
+  return fake;
+}
