@@ -19,7 +19,8 @@ async function json(res: Response) {
   return { status: res.status, body };
 }
 
-describe("embedded database on disk", () => {
+// Two server processes start and stop in this file; under a full parallel suite that takes a while.
+describe("embedded database on disk", { timeout: 120_000 }, () => {
   it("keeps every acknowledged message through kill -9 and restarts on a stale lock", async () => {
     const first = await startServerProcess(env);
     // No ADMIN_PASSWORD: one is generated and printed once, on its own line.
