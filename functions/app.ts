@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { createMiddleware } from "hono/factory";
+import { ZodRealError } from "zod";
 import type { Deps } from "../lib/deps";
 import { HttpError } from "../lib/errors";
 import { authRoutes } from "./auth";
@@ -32,6 +33,7 @@ export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promis
       maxAge: 600,
     }),
   );
+  app.use("*", rejectNul);
   app.use(
     "*",
     createMiddleware<AppEnv>(async function injectDeps(c, next) {
@@ -63,3 +65,25 @@ export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promis
 }
 
 export type App = ReturnType<typeof createApp>;
+
+/**
+ * Postgres text cannot hold U+0000, so a percent-encoded NUL in a path parameter or a query value
+ * would fail its statement with a 500. No stored name contains one: in the path it is a 404, in
+ * the query string a validation error naming the parameter. (Bodies are checked by their schemas.)
+ */
+const rejectNul = createMiddleware<AppEnv>(async function rejectNul(c, next) {
+  const url = new URL(c.req.url);
+  if (/%00/i.test(url.pathname)) return notFoundRoute(c);
+  const issues = /%00/i.test(url.search)
+    ? [...url.searchParams]
+        .filter(([key, value]) => key.includes("\u0000") || value.includes("\u0000"))
+        .map(([key, value]) => ({
+          code: "custom" as const,
+          path: [key],
+          message: "Must not contain NUL characters (\\u0000)",
+          input: value,
+        }))
+    : [];
+  if (issues.length > 0) throw new ZodRealError(issues);
+  await next();
+});

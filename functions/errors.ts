@@ -13,6 +13,16 @@ export function onError(err: Error, c: Context<AppEnv>) {
   if (err instanceof HttpError) {
     return c.json({ error: err.message }, err.status);
   }
+  if (isUnstorableText(err)) {
+    // A safety net behind the schemas' own checks: text Postgres cannot store (a NUL character).
+    return c.json(
+      {
+        error: "Validation error",
+        issues: [{ code: "custom", path: [], message: "Text must not contain NUL characters (\\u0000)" }],
+      },
+      400,
+    );
+  }
   if (err instanceof HTTPException) {
     // Hono's own: malformed JSON from the validator (400), body limit (413).
     const status = err.status;
@@ -26,6 +36,19 @@ export function onError(err: Error, c: Context<AppEnv>) {
   const log = c.get("deps")?.log ?? consoleLogger;
   log.error("unhandled error", { method: c.req.method, path: c.req.path, ...errorFields(err) });
   return c.json({ error: failureMessage(c) }, 500);
+}
+
+/**
+ * Postgres rejects U+0000 in text (22021, invalid byte sequence) and in jsonb (22P05, unsupported
+ * Unicode escape). Drivers wrap the database error, so the cause chain is searched.
+ */
+function isUnstorableText(err: unknown): boolean {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (code === "22021" || code === "22P05") return true;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
 }
 
 /** The spec names the 500 message of some routes; the rest say "Internal server error". */

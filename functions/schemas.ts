@@ -65,8 +65,14 @@ export const pageQuery = {
   offset: intQuery(0, 1_000_000, 0).openapi({ description: "Rows to skip." }),
 };
 
-/** Dataset names: any 1-256 characters, percent-encoded in paths. */
-export const datasetSchema = z.string().min(1).max(256).openapi({
+/**
+ * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would
+ * otherwise fail the statement with a 500; here it is a 400 naming the field.
+ */
+export const text = () => z.string().refine((s) => !s.includes("\u0000"), "Must not contain NUL characters (\\u0000)");
+
+/** Dataset names: any 1-256 characters (except NUL), percent-encoded in paths. */
+export const datasetSchema = text().min(1).max(256).openapi({
   description: "Caller-chosen dataset name (1-256 characters); created implicitly by its first write.",
 });
 

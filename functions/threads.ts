@@ -3,7 +3,7 @@ import { threadEpisodicOverride } from "../lib/settings";
 import { createThread, endThread, getThread, updateThread } from "../lib/threads";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { datasetSchema, ErrorSchema, errorResponses, jsonBody, jsonResponse, security } from "./schemas";
+import { datasetSchema, ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
 
 const tags = ["Threads"];
 const base = { tags, security: security.apiKey };
@@ -25,7 +25,7 @@ export const ThreadSchema = z
   .openapi("Thread");
 
 const tagsSchema = z
-  .array(z.string().min(1).max(100))
+  .array(text().min(1).max(100))
   .max(50)
   .openapi({ description: "Free-form labels (up to 50, each 1-100 characters); duplicates are dropped." });
 

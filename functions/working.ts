@@ -1,8 +1,10 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { createMiddleware } from "hono/factory";
 import { addMessage, listMessages, prepareContext, threadStats } from "../lib/working";
+import type { AppEnv } from "./env";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { errorResponses, intQuery, jsonBody, jsonResponse, security } from "./schemas";
+import { errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
@@ -14,7 +16,12 @@ const threadIdParam = z.object({
     .openapi({ param: { name: "threadId", in: "path" } }),
 });
 const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
-const nonNegative = z.number().finite().min(0);
+/**
+ * Caller telemetry. Upper bounds keep the values storable and summable: latency is a `real`
+ * column (a larger number would fail the insert), token totals are summed by stats.
+ */
+const tokenCount = z.number().min(0).max(Number.MAX_SAFE_INTEGER);
+const latency = z.number().min(0).max(2_147_483_647);
 
 const MessageSchema = z
   .object({
@@ -36,20 +43,35 @@ const MessageSchema = z
 
 const addMessageBody = z.object({
   role: roleSchema.openapi({ description: "user, assistant, system or tool." }),
-  content: z.string().min(1).openapi({ description: "Message text, non-empty." }),
+  content: text().min(1).openapi({ description: "Message text, non-empty." }),
   tokens: z
-    .object({ input: nonNegative.optional(), output: nonNegative.optional(), total: nonNegative.optional() })
+    .object({ input: tokenCount.optional(), output: tokenCount.optional(), total: tokenCount.optional() })
     .optional()
     .openapi({ description: "Caller telemetry, stored as given; not computed by the service." }),
-  model: z.string().max(200).optional().openapi({ description: "Model that produced an assistant turn." }),
-  latencyMs: nonNegative.optional().openapi({ description: "Caller-measured latency." }),
+  model: text().max(200).optional().openapi({ description: "Model that produced an assistant turn." }),
+  latencyMs: latency.optional().openapi({ description: "Caller-measured latency in milliseconds." }),
   metadata: z
-    .object({ stopReason: z.string().max(200).optional(), agentName: z.string().max(200).optional() })
+    .object({ stopReason: text().max(200).optional(), agentName: text().max(200).optional() })
     .optional()
     .openapi({ description: "Only stopReason and agentName are kept; other keys are dropped." }),
 });
 
 const messageLimitSchema = intQuery(1, 100).openapi({ description: "How many recent messages (1-100, default 20)." });
+
+/**
+ * Prepare's body is optional. A client that always sends `Content-Type: application/json` may send
+ * it with no body at all; that counts as no body rather than as malformed JSON.
+ */
+const emptyBodyIsNoBody = createMiddleware<AppEnv>(async function emptyBodyIsNoBody(c, next) {
+  const raw = c.req.raw;
+  if (raw.headers.has("content-type") && (!raw.body || (await raw.clone().text()).trim() === "")) {
+    const headers = new Headers(raw.headers);
+    headers.delete("content-type");
+    headers.delete("content-length");
+    c.req.raw = new Request(raw.url, { method: raw.method, headers });
+  }
+  await next();
+});
 
 const routes = {
   add: createRoute({
@@ -106,6 +128,7 @@ const routes = {
     path: "/threads/{threadId}/prepare",
     summary: "The LLM-ready context window (no model call)",
     description: "`messageLimit` may be sent in the JSON body or the query string; the body wins.",
+    middleware: [emptyBodyIsNoBody] as const,
     request: {
       params: threadIdParam,
       query: z.object({ messageLimit: messageLimitSchema }),

@@ -23,6 +23,8 @@ export interface MessageInput {
  */
 export async function addMessage(deps: Deps, projectId: string, threadId: string, input: MessageInput) {
   const now = deps.clock.now().toISOString();
+  const tokens = jsonOrNull(input.tokens);
+  const metadata = jsonOrNull(input.metadata);
   const result = await deps.db.execute(sql`
     WITH t AS (
       UPDATE ${threads} SET last_seq = last_seq + 1, last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
@@ -31,8 +33,8 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
     )
     INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
     SELECT ${newId("msg")}, ${projectId}, t.id, t.last_seq, ${input.role}, ${input.content},
-           ${input.tokens ? JSON.stringify(input.tokens) : null}::jsonb, ${input.model ?? null},
-           ${input.latencyMs ?? null}::real, ${input.metadata ? JSON.stringify(input.metadata) : null}::jsonb,
+           ${tokens}::jsonb, ${input.model ?? null},
+           ${input.latencyMs ?? null}::real, ${metadata}::jsonb,
            ${now}::timestamptz
     FROM t
     RETURNING id, thread_id, seq, role, created_at`);
@@ -46,6 +48,11 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
     createdAt: toIso(row.created_at) as string,
     compacted: false,
   };
+}
+
+/** An optional object as jsonb text; an empty one (every key stripped) is stored as null. */
+function jsonOrNull(value: object | undefined): string | null {
+  return value && Object.keys(value).length > 0 ? JSON.stringify(value) : null;
 }
 
 interface MessageRow {
