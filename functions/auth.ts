@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { login, logout } from "../lib/auth";
 import { requireSession } from "./middleware";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security } from "./schemas";
+import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
 
 export const UserSchema = z
   .object({ id: z.string(), username: z.string(), createdAt: z.string(), updatedAt: z.string() })
@@ -15,7 +15,7 @@ const loginRoute = createRoute({
   summary: "Sign in to the dashboard",
   request: jsonBody(
     z.object({
-      username: z.string().min(1).max(100).openapi({ description: "Dashboard username." }),
+      username: text().min(1).max(100).openapi({ description: "Dashboard username." }),
       password: z.string().min(1).max(200).openapi({ description: "Password." }),
     }),
   ),

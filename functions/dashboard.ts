@@ -7,7 +7,7 @@ import { createUser, deleteUser, listUsers } from "../lib/users";
 import { UserSchema } from "./auth";
 import { requireSession } from "./middleware";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, jsonBody, jsonResponse, pageQuery, security } from "./schemas";
+import { ErrorSchema, errorResponses, jsonBody, jsonResponse, pageQuery, security, text } from "./schemas";
 import { ThreadSchema } from "./threads";
 
 const tags = ["Internal: dashboard"];
@@ -45,7 +45,7 @@ const routes = {
     summary: "Create a project",
     request: jsonBody(
       z.object({
-        name: z.string().trim().min(1).max(100).openapi({ description: "Project name (1-100 characters)." }),
+        name: text().trim().min(1).max(100).openapi({ description: "Project name (1-100 characters)." }),
       }),
     ),
     responses: {
@@ -109,8 +109,8 @@ const routes = {
     summary: "Create an API key (the key is shown only in this response)",
     request: jsonBody(
       z.object({
-        name: z.string().trim().min(1).max(100).openapi({ description: "Label for the key." }),
-        projectId: z.string().min(1).openapi({ description: "Project the key belongs to." }),
+        name: text().trim().min(1).max(100).openapi({ description: "Label for the key." }),
+        projectId: text().min(1).openapi({ description: "Project the key belongs to." }),
       }),
     ),
     responses: {
@@ -172,7 +172,7 @@ const routes = {
     summary: "Create a dashboard user",
     request: jsonBody(
       z.object({
-        username: z.string().min(1).max(100).openapi({ description: "1-100 characters." }),
+        username: text().min(1).max(100).openapi({ description: "1-100 characters." }),
         password: z.string().min(6).max(200).openapi({ description: "6-200 characters." }),
       }),
     ),

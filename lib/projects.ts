@@ -1,4 +1,4 @@
-import { count, desc, eq, sql } from "drizzle-orm";
+import { and, count, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { projects } from "./db/schema";
 import type { Deps } from "./deps";
@@ -43,27 +43,33 @@ export async function getProjectSettings(deps: Deps, projectId: string): Promise
   return resolveProjectSettings(row.settings);
 }
 
+/** How many times a settings patch is re-applied when another patch lands between read and write. */
+const PATCH_ATTEMPTS = 5;
+
 /**
- * Deep-merges the patch into the stored partial settings in one statement (jsonb concatenation
- * per group), after checking the merged result's cross-field rule.
+ * Deep-merges the patch into the stored partial settings and checks the merged result's
+ * cross-field rule. The write is conditional on the stored object being the one that was read
+ * and checked (optimistic concurrency), so two patches that are each valid alone cannot combine
+ * into settings that break the rule; the loser re-reads, re-checks and either lands or gets 400.
  */
 export async function patchProjectSettings(deps: Deps, projectId: string, patch: SettingsPatch): Promise<Settings> {
-  const [row] = await deps.db.select({ settings: projects.settings }).from(projects).where(eq(projects.id, projectId));
-  if (!row) throw notFound("Project not found");
-  const stored = deepMerge(row.settings ?? {}, patch as Record<string, unknown>);
-  const merged = resolveProjectSettings(stored);
-  const issues = crossFieldIssues(merged);
-  if (issues.length > 0) throw new z.ZodError(issues);
-  const updated = await deps.db
-    .update(projects)
-    .set({
-      settings: sql`jsonb_build_object(
-        'episodic', coalesce(${projects.settings} -> 'episodic', '{}'::jsonb) || ${JSON.stringify(patch.episodic ?? {})}::jsonb,
-        'semantic', coalesce(${projects.settings} -> 'semantic', '{}'::jsonb) || ${JSON.stringify(patch.semantic ?? {})}::jsonb
-      ) || (${projects.settings} - 'episodic' - 'semantic')`,
-    })
-    .where(eq(projects.id, projectId))
-    .returning({ settings: projects.settings });
-  if (updated.length === 0) throw notFound("Project not found");
-  return resolveProjectSettings(updated[0].settings);
+  for (let attempt = 0; attempt < PATCH_ATTEMPTS; attempt++) {
+    const [row] = await deps.db
+      .select({ settings: projects.settings })
+      .from(projects)
+      .where(eq(projects.id, projectId));
+    if (!row) throw notFound("Project not found");
+    const current = row.settings ?? {};
+    const stored = deepMerge(current, patch as Record<string, unknown>);
+    const issues = crossFieldIssues(resolveProjectSettings(stored));
+    // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
+    if (issues.length > 0) throw new z.ZodRealError(issues);
+    const updated = await deps.db
+      .update(projects)
+      .set({ settings: stored })
+      .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
+      .returning({ settings: projects.settings });
+    if (updated.length > 0) return resolveProjectSettings(updated[0].settings);
+  }
+  throw new Error(`settings of project ${projectId} changed concurrently ${PATCH_ATTEMPTS} times in a row`);
 }

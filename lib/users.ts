@@ -33,13 +33,15 @@ export async function createUser(deps: Deps, input: { username: string; password
 
 /**
  * Deletes a user unless it is the caller or the last one. The "last user" guard is part of the
- * DELETE itself, so two operators deleting each other at once cannot empty the table.
+ * DELETE itself, and it counts the users while locking them (FOR UPDATE): under READ COMMITTED a
+ * plain count would let two operators deleting each other at once both see two users and empty
+ * the table; with the lock the second delete waits, recounts without the deleted row and stops.
  */
 export async function deleteUser(deps: Deps, actingUserId: string, id: string): Promise<void> {
   if (id === actingUserId) throw badRequest("You cannot delete your own account");
   const deleted = await deps.db
     .delete(users)
-    .where(sql`${users.id} = ${id} AND (SELECT count(*) FROM ${users}) > 1`)
+    .where(sql`${users.id} = ${id} AND (SELECT count(*) FROM (SELECT 1 FROM ${users} FOR UPDATE) AS locked_users) > 1`)
     .returning({ id: users.id });
   if (deleted.length > 0) return;
   const [exists] = await deps.db.select({ id: users.id }).from(users).where(eq(users.id, id));
