@@ -109,7 +109,9 @@ export async function logout(deps: Deps, sessionId: string): Promise<void> {
  * On an empty database, create the admin user. Returns the password when it was generated, so
  * the host can print it once. Safe to race: the insert is conditional on there being no user.
  */
-export async function bootstrapAdmin(deps: Deps): Promise<{ created: boolean; generatedPassword?: string }> {
+export async function bootstrapAdmin(
+  deps: Pick<Deps, "db" | "config" | "clock">,
+): Promise<{ created: boolean; generatedPassword?: string }> {
   const [{ n }] = await deps.db.select({ n: count() }).from(users);
   if (n > 0) return { created: false };
   const generated = deps.config.adminPassword ? undefined : randomPassword();

@@ -5,9 +5,7 @@ import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createPgliteDatabase } from "../lib/db/pglite";
-import type { Deps } from "../lib/deps";
 import { startNeonHttpEndpoint } from "../lib/dev/neon-http-endpoint";
-import { consoleLogger } from "../lib/log";
 
 /**
  * `npm run dev`: the Worker under `wrangler dev` (workerd), offline. The Neon driver it uses is
@@ -41,8 +39,7 @@ async function main() {
   await migrateDatabase(database, config.openai.embeddingDimensions);
   // Only the database, config and clock are needed here: no model client or scheduler in this
   // process (background work is the Worker's).
-  const deps = { db: database.db, database, config, clock: systemClock, log: consoleLogger } as Deps;
-  const admin = await bootstrapAdmin(deps);
+  const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });
   if (admin.generatedPassword) console.log(`Admin password: ${admin.generatedPassword}`);
 
   const endpoint = await startNeonHttpEndpoint({ database, port: Number(process.env.NEON_HTTP_PORT) || 0 });

@@ -15,13 +15,7 @@ const database = await createDatabase(config);
 try {
   await migrateDatabase(database, config.openai.embeddingDimensions);
   console.log(`Migrations applied (${database.kind})`);
-  const admin = await bootstrapAdmin({
-    db: database.db,
-    database,
-    config,
-    clock: systemClock,
-    log: consoleLogger,
-  });
+  const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });
   if (admin.created) console.log(`Admin user created: ${config.adminUsername}`);
   if (admin.generatedPassword) console.log(`Admin password: ${admin.generatedPassword}`);
 } finally {

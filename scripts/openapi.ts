@@ -1,7 +1,7 @@
 import { writeFileSync } from "node:fs";
-import { parseConfig } from "../lib/config";
 import { createApp } from "../functions/app";
 import { OPENAPI_INFO } from "../functions/docs";
+import { parseConfig } from "../lib/config";
 
 /** `npm run openapi`: write the OpenAPI 3.1 document (the same one `GET /openapi.json` serves). */
 const app = createApp({
