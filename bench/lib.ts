@@ -1,9 +1,9 @@
+import { createNodeService } from "../functions/node";
 import { createApiKey } from "../lib/api-keys";
 import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
-import { createNodeService } from "../functions/node";
 
 /** The Node.js host in-process on a fresh in-memory embedded database, with a counted driver. */
 export async function benchService(env: Record<string, string> = {}) {
