@@ -9,8 +9,10 @@ import { authRoutes } from "./auth";
 import { dashboardRoutes } from "./dashboard";
 import { docsRoutes, registerOpenApi } from "./docs";
 import type { AppEnv } from "./env";
+import { episodicRoutes } from "./episodic";
 import { notFoundRoute, onError } from "./errors";
 import { healthRoutes } from "./health";
+import { jobRoutes } from "./jobs";
 import { createRouter } from "./router";
 import { threadRoutes } from "./threads";
 import { workingRoutes } from "./working";
@@ -56,6 +58,8 @@ export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promis
   app.route("/dashboard", dashboardRoutes);
   app.route("/v1/threads", threadRoutes);
   app.route("/v1/memory/working", workingRoutes);
+  app.route("/v1/memory/episodic", episodicRoutes);
+  app.route("/jobs", jobRoutes);
   app.route("/", docsRoutes);
   registerOpenApi(app);
 

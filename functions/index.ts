@@ -1,8 +1,11 @@
 import { systemClock } from "../lib/clock";
-import { parseConfig } from "../lib/config";
+import { type Config, parseConfig } from "../lib/config";
 import { createNeonDatabase } from "../lib/db/neon";
 import type { Deps } from "../lib/deps";
-import { consoleLogger } from "../lib/log";
+import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
+import { sweep } from "../lib/jobs/runner";
+import { createLlm } from "../lib/llm/client";
+import { consoleLogger, errorFields } from "../lib/log";
 import { createApp } from "./app";
 
 /**
@@ -11,27 +14,89 @@ import { createApp } from "./app";
  */
 type WorkerEnv = Record<string, unknown>;
 
-let cachedConfig: { env: WorkerEnv; config: ReturnType<typeof parseConfig> } | undefined;
+/**
+ * The cron trigger of wrangler.toml: the sweep, every minute. Not exported: workerd takes every
+ * named export of the entry module for an entrypoint and refuses to start on a constant.
+ */
+const SWEEP_CRON = "* * * * *";
+
+let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
   if (cachedConfig?.env !== env) cachedConfig = { env, config: parseConfig(env) };
   return cachedConfig.config;
 }
 
-function depsFor(env: WorkerEnv): Deps {
+/**
+ * QStash when it can complete the round trip: a token to publish, the public URL to deliver to
+ * and both signing keys to verify the delivery (a message whose callback can only answer 401
+ * would be retried into the dead-letter queue). Otherwise the cron sweep alone runs due jobs.
+ */
+function doorbellFor(config: Config): Doorbell {
+  const { token, url, currentSigningKey, nextSigningKey } = config.qstash;
+  if (!token || !config.publicBaseUrl || !currentSigningKey || !nextSigningKey) {
+    if (token || config.publicBaseUrl || currentSigningKey || nextSigningKey) warnIncompleteQstash(config);
+    return silentDoorbell;
+  }
+  return qstashDoorbell({
+    token,
+    baseUrl: url,
+    callbackUrl: jobCallbackUrl(config.publicBaseUrl),
+    clock: systemClock,
+  });
+}
+
+let warnedIncomplete: Config | undefined;
+function warnIncompleteQstash(config: Config) {
+  if (warnedIncomplete === config) return;
+  warnedIncomplete = config;
+  consoleLogger.warn("QStash is partly configured; jobs run from the cron sweep only", {
+    missing: [
+      !config.qstash.token && "QSTASH_TOKEN",
+      !config.publicBaseUrl && "PUBLIC_BASE_URL",
+      !config.qstash.currentSigningKey && "QSTASH_CURRENT_SIGNING_KEY",
+      !config.qstash.nextSigningKey && "QSTASH_NEXT_SIGNING_KEY",
+    ].filter(Boolean),
+  });
+}
+
+function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps {
   const config = configFor(env);
   if (!config.databaseUrl) throw new Error("DATABASE_URL is not set: the Worker needs a Neon database URL");
   const database = createNeonDatabase(config.databaseUrl, { fetchEndpoint: config.neonFetchEndpoint });
-  return { db: database.db, database, config, clock: systemClock, log: consoleLogger };
+  return {
+    db: database.db,
+    database,
+    config,
+    clock: systemClock,
+    log: consoleLogger,
+    llm: createLlm(config),
+    doorbell: doorbellFor(config),
+    defer: (work) => ctx.waitUntil(work),
+  };
 }
 
 let app: ReturnType<typeof createApp> | undefined;
 function appFor(env: WorkerEnv) {
-  app ??= createApp({ deps: (c) => depsFor(c.env as WorkerEnv), corsOrigins: configFor(env).corsOrigins });
+  app ??= createApp({
+    deps: (c) => depsFor(c.env as WorkerEnv, c.executionCtx),
+    corsOrigins: configFor(env).corsOrigins,
+  });
   return app;
 }
 
 export default {
   fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext) {
     return appFor(env).fetch(request, env, ctx);
+  },
+  /** A thin dispatcher: a cron string it does not know is an error, not a silent no-op. */
+  async scheduled(controller: ScheduledController, env: WorkerEnv, ctx: ExecutionContext) {
+    if (controller.cron !== SWEEP_CRON) throw new Error(`Unknown cron trigger: ${controller.cron}`);
+    const deps = depsFor(env, ctx);
+    try {
+      await sweep(deps);
+    } catch (err) {
+      deps.log.error("sweep failed", errorFields(err));
+      throw err;
+    }
   },
 } satisfies ExportedHandler<WorkerEnv>;

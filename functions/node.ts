@@ -1,3 +1,4 @@
+import pLimit from "p-limit";
 import { bootstrapAdmin } from "../lib/auth";
 import { type Clock, systemClock } from "../lib/clock";
 import type { Config } from "../lib/config";
@@ -5,7 +6,10 @@ import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
-import { consoleLogger, type Logger } from "../lib/log";
+import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
+import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
+import { createLlm, type Llm } from "../lib/llm/client";
+import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createApp } from "./app";
 
 export interface NodeServiceOptions {
@@ -14,31 +18,80 @@ export interface NodeServiceOptions {
   database?: Database;
   clock?: Clock;
   log?: Logger;
+  llm?: Llm;
+  /** Replace the timer doorbell (tests record rings and run jobs by hand). */
+  doorbell?: Doorbell;
   /** Skip migrations when the database is known to be migrated (test clones). */
   migrate?: boolean;
+  /** Run the sweep on an interval (default: every minute); false for none. */
+  sweepIntervalMs?: number | false;
 }
 
+export const SWEEP_INTERVAL_MS = 60_000;
+
 /**
- * The Node.js host's service: one database for the process, migrated and bootstrapped, and the
- * shared app over it.
+ * The Node.js host's service: one database for the process, migrated and bootstrapped, the
+ * shared app over it, timers as the doorbell and an interval running the sweep.
  */
 export async function createNodeService(options: NodeServiceOptions) {
   const { config } = options;
+  const clock = options.clock ?? systemClock;
+  const log = options.log ?? consoleLogger;
   const database = options.database ?? (await createDatabase(config));
   if (options.migrate !== false) await migrateDatabase(database, config.openai.embeddingDimensions);
+
+  // Deferred work (doorbell rings, jobs started by timers) is tracked so close() can wait for it.
+  const inFlight = new Set<Promise<unknown>>();
+  const track = (work: Promise<unknown>) => {
+    const settled = work.catch((err) => log.error("background work failed", errorFields(err)));
+    inFlight.add(settled);
+    settled.finally(() => inFlight.delete(settled));
+  };
+  // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once (the provider, not
+  // the CPU, is the bound: 50 threads ended together must not open 100 model calls at once).
+  const limit = pLimit(JOB_CONCURRENCY);
+  const timers = options.doorbell
+    ? undefined
+    : timerDoorbell(clock, (key) => limit(() => runJobByKey(deps, key)).then(() => {}), log);
   const deps: Deps = {
     db: database.db,
     database,
     config,
-    clock: options.clock ?? systemClock,
-    log: options.log ?? consoleLogger,
+    clock,
+    log,
+    llm: options.llm ?? createLlm(config),
+    doorbell: options.doorbell ?? (timers as Doorbell),
+    defer: track,
   };
   const admin = await bootstrapAdmin(deps);
   const app = createApp({ deps: () => deps, corsOrigins: config.corsOrigins });
+
+  const intervalMs = options.sweepIntervalMs ?? SWEEP_INTERVAL_MS;
+  let sweeping: Promise<unknown> = Promise.resolve();
+  const runSweep = () => {
+    // One sweep at a time per process; claiming with leases keeps several processes apart.
+    sweeping = sweeping.then(() => sweep(deps)).catch((err) => log.error("sweep failed", errorFields(err)));
+    track(sweeping);
+    return sweeping;
+  };
+  const interval = intervalMs === false ? undefined : setInterval(runSweep, intervalMs);
+  interval?.unref?.();
+  if (intervalMs !== false) runSweep(); // catch up on work left by the previous run
+
   return {
     app,
     deps,
     admin,
-    close: () => database.close(),
+    runSweep,
+    /** Resolves once every deferred piece of work has settled (tests, shutdown). */
+    async settle() {
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+    },
+    async close() {
+      if (interval) clearInterval(interval);
+      timers?.stop();
+      while (inFlight.size > 0) await Promise.all([...inFlight]);
+      await database.close();
+    },
   };
 }

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { endThread } from "../lib/episodic/triggers";
 import { threadEpisodicOverride } from "../lib/settings";
-import { createThread, endThread, getThread, updateThread } from "../lib/threads";
+import { createThread, getThread, updateThread } from "../lib/threads";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { datasetSchema, ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
@@ -89,7 +90,15 @@ const routes = {
     request: { params: threadIdParam },
     responses: {
       200: jsonResponse(
-        z.object({ threadId: z.string(), dataset: z.string(), endedAt: z.string() }),
+        z.object({
+          threadId: z.string(),
+          dataset: z.string(),
+          endedAt: z.string(),
+          episodeId: z.string().nullable().openapi({
+            description:
+              "The episode cut from the thread's messages (pending; summarised in the background), or null when there is nothing to condense or episodic memory is disabled.",
+          }),
+        }),
         "Ended; extraction runs in the background",
       ),
       401: errorResponses[401],

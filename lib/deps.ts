@@ -1,6 +1,8 @@
 import type { Clock } from "./clock";
 import type { Config } from "./config";
 import type { Database, Db } from "./db/types";
+import type { Doorbell } from "./jobs/doorbell";
+import type { Llm } from "./llm/client";
 import type { Logger } from "./log";
 
 /** Everything a domain function may touch, injected by the host. */
@@ -10,4 +12,12 @@ export interface Deps {
   config: Config;
   clock: Clock;
   log: Logger;
+  llm: Llm;
+  /** Makes a scheduled job run on time (timers on Node.js, QStash on the edge). */
+  doorbell: Doorbell;
+  /**
+   * Work that must finish but not delay the response (the Worker's `waitUntil`; on Node.js the
+   * promise simply runs on). Failures are logged by the caller.
+   */
+  defer(work: Promise<unknown>): void;
 }

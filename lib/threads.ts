@@ -1,6 +1,8 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
+import { rowsOf, toDate } from "./db/rows";
 import { threads } from "./db/schema";
 import type { Deps } from "./deps";
+import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
 import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings";
@@ -34,21 +36,56 @@ function cleanOverride(settings: ThreadInput["settings"]): ThreadSettings {
   return Object.keys(episodic).length > 0 ? { episodic: episodic as Partial<EpisodicSettings> } : {};
 }
 
+/**
+ * One statement: insert the thread and pull every waiting sibling in the dataset forward
+ * (their episodes become due within 5 minutes); the pulled timers are rung after the response.
+ */
 export async function createThread(deps: Deps, projectId: string, input: ThreadInput) {
-  const now = deps.clock.now();
-  const [row] = await deps.db
-    .insert(threads)
-    .values({
-      id: newId("thr"),
-      projectId,
-      dataset: input.dataset,
-      tags: dedupe(input.tags ?? []),
-      settings: cleanOverride(input.settings),
-      createdAt: now,
-      updatedAt: now,
-    })
-    .returning();
-  return threadRecord(row);
+  const now = deps.clock.now().toISOString();
+  const result = await deps.db.execute(sql`
+    WITH nt AS (
+      INSERT INTO ${threads} (id, project_id, dataset, tags, settings, created_at, updated_at)
+      VALUES (${newId("thr")}, ${projectId}, ${input.dataset}, ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(dedupe(input.tags ?? []))}::jsonb)),
+        ${JSON.stringify(cleanOverride(input.settings))}::jsonb, ${now}::timestamptz, ${now}::timestamptz)
+      RETURNING *
+    ),
+    pulled AS (${pullForwardSql(now)})
+    SELECT nt.*, coalesce((SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM pulled), '[]'::json) AS pulled
+    FROM nt`);
+  const [row] = rowsOf<RawThreadRow & { pulled: { key: string; run_at: string }[] | string }>(result);
+  const pulled = typeof row.pulled === "string" ? JSON.parse(row.pulled) : row.pulled;
+  ringLater(deps, dueJobsFrom(pulled));
+  return threadRecord(fromRaw(row));
+}
+
+interface RawThreadRow {
+  id: string;
+  project_id: string;
+  dataset: string;
+  tags: string[];
+  settings: ThreadSettings | string;
+  last_seq: number;
+  episode_seq: number;
+  last_message_at: unknown;
+  ended_at: unknown;
+  created_at: unknown;
+  updated_at: unknown;
+}
+
+function fromRaw(r: RawThreadRow): ThreadRow {
+  return {
+    id: r.id,
+    projectId: r.project_id,
+    dataset: r.dataset,
+    tags: r.tags,
+    settings: (typeof r.settings === "string" ? JSON.parse(r.settings) : r.settings) as Record<string, unknown>,
+    lastSeq: Number(r.last_seq),
+    episodeSeq: Number(r.episode_seq),
+    lastMessageAt: toDate(r.last_message_at),
+    endedAt: toDate(r.ended_at),
+    createdAt: toDate(r.created_at) as Date,
+    updatedAt: toDate(r.updated_at) as Date,
+  };
 }
 
 export async function getThread(deps: Deps, projectId: string, threadId: string) {
@@ -86,21 +123,6 @@ export async function updateThread(
     .returning();
   if (!row) throw notFound("Thread not found");
   return threadRecord(row);
-}
-
-/**
- * Marks the thread ended. Episode extraction from this trigger is added with the episodic layer;
- * until then the trigger is recorded (endedAt) and nothing else happens.
- */
-export async function endThread(deps: Deps, projectId: string, threadId: string) {
-  const now = deps.clock.now();
-  const [row] = await deps.db
-    .update(threads)
-    .set({ endedAt: now, updatedAt: now })
-    .where(and(eq(threads.id, threadId), eq(threads.projectId, projectId)))
-    .returning();
-  if (!row) throw notFound("Thread not found");
-  return { threadId: row.id, dataset: row.dataset, endedAt: now.toISOString() };
 }
 
 /** Dashboard browse: every thread of a project, newest first, offset-paginated. */

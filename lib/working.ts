@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf, toIso } from "./db/rows";
 import { messages, threads } from "./db/schema";
 import type { Deps } from "./deps";
+import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
 
@@ -26,20 +27,33 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
   const tokens = jsonOrNull(input.tokens);
   const metadata = jsonOrNull(input.metadata);
   const result = await deps.db.execute(sql`
-    WITH t AS (
+    WITH th AS (
       UPDATE ${threads} SET last_seq = last_seq + 1, last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
       WHERE id = ${threadId} AND project_id = ${projectId}
-      RETURNING id, last_seq
-    )
-    INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
-    SELECT ${newId("msg")}, ${projectId}, t.id, t.last_seq, ${input.role}, ${input.content},
-           ${tokens}::jsonb, ${input.model ?? null},
-           ${input.latencyMs ?? null}::real, ${metadata}::jsonb,
-           ${now}::timestamptz
-    FROM t
-    RETURNING id, thread_id, seq, role, created_at`);
-  const [row] = rowsOf<{ id: string; thread_id: string; seq: number; role: Role; created_at: unknown }>(result);
+      RETURNING id, project_id, dataset, settings, last_seq
+    ),
+    msg AS (
+      INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
+      SELECT ${newId("msg")}, ${projectId}, th.id, th.last_seq, ${input.role}, ${input.content},
+             ${tokens}::jsonb, ${input.model ?? null},
+             ${input.latencyMs ?? null}::real, ${metadata}::jsonb,
+             ${now}::timestamptz
+      FROM th
+      RETURNING id, thread_id, seq, role, created_at
+    ),
+    timer AS (${idleJobSql(now)})
+    SELECT msg.*, (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at FROM msg`);
+  const [row] = rowsOf<{
+    id: string;
+    thread_id: string;
+    seq: number;
+    role: Role;
+    created_at: unknown;
+    timer_key: string | null;
+    timer_run_at: unknown;
+  }>(result);
   if (!row) throw notFound("Thread not found");
+  if (row.timer_key) ringLater(deps, dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]));
   return {
     messageId: row.id,
     threadId: row.thread_id,

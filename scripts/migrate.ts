@@ -3,7 +3,6 @@ import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
-import { consoleLogger } from "../lib/log";
 
 /**
  * `npm run db:migrate`: apply the migrations to DATABASE_URL (or the embedded database) and

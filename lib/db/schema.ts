@@ -70,6 +70,8 @@ export const threads = pgTable(
     settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
     /** Last sequence number handed out; bumped in the same statement that inserts a message. */
     lastSeq: integer("last_seq").notNull().default(0),
+    /** Highest sequence number already covered by an episode: messages above it are new. */
+    episodeSeq: integer("episode_seq").notNull().default(0),
     lastMessageAt: timestamptz("last_message_at"),
     endedAt: timestamptz("ended_at"),
     createdAt: createdAt(),
@@ -243,5 +245,5 @@ export const jobs = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [index("jobs_due_idx").on(t.runAt), index("jobs_dataset_idx").on(t.projectId, t.dataset)],
+  (t) => [index("jobs_due_idx").on(t.runAt), index("jobs_dataset_idx").on(t.projectId, t.dataset, t.kind)],
 );

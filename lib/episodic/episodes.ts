@@ -1,0 +1,160 @@
+import { sql } from "drizzle-orm";
+import { rowsOf, toIso } from "../db/rows";
+import { type episodeStatuses, episodes } from "../db/schema";
+import { sameDims, vectorParam } from "../db/vectors";
+import type { Deps } from "../deps";
+import { badRequest, notFound } from "../errors";
+
+export type ListableStatus = "pending" | "processing" | "completed" | "failed";
+
+interface EpisodeRow {
+  id: string;
+  thread_id: string;
+  dataset: string;
+  project_id: string;
+  status: string;
+  summary: string;
+  key_learnings: string[] | string;
+  message_count: number;
+  token_count: number | null;
+  started_at: unknown;
+  ended_at: unknown;
+  processing_started_at: unknown;
+  processing_completed_at: unknown;
+  error: string | null;
+  retry_count: number;
+  metadata: Record<string, unknown> | null;
+  created_at: unknown;
+  updated_at: unknown;
+}
+
+const COLUMNS = sql.raw(
+  "id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, created_at, updated_at",
+);
+
+export function episodeRecord(e: EpisodeRow) {
+  return {
+    episodeId: e.id,
+    threadId: e.thread_id,
+    dataset: e.dataset,
+    projectId: e.project_id,
+    status: e.status as (typeof episodeStatuses)[number],
+    summary: e.summary,
+    keyLearnings: typeof e.key_learnings === "string" ? (JSON.parse(e.key_learnings) as string[]) : e.key_learnings,
+    messageCount: Number(e.message_count),
+    tokenCount: e.token_count === null ? null : Number(e.token_count),
+    startedAt: toIso(e.started_at),
+    endedAt: toIso(e.ended_at),
+    processingStartedAt: toIso(e.processing_started_at),
+    processingCompletedAt: toIso(e.processing_completed_at),
+    error: e.error,
+    retryCount: Number(e.retry_count),
+    metadata: e.metadata,
+    createdAt: toIso(e.created_at),
+    updatedAt: toIso(e.updated_at),
+  };
+}
+
+/** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
+export async function listEpisodes(
+  deps: Deps,
+  projectId: string,
+  dataset: string,
+  q: { limit: number; before?: Date; status: ListableStatus },
+) {
+  const before = q.before?.toISOString() ?? null;
+  const result = await deps.db.execute(sql`
+    WITH scope AS (
+      SELECT ${COLUMNS} FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
+    ),
+    page AS (
+      SELECT * FROM scope WHERE (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
+      ORDER BY ended_at DESC, id DESC LIMIT ${q.limit + 1}
+    )
+    SELECT (SELECT count(*) FROM scope)::int AS total,
+           coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
+  const [row] = rowsOf<{ total: number; page: EpisodeRow[] | string }>(result);
+  const page = (typeof row.page === "string" ? JSON.parse(row.page) : row.page) as EpisodeRow[];
+  return {
+    episodes: page.slice(0, q.limit).map(episodeRecord),
+    total: Number(row.total),
+    hasMore: page.length > q.limit,
+  };
+}
+
+/**
+ * Semantic search of completed summaries: one embedding call, then one statement ranking by
+ * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (0.7 / 0.3 unless given).
+ */
+export async function searchEpisodes(
+  deps: Deps,
+  projectId: string,
+  dataset: string,
+  q: { query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
+) {
+  const [vector] = await deps.llm.embed([q.query]);
+  return rankEpisodes(deps, projectId, dataset, vector, q.limit, q.similarityWeight ?? 0.7, q.recencyWeight ?? 0.3);
+}
+
+/**
+ * Ranks every completed episode of the dataset exactly (full-precision cosine, then the blend).
+ * Deliberately not an ORDER BY over the HNSW index: an index scan yields only `hnsw.ef_search`
+ * (40) nearest rows of the whole table before the project/dataset filter applies, so a dataset
+ * whose episodes are not among the table's nearest would find nothing; and the recency term can
+ * lift an episode that the nearest-by-cosine candidates would leave out. A dataset's episodes are
+ * few (one per conversation), and the (project, dataset, status) index narrows the scan to them.
+ */
+export async function rankEpisodes(
+  deps: Deps,
+  projectId: string,
+  dataset: string,
+  vector: number[],
+  limit: number,
+  similarityWeight: number,
+  recencyWeight: number,
+) {
+  const now = deps.clock.now().toISOString();
+  const result = await deps.db.execute(sql`
+    WITH candidates AS (
+      SELECT ${COLUMNS}, 1 - (embedding <=> ${vectorParam(vector)}) AS similarity FROM ${episodes}
+      WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = 'completed'
+        AND embedding IS NOT NULL AND ${sameDims(sql`embedding`, vector)}
+    )
+    SELECT *, similarity * ${similarityWeight}::float8
+           + (1.0 / (1.0 + GREATEST(EXTRACT(EPOCH FROM (${now}::timestamptz - ended_at)) / 86400.0, 0))) * ${recencyWeight}::float8 AS relevance
+    FROM candidates ORDER BY relevance DESC, id LIMIT ${limit}`);
+  return rowsOf<EpisodeRow & { relevance: number }>(result).map((r) => ({
+    ...episodeRecord(r),
+    relevanceScore: Number(r.relevance),
+  }));
+}
+
+export async function getEpisode(deps: Deps, projectId: string, episodeId: string) {
+  const [row] = rowsOf<EpisodeRow>(
+    await deps.db.execute(
+      sql`SELECT ${COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
+    ),
+  );
+  if (!row) throw notFound("Episode not found");
+  return episodeRecord(row);
+}
+
+/**
+ * Soft delete: archived, out of retrieval; summary, learnings, embedding and facts remain.
+ * One statement reports both "not found" and "already archived".
+ */
+export async function archiveEpisode(deps: Deps, projectId: string, episodeId: string) {
+  const now = deps.clock.now().toISOString();
+  const [row] = rowsOf<{ previous: string; archived: boolean }>(
+    await deps.db.execute(sql`
+      WITH target AS (SELECT id, status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}),
+      done AS (
+        UPDATE ${episodes} SET status = 'archived', updated_at = ${now}::timestamptz
+        WHERE id = (SELECT id FROM target) AND status <> 'archived' RETURNING id
+      )
+      SELECT (SELECT status FROM target) AS previous, EXISTS (SELECT 1 FROM done) AS archived`),
+  );
+  if (!row?.previous) throw notFound("Episode not found");
+  if (!row.archived) throw badRequest("Episode is already archived");
+  return { episodeId, deleted: true as const };
+}

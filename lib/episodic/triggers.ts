@@ -1,0 +1,225 @@
+import { type SQL, sql } from "drizzle-orm";
+import { rowsOf, toDate } from "../db/rows";
+import { episodes, jobs, messages, projects, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { badRequest, notFound } from "../errors";
+import { newId } from "../ids";
+import type { DueJob } from "../jobs/doorbell";
+import { episodicSetting } from "./settings-sql";
+
+/** A new thread pulls a waiting sibling's episode forward to at most this long from now. */
+export const PULL_FORWARD_MS = 5 * 60 * 1000;
+
+export type EpisodeTrigger = "end" | "idle" | "sibling";
+
+const threadSetting = (key: Parameters<typeof episodicSetting>[0], cast: "bigint" | "int" | "boolean") =>
+  episodicSetting(key, sql`th.settings`, sql`p.settings`, cast);
+
+/**
+ * Cuts an episode from a thread in one statement: locks the thread, takes the messages not yet in
+ * an episode (for `end` with none new: the whole thread again, as the spec's repeat table says),
+ * inserts the episode and its processing job, and moves the thread's `episode_seq`. The row lock
+ * makes concurrent triggers take disjoint ranges, so no message lands in two episodes by accident.
+ * Nothing is cut when episodic memory is disabled or there is nothing to cut.
+ */
+export async function cutEpisode(
+  deps: Deps,
+  projectId: string,
+  threadId: string,
+  trigger: EpisodeTrigger,
+): Promise<{
+  found: boolean;
+  dataset: string | null;
+  episodeId: string | null;
+  job: DueJob | null;
+  endedAt: string | null;
+}> {
+  const now = deps.clock.now().toISOString();
+  const episodeId = newId("epi");
+  const wholeThreadAgain = trigger === "end";
+  const result = await deps.db.execute(sql`
+    WITH th AS (
+      SELECT id, project_id, dataset, settings, last_seq, episode_seq FROM ${threads}
+      WHERE id = ${threadId} AND project_id = ${projectId} FOR UPDATE
+    ),
+    cut AS (
+      SELECT th.id, th.project_id, th.dataset, th.last_seq AS to_seq,
+        CASE WHEN th.last_seq > th.episode_seq THEN th.episode_seq + 1 ELSE 1 END AS from_seq
+      FROM th JOIN ${projects} p ON p.id = th.project_id
+      WHERE th.last_seq > 0 AND ${threadSetting("enabled", "boolean")}
+        AND (th.last_seq > th.episode_seq ${wholeThreadAgain ? sql`OR TRUE` : sql``})
+    ),
+    span AS (
+      SELECT count(*)::int AS n, min(m.created_at) AS started_at, max(m.created_at) AS ended_at
+      FROM ${messages} m JOIN cut ON m.thread_id = cut.id AND m.seq BETWEEN cut.from_seq AND cut.to_seq
+      WHERE NOT m.is_summary
+    ),
+    moved AS (
+      UPDATE ${threads} t SET episode_seq = th.last_seq, updated_at = ${now}::timestamptz
+        ${trigger === "end" ? sql`, ended_at = ${now}::timestamptz` : sql``}
+      FROM th WHERE t.id = th.id
+      RETURNING t.id
+    ),
+    ep AS (
+      INSERT INTO ${episodes} (id, project_id, thread_id, dataset, status, from_seq, to_seq, message_count,
+        started_at, ended_at, metadata, created_at, updated_at)
+      SELECT ${episodeId}, cut.project_id, cut.id, cut.dataset, 'pending', cut.from_seq, cut.to_seq, span.n,
+        span.started_at, span.ended_at, ${JSON.stringify({ trigger })}::jsonb, ${now}::timestamptz, ${now}::timestamptz
+      FROM cut, span WHERE span.n > 0
+      RETURNING id, project_id, dataset
+    ),
+    job AS (
+      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+      SELECT ${newId("job")}, 'episode', 'episode:' || ep.id, ep.project_id, ep.dataset, ${now}::timestamptz,
+        jsonb_build_object('episodeId', ep.id), ${now}::timestamptz, ${now}::timestamptz
+      FROM ep
+      ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at
+      RETURNING key, run_at
+    )
+    SELECT (SELECT dataset FROM th) AS dataset, (SELECT count(*) FROM moved)::int AS found,
+      (SELECT id FROM ep) AS episode_id, (SELECT key FROM job) AS job_key, (SELECT run_at FROM job) AS job_run_at`);
+  const [row] = rowsOf<{
+    dataset: string | null;
+    found: number;
+    episode_id: string | null;
+    job_key: string | null;
+    job_run_at: unknown;
+  }>(result);
+  return {
+    found: Number(row?.found ?? 0) > 0,
+    dataset: row?.dataset ?? null,
+    episodeId: row?.episode_id ?? null,
+    job: row?.job_key ? { key: row.job_key, runAt: toDate(row.job_run_at) as Date } : null,
+    endedAt: trigger === "end" ? now : null,
+  };
+}
+
+/** `POST /v1/threads/:id/end`: records the end and cuts an episode (processing is asynchronous). */
+export async function endThread(deps: Deps, projectId: string, threadId: string) {
+  const cut = await cutEpisode(deps, projectId, threadId, "end");
+  if (!cut.found) throw notFound("Thread not found");
+  ringLater(deps, cut.job ? [cut.job] : []);
+  return { threadId, dataset: cut.dataset as string, endedAt: cut.endedAt as string, episodeId: cut.episodeId };
+}
+
+/**
+ * SQL for the idle timer, folded into the statement that appends a message: one job per thread,
+ * keyed by thread, inserted only if none is waiting (a new message does not reschedule it; the job
+ * re-reads the thread's last activity when it fires). Nothing when the timer is disabled.
+ * `th` must expose the thread's id, project_id, dataset and settings.
+ */
+export function idleJobSql(now: string): SQL {
+  return sql`
+    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+    SELECT ${newId("job")}, 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
+      ${now}::timestamptz + make_interval(secs => ${threadSetting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
+      jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
+    FROM th JOIN ${projects} p ON p.id = th.project_id
+    WHERE ${threadSetting("enabled", "boolean")} AND ${threadSetting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, run_at`;
+}
+
+/**
+ * SQL for the pull-forward, folded into the statement that creates a thread: every sibling in
+ * the same dataset with messages not yet in an episode gets its episode due within 5 minutes,
+ * even when its idle timer is disabled (the spec: a new thread still triggers it). The job is
+ * marked `pulled` so it cuts the episode when it fires instead of waiting for idleness.
+ * `nt` must expose the new thread's id, project_id and dataset.
+ */
+export function pullForwardSql(now: string): SQL {
+  const due = new Date(Date.parse(now) + PULL_FORWARD_MS).toISOString();
+  return sql`
+    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+    SELECT 'job_' || md5(th.id || ${now}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset, ${due}::timestamptz,
+      jsonb_build_object('threadId', th.id, 'pulled', true), ${now}::timestamptz, ${now}::timestamptz
+    FROM ${threads} th JOIN nt ON th.project_id = nt.project_id AND th.dataset = nt.dataset AND th.id <> nt.id
+      JOIN ${projects} p ON p.id = th.project_id
+    WHERE th.last_seq > th.episode_seq AND ${threadSetting("enabled", "boolean")}
+    ON CONFLICT (key) DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at),
+      payload = ${jobs}.payload || '{"pulled": true}'::jsonb, updated_at = EXCLUDED.updated_at
+    RETURNING key, run_at`;
+}
+
+export function dueJobsFrom(rows: { key: string; run_at: unknown }[]): DueJob[] {
+  return rows.map((r) => ({ key: r.key, runAt: toDate(r.run_at) as Date }));
+}
+
+/** Ring after the response: a lost ring costs latency (the sweep runs the job), never work. */
+export function ringLater(deps: Deps, due: DueJob[]) {
+  if (due.length === 0) return;
+  deps.defer(
+    deps.doorbell
+      .ring(due)
+      .catch((err) => deps.log.warn("doorbell failed; the sweep will run the job", { error: String(err) })),
+  );
+}
+
+/**
+ * The CTEs that move the episodes of `target` (failed, locked) to pending with retryCount + 1 and
+ * make their jobs due now: `requeued` and `job`.
+ */
+function requeueSql(now: string): SQL {
+  return sql`
+    requeued AS (
+      UPDATE ${episodes} e SET status = 'pending', retry_count = e.retry_count + 1, updated_at = ${now}::timestamptz
+      FROM target WHERE e.id = target.id
+      RETURNING e.id, e.project_id, e.dataset
+    ),
+    job AS (
+      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+      SELECT 'job_' || md5(r.id || ${now}), 'episode', 'episode:' || r.id, r.project_id, r.dataset, ${now}::timestamptz,
+        jsonb_build_object('episodeId', r.id), ${now}::timestamptz, ${now}::timestamptz
+      FROM requeued r
+      ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at
+      RETURNING key, run_at
+    )`;
+}
+
+/**
+ * The background retry, in one statement: failed episodes under their effective maxRetries whose
+ * last failure is at least `olderThanMs` old go back to pending with retryCount + 1, jobs due now.
+ */
+export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: number; limit: number }) {
+  const now = deps.clock.now().toISOString();
+  const result = await deps.db.execute(sql`
+    WITH target AS (
+      SELECT e.id FROM ${episodes} e
+        JOIN ${projects} p ON p.id = e.project_id
+        LEFT JOIN ${threads} th ON th.id = e.thread_id
+      WHERE e.status = 'failed'
+        AND e.retry_count < ${episodicSetting("maxRetries", sql`th.settings`, sql`p.settings`, "int")}
+        AND e.updated_at <= ${new Date(Date.parse(now) - scope.olderThanMs).toISOString()}::timestamptz
+      ORDER BY e.updated_at LIMIT ${scope.limit}
+      FOR UPDATE OF e SKIP LOCKED
+    ),
+    ${requeueSql(now)}
+    SELECT r.id, j.key, j.run_at FROM requeued r JOIN job j ON j.key = 'episode:' || r.id`);
+  const rows = rowsOf<{ id: string; key: string; run_at: unknown }>(result);
+  return { episodeIds: rows.map((r) => r.id), due: dueJobsFrom(rows) };
+}
+
+/**
+ * `POST .../episodes/:id/retry`: failed only; bypasses the cap and the retry interval; processing
+ * starts asynchronously. One statement also reports the episode's state, so "not found" and "not
+ * failed" cost no second round trip.
+ */
+export async function retryEpisode(deps: Deps, projectId: string, episodeId: string) {
+  const now = deps.clock.now().toISOString();
+  const result = await deps.db.execute(sql`
+    WITH target AS (
+      SELECT e.id FROM ${episodes} e
+      WHERE e.id = ${episodeId} AND e.project_id = ${projectId} AND e.status = 'failed'
+      FOR UPDATE OF e
+    ),
+    ${requeueSql(now)}
+    SELECT cur.status AS previous, j.key, j.run_at
+    FROM (SELECT status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}) cur
+      LEFT JOIN job j ON true`);
+  const [row] = rowsOf<{ previous: string; key: string | null; run_at: unknown }>(result);
+  if (!row) throw notFound("Episode not found");
+  // Failed when the statement began but requeued meanwhile by the background retry: pending all the same.
+  if (!row.key && row.previous !== "failed") throw badRequest("Only failed episodes can be retried");
+  if (row.key) ringLater(deps, dueJobsFrom([{ key: row.key, run_at: row.run_at }]));
+  return { episodeId, status: "pending" as const };
+}

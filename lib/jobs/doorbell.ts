@@ -1,0 +1,104 @@
+import { Client } from "@upstash/qstash";
+import type { Clock } from "../clock";
+import type { Logger } from "../log";
+
+/** A job that should run at `runAt`; ringing is a latency hint, never the truth (the jobs table is). */
+export interface DueJob {
+  key: string;
+  runAt: Date;
+}
+
+export interface Doorbell {
+  ring(jobs: DueJob[]): Promise<void>;
+}
+
+/** No doorbell: the sweep alone runs due jobs (edge without QStash credentials). */
+export const silentDoorbell: Doorbell = { ring: async () => {} };
+
+/**
+ * Node.js: one timer per job key, replaced when the same key rings again. `run` claims and runs
+ * the job through the job table, so a timer that fires twice or late does no harm.
+ */
+export function timerDoorbell(clock: Clock, run: (key: string) => Promise<void>, log: Logger) {
+  const timers = new Map<string, ReturnType<typeof setTimeout>>();
+  // setTimeout's ceiling (~24.8 days); a later job is found by the sweep.
+  const MAX_DELAY = 2_147_483_647;
+  const doorbell: Doorbell & { stop(): void; pending(): number } = {
+    async ring(jobs) {
+      for (const job of jobs) {
+        const delay = Math.max(0, job.runAt.getTime() - clock.now().getTime());
+        if (delay > MAX_DELAY) continue;
+        clearTimeout(timers.get(job.key));
+        const timer = setTimeout(() => {
+          timers.delete(job.key);
+          run(job.key).catch((err) => log.error("job run failed", { key: job.key, error: String(err) }));
+        }, delay);
+        timer.unref?.();
+        timers.set(job.key, timer);
+      }
+    },
+    stop() {
+      for (const timer of timers.values()) clearTimeout(timer);
+      timers.clear();
+    },
+    pending: () => timers.size,
+  };
+  return doorbell;
+}
+
+/** Where QStash delivers doorbells: the public origin (and any path prefix a proxy strips) + `/jobs/run`. */
+export function jobCallbackUrl(publicBaseUrl: string): string {
+  return `${publicBaseUrl.replace(/\/+$/, "")}/jobs/run`;
+}
+
+/**
+ * The deduplication id of one run of a job: its key and due time, so ringing the same run twice
+ * (a retried publish, two requests racing) enqueues one message, while a rescheduled or retried
+ * job (a new `run_at`) gets a new one. Kept to `[A-Za-z0-9_.-]` so it is a plain header value.
+ */
+export function deduplicationIdFor(job: DueJob): string {
+  return `${job.key}.${job.runAt.getTime()}`.replace(/[^A-Za-z0-9_.-]/g, "_");
+}
+
+/**
+ * The edge: a QStash delayed message per job, delivered to `POST /jobs/run` (verified with the
+ * signing keys there) no earlier than the job's `run_at`. Messages are deduplicated by QStash per
+ * run ({@link deduplicationIdFor}). The Client uses the global `fetch`; `devMode: false` keeps a
+ * stray `QSTASH_DEV` in the environment from swapping our credentials for the local dev server's.
+ */
+export function qstashDoorbell(options: {
+  token: string;
+  /** The QStash API (QSTASH_URL); QStash's own when absent. */
+  baseUrl?: string;
+  callbackUrl: string;
+  clock: Clock;
+  /** Deliveries QStash attempts again after a failed one (it backs off between them). */
+  retries?: number;
+}): Doorbell {
+  const client = new Client({
+    token: options.token,
+    baseUrl: options.baseUrl ?? "https://qstash.upstash.io",
+    devMode: false,
+    // Network errors only (an HTTP error answer is not retried); the ring runs after the response,
+    // and a lost ring costs latency, not work, so a short retry is enough.
+    retry: { retries: 2, backoff: (attempt) => 100 * 2 ** attempt },
+  });
+  return {
+    async ring(jobs) {
+      const now = options.clock.now().getTime();
+      await Promise.all(
+        jobs.map((job) =>
+          client.publishJSON({
+            url: options.callbackUrl,
+            body: { key: job.key },
+            // Unix seconds, rounded up so the delivery never comes before `run_at` (the claim
+            // would find the job not yet due). A job already due is delivered at once.
+            ...(job.runAt.getTime() > now ? { notBefore: Math.ceil(job.runAt.getTime() / 1000) } : {}),
+            deduplicationId: deduplicationIdFor(job),
+            retries: options.retries ?? 3,
+          }),
+        ),
+      );
+    },
+  };
+}

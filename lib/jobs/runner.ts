@@ -1,0 +1,155 @@
+import { sql } from "drizzle-orm";
+import { rowsOf, toDate } from "../db/rows";
+import { jobs, projects, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { processEpisode } from "../episodic/pipeline";
+import { episodicSetting } from "../episodic/settings-sql";
+import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
+import { errorFields } from "../log";
+import { claimJobs, completeJob, type Job, LEASE_MS, rescheduleJob } from "./store";
+
+export { LEASE_MS };
+/** How many jobs one worker runs at once (provider latency bound, not CPU bound). */
+export const JOB_CONCURRENCY = 16;
+const FAILURE_BACKOFF_MS = 30_000;
+
+/** Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later. */
+export async function runJob(deps: Deps, job: Job): Promise<void> {
+  try {
+    switch (job.kind) {
+      case "episode": {
+        const outcome = await processEpisode(deps, String(job.payload.episodeId));
+        if (outcome === "busy") {
+          // Left in processing by an earlier attempt that died mid-way (its write failed, or its
+          // worker crashed): try again once that attempt counts as abandoned, then take it over.
+          await rescheduleJob(deps.db, job, new Date(deps.clock.now().getTime() + LEASE_MS));
+          return;
+        }
+        await completeJob(deps.db, job);
+        return;
+      }
+      case "thread-idle": {
+        await runIdleTimer(deps, job);
+        return;
+      }
+      default:
+        deps.log.error("unknown job kind; dropping it", { kind: job.kind, key: job.key });
+        await completeJob(deps.db, job);
+    }
+  } catch (err) {
+    deps.log.error("job failed; it will run again", { key: job.key, attempts: job.attempts, ...errorFields(err) });
+    const backoff = FAILURE_BACKOFF_MS * 2 ** Math.min(job.attempts - 1, 6);
+    await rescheduleJob(deps.db, job, new Date(deps.clock.now().getTime() + backoff), String(err)).catch(() => {});
+  }
+}
+
+/**
+ * The idle timer fired: re-read the thread's last activity and settings. Idle long enough (or
+ * pulled forward by a new sibling thread): cut the episode. Otherwise sleep until the thread
+ * would be idle. Disabled meanwhile: drop the timer.
+ */
+async function runIdleTimer(deps: Deps, job: Job) {
+  const threadId = String(job.payload.threadId);
+  const [state] = rowsOf<{
+    interval_ms: string | number | null;
+    enabled: boolean;
+    last_message_at: unknown;
+    pending: boolean;
+  }>(
+    await deps.db.execute(sql`
+      SELECT ${episodicSetting("autoEpisodeIntervalMs", sql`th.settings`, sql`p.settings`, "bigint")} AS interval_ms,
+             ${episodicSetting("enabled", sql`th.settings`, sql`p.settings`, "boolean")} AS enabled,
+             th.last_message_at, th.last_seq > th.episode_seq AS pending
+      FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
+      WHERE th.id = ${threadId}`),
+  );
+  if (!state?.enabled || !state.pending) {
+    await completeJob(deps.db, job);
+    return;
+  }
+  const pulled = job.payload.pulled === true;
+  if (!pulled) {
+    if (state.interval_ms === null) {
+      await completeJob(deps.db, job);
+      return;
+    }
+    const idleAt = new Date((toDate(state.last_message_at) as Date).getTime() + Number(state.interval_ms));
+    if (idleAt.getTime() > deps.clock.now().getTime()) {
+      await rescheduleJob(deps.db, job, idleAt);
+      ringLater(deps, [{ key: job.key, runAt: idleAt }]);
+      return;
+    }
+  }
+  const cut = await cutEpisode(deps, job.projectId ?? "", threadId, pulled ? "sibling" : "idle");
+  await completeJob(deps.db, job);
+  if (cut.job) await runJobByKey(deps, cut.job.key);
+}
+
+/** A doorbell for one job: claim it by key (no-op when not due or held by another worker) and run it. */
+export async function runJobByKey(deps: Deps, key: string): Promise<boolean> {
+  const [job] = await claimJobs(deps.db, { now: deps.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+  if (!job) return false;
+  await runJob(deps, job);
+  return true;
+}
+
+/** Claims and runs every due job, `JOB_CONCURRENCY` at a time, until none is due (or `max` ran). */
+export async function runDueJobs(deps: Deps, max = 500): Promise<number> {
+  let ran = 0;
+  while (ran < max) {
+    const batch = await claimJobs(deps.db, {
+      now: deps.clock.now(),
+      leaseMs: LEASE_MS,
+      limit: Math.min(JOB_CONCURRENCY, max - ran),
+    });
+    if (batch.length === 0) break;
+    await Promise.all(batch.map((job) => runJob(deps, job)));
+    ran += batch.length;
+  }
+  return ran;
+}
+
+/**
+ * The sleep-time backstop: threads whose idle time has passed with messages not yet in an episode
+ * and no timer waiting (a lost doorbell, a crash before the timer was written) get a due timer.
+ * Disabled together with the timer (null interval).
+ */
+async function scheduleMissedIdleTimers(deps: Deps, limit: number) {
+  const now = deps.clock.now().toISOString();
+  const interval = episodicSetting("autoEpisodeIntervalMs", sql`th.settings`, sql`p.settings`, "bigint");
+  return rowsOf<{ key: string }>(
+    await deps.db.execute(sql`
+      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+      SELECT 'job_' || md5(th.id || ${now}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset, ${now}::timestamptz,
+        jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
+      FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
+      WHERE th.last_seq > th.episode_seq
+        AND ${episodicSetting("enabled", sql`th.settings`, sql`p.settings`, "boolean")}
+        AND ${interval} IS NOT NULL
+        AND th.last_message_at + make_interval(secs => ${interval} / 1000.0) <= ${now}::timestamptz
+        AND NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = 'idle:' || th.id)
+      LIMIT ${limit}
+      ON CONFLICT (key) DO NOTHING
+      RETURNING key`),
+  ).length;
+}
+
+export interface SweepReport {
+  retried: number;
+  backstop: number;
+  ran: number;
+}
+
+/**
+ * One sweep (cron every minute on the edge, an interval on Node.js): re-queue failed episodes
+ * under their retry cap whose last failure is a retry interval old, give idle threads a timer if
+ * theirs went missing, then run every due job (expired leases included: claiming takes them).
+ */
+export async function sweep(deps: Deps): Promise<SweepReport> {
+  const retried = (await requeueFailedEpisodes(deps, { olderThanMs: deps.config.retryIntervalMs, limit: 100 }))
+    .episodeIds.length;
+  const backstop = await scheduleMissedIdleTimers(deps, 500);
+  const ran = await runDueJobs(deps);
+  if (retried || backstop || ran) deps.log.info("sweep", { retried, backstop, ran });
+  return { retried, backstop, ran };
+}

@@ -1,0 +1,131 @@
+import { sql } from "drizzle-orm";
+import { rowsOf, toDate } from "../db/rows";
+import { jobs } from "../db/schema";
+import type { Db } from "../db/types";
+import { newId } from "../ids";
+
+/**
+ * The durable job table is the truth about background work; doorbells (timers, QStash) only make
+ * a due job run on time, and the sweep runs whatever a lost doorbell missed.
+ */
+export type JobKind = "thread-idle" | "episode";
+
+export interface Job {
+  id: string;
+  kind: JobKind;
+  key: string;
+  projectId: string | null;
+  dataset: string | null;
+  runAt: Date;
+  attempts: number;
+  lockedUntil: Date | null;
+  payload: Record<string, unknown>;
+}
+
+export interface JobSpec {
+  kind: JobKind;
+  key: string;
+  projectId: string;
+  dataset: string;
+  runAt: Date;
+  payload?: Record<string, unknown>;
+}
+
+/**
+ * How long a claim holds a job: long enough for the three model calls of an episode, with their
+ * retries. Past it the job is claimed again, and an episode left in processing that long by a
+ * crashed worker is taken over by the new one.
+ */
+export const LEASE_MS = 5 * 60 * 1000;
+
+/** How an upsert treats a job already scheduled under the same key. */
+export type ScheduleMode = "keep" | "earlier" | "replace";
+
+interface JobRow {
+  id: string;
+  kind: JobKind;
+  key: string;
+  project_id: string | null;
+  dataset: string | null;
+  run_at: unknown;
+  attempts: number;
+  locked_until: unknown;
+  payload: Record<string, unknown> | string;
+}
+
+export function jobFromRow(row: JobRow): Job {
+  return {
+    id: row.id,
+    kind: row.kind,
+    key: row.key,
+    projectId: row.project_id,
+    dataset: row.dataset,
+    runAt: toDate(row.run_at) as Date,
+    attempts: Number(row.attempts),
+    lockedUntil: toDate(row.locked_until),
+    payload: typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload,
+  };
+}
+
+/** The SQL of a schedule upsert, for use alone or inside a larger statement. */
+export function scheduleJobSql(spec: JobSpec, mode: ScheduleMode, now: Date) {
+  const runAt = spec.runAt.toISOString();
+  const onConflict =
+    mode === "keep"
+      ? sql`DO NOTHING`
+      : mode === "earlier"
+        ? sql`DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at), updated_at = EXCLUDED.updated_at`
+        : sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, attempts = 0, last_error = NULL, updated_at = EXCLUDED.updated_at`;
+  return sql`
+    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+    VALUES (${newId("job")}, ${spec.kind}, ${spec.key}, ${spec.projectId}, ${spec.dataset}, ${runAt}::timestamptz,
+            ${JSON.stringify(spec.payload ?? {})}::jsonb, ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz)
+    ON CONFLICT (key) ${onConflict}
+    RETURNING id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`;
+}
+
+export async function scheduleJob(db: Db, spec: JobSpec, mode: ScheduleMode, now: Date): Promise<Job | null> {
+  const [row] = rowsOf<JobRow>(await db.execute(scheduleJobSql(spec, mode, now)));
+  return row ? jobFromRow(row) : null;
+}
+
+/**
+ * Claims due jobs in one statement: `FOR UPDATE SKIP LOCKED` so concurrent workers never take
+ * the same row, and a lease (`locked_until`) so a crashed worker's job is claimed again once the
+ * lease expires. `key` narrows the claim to one job (a doorbell for that job).
+ */
+export async function claimJobs(
+  db: Db,
+  options: { now: Date; leaseMs: number; limit: number; key?: string },
+): Promise<Job[]> {
+  const now = options.now.toISOString();
+  const lockedUntil = new Date(options.now.getTime() + options.leaseMs).toISOString();
+  const result = await db.execute(sql`
+    UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz, attempts = attempts + 1, updated_at = ${now}::timestamptz
+    WHERE id IN (
+      SELECT id FROM ${jobs}
+      WHERE run_at <= ${now}::timestamptz
+        AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
+        ${options.key ? sql`AND key = ${options.key}` : sql``}
+      ORDER BY run_at
+      LIMIT ${options.limit}
+      FOR UPDATE SKIP LOCKED
+    )
+    RETURNING id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`);
+  return rowsOf<JobRow>(result).map(jobFromRow);
+}
+
+/** Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner). */
+export async function completeJob(db: Db, job: Job): Promise<void> {
+  await db.execute(
+    sql`DELETE FROM ${jobs} WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz`,
+  );
+}
+
+/** Not yet (or failed): release the lease and run again at `runAt`. */
+export async function rescheduleJob(db: Db, job: Job, runAt: Date, error?: string): Promise<void> {
+  await db.execute(sql`
+    UPDATE ${jobs} SET run_at = ${runAt.toISOString()}::timestamptz, locked_until = NULL,
+      last_error = ${error ?? null}, attempts = ${error ? sql`attempts` : sql`0`}
+    WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz`);
+}
