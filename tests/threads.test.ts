@@ -501,8 +501,9 @@ describe("POST /v1/threads/:id/end", () => {
     const created = await createThread(t.key, { dataset: "e" });
     const res = await svc.request(`/v1/threads/${created.threadId}/end`, { method: "POST", token: t.key });
     expect(res.status).toBe(200);
-    const ended = await body<{ threadId: string; dataset: string; endedAt: string }>(res);
-    expect(Object.keys(ended).sort()).toEqual(["dataset", "endedAt", "threadId"]);
+    const ended = await body<{ threadId: string; dataset: string; endedAt: string; episodeId: string | null }>(res);
+    expect(Object.keys(ended).sort()).toEqual(["dataset", "endedAt", "episodeId", "threadId"]);
+    expect(ended.episodeId).toBeNull(); // no messages: nothing to condense
     expect(ended.threadId).toBe(created.threadId);
     expect(ended.dataset).toBe("e");
     expect(new Date(ended.endedAt).toISOString()).toBe(ended.endedAt);

@@ -7,14 +7,24 @@ import { manualClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
 import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { QueryHook } from "../../lib/db/types";
+import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
+import { createLlm } from "../../lib/llm/client";
 import { silentLogger } from "../../lib/log";
 import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
+import type { FakeOpenAI } from "./fake-openai";
 
 export const ADMIN = { username: "admin", password: "admin-password-for-tests" };
 
 export interface TestServiceOptions {
   env?: Record<string, string>;
+  /** The fake provider to point the real `openai` client at (OPENAI_BASE_URL and a key). */
+  provider?: FakeOpenAI;
+  /**
+   * "record" (default): rings are recorded and nothing runs by itself; tests run jobs with
+   * `runDueJobs`/`sweep` on the manual clock. "timers": the Node.js host's real timer doorbell.
+   */
+  doorbell?: "record" | "timers";
   /** Use a manual clock (tests move time by hand). */
   manualTime?: boolean;
   onQuery?: QueryHook;
@@ -30,10 +40,27 @@ export async function createTestService(options: TestServiceOptions = {}) {
     ADMIN_PASSWORD: ADMIN.password,
     EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
     CORS_ORIGIN: "http://dashboard.test",
+    ...(options.provider ? { OPENAI_BASE_URL: options.provider.url, OPENAI_API_KEY: "test-key" } : {}),
     ...options.env,
   });
   const clock = options.manualTime ? manualClock() : undefined;
-  const service = await createNodeService({ config, database, migrate: false, log: silentLogger, clock });
+  const rings: DueJob[] = [];
+  const recordingDoorbell: Doorbell = {
+    ring: async (jobs) => {
+      rings.push(...jobs);
+    },
+  };
+  const service = await createNodeService({
+    config,
+    database,
+    migrate: false,
+    log: silentLogger,
+    clock,
+    // Fast retries in tests; the provider's own retry/backoff is tested in tests/llm.test.ts.
+    llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
+    doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
+    sweepIntervalMs: false,
+  });
   const request = (path: string, init: RequestInit & { token?: string; json?: unknown } = {}) => {
     const headers = new Headers(init.headers);
     if (init.token) headers.set("authorization", `Bearer ${init.token}`);
@@ -44,7 +71,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     }
     return service.app.request(path, { ...init, headers, body });
   };
-  return { ...service, clock, request };
+  return { ...service, clock, request, rings };
 }
 
 export type TestService = Awaited<ReturnType<typeof createTestService>>;

@@ -1,0 +1,292 @@
+import { execFile } from "node:child_process";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { promisify } from "node:util";
+import { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { createNodeService } from "../../functions/node";
+import { createApiKey } from "../../lib/api-keys";
+import { parseConfig } from "../../lib/config";
+import { createPgliteDatabase } from "../../lib/db/pglite";
+import type { Database } from "../../lib/db/types";
+import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
+import { silentLogger } from "../../lib/log";
+import { createProject } from "../../lib/projects";
+import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
+import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
+import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
+
+/**
+ * Background work on the edge host for real: the Worker bundle under workerd (Miniflare), its
+ * Neon driver on a local SQL-over-HTTP endpoint, its model calls on the fake provider and its
+ * doorbells on a fake QStash. Two Workers from the same bundle share one workerd: one with
+ * QStash configured, one without (the cron sweep alone must run its jobs).
+ */
+const ROOT = fileURLToPath(new URL("../..", import.meta.url));
+const PUBLIC_BASE_URL = "https://memory.edge.test";
+const CALLBACK_URL = `${PUBLIC_BASE_URL}/jobs/run`;
+const WITH_QSTASH = "memory-service";
+const CRON_ONLY = "memory-service-cron-only";
+/** The cron triggers wrangler.toml deploys: the scheduled handler must know every one. */
+const WRANGLER_CRONS = [...readFileSync(join(ROOT, "wrangler.toml"), "utf8").matchAll(/^crons\s*=\s*\[(.*)\]/gm)]
+  .flatMap((m) => [...m[1].matchAll(/"([^"]+)"/g)])
+  .map((m) => m[1]);
+
+let buildDir: string;
+let database: Database;
+let endpoint: NeonHttpEndpoint;
+let provider: FakeOpenAI;
+let qstash: FakeQStash;
+let mf: Miniflare;
+let node: Awaited<ReturnType<typeof createNodeService>>;
+
+beforeAll(async () => {
+  buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-jobs-"));
+  const build = promisify(execFile)(
+    process.execPath,
+    [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", buildDir],
+    { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } },
+  );
+  database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
+  // Projects and keys are made by the Node.js host's code on the same database; no sweep here,
+  // so every job below is run by the Worker.
+  node = await createNodeService({
+    config: parseConfig({ EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS) }),
+    database,
+    migrate: false,
+    log: silentLogger,
+    sweepIntervalMs: false,
+  });
+  endpoint = await startNeonHttpEndpoint({ database });
+  provider = await startFakeOpenAI();
+  provider.onStructured("episode_summary", (request) => ({
+    summary: `Edge summary of: ${request.messages.at(-1)?.content.slice(0, 200)}`,
+    keyLearnings: [],
+  }));
+  qstash = await startFakeQStash();
+  await build;
+
+  const text = (value: string) => ({ type: "text" as const, value });
+  const script = readFileSync(join(buildDir, "index.js"), "utf8");
+  const common = {
+    DATABASE_URL: text("postgres://user:pass@localhost/db"),
+    NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
+    EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
+    OPENAI_API_KEY: text("test-key"),
+    OPENAI_BASE_URL: text(provider.url),
+  };
+  const worker = (name: string, env: Record<string, ReturnType<typeof text>>) => ({
+    config: {
+      name,
+      compatibilityDate: "2026-11-01",
+      compatibilityFlags: ["nodejs_compat"],
+      manifest: { mainModule: "index.js", modules: { "index.js": { type: "esm" as const, contents: script } } },
+      env,
+    },
+  });
+  mf = new Miniflare({
+    workers: [
+      worker(WITH_QSTASH, {
+        ...common,
+        QSTASH_TOKEN: text(qstash.token),
+        QSTASH_URL: text(qstash.url),
+        QSTASH_CURRENT_SIGNING_KEY: text(qstash.currentSigningKey),
+        QSTASH_NEXT_SIGNING_KEY: text(qstash.nextSigningKey),
+        PUBLIC_BASE_URL: text(PUBLIC_BASE_URL),
+      }),
+      worker(CRON_ONLY, common),
+    ],
+  });
+  await mf.ready;
+}, 120_000);
+
+afterAll(async () => {
+  await mf?.dispose();
+  await qstash?.close();
+  await provider?.close();
+  await endpoint?.close();
+  await node?.close();
+  if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+});
+
+/** What reaches one of the Workers: its `fetch` (the public URL is kept, as QStash calls it). */
+async function transportTo(name: string): Promise<Transport> {
+  const worker = await mf.getWorker(name);
+  return (url, init) => worker.fetch(url, init as never) as unknown as Promise<Response>;
+}
+
+async function call(name: string, path: string, init: { method?: string; token?: string; json?: unknown } = {}) {
+  const send = await transportTo(name);
+  const res = await send(`${PUBLIC_BASE_URL}${path}`, {
+    method: init.method ?? (init.json === undefined ? "GET" : "POST"),
+    headers: {
+      ...(init.token ? { authorization: `Bearer ${init.token}` } : {}),
+      ...(init.json === undefined ? {} : { "content-type": "application/json" }),
+    },
+    body: init.json === undefined ? undefined : JSON.stringify(init.json),
+  });
+  const text = await res.text();
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
+  const body: any = text ? JSON.parse(text) : undefined;
+  return { status: res.status, body };
+}
+
+async function newTenant(name: string) {
+  const project = await createProject(node.deps, name);
+  const { key } = await createApiKey(node.deps, { name: `${name}-key`, projectId: project.id });
+  return key;
+}
+
+/** A thread with two messages on `worker`. */
+async function threadWithMessages(worker: string, key: string, marker: string) {
+  const created = await call(worker, "/v1/threads", { token: key, json: { dataset: "edge-jobs" } });
+  expect(created.status).toBe(201);
+  const threadId: string = created.body.threadId;
+  for (const content of [`${marker} prefers window seats`, "Got it."]) {
+    const res = await call(worker, `/v1/memory/working/threads/${threadId}/messages`, {
+      token: key,
+      json: { role: "user", content },
+    });
+    expect(res.status).toBe(201);
+  }
+  return threadId;
+}
+
+async function endThread(worker: string, key: string, threadId: string) {
+  const ended = await call(worker, `/v1/threads/${threadId}/end`, { method: "POST", token: key });
+  expect(ended.status).toBe(200);
+  expect(ended.body.episodeId).toMatch(/^epi_/);
+  return ended.body.episodeId as string;
+}
+
+async function episodeStatus(worker: string, key: string, episodeId: string) {
+  const res = await call(worker, `/v1/memory/episodic/episodes/${episodeId}`, { token: key });
+  expect(res.status).toBe(200);
+  return res.body.episode.status as string;
+}
+
+/** The message QStash holds for a job key (the ring runs after the response, so wait for it). */
+async function messageFor(jobKey: string, timeoutMs = 5_000): Promise<PublishedMessage> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const found = qstash.messages.find((m) => JSON.parse(m.body).key === jobKey);
+    if (found) return found;
+    if (Date.now() > deadline) throw new Error(`no QStash message for ${jobKey}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+async function scheduled(worker: string, cron: string) {
+  return (await mf.getWorker(worker)).scheduled({ cron, scheduledTime: new Date() });
+}
+
+describe("the Worker with QStash: delayed messages to a verified jobs route", () => {
+  it("publishes the idle timer after the response, and the episode job when the thread ends", async () => {
+    const key = await newTenant("edge-qstash");
+    const created = await call(WITH_QSTASH, "/v1/threads", { token: key, json: { dataset: "edge-jobs" } });
+    const threadId: string = created.body.threadId;
+
+    // QStash answers nothing until released: if the publish were in the request's path, the
+    // response could not arrive before it.
+    const release = qstash.hold();
+    let idle: PublishedMessage;
+    try {
+      const added = await Promise.race([
+        call(WITH_QSTASH, `/v1/memory/working/threads/${threadId}/messages`, {
+          token: key,
+          json: { role: "user", content: "henry prefers aisle seats" },
+        }),
+        new Promise<never>((_, reject) => setTimeout(() => reject(new Error("the response waited on QStash")), 5_000)),
+      ]);
+      expect(added.status).toBe(201);
+      idle = await messageFor(`idle:${threadId}`); // received by QStash, still unanswered
+      expect(qstash.calls.some((c) => c.headers["upstash-deduplication-id"] === idle.deduplicationId)).toBe(false);
+    } finally {
+      release();
+    }
+    expect(idle).toMatchObject({
+      destination: CALLBACK_URL,
+      method: "POST",
+      contentType: "application/json",
+      body: JSON.stringify({ key: `idle:${threadId}` }),
+      retries: 3,
+    });
+    // Due when the thread has been idle for the default 30 minutes (unix seconds).
+    expect(idle.notBefore).toBeGreaterThan(Date.now() / 1000 + 29 * 60);
+    expect(idle.notBefore).toBeLessThanOrEqual(Math.ceil(Date.now() / 1000) + 30 * 60);
+
+    const episodeId = await endThread(WITH_QSTASH, key, threadId);
+    const job = await messageFor(`episode:${episodeId}`);
+    expect(job).toMatchObject({ destination: CALLBACK_URL, notBefore: undefined, retries: 3 });
+    expect(job.deduplicationId).toMatch(/^episode_epi_[a-z0-9]+\.\d+$/);
+  });
+
+  it("runs the job on a signed delivery, and answers 401 to an unsigned or forged one", async () => {
+    const key = await newTenant("edge-deliver");
+    const threadId = await threadWithMessages(WITH_QSTASH, key, "iris");
+    const episodeId = await endThread(WITH_QSTASH, key, threadId);
+    const job = await messageFor(`episode:${episodeId}`);
+    const toWorker = await transportTo(WITH_QSTASH);
+
+    const forged: Parameters<FakeQStash["deliver"]>[2][] = [
+      { signature: null },
+      { key: { secret: "sig_forged" } },
+      { signature: qstash.sign({ url: "https://elsewhere.test/jobs/run", body: job.body }) },
+    ];
+    for (const overrides of forged) {
+      const res = await qstash.deliver(job, toWorker, overrides);
+      expect(res.status).toBe(401);
+      expect(await res.json()).toEqual({ error: expect.any(String) });
+    }
+    expect(await episodeStatus(WITH_QSTASH, key, episodeId)).toBe("pending");
+
+    const res = await qstash.deliver(job, toWorker, { key: "next" });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({ ran: true, key: `episode:${episodeId}` });
+    expect(await episodeStatus(WITH_QSTASH, key, episodeId)).toBe("completed");
+    // QStash delivers at least once: the duplicate finds nothing left to do.
+    expect(await (await qstash.deliver(job, toWorker)).json()).toEqual({ ran: false, key: `episode:${episodeId}` });
+  });
+});
+
+describe("the cron trigger: the scheduled handler runs the sweep", () => {
+  it("completes a due episode whose doorbell never came, and rejects a cron it does not know", async () => {
+    expect(WRANGLER_CRONS).toEqual(["* * * * *"]);
+    const key = await newTenant("edge-cron");
+    const threadId = await threadWithMessages(WITH_QSTASH, key, "jack");
+    const episodeId = await endThread(WITH_QSTASH, key, threadId);
+    await messageFor(`episode:${episodeId}`); // published, never delivered
+
+    const unknown = await scheduled(WITH_QSTASH, "*/5 * * * *");
+    expect(unknown.outcome).toBe("exception");
+    expect(await episodeStatus(WITH_QSTASH, key, episodeId)).toBe("pending");
+
+    for (const cron of WRANGLER_CRONS) expect((await scheduled(WITH_QSTASH, cron)).outcome).toBe("ok");
+    expect(await episodeStatus(WITH_QSTASH, key, episodeId)).toBe("completed");
+  });
+});
+
+describe("the Worker without QStash credentials", () => {
+  it("publishes nothing, refuses callbacks, and the cron sweep alone completes the episode", async () => {
+    const key = await newTenant("edge-cron-only");
+    const published = qstash.messages.length;
+    const threadId = await threadWithMessages(CRON_ONLY, key, "kate");
+    const episodeId = await endThread(CRON_ONLY, key, threadId);
+
+    const body = JSON.stringify({ key: `episode:${episodeId}` });
+    const callback = await (await transportTo(CRON_ONLY))(CALLBACK_URL, {
+      method: "POST",
+      headers: { "content-type": "application/json", "upstash-signature": qstash.sign({ url: CALLBACK_URL, body }) },
+      body,
+    });
+    expect(callback.status).toBe(401);
+    expect(await callback.json()).toEqual({ error: "Job callbacks are not configured" });
+    expect(await episodeStatus(CRON_ONLY, key, episodeId)).toBe("pending");
+
+    expect((await scheduled(CRON_ONLY, "* * * * *")).outcome).toBe("ok");
+    expect(await episodeStatus(CRON_ONLY, key, episodeId)).toBe("completed");
+    expect(qstash.messages.length).toBe(published);
+  });
+});
