@@ -10,7 +10,7 @@ export async function benchService(env: Record<string, string> = {}) {
   let statements = 0;
   const database = await createPgliteDatabase({ dir: "memory://", onQuery: () => statements++ });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
-  const service = await createNodeService({ config, database, log: silentLogger });
+  const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false });
   const project = await createProject(service.deps, "bench");
   const { key } = await createApiKey(service.deps, { name: "bench", projectId: project.id });
   const call = async (method: string, path: string, body?: unknown) => {

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { benchAddMessage } from "./add-message";
+import { benchEpisodes } from "./episodes";
 
 /**
  * `npm run bench [-- --quick]`: service-time benchmarks of the Node.js host in-process on the
@@ -20,14 +21,29 @@ for (const clients of [1, 8, 32]) {
   const r = await benchAddMessage(clients, ops, runs);
   addMessage.push(r);
   rows.push(
-    `| add message, ${clients} client${clients > 1 ? "s" : ""} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} |`,
+    `| add message, ${clients} client${clients > 1 ? "s" : ""} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} SQL statements |`,
   );
 }
 results.addMessage = addMessage;
+
+const episodes = [];
+for (const [threads, latency] of [
+  [quick ? 60 : 200, 0],
+  [50, 300],
+] as const) {
+  const runsOf = [];
+  for (let r = 0; r < (quick ? 1 : 3); r++) runsOf.push(await benchEpisodes(threads, latency));
+  const r = runsOf.sort((a, b) => a.seconds - b.seconds)[Math.floor(runsOf.length / 2)];
+  episodes.push(r);
+  rows.push(
+    `| episode pipeline, ${threads} threads ended at once, provider ${latency} ms | | | ${r.episodesPerSecond.toFixed(1)} episodes/s, all done in ${r.seconds.toFixed(2)} s | ${r.chatCallsPerEpisode} model + ${r.embeddingBatchesPerEpisode} embedding call(s)/episode |`,
+  );
+}
+results.episodes = episodes;
 results.peakRssMiB = Math.round(process.resourceUsage().maxRSS / 1024);
 
 console.log(`\nMachine: ${machine}; median of ${runs} runs of ${ops} operations\n`);
-console.log("| operation | p50 ms | p99 ms | throughput | SQL statements/request |");
+console.log("| operation | p50 ms | p99 ms | throughput | cost per operation |");
 console.log("| --- | --- | --- | --- | --- |");
 for (const row of rows) console.log(row);
 console.log(`\nPeak RSS: ${results.peakRssMiB} MiB`);

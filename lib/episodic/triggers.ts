@@ -115,7 +115,9 @@ export function idleJobSql(now: string): SQL {
       ${now}::timestamptz + make_interval(secs => ${threadSetting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
       jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
     FROM th JOIN ${projects} p ON p.id = th.project_id
-    WHERE ${threadSetting("enabled", "boolean")} AND ${threadSetting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
+    WHERE NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = 'idle:' || th.id)
+      AND ${threadSetting("enabled", "boolean")} AND ${threadSetting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
+    -- The probe above skips the (costly) speculative insert on the common path; this covers a race.
     ON CONFLICT (key) DO NOTHING
     RETURNING key, run_at`;
 }
