@@ -14,6 +14,7 @@ import { notFoundRoute, onError } from "./errors";
 import { healthRoutes } from "./health";
 import { jobRoutes } from "./jobs";
 import { createRouter } from "./router";
+import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
 import { workingRoutes } from "./working";
 
@@ -59,6 +60,7 @@ export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promis
   app.route("/v1/threads", threadRoutes);
   app.route("/v1/memory/working", workingRoutes);
   app.route("/v1/memory/episodic", episodicRoutes);
+  app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/jobs", jobRoutes);
   app.route("/", docsRoutes);
   registerOpenApi(app);

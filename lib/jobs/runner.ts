@@ -1,11 +1,12 @@
 import { sql } from "drizzle-orm";
 import { rowsOf, toDate } from "../db/rows";
-import { jobs, projects, threads } from "../db/schema";
+import { episodes, jobs, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { processEpisode } from "../episodic/pipeline";
 import { episodicSetting } from "../episodic/settings-sql";
 import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
 import { errorFields } from "../log";
+import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
 import { claimJobs, completeJob, type Job, LEASE_MS, rescheduleJob } from "./store";
 
 export { LEASE_MS };
@@ -25,6 +26,13 @@ export async function runJob(deps: Deps, job: Job): Promise<void> {
           await rescheduleJob(deps.db, job, new Date(deps.clock.now().getTime() + LEASE_MS));
           return;
         }
+        // Facts follow in the same run (a no-op unless the episode's extraction is pending).
+        if (outcome === "completed") await processSemantic(deps, String(job.payload.episodeId));
+        await completeJob(deps.db, job);
+        return;
+      }
+      case "semantic": {
+        await processSemantic(deps, String(job.payload.episodeId));
         await completeJob(deps.db, job);
         return;
       }
@@ -134,8 +142,42 @@ async function scheduleMissedIdleTimers(deps: Deps, limit: number) {
   ).length;
 }
 
+/**
+ * Failed fact extraction goes back to pending with its job due now, at most SEMANTIC_MAX_RETRIES
+ * times, a retry interval after the failure; so does an extraction a dead worker left behind.
+ * One statement.
+ */
+async function requeueFailedExtractions(deps: Deps, limit: number) {
+  const now = deps.clock.now().toISOString();
+  const olderThan = new Date(Date.parse(now) - deps.config.retryIntervalMs).toISOString();
+  const abandonedBefore = new Date(Date.parse(now) - LEASE_MS).toISOString();
+  return rowsOf<{ key: string }>(
+    await deps.db.execute(sql`
+      WITH requeued AS (
+        UPDATE ${episodes} e SET semantic_status = 'pending', semantic_retry_count = e.semantic_retry_count + 1,
+          updated_at = ${now}::timestamptz
+        WHERE e.id IN (
+          SELECT id FROM ${episodes}
+          WHERE status = 'completed' AND semantic_retry_count < ${SEMANTIC_MAX_RETRIES}
+            AND ((semantic_status = 'failed' AND updated_at <= ${olderThan}::timestamptz)
+              -- left behind by a worker that died: never claimed, or claimed longer than a lease ago
+              OR (semantic_status IN ('pending', 'processing') AND updated_at <= ${abandonedBefore}::timestamptz))
+          ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        )
+        RETURNING e.id, e.project_id, e.dataset
+      )
+      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+      SELECT 'job_' || md5(r.id || ${now} || 'semantic'), 'semantic', 'semantic:' || r.id, r.project_id, r.dataset,
+        ${now}::timestamptz, jsonb_build_object('episodeId', r.id), ${now}::timestamptz, ${now}::timestamptz
+      FROM requeued r
+      ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at
+      RETURNING key`),
+  ).length;
+}
+
 export interface SweepReport {
   retried: number;
+  retriedExtractions: number;
   backstop: number;
   ran: number;
 }
@@ -148,8 +190,11 @@ export interface SweepReport {
 export async function sweep(deps: Deps): Promise<SweepReport> {
   const retried = (await requeueFailedEpisodes(deps, { olderThanMs: deps.config.retryIntervalMs, limit: 100 }))
     .episodeIds.length;
+  const retriedExtractions = await requeueFailedExtractions(deps, 100);
   const backstop = await scheduleMissedIdleTimers(deps, 500);
   const ran = await runDueJobs(deps);
-  if (retried || backstop || ran) deps.log.info("sweep", { retried, backstop, ran });
-  return { retried, backstop, ran };
+  if (retried || retriedExtractions || backstop || ran) {
+    deps.log.info("sweep", { retried, retriedExtractions, backstop, ran });
+  }
+  return { retried, retriedExtractions, backstop, ran };
 }

@@ -1,0 +1,179 @@
+import { createRoute, z } from "@hono/zod-openapi";
+import { entityFacts, invalidateFact, listEntities, listFacts } from "../lib/semantic/facts";
+import { requireApiKey } from "./middleware";
+import { createRouter } from "./router";
+import {
+  boolQuery,
+  datasetSchema,
+  ErrorSchema,
+  errorResponses,
+  Iso,
+  intQuery,
+  jsonResponse,
+  security,
+  text,
+} from "./schemas";
+
+const base = { tags: ["Semantic memory"], security: security.apiKey };
+
+export const FactSchema = z
+  .object({
+    factId: z.string().openapi({ description: "Fact id (`fct_…`)." }),
+    subject: z.string().openapi({ description: "Who or what the fact is about (usually the user)." }),
+    predicate: z.string().openapi({ description: "The relation, e.g. `works_at`." }),
+    object: z.string().openapi({ description: "The value or the other entity." }),
+    objectIsEntity: z.boolean().openapi({ description: "Whether `object` names an entity of the dataset." }),
+    confidence: z
+      .number()
+      .min(0)
+      .max(1)
+      .openapi({ description: "The extraction model's self-rating (0-1): a coarse filter, not a probability." }),
+    sourceQuote: z.string().openapi({ description: "The user's verbatim words that produced the fact." }),
+    validAt: Iso.openapi({ description: "Start of validity." }),
+    validUntil: Iso.nullable().openapi({ description: "End of validity in the world, when known; null if open." }),
+    invalidAt: Iso.nullable().openapi({
+      description: "When the service stopped believing the fact (superseded or deleted); null while live.",
+    }),
+    episodeId: z
+      .string()
+      .nullable()
+      .openapi({ description: "The episode the fact was extracted from (null if it has none)." }),
+    relevanceScore: z.number().openapi({ description: "Always 1 in these unranked lists (ranked only by recall)." }),
+  })
+  .openapi("Fact");
+
+export const EntitySchema = z
+  .object({
+    name: z.string().openapi({ description: "Entity name as first extracted." }),
+    type: z.string().openapi({ description: "Entity type, such as PERSON, ORG, PLACE or PRODUCT." }),
+  })
+  .openapi("Entity");
+
+const dataset = datasetSchema.openapi({ param: { name: "dataset", in: "path" } });
+const datasetParam = z.object({ dataset });
+
+const routes = {
+  listFacts: createRoute({
+    ...base,
+    method: "get",
+    path: "/datasets/{dataset}/facts",
+    summary: "List a dataset's facts, newest validAt first",
+    description:
+      "Capped by `limit` and not paginated; `total` counts every matching fact. Ties on validAt are broken by factId descending.",
+    request: {
+      params: datasetParam,
+      query: z.object({
+        limit: intQuery(1, 100, 50).openapi({ description: "1-100, default 50." }),
+        episodeId: text().min(1).optional().openapi({ description: "Only facts extracted from this episode." }),
+        entity: text()
+          .min(1)
+          .optional()
+          .openapi({ description: "Only facts linked to the entity of this name (case-insensitive)." }),
+        includeInvalidated: boolQuery
+          .default(false)
+          .openapi({ description: "Also list superseded and deleted facts (true/false/1/0, default false)." }),
+      }),
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          facts: z.array(FactSchema).openapi({ description: "At most `limit` facts." }),
+          total: z.number().int().openapi({ description: "Every fact matching the filters, beyond `limit` too." }),
+        }),
+        "The facts",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+    },
+  }),
+  deleteFact: createRoute({
+    ...base,
+    method: "delete",
+    path: "/datasets/{dataset}/facts/{factId}",
+    summary: "Invalidate a fact (soft delete: it leaves retrieval; the row remains)",
+    description:
+      "Stamps invalidAt; validUntil is unchanged. A second call, another dataset's fact or an unknown id: 404 Fact not found.",
+    request: {
+      params: z.object({
+        dataset,
+        factId: text()
+          .min(1)
+          .openapi({ param: { name: "factId", in: "path" }, description: "The fact's id." }),
+      }),
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          factId: z.string().openapi({ description: "The invalidated fact." }),
+          invalidatedAt: Iso.openapi({ description: "The invalidAt now stamped on it." }),
+        }),
+        "Invalidated",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: jsonResponse(ErrorSchema, "Fact not found: unknown, in another dataset or project, or already invalidated"),
+    },
+  }),
+  listEntities: createRoute({
+    ...base,
+    method: "get",
+    path: "/datasets/{dataset}/entities",
+    summary: "Every entity of a dataset, by name",
+    description: "Unpaginated. One name may appear under two types.",
+    request: { params: datasetParam },
+    responses: {
+      200: jsonResponse(
+        z.object({ entities: z.array(EntitySchema).openapi({ description: "All of them, ordered by name." }) }),
+        "The entities",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      500: jsonResponse(ErrorSchema, "Failed to list entities"),
+    },
+  }),
+  entityFacts: createRoute({
+    ...base,
+    method: "get",
+    path: "/datasets/{dataset}/entities/{name}/facts",
+    summary: "Live facts linked to an entity",
+    description: "Matched by name, case-insensitively, across types. An unknown entity gives 200 with `{facts: []}`.",
+    request: {
+      params: z.object({
+        dataset,
+        name: text()
+          .min(1)
+          .openapi({ param: { name: "name", in: "path" }, description: "Entity name, percent-encoded." }),
+      }),
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({ facts: z.array(FactSchema).openapi({ description: "Newest validAt first; live facts only." }) }),
+        "The facts",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+    },
+  }),
+};
+
+export const semanticRoutes = createRouter();
+semanticRoutes.use("*", requireApiKey);
+
+semanticRoutes
+  .openapi(routes.listFacts, async (c) =>
+    c.json(
+      await listFacts(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").dataset, c.req.valid("query")),
+      200,
+    ),
+  )
+  .openapi(routes.deleteFact, async (c) => {
+    const { dataset, factId } = c.req.valid("param");
+    return c.json(await invalidateFact(c.get("deps"), c.get("apiKey").projectId, dataset, factId), 200);
+  })
+  .openapi(routes.listEntities, async (c) =>
+    c.json(await listEntities(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").dataset), 200),
+  )
+  .openapi(routes.entityFacts, async (c) => {
+    const { dataset, name } = c.req.valid("param");
+    return c.json(await entityFacts(c.get("deps"), c.get("apiKey").projectId, dataset, name), 200);
+  });
