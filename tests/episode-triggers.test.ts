@@ -151,7 +151,7 @@ describe("idle timer", () => {
     expect(await t.jobs()).toEqual([]);
 
     h.clock.advance(30 * 24 * 60 * MINUTE);
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     expect(await t.jobs()).toEqual([]);
     expect(await t.episodes()).toEqual([]);
 
@@ -179,7 +179,7 @@ describe("idle timer", () => {
     await h.svc.deps.db.execute(sql`DELETE FROM jobs WHERE key = ${`idle:${a}`}`);
 
     h.clock.set(new Date(Date.parse(m.createdAt) + DEFAULT_INTERVAL - 1));
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
 
     h.clock.advance(1);
     const report = await sweep(h.svc.deps);
@@ -189,7 +189,7 @@ describe("idle timer", () => {
     expect(await t.jobs()).toEqual([]);
     // Nothing new: the next sweep does nothing.
     h.clock.advance(DEFAULT_INTERVAL);
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
   });
 });
 
@@ -210,7 +210,7 @@ describe("episodic enabled: false", () => {
     await t.thread("ds");
     expect(await t.jobs()).toEqual([]);
     h.clock.advance(2 * DEFAULT_INTERVAL);
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     expect(await t.episodes()).toEqual([]);
     expect(h.fake.requests).toEqual([]);
   });

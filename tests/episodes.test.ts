@@ -36,7 +36,7 @@ async function endedEpisode(t: Awaited<ReturnType<typeof tenant>>, contents: str
   return episodeId as string;
 }
 
-const summaryCallCount = () => h.fake.chatCalls().length;
+const summaryCallCount = () => h.fake.chatCalls("episode_summary").length;
 
 describe("pipeline", () => {
   it("moves pending → processing → completed and fills every field", async () => {
@@ -102,13 +102,13 @@ describe("pipeline", () => {
     });
 
     // Exactly one model call and one embedding batch.
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
     expect(h.fake.embeddingCalls()).toEqual([
       expect.objectContaining({ input: [done.summary], dimensions: TEST_EMBEDDING_DIMENSIONS }),
     ]);
   });
 
-  it("marks the episode for fact extraction, or skipped when semantic memory is disabled", async () => {
+  it("extracts facts after the summary, or skips extraction when semantic memory is disabled", async () => {
     const t = await tenant();
     const on = await endedEpisode(t, ["semantic on"]);
     await runDueJobs(h.svc.deps);
@@ -122,7 +122,7 @@ describe("pipeline", () => {
       ),
     );
     expect(rows).toEqual([
-      { id: on, status: "completed", semantic_status: "pending" },
+      { id: on, status: "completed", semantic_status: "completed" },
       { id: off, status: "completed", semantic_status: "skipped" },
     ]);
     // Not exposed by the API.
@@ -135,7 +135,8 @@ describe("pipeline", () => {
     for (let i = 0; i < 3; i++) ids.push(await endedEpisode(t, [`batch ${i} hello`, `batch ${i} bye`]));
     await runDueJobs(h.svc.deps);
     for (const id of ids) expect((await t.episode(id)).status).toBe("completed");
-    expect(h.fake.chatCalls()).toHaveLength(3);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(3);
+    // Extraction found nothing here, so it embedded nothing: one batch per episode, the summary's.
     expect(h.fake.embeddingCalls()).toHaveLength(3);
     expect(h.fake.embeddingCalls().map((c) => c.input)).toEqual(
       expect.arrayContaining([0, 1, 2].map((i) => [`batch ${i} hello batch ${i} bye`])),
@@ -152,7 +153,7 @@ describe("pipeline", () => {
     await t.end(threadId);
     await runDueJobs(h.svc.deps);
 
-    const [call] = h.fake.chatCalls();
+    const [call] = h.fake.chatCalls("episode_summary");
     expect(call.model).toBe("gpt-4o-mini");
     expect(call.response_format).toMatchObject({ type: "json_schema", json_schema: { name: "episode_summary" } });
     expect(call.messages).toEqual([
@@ -181,8 +182,8 @@ describe("pipeline", () => {
       const episode = await t.episode(id);
       expect(episode.status).toBe("completed");
       expect(episode.messageCount).toBe(contents.length);
-      expect(h.fake.chatCalls()).toHaveLength(1);
-      return transcriptLines(h.fake.chatCalls()[0]);
+      expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+      return transcriptLines(h.fake.chatCalls("episode_summary")[0]);
     }
 
     it("keeps the first 20 messages, a marker, then the tail up to maxMessages", async () => {
@@ -211,7 +212,7 @@ describe("pipeline", () => {
       await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { maxMessages: 21 } });
       await endedEpisode(t, numbered(24));
       await runDueJobs(h.svc.deps);
-      expect(transcriptLines(h.fake.chatCalls()[0])).toEqual([
+      expect(transcriptLines(h.fake.chatCalls("episode_summary")[0])).toEqual([
         ...lines(1, 20),
         "[... 3 messages omitted ...]",
         line(24),
@@ -251,7 +252,7 @@ describe("failures", () => {
     const episode = await failedEpisode(t);
     expect(episode.error).toMatch(/^Embedding call failed: provider answered 500/);
     expect(episode.summary).toBe("");
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
   it("an answer that does not match the schema fails the episode", async () => {
@@ -300,7 +301,7 @@ describe("background retry", () => {
     expect(await t.episode(id)).toMatchObject({ status: "failed", retryCount: 0 });
 
     // Too early: the last failure is not a retry interval old.
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     for (let attempt = 1; attempt <= 3; attempt++) {
       h.clock.advance(interval - 1);
       expect((await sweep(h.svc.deps)).retried).toBe(0);
@@ -315,7 +316,7 @@ describe("background retry", () => {
 
     // At the cap: never retried again.
     h.clock.advance(10 * interval);
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     const final = await t.episode(id);
     expect(final).toMatchObject({ status: "failed", retryCount: 3 });
     expect(final.error).toMatch(/provider answered 500/);

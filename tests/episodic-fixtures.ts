@@ -91,6 +91,8 @@ export function useEpisodicService(options: Omit<TestServiceOptions, "provider" 
   beforeEach(() => {
     h.fake.reset();
     h.fake.onStructured("episode_summary", echoSummary);
+    // Fact extraction follows every summary; these tests are about episodes, so it finds nothing.
+    h.fake.onStructured("fact_extraction", () => ({ facts: [], entities: [] }));
   });
   afterEach(async () => {
     await h.svc.settle();

@@ -135,7 +135,7 @@ describe("runner", () => {
     expect(claimed.key).toBe(key);
     // ... and the worker dies here.
 
-    expect(await sweep(h.svc.deps)).toEqual({ retried: 0, backstop: 0, ran: 0 });
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     h.clock.advance(LEASE_MS);
     expect((await sweep(h.svc.deps)).ran).toBe(0);
     expect((await t.episode(episodeId)).status).toBe("pending");
@@ -144,7 +144,7 @@ describe("runner", () => {
     expect((await sweep(h.svc.deps)).ran).toBe(1);
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "crash before" });
     expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
   it("recovers an expired lease: a worker that crashed while the episode was processing", async () => {
@@ -161,7 +161,7 @@ describe("runner", () => {
     h.clock.advance(LEASE_MS + 1);
     expect((await sweep(h.svc.deps)).ran).toBe(1);
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "crash during" });
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
   it("does not take over an episode another worker is still processing inside its lease", async () => {
@@ -181,7 +181,7 @@ describe("runner", () => {
     hold.open();
     expect(await first).toBe("completed");
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "first worker" });
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
   it("is idempotent under a duplicated doorbell: one episode, one summary call", async () => {
@@ -195,7 +195,7 @@ describe("runner", () => {
     expect(await runJobByKey(h.svc.deps, key)).toBe(false);
     expect(await processEpisode(h.svc.deps, episodeId)).toBe("skipped");
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "rung twice", retryCount: 0 });
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
     expect(h.fake.embeddingCalls()).toHaveLength(1);
     expect(await t.episodes()).toHaveLength(1);
   });
@@ -217,7 +217,7 @@ describe("runner", () => {
     expect(await runDueJobs(h.svc.deps)).toBe(0);
     hold.open();
     expect(await running).toBe(true);
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
     expect((await t.episode(episodeId)).status).toBe("completed");
   });
 
@@ -231,7 +231,7 @@ describe("runner", () => {
     const results = await Promise.all([runJobByKey(h.svc.deps, key), runJobByKey(h.svc.deps, key)]);
     expect(results.sort()).toEqual([false, true]);
     expect(await t.episodes()).toMatchObject([{ status: "completed", message_count: 1 }]);
-    expect(h.fake.chatCalls()).toHaveLength(1);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
   it("reschedules a job whose handler throws unexpectedly, with growing backoff, and runs it later", async () => {
@@ -309,6 +309,6 @@ describe("runner", () => {
     for (let i = 0; i < 10; i++) ids.push(await pendingEpisode(t, `many ${i}`));
     expect(await runDueJobs(h.svc.deps)).toBe(10);
     for (const id of ids) expect((await t.episode(id)).status).toBe("completed");
-    expect(h.fake.chatCalls()).toHaveLength(10);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(10);
   });
 });

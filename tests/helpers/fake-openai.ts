@@ -30,7 +30,8 @@ export interface FakeOpenAI {
   url: string;
   /** Requests received, in order. */
   requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown> }[];
-  chatCalls(): ChatRequest[];
+  /** Chat requests received; with a name, only Structured-Outputs calls for that schema. */
+  chatCalls(schemaName?: string): ChatRequest[];
   embeddingCalls(): { input: string[]; dimensions?: number }[];
   /** Answer Structured-Outputs calls for a schema name. The value is returned as JSON content. */
   onStructured(name: string, handler: ChatHandler): void;
@@ -73,7 +74,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
   const fake: FakeOpenAI = {
     url: "",
     requests: [],
-    chatCalls: () => fake.requests.filter((r) => r.endpoint === "chat").map((r) => r.body as unknown as ChatRequest),
+    chatCalls: (schemaName) =>
+      fake.requests
+        .filter((r) => r.endpoint === "chat")
+        .map((r) => r.body as unknown as ChatRequest)
+        .filter((r) => schemaName === undefined || r.response_format?.json_schema?.name === schemaName),
     embeddingCalls: () =>
       fake.requests
         .filter((r) => r.endpoint === "embeddings")
