@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { benchAddMessage } from "./add-message";
 import { benchEpisodes } from "./episodes";
+import { benchSemantic } from "./semantic";
 
 /**
  * `npm run bench [-- --quick]`: service-time benchmarks of the Node.js host in-process on the
@@ -40,6 +41,16 @@ for (const [threads, latency] of [
   );
 }
 results.episodes = episodes;
+
+const semantic = [];
+for (const live of quick ? [1_000, 10_000] : [1_000, 10_000, 100_000]) {
+  const r = await benchSemantic(live);
+  semantic.push(r);
+  rows.push(
+    `| fact extraction, 30 new facts vs ${live.toLocaleString("en")} live facts (${r.dimensions} dims), provider 0 ms | ${r.extractionMs.toFixed(0)} | | | ${r.modelCalls} model + ${r.embeddingBatches} embedding call(s), ${r.statements} SQL statements |`,
+  );
+}
+results.semantic = semantic;
 results.peakRssMiB = Math.round(process.resourceUsage().maxRSS / 1024);
 
 console.log(`\nMachine: ${machine}; median of ${runs} runs of ${ops} operations\n`);
