@@ -1,6 +1,13 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createApiKey, listApiKeys, revokeApiKey } from "../lib/api-keys";
-import { createProject, deleteProject, getProjectSettings, listProjects, patchProjectSettings } from "../lib/projects";
+import {
+  createProject,
+  deleteProject,
+  getProjectSettings,
+  listProjects,
+  patchProjectSettings,
+  projectStats,
+} from "../lib/projects";
 import { settingsPatchSchema } from "../lib/settings";
 import { browseThreads } from "../lib/threads";
 import { createUser, deleteUser, listUsers } from "../lib/users";
@@ -76,6 +83,37 @@ const routes = {
     summary: "Delete a project and everything in it (irreversible)",
     request: { params: idParam },
     responses: { 204: { description: "Deleted" }, 401: errorResponses[401], 404: errorResponses[404] },
+  }),
+  stats: createRoute({
+    ...base,
+    method: "get",
+    path: "/projects/{id}/stats",
+    summary: "A project's overview counts, fact extraction failures included",
+    description:
+      "Fact extraction status is internal and never shown on /v1; it is counted here so operators see failures.",
+    request: { params: idParam },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          stats: z.object({
+            threads: z.number().int(),
+            messages: z.number().int(),
+            episodes: z
+              .record(z.string(), z.number().int())
+              .openapi({ description: "Episodes by status: pending, processing, completed, failed, archived." }),
+            extraction: z.record(z.string(), z.number().int()).openapi({
+              description:
+                "Completed episodes by fact-extraction status: pending, processing, completed, failed, skipped.",
+            }),
+            facts: z.object({ live: z.number().int(), superseded: z.number().int() }),
+            entities: z.number().int(),
+          }),
+        }),
+        "Counts",
+      ),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
   }),
   getSettings: createRoute({
     ...base,
@@ -228,6 +266,9 @@ dashboardRoutes
     await deleteProject(c.get("deps"), c.req.valid("param").id);
     return c.body(null, 204);
   })
+  .openapi(routes.stats, async (c) =>
+    c.json({ stats: await projectStats(c.get("deps"), c.req.valid("param").id) }, 200),
+  )
   .openapi(routes.getSettings, async (c) =>
     c.json({ settings: await getProjectSettings(c.get("deps"), c.req.valid("param").id) }, 200),
   )

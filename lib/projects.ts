@@ -1,6 +1,7 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import { projects } from "./db/schema";
+import { rowsOf } from "./db/rows";
+import { entities, episodes, facts, projects, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { notFound } from "./errors";
 import { newId } from "./ids";
@@ -72,4 +73,40 @@ export async function patchProjectSettings(deps: Deps, projectId: string, patch:
     if (updated.length > 0) return resolveProjectSettings(updated[0].settings);
   }
   throw new Error(`settings of project ${projectId} changed concurrently ${PATCH_ATTEMPTS} times in a row`);
+}
+
+/**
+ * What the dashboard's overview reads, in one statement: messages, episodes by status, fact
+ * extraction by its internal status (which the `/v1` API never shows: the operator must not be
+ * blind to extraction failures), facts live and superseded, entities.
+ */
+export async function projectStats(deps: Deps, projectId: string) {
+  const [row] = rowsOf<Record<string, unknown>>(
+    await deps.db.execute(sql`
+      SELECT
+        (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
+        (SELECT count(*) FROM ${threads} WHERE project_id = ${projectId})::int AS threads,
+        (SELECT coalesce(sum(last_seq), 0) FROM ${threads} WHERE project_id = ${projectId})::int AS messages,
+        (SELECT coalesce(json_object_agg(status, n), '{}'::json) FROM (
+           SELECT status, count(*)::int AS n FROM ${episodes} WHERE project_id = ${projectId} GROUP BY status) s) AS episodes,
+        (SELECT coalesce(json_object_agg(semantic_status, n), '{}'::json) FROM (
+           SELECT semantic_status, count(*)::int AS n FROM ${episodes}
+           WHERE project_id = ${projectId} AND status = 'completed' GROUP BY semantic_status) s) AS extraction,
+        (SELECT count(*) FILTER (WHERE invalid_at IS NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_live,
+        (SELECT count(*) FILTER (WHERE invalid_at IS NOT NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_superseded,
+        (SELECT count(*) FROM ${entities} WHERE project_id = ${projectId})::int AS entities`),
+  );
+  if (!row || Number(row.found) === 0) throw notFound("Project not found");
+  const counts = (v: unknown, keys: readonly string[]) => {
+    const parsed = (typeof v === "string" ? JSON.parse(v) : (v ?? {})) as Record<string, number>;
+    return Object.fromEntries(keys.map((k) => [k, Number(parsed[k] ?? 0)]));
+  };
+  return {
+    threads: Number(row.threads),
+    messages: Number(row.messages),
+    episodes: counts(row.episodes, ["pending", "processing", "completed", "failed", "archived"]),
+    extraction: counts(row.extraction, ["pending", "processing", "completed", "failed", "skipped"]),
+    facts: { live: Number(row.facts_live), superseded: Number(row.facts_superseded) },
+    entities: Number(row.entities),
+  };
 }
