@@ -23,6 +23,9 @@ export async function benchEpisodes(threads: number, latencyMs: number): Promise
     summary: `Summary of ${req.messages.at(-1)?.content.length ?? 0} characters`,
     keyLearnings: ["likes benchmarks"],
   }));
+  // Extraction follows each summary (a second model call); here it finds nothing, so the episode
+  // costs its two summary-side calls plus one extraction call.
+  fake.onStructured("fact_extraction", () => ({ facts: [], entities: [] }));
   const bench = await benchService({
     OPENAI_API_KEY: "bench",
     OPENAI_BASE_URL: fake.url,
