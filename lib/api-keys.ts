@@ -1,13 +1,12 @@
 import { and, count, desc, eq, isNull } from "drizzle-orm";
 import { hashToken, keyPreview, newApiKey } from "./crypto";
+import { toIso } from "./db/rows";
 import { apiKeys, projects } from "./db/schema";
 import type { Deps } from "./deps";
 import { notFound } from "./errors";
 import { newId } from "./ids";
 
 type ApiKeyRow = typeof apiKeys.$inferSelect;
-
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 export function apiKeyRecord(k: ApiKeyRow) {
   return {
@@ -16,8 +15,8 @@ export function apiKeyRecord(k: ApiKeyRow) {
     keyPreview: k.keyPreview,
     projectId: k.projectId,
     createdAt: new Date(k.createdAt).toISOString(),
-    lastUsedAt: iso(k.lastUsedAt),
-    revokedAt: iso(k.revokedAt),
+    lastUsedAt: toIso(k.lastUsedAt),
+    revokedAt: toIso(k.revokedAt),
   };
 }
 

@@ -1,6 +1,6 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
-import { rowsOf } from "./db/rows";
+import { jsonOf, rowsOf } from "./db/rows";
 import { entities, episodes, facts, projects, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { notFound } from "./errors";
@@ -98,7 +98,7 @@ export async function projectStats(deps: Deps, projectId: string) {
   );
   if (!row || Number(row.found) === 0) throw notFound("Project not found");
   const counts = (v: unknown, keys: readonly string[]) => {
-    const parsed = (typeof v === "string" ? JSON.parse(v) : (v ?? {})) as Record<string, number>;
+    const parsed = jsonOf((v ?? {}) as Record<string, number> | string);
     return Object.fromEntries(keys.map((k) => [k, Number(parsed[k] ?? 0)]));
   };
   return {

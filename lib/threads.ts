@@ -1,5 +1,5 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
-import { rowsOf, toDate } from "./db/rows";
+import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
@@ -8,7 +8,6 @@ import { newId } from "./ids";
 import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings";
 
 type ThreadRow = typeof threads.$inferSelect;
-const iso = (d: Date | null) => (d ? new Date(d).toISOString() : null);
 
 export function threadRecord(t: ThreadRow) {
   return {
@@ -17,8 +16,8 @@ export function threadRecord(t: ThreadRow) {
     tags: t.tags,
     settings: t.settings as ThreadSettings,
     messageCount: t.lastSeq,
-    lastMessageAt: iso(t.lastMessageAt),
-    endedAt: iso(t.endedAt),
+    lastMessageAt: toIso(t.lastMessageAt),
+    endedAt: toIso(t.endedAt),
     createdAt: new Date(t.createdAt).toISOString(),
     updatedAt: new Date(t.updatedAt).toISOString(),
   };
@@ -53,7 +52,7 @@ export async function createThread(deps: Deps, projectId: string, input: ThreadI
     SELECT nt.*, coalesce((SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM pulled), '[]'::json) AS pulled
     FROM nt`);
   const [row] = rowsOf<RawThreadRow & { pulled: { key: string; run_at: string }[] | string }>(result);
-  const pulled = typeof row.pulled === "string" ? JSON.parse(row.pulled) : row.pulled;
+  const pulled = jsonOf(row.pulled);
   ringLater(deps, dueJobsFrom(pulled));
   return threadRecord(fromRaw(row));
 }
@@ -78,7 +77,7 @@ function fromRaw(r: RawThreadRow): ThreadRow {
     projectId: r.project_id,
     dataset: r.dataset,
     tags: r.tags,
-    settings: (typeof r.settings === "string" ? JSON.parse(r.settings) : r.settings) as Record<string, unknown>,
+    settings: jsonOf(r.settings) as Record<string, unknown>,
     lastSeq: Number(r.last_seq),
     episodeSeq: Number(r.episode_seq),
     lastMessageAt: toDate(r.last_message_at),

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { rowsOf, toIso } from "./db/rows";
+import { jsonOf, rowsOf, toIso } from "./db/rows";
 import { messages, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
@@ -123,7 +123,7 @@ export async function listMessages(deps: Deps, projectId: string, threadId: stri
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.seq DESC) FROM page), '[]'::json) AS page`);
   const [row] = rowsOf<{ thread_found: number; total: number; page: MessageRow[] | string }>(result);
   if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
-  const page = (typeof row.page === "string" ? JSON.parse(row.page) : row.page) as MessageRow[];
+  const page = jsonOf(row.page);
   const hasMore = page.length > q.limit;
   const rows = page.slice(0, q.limit);
   if (q.order === "asc") rows.reverse();
@@ -160,9 +160,8 @@ export async function prepareContext(deps: Deps, projectId: string, threadId: st
     window: { role: Role; content: string }[] | string;
   }>(result);
   if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
-  const parse = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) as T) : v);
-  const summary = row.summary ? parse(row.summary) : null;
-  const window = parse(row.window);
+  const summary = row.summary ? jsonOf(row.summary) : null;
+  const window = jsonOf(row.window);
   const messageCount = Number(row.message_count);
   return {
     threadId,

@@ -13,3 +13,8 @@ export function toDate(value: unknown): Date | null {
 export function toIso(value: unknown): string | null {
   return toDate(value)?.toISOString() ?? null;
 }
+
+/** A json/jsonb value from raw SQL: parsed by pglite and pg, text over Neon's HTTP driver. */
+export function jsonOf<T>(value: T | string): T {
+  return typeof value === "string" ? (JSON.parse(value) as T) : value;
+}

@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { rowsOf, toIso } from "../db/rows";
+import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { type episodeStatuses, episodes } from "../db/schema";
 import { sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
@@ -74,7 +74,7 @@ export async function listEpisodes(
     SELECT (SELECT count(*) FROM scope)::int AS total,
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
   const [row] = rowsOf<{ total: number; page: EpisodeRow[] | string }>(result);
-  const page = (typeof row.page === "string" ? JSON.parse(row.page) : row.page) as EpisodeRow[];
+  const page = jsonOf(row.page);
   return {
     episodes: page.slice(0, q.limit).map(episodeRecord),
     total: Number(row.total),

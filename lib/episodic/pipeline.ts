@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { rowsOf } from "../db/rows";
+import { jsonOf, rowsOf } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { LEASE_MS } from "../jobs/store";
@@ -61,9 +61,7 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     resolveProjectSettings(episode.project_settings),
     episode.thread_settings ?? undefined,
   );
-  const transcript = (
-    typeof episode.transcript === "string" ? JSON.parse(episode.transcript) : (episode.transcript ?? [])
-  ) as TranscriptMessage[];
+  const transcript = jsonOf<TranscriptMessage[]>(episode.transcript ?? []);
 
   try {
     if (transcript.length === 0) throw new Error("The episode has no messages to summarise (the thread was deleted?)");

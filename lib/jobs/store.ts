@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import { rowsOf, toDate } from "../db/rows";
+import { jsonOf, rowsOf, toDate } from "../db/rows";
 import { jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import { newId } from "../ids";
@@ -63,7 +63,7 @@ export function jobFromRow(row: JobRow): Job {
     runAt: toDate(row.run_at) as Date,
     attempts: Number(row.attempts),
     lockedUntil: toDate(row.locked_until),
-    payload: typeof row.payload === "string" ? JSON.parse(row.payload) : row.payload,
+    payload: jsonOf(row.payload),
   };
 }
 

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { sql } from "drizzle-orm";
-import { rowsOf, toDate } from "../db/rows";
+import { jsonOf, rowsOf, toDate } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { renderTranscript, type TranscriptMessage } from "../episodic/transcript";
@@ -47,7 +47,6 @@ export interface NewFact {
   embedding: number[];
 }
 
-const parseJson = <T>(v: T | string): T => (typeof v === "string" ? (JSON.parse(v) as T) : v);
 const normalise = (s: string) =>
   s
     .toLowerCase()
@@ -90,8 +89,8 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
   const episode: Claimed = { ...claimed, claimedAt };
   // The same settings the episode was summarised with (the thread's episodic override included).
   const settings = resolveThreadSettings(
-    resolveProjectSettings(claimed.project_settings ? parseJson(claimed.project_settings) : null),
-    claimed.thread_settings ? parseJson(claimed.thread_settings) : undefined,
+    resolveProjectSettings(claimed.project_settings ? jsonOf(claimed.project_settings) : null),
+    claimed.thread_settings ? jsonOf(claimed.thread_settings) : undefined,
   );
   try {
     // Disabled since the episode was summarised (a re-queued retry, say): `enabled` false stops new work.
@@ -99,7 +98,7 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
       await setStatus(deps, episode, "skipped");
       return "skipped";
     }
-    const transcript = claimed.transcript ? parseJson(claimed.transcript) : [];
+    const transcript = claimed.transcript ? jsonOf(claimed.transcript) : [];
     await extractAndWrite(deps, episode, transcript, settings, now);
     return "completed";
   } catch (err) {
