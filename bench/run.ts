@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { benchAddMessage } from "./add-message";
 import { benchEpisodes } from "./episodes";
+import { benchRecall } from "./recall";
 import { benchSemantic } from "./semantic";
 
 /**
@@ -52,6 +53,23 @@ for (const live of process.argv.includes("--big") ? [1_000, 10_000, 100_000] : [
   );
 }
 results.semantic = semantic;
+
+const recall = [];
+// Seeding 100k facts (two datasets) and building the HNSW index takes minutes: opt in with --big.
+for (const live of process.argv.includes("--big") ? [1_000, 10_000, 100_000] : [1_000, 10_000]) {
+  const r = await benchRecall(live, quick ? 100 : 200);
+  recall.push(r);
+  const at = `${live.toLocaleString("en")} live facts (${r.dimensions} dims)`;
+  const cost = `${r.statementsPerRecall} SQL statements (auth + recall)`;
+  rows.push(`| recall, no query, ${at} | ${r.noQuery.p50Ms.toFixed(1)} | ${r.noQuery.p99Ms.toFixed(1)} | | ${cost} |`);
+  rows.push(
+    `| recall, with query, ${at}, provider 0 ms | ${r.withQuery.p50Ms.toFixed(1)} | ${r.withQuery.p99Ms.toFixed(1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(2)} (HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}) |`,
+  );
+  rows.push(
+    `| recall, with query + episodes, ${at} | ${r.withQueryAndEpisodes.p50Ms.toFixed(1)} | ${r.withQueryAndEpisodes.p99Ms.toFixed(1)} | | ${cost} |`,
+  );
+}
+results.recall = recall;
 results.peakRssMiB = Math.round(process.resourceUsage().maxRSS / 1024);
 
 console.log(`\nMachine: ${machine}; median of ${runs} runs of ${ops} operations\n`);

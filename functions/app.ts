@@ -13,6 +13,7 @@ import { episodicRoutes } from "./episodic";
 import { notFoundRoute, onError } from "./errors";
 import { healthRoutes } from "./health";
 import { jobRoutes } from "./jobs";
+import { recallRoutes } from "./recall";
 import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
@@ -61,6 +62,7 @@ export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promis
   app.route("/v1/memory/working", workingRoutes);
   app.route("/v1/memory/episodic", episodicRoutes);
   app.route("/v1/memory/semantic", semanticRoutes);
+  app.route("/v1/memory/recall", recallRoutes);
   app.route("/jobs", jobRoutes);
   app.route("/", docsRoutes);
   registerOpenApi(app);

@@ -6,6 +6,7 @@ import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from ".
 import { sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
 import { consoleLogger, errorFields } from "../lib/log";
+import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
 
 /**
@@ -19,6 +20,9 @@ type WorkerEnv = Record<string, unknown>;
  * named export of the entry module for an entrypoint and refuses to start on a constant.
  */
 const SWEEP_CRON = "* * * * *";
+
+/** Per isolate: a repeated recall query skips the provider for as long as the isolate lives. */
+const queryEmbeddings = createQueryEmbeddings();
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
@@ -72,6 +76,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     llm: createLlm(config),
     doorbell: doorbellFor(config),
     defer: (work) => ctx.waitUntil(work),
+    queryEmbeddings,
   };
 }
 

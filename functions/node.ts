@@ -10,6 +10,7 @@ import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
 import { createLlm, type Llm } from "../lib/llm/client";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
+import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
 
 export interface NodeServiceOptions {
@@ -62,6 +63,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     llm: options.llm ?? createLlm(config),
     doorbell: options.doorbell ?? (timers as Doorbell),
     defer: track,
+    queryEmbeddings: createQueryEmbeddings(),
   };
   const admin = await bootstrapAdmin(deps);
   const app = createApp({ deps: () => deps, corsOrigins: config.corsOrigins });

@@ -4,6 +4,7 @@ import type { Database, Db } from "./db/types";
 import type { Doorbell } from "./jobs/doorbell";
 import type { Llm } from "./llm/client";
 import type { Logger } from "./log";
+import type { QueryEmbeddings } from "./recall/query-embeddings";
 
 /** Everything a domain function may touch, injected by the host. */
 export interface Deps {
@@ -20,4 +21,6 @@ export interface Deps {
    * promise simply runs on). Failures are logged by the caller.
    */
   defer(work: Promise<unknown>): void;
+  /** Recall's query embeddings, kept for the life of the process (Node.js) or isolate (edge). */
+  queryEmbeddings: QueryEmbeddings;
 }

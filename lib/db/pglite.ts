@@ -29,6 +29,9 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
     ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
     extensions: { vector },
   });
+  // PGlite is one session that does not apply database-level settings (ALTER DATABASE ... SET
+  // in migration 0003), so the setting filtered vector searches rely on is set here.
+  await client.exec("SET hnsw.iterative_scan = relaxed_order");
   const db = drizzle({ client, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,

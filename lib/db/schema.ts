@@ -174,9 +174,20 @@ export const entities = pgTable(
     name: text("name").notNull(),
     type: text("type").notNull(),
     embedding: embedding("embedding"),
+    /**
+     * The name as recall matches it against a query's words: lower case, every run of characters
+     * other than letters and digits as one space ("Node.js" -> "node js"). Computed by the
+     * database from the same expression recall applies to the query, so the two always agree.
+     */
+    matchKey: text("match_key")
+      .notNull()
+      .generatedAlwaysAs(sql`btrim(regexp_replace(lower(name), '[^[:alnum:]]+', ' ', 'g'))`),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex("entities_name_idx").on(t.projectId, t.dataset, t.type, sql`lower(${t.name})`)],
+  (t) => [
+    uniqueIndex("entities_name_idx").on(t.projectId, t.dataset, t.type, sql`lower(${t.name})`),
+    index("entities_match_idx").on(t.projectId, t.dataset, t.matchKey),
+  ],
 );
 
 export const facts = pgTable(

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { type episodeStatuses, episodes } from "../db/schema";
 import { sameDims, vectorParam } from "../db/vectors";
@@ -7,7 +7,7 @@ import { badRequest, notFound } from "../errors";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
-interface EpisodeRow {
+export interface EpisodeRow {
   id: string;
   thread_id: string;
   dataset: string;
@@ -113,20 +113,57 @@ export async function rankEpisodes(
   similarityWeight: number,
   recencyWeight: number,
 ) {
-  const now = deps.clock.now().toISOString();
-  const result = await deps.db.execute(sql`
-    WITH candidates AS (
-      SELECT ${COLUMNS}, 1 - (embedding <=> ${vectorParam(vector)}) AS similarity FROM ${episodes}
-      WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = 'completed'
-        AND embedding IS NOT NULL AND ${sameDims(sql`embedding`, vector)}
-    )
-    SELECT *, similarity * ${similarityWeight}::float8
-           + (1.0 / (1.0 + GREATEST(EXTRACT(EPOCH FROM (${now}::timestamptz - ended_at)) / 86400.0, 0))) * ${recencyWeight}::float8 AS relevance
-    FROM candidates ORDER BY relevance DESC, id LIMIT ${limit}`);
+  const result = await deps.db.execute(
+    rankedEpisodesSql({
+      projectId,
+      dataset,
+      vector,
+      at: deps.clock.now(),
+      similarityWeight: sql`${similarityWeight}::float8`,
+      recencyWeight: sql`${recencyWeight}::float8`,
+      limit: sql`${limit}`,
+    }),
+  );
   return rowsOf<EpisodeRow & { relevance: number }>(result).map((r) => ({
     ...episodeRecord(r),
     relevanceScore: Number(r.relevance),
   }));
+}
+
+export interface EpisodeRanking {
+  projectId: string;
+  dataset: string;
+  /** The query's embedding; without one the similarity term is 0 and recency alone ranks. */
+  vector: number[] | null;
+  /** "Now" for the recency term; with `endedBy`, only episodes ended by then take part. */
+  at: Date;
+  endedBy?: boolean;
+  similarityWeight: SQL;
+  recencyWeight: SQL;
+  limit: SQL;
+}
+
+/**
+ * The statement (or a CTE body) ranking a dataset's completed episodes by the spec's episode
+ * relevance: cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight, days counted from
+ * `at` to the episode's end. The weights and limit are SQL so recall can take them from settings
+ * inside its own statement.
+ */
+export function rankedEpisodesSql(r: EpisodeRanking): SQL {
+  const at = r.at.toISOString();
+  const similarity = r.vector
+    ? sql`CASE WHEN embedding IS NOT NULL AND ${sameDims(sql`embedding`, r.vector)}
+        THEN 1 - (embedding <=> ${vectorParam(r.vector)}) ELSE 0 END`
+    : sql`0`;
+  const ended = r.endedBy ? sql` AND ended_at <= ${at}::timestamptz` : sql``;
+  return sql`
+    SELECT ${COLUMNS}, similarity * ${r.similarityWeight}
+           + (1.0 / (1.0 + GREATEST(EXTRACT(EPOCH FROM (${at}::timestamptz - ended_at)) / 86400.0, 0))) * ${r.recencyWeight} AS relevance
+    FROM (
+      SELECT ${COLUMNS}, (${similarity})::float8 AS similarity FROM ${episodes}
+      WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND status = 'completed'${ended}
+    ) candidates
+    ORDER BY relevance DESC, id LIMIT ${r.limit}`;
 }
 
 export async function getEpisode(deps: Deps, projectId: string, episodeId: string) {

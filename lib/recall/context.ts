@@ -1,0 +1,74 @@
+import type { Fact } from "../semantic/facts";
+
+/** A fact as recall ranks it: the spec's Fact plus the anchor group it is rendered under. */
+export interface RankedFact extends Fact {
+  /** The anchor entity's name, else the entity the fact touches, else its subject. */
+  groupName: string;
+  /** 1 for the most relevant fact: groups may render a fact before better-ranked ones. */
+  rank: number;
+}
+
+export interface FactGroup {
+  entityName: string;
+  facts: Pick<Fact, "subject" | "predicate" | "object" | "sourceQuote" | "validAt" | "validUntil" | "relevanceScore">[];
+  /** The best relevanceScore in the group (its first fact's): groups are ordered by it. */
+  groupRelevance: number;
+}
+
+export const CONTEXT_LEAD = "Known facts about the user, most relevant first.";
+export const FACTS_HEADING = "# FACTS (format: fact (valid: from - to))";
+export const ENTITIES_HEADING = "# ENTITIES";
+
+/** Collapses every run of whitespace (newlines included) to one space: one line per item. */
+export const oneLine = (text: string) => text.replace(/\s+/gu, " ").trim();
+
+/** A fact as a sentence: subject, predicate with its underscores read as spaces, object. */
+export const factText = (f: Pick<Fact, "subject" | "predicate" | "object">) =>
+  oneLine(`${f.subject} ${f.predicate.replaceAll("_", " ")} ${f.object}`);
+
+/** The calendar date (UTC) of an ISO datetime. */
+const day = (iso: string) => iso.slice(0, 10);
+
+/**
+ * Groups facts by anchor entity, keeping the order they arrive in (relevance first): a group
+ * appears where its best fact ranks, and its facts follow in rank order.
+ */
+export function groupFacts(facts: RankedFact[]): FactGroup[] {
+  const groups = new Map<string, FactGroup>();
+  for (const f of facts) {
+    let group = groups.get(f.groupName);
+    if (!group) {
+      group = { entityName: f.groupName, facts: [], groupRelevance: f.relevanceScore };
+      groups.set(f.groupName, group);
+    }
+    group.groupRelevance = Math.max(group.groupRelevance, f.relevanceScore);
+    group.facts.push({
+      subject: f.subject,
+      predicate: f.predicate,
+      object: f.object,
+      sourceQuote: f.sourceQuote,
+      validAt: f.validAt,
+      validUntil: f.validUntil,
+      relevanceScore: f.relevanceScore,
+    });
+  }
+  return [...groups.values()];
+}
+
+/**
+ * The prompt-ready block: deterministic (same rows, same text), no model involved. Facts in
+ * group order, then the entities they touch; the empty string when there is no fact.
+ * sourceQuote and confidence are stored but not rendered.
+ */
+export function renderContext(groups: FactGroup[], entities: { name: string; type: string }[]): string {
+  if (groups.length === 0) return "";
+  const lines = [CONTEXT_LEAD, "", FACTS_HEADING];
+  for (const group of groups) {
+    for (const f of group.facts) {
+      lines.push(`- ${factText(f)} (valid: ${day(f.validAt)} - ${f.validUntil ? day(f.validUntil) : "present"})`);
+    }
+  }
+  lines.push("", ENTITIES_HEADING);
+  for (const e of entities) lines.push(`- ${oneLine(e.name)} (${oneLine(e.type)})`);
+  return lines.join("\n");
+}

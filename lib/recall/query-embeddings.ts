@@ -1,0 +1,34 @@
+import { LRUCache } from "lru-cache";
+
+/**
+ * Query embeddings kept in memory (per process on Node.js, per isolate on the edge), so a
+ * repeated recall query makes no provider call. Bounded by bytes: a vector costs 8 bytes per
+ * dimension as a JS number array. Keyed by model and size as well as text, so a configuration
+ * change never serves a vector of the wrong kind.
+ */
+export interface QueryEmbeddings {
+  get(key: QueryKey): number[] | undefined;
+  set(key: QueryKey, vector: number[]): void;
+}
+
+export interface QueryKey {
+  model: string;
+  dimensions: number;
+  text: string;
+}
+
+export const DEFAULT_QUERY_CACHE_BYTES = 16 * 1024 * 1024;
+
+export function createQueryEmbeddings(maxBytes = DEFAULT_QUERY_CACHE_BYTES): QueryEmbeddings {
+  const cache = new LRUCache<string, number[]>({
+    maxSize: maxBytes,
+    sizeCalculation: (vector, key) => vector.length * 8 + key.length * 2,
+  });
+  const keyOf = (k: QueryKey) => `${k.model}\u0000${k.dimensions}\u0000${k.text}`;
+  return {
+    get: (key) => cache.get(keyOf(key)),
+    set: (key, vector) => {
+      cache.set(keyOf(key), vector);
+    },
+  };
+}

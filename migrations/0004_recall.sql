@@ -1,0 +1,2 @@
+ALTER TABLE "entities" ADD COLUMN "match_key" text GENERATED ALWAYS AS (btrim(regexp_replace(lower(name), '[^[:alnum:]]+', ' ', 'g'))) STORED NOT NULL;--> statement-breakpoint
+CREATE INDEX "entities_match_idx" ON "entities" USING btree ("project_id","dataset","match_key");
