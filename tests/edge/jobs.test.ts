@@ -290,3 +290,54 @@ describe("the Worker without QStash credentials", () => {
     expect(qstash.messages.length).toBe(published);
   });
 });
+
+describe("recall, export and erase on the Worker", () => {
+  it("recalls an extracted fact with episodes, exports the dataset as a stream and erases it", async () => {
+    const key = await newTenant("edge-recall");
+    provider.onStructured("fact_extraction", () => ({
+      facts: [
+        {
+          subject: "user",
+          predicate: "prefers",
+          object: "window seats",
+          objectIsEntity: false,
+          confidence: 0.9,
+          sourceQuote: "liam prefers window seats",
+          validAt: null,
+        },
+      ],
+      entities: [],
+    }));
+    const threadId = await threadWithMessages(CRON_ONLY, key, "liam");
+    const episodeId = await endThread(CRON_ONLY, key, threadId);
+    for (let i = 0; i < 2; i++) expect((await scheduled(CRON_ONLY, "* * * * *")).outcome).toBe("ok");
+    expect(await episodeStatus(CRON_ONLY, key, episodeId)).toBe("completed");
+
+    const send = await transportTo(CRON_ONLY);
+    const res = await send(`${PUBLIC_BASE_URL}/v1/memory/recall`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ dataset: "edge-jobs", query: "seat preference", include: ["raw", "episodes"] }),
+    });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("server-timing")).toMatch(/embedding;dur=.*sql;dur=/);
+    const recalled = (await res.json()) as {
+      context: string;
+      facts: { object: string; relevanceScore: number }[];
+      episodes: { episodes: { episodeId: string }[]; episodeCount: number };
+    };
+    expect(recalled.facts.map((f) => f.object)).toEqual(["window seats"]);
+    expect(recalled.context).toContain("- user prefers window seats (valid: ");
+    expect(recalled.episodes).toMatchObject({ episodeCount: 1, episodes: [{ episodeId }] });
+
+    const exported = await call(CRON_ONLY, "/v1/memory/recall/datasets/edge-jobs/export", { token: key });
+    expect(exported.status).toBe(200);
+    expect(exported.body.threads.map((t: { threadId: string }) => t.threadId)).toEqual([threadId]);
+    expect(exported.body.facts.map((f: { object: string }) => f.object)).toEqual(["window seats"]);
+
+    const erased = await call(CRON_ONLY, "/v1/memory/recall/datasets/edge-jobs", { method: "DELETE", token: key });
+    expect(erased.body).toEqual({ dataset: "edge-jobs", deleted: { threads: 1, episodes: 1, facts: 1, entities: 0 } });
+    const after = await call(CRON_ONLY, "/v1/memory/recall", { token: key, json: { dataset: "edge-jobs" } });
+    expect(after.body).toMatchObject({ context: "", factCount: 0 });
+  });
+});
