@@ -2,6 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { benchAddMessage } from "./add-message";
 import { benchEpisodes } from "./episodes";
+import { benchPrepare } from "./prepare";
 import { benchRecall } from "./recall";
 import { benchSemantic } from "./semantic";
 
@@ -27,6 +28,16 @@ for (const clients of [1, 8, 32]) {
   );
 }
 results.addMessage = addMessage;
+
+const prepare = [];
+for (const compacted of [false, true]) {
+  const r = await benchPrepare(10_000, compacted, quick ? 100 : 300);
+  prepare.push(r);
+  rows.push(
+    `| prepare (messageLimit 20), thread of 10,000 messages${compacted ? ", all but 6 compacted" : ""} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | | ${r.statementsPerPrepare.toFixed(1)} SQL statements (auth + prepare) |`,
+  );
+}
+results.prepare = prepare;
 
 const episodes = [];
 for (const [threads, latency] of [

@@ -33,7 +33,11 @@ const ApiKeyRecordSchema = z
   })
   .openapi("ApiKey");
 const SettingsSchema = z
-  .object({ episodic: z.record(z.string(), z.unknown()), semantic: z.record(z.string(), z.unknown()) })
+  .object({
+    working: z.record(z.string(), z.unknown()),
+    episodic: z.record(z.string(), z.unknown()),
+    semantic: z.record(z.string(), z.unknown()),
+  })
   .openapi("ProjectSettings", { description: "Fully merged settings (defaults, then the project's values)." });
 
 const idParam = z.object({

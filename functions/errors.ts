@@ -58,6 +58,8 @@ function failureMessage(c: Context<AppEnv>): string {
   if (method === "POST" && path === "/v1/threads") return "Failed to create thread";
   if (method === "POST" && path === "/v1/memory/recall") return "Failed to recall memory";
   if (method === "POST" && /\/v1\/memory\/working\/threads\/[^/]+\/chat$/.test(path)) return "Failed to generate reply";
+  if (method === "POST" && /\/v1\/memory\/working\/threads\/[^/]+\/compact$/.test(path))
+    return "Failed to compact thread";
   if (method === "GET" && /\/v1\/memory\/semantic\/datasets\/[^/]+\/entities$/.test(path))
     return "Failed to list entities";
   return "Internal server error";

@@ -1,10 +1,11 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
+import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../lib/compaction";
 import { addMessage, listMessages, prepareContext, threadStats } from "../lib/working";
 import type { AppEnv } from "./env";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
+import { ErrorSchema, errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
@@ -146,13 +147,46 @@ const routes = {
           messageCount: z.number().int(),
           truncated: z.boolean(),
           compacted: z.boolean(),
-          warning: z.string().optional(),
+          warning: z.string().optional().openapi({
+            description:
+              "Present when messageLimit is below the project's autoCompactThreshold (messages may be missing).",
+          }),
         }),
         "The window, oldest first",
       ),
       400: errorResponses[400],
       401: errorResponses[401],
       404: errorResponses[404],
+    },
+  }),
+  compact: createRoute({
+    ...base,
+    method: "post",
+    path: "/threads/{threadId}/compact",
+    summary: "Fold older messages into a summary (one model call)",
+    description: `Folds the un-compacted messages except the newest ${COMPACT_KEEP_RECENT} (at most ${COMPACT_MAX_FOLD} per call) and the previous summary into one new summary message (role system). Folded messages get compactedAt; prepare no longer returns them, the message list still does. Two compactions racing on a thread never fold the same messages: the later answers the nothing-to-compact shape.`,
+    request: { params: threadIdParam },
+    responses: {
+      200: jsonResponse(
+        z.union([
+          z
+            .object({
+              threadId: z.string(),
+              summaryMessageId: z.string().openapi({ description: "The new summary message." }),
+              compactedCount: z.number().int().openapi({ description: "Messages folded by this call." }),
+              fromSequence: z.number().int().openapi({ description: "First sequence number the summary covers." }),
+              toSequence: z.number().int().openapi({ description: "Last sequence number the summary covers." }),
+            })
+            .openapi("CompactResult"),
+          z
+            .object({ ok: z.literal(true), compacted: z.literal(false), message: z.string() })
+            .openapi("NothingToCompact"),
+        ]),
+        "Compacted, or nothing to compact",
+      ),
+      401: errorResponses[401],
+      404: errorResponses[404],
+      500: jsonResponse(ErrorSchema, "The model call failed; nothing was compacted"),
     },
   }),
   stats: createRoute({
@@ -173,7 +207,19 @@ const routes = {
             system: z.number().int(),
             tool: z.number().int(),
           }),
-          compactedCount: z.number().int(),
+          compactedCount: z.number().int().openapi({ description: "Messages folded into a summary." }),
+          compaction: z.object({
+            compactions: z.number().int().openapi({ description: "Summaries written for this thread." }),
+            activeSummary: z
+              .object({
+                messageId: z.string(),
+                fromSequence: z.number().int(),
+                toSequence: z.number().int(),
+                createdAt: z.string(),
+              })
+              .nullable()
+              .openapi({ description: "The summary prepare puts first, and the sequence range it covers." }),
+          }),
           tokens: z.object({ input: z.number(), output: z.number(), total: z.number() }),
           firstMessageAt: z.string().nullable(),
           lastMessageAt: z.string().nullable(),
@@ -212,6 +258,10 @@ workingRoutes
       200,
     );
   })
+  .openapi(routes.compact, async (c) =>
+    c.json(await compactThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
+  )
   .openapi(routes.stats, async (c) =>
     c.json(await threadStats(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
   );
+

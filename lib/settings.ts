@@ -14,6 +14,14 @@ export const DEFAULT_SETTINGS = {
     similarityWeight: 0.7,
     recencyWeight: 0.3,
   },
+  working: {
+    /**
+     * When an insert brings a thread's un-compacted messages to this many, older messages are
+     * compacted inline; null turns auto-compaction off. Also the bound below which prepare's
+     * messageLimit draws a warning.
+     */
+    autoCompactThreshold: 20 as number | null,
+  },
   semantic: {
     enabled: true,
     retrievalMinConfidence: 0.5,
@@ -54,6 +62,13 @@ const semanticShape = {
   anchorVectorTopK: z.number().int().min(1).max(10),
 };
 
+const workingShape = {
+  autoCompactThreshold: z.number().int().min(10).max(1000).nullable(),
+};
+
+/** Partial working-memory settings of a project. */
+export const projectWorkingPatch = z.object(workingShape).partial();
+
 /** Partial episodic override of a project (project bounds). */
 export const projectEpisodicPatch = z.object(episodicShape(10)).partial();
 /** Partial semantic override of a project. */
@@ -61,6 +76,7 @@ export const projectSemanticPatch = z.object(semanticShape).partial();
 
 /** Body of PATCH /dashboard/projects/:id/settings: a subset of either group. */
 export const settingsPatchSchema = z.object({
+  working: projectWorkingPatch.optional(),
   episodic: projectEpisodicPatch.optional(),
   semantic: projectSemanticPatch.optional(),
 });

@@ -65,6 +65,8 @@ interface RawThreadRow {
   settings: ThreadSettings | string;
   last_seq: number;
   episode_seq: number;
+  compacted_seq: number;
+  live_count: number;
   last_message_at: unknown;
   ended_at: unknown;
   created_at: unknown;
@@ -80,6 +82,8 @@ function fromRaw(r: RawThreadRow): ThreadRow {
     settings: jsonOf(r.settings) as Record<string, unknown>,
     lastSeq: Number(r.last_seq),
     episodeSeq: Number(r.episode_seq),
+    compactedSeq: Number(r.compacted_seq),
+    liveCount: Number(r.live_count),
     lastMessageAt: toDate(r.last_message_at),
     endedAt: toDate(r.ended_at),
     createdAt: toDate(r.created_at) as Date,

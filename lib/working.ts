@@ -1,10 +1,12 @@
 import { sql } from "drizzle-orm";
+import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 import { jsonOf, rowsOf, toIso } from "./db/rows";
 import { messages, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
+import { errorFields } from "./log";
 
 export type Role = "user" | "assistant" | "system" | "tool";
 
@@ -28,9 +30,10 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
   const metadata = jsonOrNull(input.metadata);
   const result = await deps.db.execute(sql`
     WITH th AS (
-      UPDATE ${threads} SET last_seq = last_seq + 1, last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
+      UPDATE ${threads} SET last_seq = last_seq + 1, live_count = live_count + 1,
+        last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
       WHERE id = ${threadId} AND project_id = ${projectId}
-      RETURNING id, project_id, dataset, settings, last_seq
+      RETURNING id, project_id, dataset, settings, last_seq, live_count
     ),
     msg AS (
       INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
@@ -42,7 +45,9 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
       RETURNING id, thread_id, seq, role, created_at
     ),
     timer AS (${idleJobSql(now)})
-    SELECT msg.*, (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at FROM msg`);
+    SELECT msg.*, (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
+      (SELECT live_count FROM th) AS live_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold
+    FROM msg`);
   const [row] = rowsOf<{
     id: string;
     thread_id: string;
@@ -51,17 +56,32 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
     created_at: unknown;
     timer_key: string | null;
     timer_run_at: unknown;
+    live_count: number;
+    compact_threshold: number | null;
   }>(result);
   if (!row) throw notFound("Thread not found");
   if (row.timer_key) ringLater(deps, dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]));
+  const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
+  const compacted =
+    crossesThreshold(Number(row.live_count), threshold) && (await compactInline(deps, projectId, threadId));
   return {
     messageId: row.id,
     threadId: row.thread_id,
     sequenceNumber: Number(row.seq),
     role: row.role,
     createdAt: toIso(row.created_at) as string,
-    compacted: false,
+    compacted,
   };
+}
+
+/** Auto-compaction: a failure (the provider, most likely) never fails the insert, which is stored. */
+async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+  try {
+    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+  } catch (err) {
+    deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
+    return false;
+  }
 }
 
 /** An optional object as jsonb text; an empty one (every key stripped) is stored as null. */
@@ -132,11 +152,14 @@ export async function listMessages(deps: Deps, projectId: string, threadId: stri
 
 /**
  * The LLM-ready window, in one statement and without a model call: the active compact summary
- * (if any) first, then the newest `messageLimit` un-compacted messages, oldest first.
+ * (if any) first, then the newest `messageLimit` un-compacted messages, oldest first. The count
+ * comes from the thread row (kept by the statements that change it), so a long thread costs
+ * what a short one does. `warning` when messageLimit is below the project's autoCompactThreshold:
+ * un-compacted messages can then be left out.
  */
 export async function prepareContext(deps: Deps, projectId: string, threadId: string, messageLimit: number) {
   const result = await deps.db.execute(sql`
-    WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+    WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
       SELECT seq, role, content FROM ${messages}
       WHERE thread_id = (SELECT id FROM t) AND compacted_at IS NULL AND NOT is_summary
@@ -147,33 +170,41 @@ export async function prepareContext(deps: Deps, projectId: string, threadId: st
       WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
       ORDER BY seq DESC LIMIT 1
     )
-    SELECT (SELECT dataset FROM t) AS dataset,
-           (SELECT count(*) FROM t)::int AS thread_found,
-           (SELECT count(*) FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND compacted_at IS NULL AND NOT is_summary)::int AS message_count,
+    SELECT t.dataset, t.live_count AS message_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold,
            (SELECT row_to_json(summary) FROM summary) AS summary,
-           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window`);
+           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window
+    FROM t`);
   const [row] = rowsOf<{
-    dataset: string | null;
-    thread_found: number;
+    dataset: string;
     message_count: number;
+    compact_threshold: number | null;
     summary: { role: Role; content: string } | string | null;
     window: { role: Role; content: string }[] | string;
   }>(result);
-  if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
+  if (!row) throw notFound("Thread not found");
   const summary = row.summary ? jsonOf(row.summary) : null;
   const window = jsonOf(row.window);
   const messageCount = Number(row.message_count);
+  const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
   return {
     threadId,
-    dataset: row.dataset as string,
+    dataset: row.dataset,
     messages: summary ? [{ role: summary.role, content: summary.content }, ...window] : window,
     messageCount,
     truncated: messageCount > window.length,
     compacted: summary !== null,
+    ...(threshold !== null && messageLimit < threshold
+      ? {
+          warning: `messageLimit ${messageLimit} is below autoCompactThreshold ${threshold}: up to ${threshold - messageLimit} un-compacted messages can be left out of the window`,
+        }
+      : {}),
   };
 }
 
-/** Counts by role, caller-reported token totals, first/last message time and session duration. */
+/**
+ * Counts by role, caller-reported token totals, first/last message time, session duration, and
+ * compaction: how many compactions ran, how many messages are folded, the active summary's range.
+ */
 export async function threadStats(deps: Deps, projectId: string, threadId: string) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
@@ -190,7 +221,12 @@ export async function threadStats(deps: Deps, projectId: string, threadId: strin
            coalesce(sum((tokens ->> 'output')::numeric), 0)::float8 AS output_tokens,
            coalesce(sum((tokens ->> 'total')::numeric), 0)::float8 AS total_tokens,
            min(created_at) AS first_at,
-           max(created_at) AS last_at
+           max(created_at) AS last_at,
+           (SELECT count(*) FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND is_summary)::int AS compactions,
+           (SELECT json_build_object('messageId', id, 'fromSequence', summary_from_seq, 'toSequence', summary_to_seq,
+                                     'createdAt', created_at)
+            FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
+            ORDER BY seq DESC LIMIT 1) AS active_summary
     FROM m`);
   const [r] = rowsOf<Record<string, unknown>>(result);
   if (!r || Number(r.thread_found) === 0) throw notFound("Thread not found");
@@ -207,6 +243,17 @@ export async function threadStats(deps: Deps, projectId: string, threadId: strin
       tool: Number(r.tool_count),
     },
     compactedCount: Number(r.compacted_count),
+    compaction: {
+      compactions: Number(r.compactions),
+      activeSummary: r.active_summary
+        ? (() => {
+            const a = jsonOf(
+              r.active_summary as { messageId: string; fromSequence: number; toSequence: number; createdAt: string },
+            );
+            return { ...a, createdAt: toIso(a.createdAt) as string };
+          })()
+        : null,
+    },
     tokens: { input: Number(r.input_tokens), output: Number(r.output_tokens), total: Number(r.total_tokens) },
     firstMessageAt: firstAt,
     lastMessageAt: lastAt,

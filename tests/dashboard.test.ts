@@ -627,12 +627,13 @@ describe("project settings", () => {
   const patch = (token: string, projectId: string, body: unknown) =>
     svc.request(`/dashboard/projects/${projectId}/settings`, { method: "PATCH", token, json: body });
 
-  it("returns all 15 values with the built-in defaults for a new project", async () => {
+  it("returns the spec's 15 values and autoCompactThreshold with the built-in defaults for a new project", async () => {
     const token = await adminSession(svc);
     const t = await newTenant(svc);
     const res = await svc.request(`/dashboard/projects/${t.projectId}/settings`, { token });
     expect(await json(res, 200)).toEqual({
       settings: {
+        working: { autoCompactThreshold: 20 },
         episodic: {
           enabled: true,
           autoEpisodeIntervalMs: 1800000,

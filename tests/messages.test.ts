@@ -51,6 +51,7 @@ interface Stats {
   messageCount: number;
   byRole: Record<Role, number>;
   compactedCount: number;
+  compaction: { compactions: number; activeSummary: unknown };
   tokens: { input: number; output: number; total: number };
   firstMessageAt: string | null;
   lastMessageAt: string | null;
@@ -654,6 +655,7 @@ describe("stats", () => {
       messageCount: 0,
       byRole: { user: 0, assistant: 0, system: 0, tool: 0 },
       compactedCount: 0,
+      compaction: { compactions: 0, activeSummary: null },
       tokens: { input: 0, output: 0, total: 0 },
       firstMessageAt: null,
       lastMessageAt: null,
@@ -692,6 +694,7 @@ describe("stats", () => {
         messageCount: 5,
         byRole: { user: 2, assistant: 1, system: 1, tool: 1 },
         compactedCount: 0,
+        compaction: { compactions: 0, activeSummary: null },
         tokens: { input: 24, output: 26.5, total: 39 },
         firstMessageAt: first.createdAt,
         lastMessageAt: last.createdAt,

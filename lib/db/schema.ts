@@ -72,6 +72,13 @@ export const threads = pgTable(
     lastSeq: integer("last_seq").notNull().default(0),
     /** Highest sequence number already covered by an episode: messages above it are new. */
     episodeSeq: integer("episode_seq").notNull().default(0),
+    /**
+     * Highest sequence number folded by compaction: every message at or below it is compacted,
+     * and a compaction lands only if this is still what it read (so two never fold a row twice).
+     */
+    compactedSeq: integer("compacted_seq").notNull().default(0),
+    /** Un-compacted, non-summary messages: kept by the statements that change it, never counted. */
+    liveCount: integer("live_count").notNull().default(0),
     lastMessageAt: timestamptz("last_message_at"),
     endedAt: timestamptz("ended_at"),
     createdAt: createdAt(),
@@ -108,7 +115,11 @@ export const messages = pgTable(
     compactedAt: timestamptz("compacted_at"),
     createdAt: createdAt(),
   },
-  (t) => [uniqueIndex("messages_thread_seq_idx").on(t.threadId, t.seq)],
+  (t) => [
+    uniqueIndex("messages_thread_seq_idx").on(t.threadId, t.seq),
+    // Finds a thread's active summary without walking its messages (summaries are few).
+    index("messages_summary_idx").on(t.threadId, t.seq).where(sql`${t.isSummary}`),
+  ],
 );
 
 // ---------------------------------------------------------------------------------------------
