@@ -6,6 +6,7 @@ import type { AppEnv } from "./env";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { ErrorSchema, errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
+import { chatHandler, chatRoute } from "./working-chat";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
@@ -265,3 +266,4 @@ workingRoutes
     c.json(await threadStats(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
   );
 
+workingRoutes.openapi(chatRoute, chatHandler);

@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, beforeEach, expect } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { rowsOf, toIso } from "../lib/db/rows";
-import { deleteProject } from "../lib/projects";
+import { deleteProject, patchProjectSettings } from "../lib/projects";
 import { type ChatRequest, type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService, type TestServiceOptions } from "./helpers/service";
 
@@ -111,6 +111,9 @@ export function useEpisodicService(options: Omit<TestServiceOptions, "provider" 
   async function tenant(name = "episodic") {
     const t = await newTenant(h.svc, name);
     projects.push(t.projectId);
+    // Episode tests count model calls and read sequence numbers in transcripts: auto-compaction
+    // (tested in compaction.test.ts) would add a call and a summary message's number.
+    await patchProjectSettings(h.svc.deps, t.projectId, { working: { autoCompactThreshold: null } });
     const key = t.key;
     const api = {
       ...t,

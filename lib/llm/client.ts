@@ -1,4 +1,6 @@
 import OpenAI from "openai";
+import type { ChatCompletionChunk } from "openai/resources/chat/completions";
+import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config } from "../config";
 
@@ -12,6 +14,11 @@ export interface Llm {
   structured<T extends z.ZodType>(request: StructuredRequest<T>): Promise<z.infer<T>>;
   /** A free-text Chat Completions call. */
   complete(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<Completion>;
+  /**
+   * The same call, streamed. Resolves once the provider accepted the request (its headers
+   * arrived; failures up to then are retried like `complete`'s and rejected as ProviderError).
+   */
+  stream(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<CompletionStream>;
   /** One Embeddings call for the whole batch, vectors in input order. */
   embed(texts: string[]): Promise<number[][]>;
 }
@@ -33,6 +40,18 @@ export interface Completion {
   text: string;
   model: string;
   tokens: { input?: number; output?: number; total?: number };
+}
+
+/**
+ * A reply being streamed. Iterate once for the text deltas; a stream that breaks, stalls, ends
+ * without a finish reason or carries no text throws a ProviderError from the iteration. After the
+ * iteration ended normally, `completion()` gives the whole reply with the provider's usage.
+ */
+export interface CompletionStream extends AsyncIterable<string> {
+  /** The full reply; throws unless the iteration ran to a complete reply. */
+  completion(): Completion;
+  /** Stop reading and close the provider connection; the iteration then ends without an error. */
+  abort(): void;
 }
 
 /** Raised for every provider failure, with a message fit for an episode's `error`. */
@@ -122,6 +141,18 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
         };
       }),
 
+    stream: (request) =>
+      call("Model call", async () => {
+        const stream = await openai().chat.completions.create({
+          model: llmModel,
+          messages: [{ role: "system", content: request.system }, ...request.messages],
+          stream: true,
+          stream_options: { include_usage: true },
+          ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
+        });
+        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000);
+      }),
+
     embed: (texts) =>
       call("Embedding call", async () => {
         if (texts.length === 0) return [];
@@ -140,6 +171,77 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
         return vectors;
       }),
   };
+}
+
+/**
+ * The SDK's timeout ends when the headers arrive, so a stream that stops sending would hang its
+ * reader for good: here `idleMs` without a chunk from the provider fails it. Time the consumer
+ * spends between reads (writing to a slow client) does not count.
+ */
+function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: string, idleMs: number) {
+  const stallError = () => new ProviderError(`Model stream stalled: no data for ${idleMs} ms`);
+  let text = "";
+  let model = requestedModel;
+  let usage: ChatCompletionChunk["usage"];
+  let finished = false;
+  let complete = false;
+  let aborted = false;
+  let stalled = false;
+  let consumed = false;
+  const result: CompletionStream = {
+    async *[Symbol.asyncIterator]() {
+      if (consumed) throw new Error("A completion stream can be read only once");
+      consumed = true;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const arm = () => {
+        timer = setTimeout(() => {
+          stalled = true;
+          stream.controller.abort();
+        }, idleMs);
+      };
+      try {
+        arm();
+        for await (const chunk of stream) {
+          clearTimeout(timer);
+          if (chunk.model) model = chunk.model;
+          if (chunk.usage) usage = chunk.usage;
+          const choice = chunk.choices[0];
+          if (choice?.finish_reason) finished = true;
+          const delta = choice?.delta?.content;
+          if (delta) {
+            text += delta;
+            yield delta;
+          }
+          arm();
+        }
+      } catch (err) {
+        if (aborted) return;
+        if (stalled) throw stallError();
+        throw new ProviderError(`Model stream failed: ${describe(err)}`, { cause: err });
+      } finally {
+        clearTimeout(timer);
+      }
+      // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
+      if (aborted) return;
+      if (stalled) throw stallError();
+      if (!finished) throw new ProviderError("Model stream ended before the reply was complete");
+      if (!text) throw new ProviderError("Model call returned no content");
+      complete = true;
+    },
+    completion() {
+      if (!complete) throw new ProviderError("Model stream has not completed");
+      return {
+        text,
+        model,
+        tokens: { input: usage?.prompt_tokens, output: usage?.completion_tokens, total: usage?.total_tokens },
+      };
+    },
+    abort() {
+      aborted = true;
+      stream.controller.abort();
+    },
+  };
+  return result;
 }
 
 /** zod → JSON Schema as Structured Outputs' strict mode wants it (every key required, closed objects). */

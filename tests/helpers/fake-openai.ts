@@ -7,11 +7,16 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
  * its parsing run. Embeddings are deterministic (hashed bag of words, normalised), so texts that
  * share words are close. Failures and latency are switchable and behave like the provider's
  * (JSON error bodies, `retry-after` on 429, a connection that hangs past the client's timeout).
+ * Chat requests with `stream: true` are answered as server-sent `chat.completion.chunk` events,
+ * one per word, like the real API.
  */
 export interface ChatRequest {
   model: string;
   messages: { role: string; content: string }[];
   response_format?: { type: string; json_schema?: { name: string; strict?: boolean; schema: unknown } };
+  stream?: boolean;
+  stream_options?: { include_usage?: boolean };
+  max_tokens?: number;
 }
 
 export type ChatHandler = (request: ChatRequest) => unknown | Promise<unknown>;
@@ -24,6 +29,11 @@ export interface Failure {
   endpoint?: "chat" | "embeddings";
   /** Hang instead of answering (the client times out). */
   hang?: boolean;
+  /**
+   * Only for streamed chat requests (others ignore it and do not use up `times`): answer 200,
+   * send the first half of the chunks, then destroy the socket (`status` is not used).
+   */
+  midStream?: boolean;
 }
 
 export interface FakeOpenAI {
@@ -40,6 +50,10 @@ export interface FakeOpenAI {
   fail(failure: Failure): void;
   clearFailures(): void;
   latencyMs: number;
+  /** Pause between the chunks of a streamed reply. */
+  streamChunkDelayMs: number;
+  /** Streamed replies whose connection the client closed before the last chunk was sent. */
+  streamsClosedEarly: number;
   reset(): void;
   close(): Promise<void>;
 }
@@ -92,11 +106,15 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       failures = [];
     },
     latencyMs: 0,
+    streamChunkDelayMs: 0,
+    streamsClosedEarly: 0,
     reset() {
       fake.requests.length = 0;
       structured.clear();
       failures = [];
       fake.latencyMs = 0;
+      fake.streamChunkDelayMs = 0;
+      fake.streamsClosedEarly = 0;
     },
     close: () =>
       new Promise((resolve) => {
@@ -110,6 +128,50 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify(body));
+    };
+    /**
+     * The reply as the real API streams it: a first chunk with the role, one chunk per word, a
+     * chunk with `finish_reason`, the usage chunk (empty `choices`) when asked for, then `[DONE]`.
+     */
+    const streamChat = async (request: ChatRequest, content: string, n: number, dieMidway: boolean) => {
+      const base = { id: `chatcmpl-${n}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000) };
+      const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
+        `data: ${JSON.stringify({ ...base, model: request.model, choices, ...extra })}\n\n`;
+      const words = content.match(/\s*\S+\s*/g) ?? [content];
+      const events = [
+        chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]),
+        ...words.map((word) => chunk([{ index: 0, delta: { content: word }, finish_reason: null, logprobs: null }])),
+        chunk([{ index: 0, delta: {}, finish_reason: "stop", logprobs: null }]),
+        ...(request.stream_options?.include_usage
+          ? [
+              chunk([], {
+                usage: { prompt_tokens: 10, completion_tokens: words.length, total_tokens: 10 + words.length },
+              }),
+            ]
+          : []),
+        "data: [DONE]\n\n",
+      ];
+      // Dying midway: the role chunk and half of the words, then the socket goes.
+      const sent = dieMidway ? 1 + Math.floor(words.length / 2) : events.length;
+      res.writeHead(200, { "content-type": "text/event-stream", "cache-control": "no-cache" });
+      let closed = false;
+      res.on("close", () => {
+        closed = true;
+      });
+      for (const event of events.slice(0, sent)) {
+        if (closed) break;
+        res.write(event);
+        if (fake.streamChunkDelayMs > 0) await new Promise((r) => setTimeout(r, fake.streamChunkDelayMs));
+      }
+      if (dieMidway) {
+        // Let the chunks reach the client before the connection breaks.
+        await new Promise((r) => setTimeout(r, 20));
+        res.socket?.destroy();
+      } else if (closed) {
+        fake.streamsClosedEarly++;
+      } else {
+        res.end();
+      }
     };
     try {
       const endpoint = req.url?.endsWith("/chat/completions")
@@ -126,8 +188,11 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       fake.requests.push({ endpoint, body });
       if (fake.latencyMs > 0) await new Promise((r) => setTimeout(r, fake.latencyMs));
 
-      const failure = failures.find((f) => f.times > 0 && (!f.endpoint || f.endpoint === endpoint));
-      if (failure) {
+      const streamed = endpoint === "chat" && body.stream === true;
+      const failure = failures.find(
+        (f) => f.times > 0 && (!f.endpoint || f.endpoint === endpoint) && (!f.midStream || streamed),
+      );
+      if (failure && !failure.midStream) {
         failure.times--;
         if (failure.hang) {
           await new Promise<void>((resolve) => {
@@ -168,6 +233,10 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
         content = JSON.stringify(await handler(request));
       } else {
         content = text(request);
+      }
+      if (streamed) {
+        if (failure) failure.times--;
+        return streamChat(request, content, fake.requests.length, failure !== undefined);
       }
       return send(200, {
         id: `chatcmpl-${fake.requests.length}`,

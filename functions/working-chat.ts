@@ -1,0 +1,137 @@
+import { createRoute, type RouteHandler, z } from "@hono/zod-openapi";
+import { streamSSE } from "hono/streaming";
+import { chat, RECALL_QUERY_CHARS, startChatStream } from "../lib/chat";
+import { errorFields } from "../lib/log";
+import type { AppEnv } from "./env";
+import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
+
+const chatBody = z.object({
+  content: text()
+    .min(1)
+    .openapi({
+      description: `The user's message, non-empty. It is stored as a \`user\` message before anything else (and stays stored if the reply fails), so the window sent to the model ends with it; its first ${RECALL_QUERY_CHARS} characters are the recall query.`,
+    }),
+  messageLimit: z.number().int().min(1).max(100).default(20).openapi({
+    description:
+      "How many recent un-compacted messages (the new one included) the model sees, 1-100, default 20; an active compact summary comes first and does not count, as in prepare.",
+  }),
+  instructions: text().max(4000).optional().openapi({
+    description:
+      "Extra system instructions for this reply only (up to 4000 characters), added after the service's own chat prompt. Not stored.",
+  }),
+  recall: z.boolean().default(true).openapi({
+    description:
+      "Whether to put the thread's dataset's recalled facts (the `context` block of POST /v1/memory/recall, queried with the message) in the system prompt. Default true; false skips the embedding call and the recall statement.",
+  }),
+});
+
+const tokensSchema = z
+  .object({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
+  .openapi({ description: "The provider's reported usage for the reply (prompt, completion and total tokens)." });
+
+const ChatReplySchema = z
+  .object({
+    threadId: z.string(),
+    reply: z
+      .object({
+        messageId: z.string(),
+        sequenceNumber: z.number().int(),
+        content: z.string(),
+        model: z.string().openapi({ description: "The model the provider says answered." }),
+        tokens: tokensSchema,
+        latencyMs: z.number().openapi({
+          description: "Duration of the model call in whole milliseconds (for SSE, until its last chunk).",
+        }),
+        createdAt: z.string(),
+      })
+      .openapi({
+        description: "The reply, stored as an `assistant` message with the same model, tokens and latencyMs.",
+      }),
+    userMessage: z
+      .object({ messageId: z.string(), sequenceNumber: z.number().int(), createdAt: z.string() })
+      .openapi({ description: "The stored user message." }),
+    factCount: z
+      .number()
+      .int()
+      .openapi({ description: "Recalled facts put in the system prompt (0 with recall false)." }),
+    compacted: z.boolean().openapi({
+      description: "True when storing the user message or the reply crossed autoCompactThreshold and compacted inline.",
+    }),
+  })
+  .openapi("ChatReply");
+
+const FAILED = "Failed to generate reply";
+
+export const chatRoute = createRoute({
+  tags: ["Working memory"],
+  security: security.apiKey,
+  method: "post",
+  path: "/threads/{threadId}/chat",
+  summary: "Generate a reply (optionally streamed as server-sent events)",
+  description: [
+    "Stores the message as a `user` message, reads the window (as prepare with `messageLimit`) and recalls the dataset's facts with the message as query, makes one model call with the service's chat prompt, `instructions` and the facts as system prompt and the window as messages, then stores the reply as an `assistant` message.",
+    "Cost: one embedding call (none with `recall: false` or a query embedding cached from an earlier identical query) and one model call, plus a compaction model call when an insert crosses autoCompactThreshold. Five SQL statements: authentication, the user message, the window, recall, the reply.",
+    "A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.",
+    "On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).",
+    "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
+  ].join("\n\n"),
+  request: {
+    params: z.object({
+      threadId: z
+        .string()
+        .min(1)
+        .openapi({ param: { name: "threadId", in: "path" } }),
+    }),
+    ...jsonBody(chatBody),
+  },
+  responses: {
+    200: {
+      description: "The stored reply (JSON), or the event stream when `Accept: text/event-stream`",
+      content: {
+        "application/json": { schema: ChatReplySchema },
+        "text/event-stream": {
+          schema: z.string().openapi({
+            description:
+              "Events `start` ({threadId, userMessageId, factCount}), `delta` ({content}) per chunk, then `done` (the JSON answer's body) or `error` ({error}); each `data` is one line of JSON.",
+            example:
+              'event: start\ndata: {"threadId":"thr_…","userMessageId":"msg_…","factCount":2}\n\nevent: delta\ndata: {"content":"Hello"}\n\nevent: done\ndata: {"threadId":"thr_…","reply":{…},…}\n\n',
+          }),
+        },
+      },
+    },
+    400: errorResponses[400],
+    401: errorResponses[401],
+    404: jsonResponse(ErrorSchema, "Thread not found (or not in the caller's project); nothing is stored"),
+    500: jsonResponse(ErrorSchema, `${FAILED}: the provider failed; the user message stays stored`),
+  },
+});
+
+export const chatHandler: RouteHandler<typeof chatRoute, AppEnv> = async (c) => {
+  const deps = c.get("deps");
+  const projectId = c.get("apiKey").projectId;
+  const { threadId } = c.req.valid("param");
+  const input = c.req.valid("json");
+  if (!c.req.header("accept")?.includes("text/event-stream")) {
+    return c.json(await chat(deps, projectId, threadId, input), 200);
+  }
+
+  // Awaited before the stream opens: a 404 or a provider refusing the call is still a JSON error.
+  const turn = await startChatStream(deps, projectId, threadId, input);
+  return streamSSE(c, async (stream) => {
+    stream.onAbort(() => turn.abort());
+    const send = (event: string, data: unknown) => stream.writeSSE({ event, data: JSON.stringify(data) });
+    try {
+      await send("start", turn.start);
+      for await (const content of turn.deltas) await send("delta", { content });
+      if (stream.aborted) {
+        deps.log.info("chat: client disconnected; reply not stored", { threadId });
+        return;
+      }
+      await send("done", await turn.finish());
+    } catch (err) {
+      // The status line is long gone: the failure is an event, and nothing partial is stored.
+      deps.log.error("chat: reply stream failed", { threadId, ...errorFields(err) });
+      await send("error", { error: FAILED });
+    }
+  });
+};

@@ -1,0 +1,180 @@
+import type { Deps } from "./deps";
+import type { ChatMessage, Completion } from "./llm/client";
+import { CHAT_SYSTEM_PROMPT } from "./llm/prompts";
+import { errorFields } from "./log";
+import { recall } from "./recall/recall";
+import { addMessage, prepareContext, type Role } from "./working";
+
+export interface ChatInput {
+  /** The user's message. */
+  content: string;
+  /** Window size, as prepare's messageLimit. */
+  messageLimit: number;
+  /** Extra system instructions for this reply only. */
+  instructions?: string;
+  /** Put the dataset's recalled facts in the system prompt. */
+  recall: boolean;
+}
+
+export interface ChatResult {
+  threadId: string;
+  reply: {
+    messageId: string;
+    sequenceNumber: number;
+    content: string;
+    model: string;
+    tokens: Completion["tokens"];
+    latencyMs: number;
+    createdAt: string;
+  };
+  userMessage: { messageId: string; sequenceNumber: number; createdAt: string };
+  factCount: number;
+  compacted: boolean;
+}
+
+/** A reply being streamed: `start`, then the deltas, then `finish()` stores it. */
+export interface ChatStream {
+  start: { threadId: string; userMessageId: string; factCount: number };
+  /** Text deltas; a provider failing midway throws a ProviderError out of the iteration. */
+  deltas: AsyncIterable<string>;
+  /** After the deltas ran out: stores the reply and answers like `chat`. Throws if the reply is incomplete. */
+  finish(): Promise<ChatResult>;
+  /** The client went away: stop reading the provider (the iteration ends quietly). */
+  abort(): void;
+}
+
+/** Recall's own query limit: a longer message is cut for retrieval only (it is stored and sent whole). */
+export const RECALL_QUERY_CHARS = 2000;
+
+/**
+ * One chat turn: the user's message is stored, the window and the dataset's facts are read, one
+ * model call answers and the reply is stored with its model, usage and latency. A provider failure
+ * throws (a 500 for the route) and leaves the user's message stored, so a retry has it in context.
+ */
+export async function chat(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<ChatResult> {
+  const turn = await beginTurn(deps, projectId, threadId, input);
+  const started = performance.now();
+  const completion = await deps.llm.complete({ system: turn.system, messages: turn.messages });
+  return storeReply(deps, projectId, threadId, turn, completion, performance.now() - started);
+}
+
+/**
+ * The same turn, streamed. Resolves once the provider accepted the request, so every failure up to
+ * then (a 404, the provider refusing) is still an ordinary error response.
+ */
+export async function startChatStream(
+  deps: Deps,
+  projectId: string,
+  threadId: string,
+  input: ChatInput,
+): Promise<ChatStream> {
+  const turn = await beginTurn(deps, projectId, threadId, input);
+  const started = performance.now();
+  const stream = await deps.llm.stream({ system: turn.system, messages: turn.messages });
+  let ended: number | undefined;
+  return {
+    start: { threadId, userMessageId: turn.user.messageId, factCount: turn.factCount },
+    deltas: (async function* deltas() {
+      yield* stream;
+      ended = performance.now();
+    })(),
+    // completion() throws unless the stream ran to a whole reply: a partial one is never stored.
+    finish: async () => {
+      const completion = stream.completion();
+      return storeReply(deps, projectId, threadId, turn, completion, (ended ?? performance.now()) - started);
+    },
+    abort: () => stream.abort(),
+  };
+}
+
+interface Turn {
+  user: Awaited<ReturnType<typeof addMessage>>;
+  factCount: number;
+  system: string;
+  messages: ChatMessage[];
+}
+
+/**
+ * Store the user's message (the thread check: a 404 stores nothing), then read the window, which
+ * now ends with it, and recall the dataset's facts with it as the query. Recall needs the thread's
+ * dataset, which only the window's statement reads, so the two run one after the other: the
+ * alternative, a second read of the thread alongside the insert, would cost a statement to save
+ * one short round trip before a model call of seconds.
+ */
+async function beginTurn(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<Turn> {
+  const user = await addMessage(deps, projectId, threadId, { role: "user", content: input.content });
+  const window = await prepareContext(deps, projectId, threadId, input.messageLimit);
+  const facts = input.recall
+    ? await recallFacts(deps, projectId, window.dataset, input.content)
+    : { context: "", factCount: 0 };
+  return {
+    user,
+    factCount: facts.factCount,
+    system: [CHAT_SYSTEM_PROMPT, input.instructions?.trim(), facts.context].filter(Boolean).join("\n\n"),
+    messages: window.messages.map(toChatMessage),
+  };
+}
+
+/** Recall degrades by itself; should it still throw, the reply is generated without facts. */
+async function recallFacts(deps: Deps, projectId: string, dataset: string, content: string) {
+  try {
+    const { body } = await recall(deps, projectId, { dataset, query: recallQuery(content), include: [] });
+    return { context: body.context, factCount: body.factCount };
+  } catch (err) {
+    deps.log.warn("chat: recall failed; replying without facts", { dataset, ...errorFields(err) });
+    return { context: "", factCount: 0 };
+  }
+}
+
+function recallQuery(content: string): string {
+  if (content.length <= RECALL_QUERY_CHARS) return content;
+  const cut = content.slice(0, RECALL_QUERY_CHARS);
+  // Do not leave half of a surrogate pair at the end.
+  return /[\uD800-\uDBFF]$/.test(cut) ? cut.slice(0, -1) : cut;
+}
+
+/**
+ * Chat Completions accepts a `tool` message only as the answer to an assistant tool call (with
+ * its tool_call_id), which the stored window does not have: a tool output is passed as user text.
+ */
+function toChatMessage(m: { role: Role; content: string }): ChatMessage {
+  return m.role === "tool" ? { role: "user", content: `[tool] ${m.content}` } : { role: m.role, content: m.content };
+}
+
+async function storeReply(
+  deps: Deps,
+  projectId: string,
+  threadId: string,
+  turn: Turn,
+  completion: Completion,
+  elapsedMs: number,
+): Promise<ChatResult> {
+  // Whole milliseconds: the column is a `real`, and the stored value must equal the one answered.
+  const latencyMs = Math.round(elapsedMs);
+  const reply = await addMessage(deps, projectId, threadId, {
+    role: "assistant",
+    content: completion.text,
+    model: completion.model,
+    tokens: completion.tokens,
+    latencyMs,
+  });
+  return {
+    threadId,
+    reply: {
+      messageId: reply.messageId,
+      sequenceNumber: reply.sequenceNumber,
+      content: completion.text,
+      model: completion.model,
+      tokens: completion.tokens,
+      latencyMs,
+      createdAt: reply.createdAt,
+    },
+    userMessage: {
+      messageId: turn.user.messageId,
+      sequenceNumber: turn.user.sequenceNumber,
+      createdAt: turn.user.createdAt,
+    },
+    factCount: turn.factCount,
+    compacted: turn.user.compacted || reply.compacted,
+  };
+}
