@@ -20,6 +20,8 @@ export interface RecallBenchResult {
   /** The same, against an exact scan in the index's own half precision: the graph's share of the loss. */
   recallAt10SamePrecision: number;
   efSearch: number;
+  /** facts + fact_entities, tables and indexes (HNSW and full-text included), per stored fact. */
+  bytesPerFact: number;
   seedSeconds: number;
 }
 
@@ -52,7 +54,7 @@ const factWords = (i: number) => {
  * Recall service time at `liveFacts` live facts in one dataset (plus an equal-sized neighbour
  * dataset in the same table, so every search is filtered), with an instant provider: p50/p99 of
  * recall without a query, with a query (every query distinct, so the embedding cache never
- * answers), and with a query plus episodes; statements per recall; and the vector signal's
+ * answers), and with a query plus raw and episodes; bytes on disk per fact; statements per recall; and the vector signal's
  * recall@10 on the HNSW index against an exact scan.
  */
 export async function benchRecall(
@@ -130,6 +132,12 @@ export async function benchRecall(
     await ensureVectorIndexes(db, dims);
     await db.execute(sql`ANALYZE`);
     const seedSeconds = (performance.now() - seeded) / 1000;
+    const [size] = rowsOf<{ bytes: number | string; facts: number | string }>(
+      await db.execute(sql`
+        SELECT pg_total_relation_size('facts') + pg_total_relation_size('fact_entities') AS bytes,
+          (SELECT count(*) FROM facts) AS facts`),
+    );
+    const bytesPerFact = Number(size.bytes) / Number(size.facts);
 
     const queries = Array.from(
       { length: calls },
@@ -232,6 +240,7 @@ export async function benchRecall(
       recallAt10: mean(recalls),
       recallAt10SamePrecision: mean(recallsSamePrecision),
       efSearch: Number(efInForce),
+      bytesPerFact,
       seedSeconds,
     };
   } finally {

@@ -161,8 +161,10 @@ export async function prepareContext(deps: Deps, projectId: string, threadId: st
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
+      -- Served by messages_live_idx; the thread id is a literal (rows are only used when t, the
+      -- tenant check, found the thread) so the planner can see how few rows are live.
       SELECT seq, role, content FROM ${messages}
-      WHERE thread_id = (SELECT id FROM t) AND compacted_at IS NULL AND NOT is_summary
+      WHERE thread_id = ${threadId} AND compacted_at IS NULL AND NOT is_summary
       ORDER BY seq DESC LIMIT ${messageLimit}
     ),
     summary AS (

@@ -119,6 +119,9 @@ export const messages = pgTable(
     uniqueIndex("messages_thread_seq_idx").on(t.threadId, t.seq),
     // Finds a thread's active summary without walking its messages (summaries are few).
     index("messages_summary_idx").on(t.threadId, t.seq).where(sql`${t.isSummary}`),
+    // The un-compacted messages, for prepare's window: a long compacted history is not in this
+    // index at all, so the window costs the same on any thread.
+    index("messages_live_idx").on(t.threadId, t.seq).where(sql`${t.compactedAt} IS NULL AND NOT ${t.isSummary}`),
   ],
 );
 

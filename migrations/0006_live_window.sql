@@ -1,0 +1,1 @@
+CREATE INDEX "messages_live_idx" ON "messages" USING btree ("thread_id","seq") WHERE "messages"."compacted_at" IS NULL AND NOT "messages"."is_summary";
