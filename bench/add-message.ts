@@ -1,3 +1,4 @@
+import { patchProjectSettings } from "../lib/projects";
 import { benchService, closedLoop, median } from "./lib";
 
 export interface AddMessageResult {
@@ -10,11 +11,13 @@ export interface AddMessageResult {
 
 /**
  * Add message, in-process on the embedded database: `clients` concurrent loops append to their
- * own threads (as chat apps do), after a warm-up. Median of `runs` runs.
+ * own threads (as chat apps do), after a warm-up. Median of `runs` runs. Auto-compaction is off:
+ * this measures the insert; an insert that compacts is a model call (see the compaction bench notes).
  */
 export async function benchAddMessage(clients: number, opsPerRun: number, runs: number): Promise<AddMessageResult> {
   const bench = await benchService();
   try {
+    await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
     const threads = await Promise.all(
       Array.from({ length: clients }, () => bench.call("POST", "/v1/threads", { dataset: "bench" })),
     );

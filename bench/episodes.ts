@@ -5,7 +5,7 @@ import { benchService } from "./lib";
 
 export interface EpisodeBenchResult {
   episodes: number;
-  providerLatencyMs: number;
+  providerLatencyMs: { chat: number; embeddings: number };
   seconds: number;
   episodesPerSecond: number;
   chatCallsPerEpisode: number;
@@ -14,10 +14,13 @@ export interface EpisodeBenchResult {
 
 /**
  * End `threads` threads at once (8 messages each) through HTTP on the Node.js host with its real
- * timer doorbell, and time until every episode is completed. The fake provider answers after
- * `latencyMs`.
+ * timer doorbell, and time until every episode is completed. The fake provider answers chat and
+ * embedding calls after the given latencies.
  */
-export async function benchEpisodes(threads: number, latencyMs: number): Promise<EpisodeBenchResult> {
+export async function benchEpisodes(
+  threads: number,
+  latency: { chat: number; embeddings: number },
+): Promise<EpisodeBenchResult> {
   const fake = await startFakeOpenAI();
   fake.onStructured("episode_summary", (req) => ({
     summary: `Summary of ${req.messages.at(-1)?.content.length ?? 0} characters`,
@@ -43,7 +46,7 @@ export async function benchEpisodes(threads: number, latencyMs: number): Promise
         });
       }
     }
-    fake.latencyMs = latencyMs;
+    fake.endpointLatencyMs = { ...latency };
     fake.requests.length = 0;
     const started = performance.now();
     await Promise.all(ids.map((id) => bench.call("POST", `/v1/threads/${id}/end`)));
@@ -64,7 +67,7 @@ export async function benchEpisodes(threads: number, latencyMs: number): Promise
     if (failed) throw new Error(`${failed.n} episodes failed: ${JSON.stringify(statuses)}`);
     return {
       episodes: threads,
-      providerLatencyMs: latencyMs,
+      providerLatencyMs: latency,
       seconds,
       episodesPerSecond: threads / seconds,
       chatCallsPerEpisode: fake.chatCalls().length / threads,

@@ -22,7 +22,7 @@ export async function benchService(env: Record<string, string> = {}) {
     if (res.status >= 300) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
     return res.json() as Promise<Record<string, unknown>>;
   };
-  return { service, call, statements: () => statements, close: () => service.close() };
+  return { service, call, projectId: project.id, statements: () => statements, close: () => service.close() };
 }
 
 export function percentile(sorted: number[], p: number): number {

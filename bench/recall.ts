@@ -10,6 +10,7 @@ const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / Math.max(
 export interface RecallBenchResult {
   liveFacts: number;
   dimensions: number;
+  embeddingLatencyMs: number;
   noQuery: { p50Ms: number; p99Ms: number };
   withQuery: { p50Ms: number; p99Ms: number };
   withQueryAndEpisodes: { p50Ms: number; p99Ms: number };
@@ -57,13 +58,17 @@ const factWords = (i: number) => {
  * answers), and with a query plus raw and episodes; bytes on disk per fact; statements per recall; and the vector signal's
  * recall@10 on the HNSW index against an exact scan.
  */
-export async function benchRecall(
-  liveFacts: number,
-  calls = 200,
-  dims = 256,
-  inspect?: (bench: Awaited<ReturnType<typeof benchService>>, projectId: string) => Promise<void>,
-  efSearch?: number,
-): Promise<RecallBenchResult> {
+export interface RecallBenchOptions {
+  calls?: number;
+  dims?: number;
+  /** Provider latency for the query embedding (0: service time only). */
+  embeddingLatencyMs?: number;
+  efSearch?: number;
+  inspect?: (bench: Awaited<ReturnType<typeof benchService>>, projectId: string) => Promise<void>;
+}
+
+export async function benchRecall(liveFacts: number, options: RecallBenchOptions = {}): Promise<RecallBenchResult> {
+  const { calls = 200, dims = 256, embeddingLatencyMs = 0, efSearch, inspect } = options;
   const fake = await startFakeOpenAI();
   const bench = await benchService({
     OPENAI_API_KEY: "bench",
@@ -160,6 +165,7 @@ export async function benchRecall(
       await db.execute(sql`SELECT current_setting('hnsw.ef_search') AS ef_search`),
     );
     if (inspect) await inspect(bench, projectId);
+    fake.endpointLatencyMs.embeddings = embeddingLatencyMs;
     // Warm-up (plans, caches), then the measured runs.
     for (let i = 0; i < 10; i++) await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
     const noQuery = await time(() => ({ dataset: "big" }));
@@ -231,6 +237,7 @@ export async function benchRecall(
     return {
       liveFacts,
       dimensions: dims,
+      embeddingLatencyMs,
       noQuery,
       withQuery,
       withQueryAndEpisodes,

@@ -50,6 +50,8 @@ export interface FakeOpenAI {
   fail(failure: Failure): void;
   clearFailures(): void;
   latencyMs: number;
+  /** Added to `latencyMs` per endpoint (a realistic profile: embeddings 150 ms, chat 800 ms). */
+  endpointLatencyMs: { chat: number; embeddings: number };
   /** Pause between the chunks of a streamed reply. */
   streamChunkDelayMs: number;
   /** Streamed replies whose connection the client closed before the last chunk was sent. */
@@ -106,6 +108,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       failures = [];
     },
     latencyMs: 0,
+    endpointLatencyMs: { chat: 0, embeddings: 0 },
     streamChunkDelayMs: 0,
     streamsClosedEarly: 0,
     reset() {
@@ -113,6 +116,7 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       structured.clear();
       failures = [];
       fake.latencyMs = 0;
+      fake.endpointLatencyMs = { chat: 0, embeddings: 0 };
       fake.streamChunkDelayMs = 0;
       fake.streamsClosedEarly = 0;
     },
@@ -186,7 +190,8 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
       }
       const body = await readJson(req);
       fake.requests.push({ endpoint, body });
-      if (fake.latencyMs > 0) await new Promise((r) => setTimeout(r, fake.latencyMs));
+      const delay = fake.latencyMs + fake.endpointLatencyMs[endpoint];
+      if (delay > 0) await new Promise((r) => setTimeout(r, delay));
 
       const streamed = endpoint === "chat" && body.stream === true;
       const failure = failures.find(
