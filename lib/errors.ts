@@ -1,3 +1,5 @@
+import { DrizzleQueryError } from "drizzle-orm";
+
 /**
  * The one error type the domain throws. `onError` in functions/app.ts maps it to `{error}` with
  * its status; anything else becomes a logged 500.
@@ -16,3 +18,13 @@ export const badRequest = (message: string) => new HttpError(400, message);
 export const unauthorized = (message: string) => new HttpError(401, message);
 export const notFound = (message: string) => new HttpError(404, message);
 export const conflict = (message: string) => new HttpError(409, message);
+
+/**
+ * A failure as one readable line, for a stored `error` (an episode's, an extraction's). A database
+ * error is the database's own message: the driver's wrapper would carry the whole statement and
+ * its parameters (the summary, the user's words, a vector of a thousand numbers).
+ */
+export function failureText(err: unknown): string {
+  if (err instanceof DrizzleQueryError && err.cause instanceof Error) return `Database error: ${err.cause.message}`;
+  return err instanceof Error ? err.message : String(err);
+}

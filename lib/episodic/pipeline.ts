@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { jsonOf, rowsOf } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
+import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
@@ -20,7 +21,9 @@ export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
  * transcript and settings, make one Structured-Outputs call and one embedding call, then write
  * the result only while the episode is still ours (processing). Safe to run twice: a second run
  * finds the episode no longer pending and does nothing. An episode left in processing for longer
- * than a job lease belongs to a worker that crashed (its job was claimed again): it is taken over.
+ * than a job lease belongs to a worker that crashed (its job was claimed again): it is taken over,
+ * and every write requires the claim's own stamp (`processing_started_at`), so the late answer or
+ * late failure of the attempt that was taken over writes nothing.
  */
 export async function processEpisode(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
   const now = deps.clock.now().toISOString();
@@ -81,19 +84,25 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
           embedding = ${`[${embedding.join(",")}]`}::vector,
           semantic_status = ${settings.semantic.enabled ? "pending" : "skipped"},
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
-        WHERE id = ${episodeId} AND status = 'processing'
+        WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
         RETURNING id`),
     );
+    // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
     if (written.length === 0) return "skipped";
     deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
     return "completed";
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = failureText(err);
     const failedAt = deps.clock.now().toISOString();
-    await deps.db.execute(sql`
-      UPDATE ${episodes} SET status = 'failed', error = ${message},
-        processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
-      WHERE id = ${episodeId} AND status = 'processing'`);
+    // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
+    const marked = rowsOf<{ id: string }>(
+      await deps.db.execute(sql`
+        UPDATE ${episodes} SET status = 'failed', error = ${message},
+          processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
+        WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
+        RETURNING id`),
+    );
+    if (marked.length === 0) return "skipped";
     deps.log.warn("episode failed", { episodeId, projectId: episode.project_id, ...errorFields(err) });
     return "failed";
   }

@@ -4,6 +4,7 @@ import { jsonOf, rowsOf, toDate } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { renderTranscript, type TranscriptMessage } from "../episodic/transcript";
+import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
 import {
   CONTRADICTION_JUDGE_PROMPT,
@@ -102,7 +103,7 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
     await extractAndWrite(deps, episode, transcript, settings, now);
     return "completed";
   } catch (err) {
-    const message = err instanceof Error ? err.message : String(err);
+    const message = failureText(err);
     // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
     await deps.db.execute(sql`
       UPDATE ${episodes} SET semantic_status = 'failed', semantic_error = ${message}, updated_at = ${deps.clock.now().toISOString()}::timestamptz
@@ -257,36 +258,61 @@ async function extractAndWrite(
       .map((entityId) => ({ factId: f.id, entityId })),
   );
 
+  const dims = sql.raw(String(deps.config.openai.embeddingDimensions));
   await deps.database.batch((db) => [
     // First, so it holds the episode's row lock for the rest of the batch, and aborts the whole
     // batch when this attempt's claim was taken over meanwhile (the new owner writes instead).
+    // It also takes the dataset's write lock, so extractions of one dataset write one at a time.
     db.execute(completeIfStillClaimed(deps, episode)),
     ...(entityRows.length ? [db.insert(entities).values(entityRows).onConflictDoNothing()] : []),
     ...(accepted.length
       ? [
-          db
-            .insert(facts)
-            .values(
+          // The duplicate check again, at write time: another extraction of the dataset may have
+          // written the same fact since this one looked (it was waiting for a model call). Under
+          // the dataset's lock, so two never both pass it. The same nearest-neighbour search as
+          // findCandidates (the HNSW index's expression), similarity at full precision.
+          db.execute(sql`
+            insert into ${facts} (id, project_id, dataset, episode_id, subject, predicate, object, object_is_entity,
+              confidence, source_quote, valid_at, embedding, created_at)
+            SELECT n.id, ${episode.project_id}, ${episode.dataset}, ${episode.id}, n.subject, n.predicate, n.object,
+              n.object_is_entity, n.confidence, n.source_quote, n.valid_at, n.embedding::vector, ${now.toISOString()}::timestamptz
+            FROM jsonb_to_recordset(${JSON.stringify(
               accepted.map((f) => ({
                 id: f.id,
-                projectId: episode.project_id,
-                dataset: episode.dataset,
-                episodeId: episode.id,
                 subject: f.subject,
                 predicate: f.predicate,
                 object: f.object,
-                objectIsEntity: f.objectIsEntity,
+                object_is_entity: f.objectIsEntity,
                 confidence: f.confidence,
-                sourceQuote: f.sourceQuote,
-                validAt: f.validAt,
-                embedding: f.embedding,
-                createdAt: now,
+                source_quote: f.sourceQuote,
+                valid_at: f.validAt.toISOString(),
+                embedding: `[${f.embedding.join(",")}]`,
               })),
-            )
-            .onConflictDoNothing(),
+            )}::jsonb) AS n(id text, subject text, predicate text, object text, object_is_entity boolean,
+              confidence real, source_quote text, valid_at timestamptz, embedding text)
+            WHERE NOT EXISTS (
+              SELECT 1 FROM (
+                SELECT f.embedding FROM ${facts} f
+                WHERE f.project_id = ${episode.project_id} AND f.dataset = ${episode.dataset} AND f.invalid_at IS NULL
+                  AND vector_dims(f.embedding) = ${dims}
+                ORDER BY f.embedding::halfvec(${dims}) <=> n.embedding::vector::halfvec(${dims})
+                LIMIT ${CANDIDATES_PER_FACT}
+              ) c WHERE 1 - (c.embedding <=> n.embedding::vector) >= ${settings.semantic.factDedupThreshold})
+            ON CONFLICT DO NOTHING`),
         ]
       : []),
-    ...(links.length ? [db.insert(factEntities).values(links).onConflictDoNothing()] : []),
+    ...(links.length
+      ? [
+          // Only for the facts that were written (a fact dropped above as a duplicate has none).
+          db.execute(sql`
+            insert into ${factEntities} (fact_id, entity_id)
+            SELECT l.fact_id, l.entity_id
+            FROM jsonb_to_recordset(${JSON.stringify(links.map((l) => ({ fact_id: l.factId, entity_id: l.entityId })))}::jsonb)
+              AS l(fact_id text, entity_id text)
+            WHERE EXISTS (SELECT 1 FROM ${facts} f WHERE f.id = l.fact_id)
+            ON CONFLICT DO NOTHING`),
+        ]
+      : []),
     ...(invalidated.size
       ? [
           // validUntil never precedes the old fact's own validAt (a new fact stated as true from
@@ -328,10 +354,12 @@ function completeIfStillClaimed(deps: Deps, episode: Claimed) {
       UPDATE ${episodes} SET semantic_status = 'completed', updated_at = ${deps.clock.now().toISOString()}::timestamptz
       WHERE id = ${episode.id} AND semantic_status = 'processing' AND updated_at = ${episode.claimedAt}::timestamptz
       RETURNING id
-    )
+    ),
+    -- The dataset's write lock, held to the end of the batch's transaction.
+    locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${`facts:${episode.project_id}:${episode.dataset}`}, 0)))
     SELECT CASE WHEN count(*) = 1 THEN 1
       ELSE ('fact extraction lost its claim on the episode (taken over after its lease ran out): ' || count(*))::int
-    END AS owned FROM done`;
+    END AS owned FROM done, locked`;
 }
 
 /**
