@@ -30,8 +30,8 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
     extensions: { vector },
   });
   // PGlite is one session that does not apply database-level settings (ALTER DATABASE ... SET
-  // in migration 0003), so the setting filtered vector searches rely on is set here.
-  await client.exec("SET hnsw.iterative_scan = relaxed_order");
+  // in migrations 0003 and 0007), so the settings vector searches rely on are set here.
+  await client.exec("SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = 200");
   const db = drizzle({ client, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,
