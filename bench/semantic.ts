@@ -20,7 +20,12 @@ export interface SemanticBenchResult {
  * dataset already holding `liveFacts` live facts, with an instant provider: the time is the
  * candidate search and the write phase on the embedded database.
  */
-export async function benchSemantic(liveFacts: number, newFacts = 30, dims = 256): Promise<SemanticBenchResult> {
+export async function benchSemantic(
+  liveFacts: number,
+  newFacts = 30,
+  dims = 256,
+  efSearch?: number,
+): Promise<SemanticBenchResult> {
   const fake = await startFakeOpenAI();
   const bench = await benchService({
     OPENAI_API_KEY: "bench",
@@ -86,6 +91,7 @@ export async function benchSemantic(liveFacts: number, newFacts = 30, dims = 256
     await db.execute(sql`UPDATE episodes SET semantic_status = 'skipped' WHERE id = ${episodeId}`);
     await runDueJobs(bench.service.deps);
     await db.execute(sql`UPDATE episodes SET semantic_status = 'pending' WHERE id = ${episodeId}`);
+    if (efSearch !== undefined) await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
     fake.requests.length = 0;
     const statementsBefore = bench.statements();
     const started = performance.now();

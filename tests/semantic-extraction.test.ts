@@ -360,11 +360,15 @@ describe("budget", () => {
     const two = await measured(2);
     const twelve = await measured(12);
     const shape = (list: string[]) => list.map((s) => s.replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" "));
-    // The claim, the candidate search, then the write batch (one transaction): the claim guard
-    // (status), entities, facts, links, invalidations. 2 facts or 12, the same 7 statements.
+    // The claim, the candidate search (in one batch with its narrow HNSW setting), then the write
+    // batch (one transaction): the setting, the claim guard (status), entities, facts, links,
+    // invalidations. 2 facts or 12, the same 9 statements in 3 round trips.
+    const narrow = "SELECT set_config('hnsw.ef_search', $1,";
     expect(shape(two)).toEqual([
       "WITH e AS",
+      narrow,
       "WITH q AS",
+      narrow,
       "WITH done AS",
       'insert into "entities"',
       'insert into "facts"',
