@@ -1,7 +1,7 @@
 import { and, count, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { jsonOf, rowsOf } from "./db/rows";
-import { entities, episodes, facts, projects, threads } from "./db/schema";
+import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { notFound } from "./errors";
 import { newId } from "./ids";
@@ -86,7 +86,10 @@ export async function projectStats(deps: Deps, projectId: string) {
       SELECT
         (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
         (SELECT count(*) FROM ${threads} WHERE project_id = ${projectId})::int AS threads,
-        (SELECT coalesce(sum(last_seq), 0) FROM ${threads} WHERE project_id = ${projectId})::int AS messages,
+        -- Sequence numbers count every row; compaction summaries are not messages anyone wrote.
+        ((SELECT coalesce(sum(last_seq), 0) FROM ${threads} WHERE project_id = ${projectId})
+          - (SELECT count(*) FROM ${messages} m JOIN ${threads} t ON t.id = m.thread_id
+             WHERE t.project_id = ${projectId} AND m.is_summary))::int AS messages,
         (SELECT coalesce(json_object_agg(status, n), '{}'::json) FROM (
            SELECT status, count(*)::int AS n FROM ${episodes} WHERE project_id = ${projectId} GROUP BY status) s) AS episodes,
         (SELECT coalesce(json_object_agg(semantic_status, n), '{}'::json) FROM (

@@ -33,6 +33,20 @@ describe("GET /dashboard/projects/:id/stats", () => {
     });
   });
 
+  it("does not count compaction summaries as messages", async () => {
+    const t = await tenant("stats-compaction");
+    const session = await adminSession(h.svc);
+    const th = await t.thread("ds");
+    await t.conversation(
+      th,
+      Array.from({ length: 10 }, (_, i) => `message ${i}`),
+    );
+    const compacted = await t.get(`/v1/memory/working/threads/${th}/compact`, { method: "POST" });
+    expect(await compacted.json()).toMatchObject({ compactedCount: 4 });
+    const res = await h.svc.request(`/dashboard/projects/${t.projectId}/stats`, { token: session });
+    expect(((await res.json()) as { stats: { messages: number } }).stats.messages).toBe(10);
+  });
+
   it("shows a fact extraction failure that every /v1 answer hides", async () => {
     const t = await tenant("stats-extraction");
     const session = await adminSession(h.svc);
