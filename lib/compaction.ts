@@ -5,7 +5,7 @@ import type { Deps } from "./deps";
 import { notFound } from "./errors";
 import { newId } from "./ids";
 import { COMPACTION_PROMPT } from "./llm/prompts";
-import { DEFAULT_SETTINGS } from "./settings";
+import { projectSetting } from "./settings-sql";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
 export const COMPACT_KEEP_RECENT = 6;
@@ -31,12 +31,8 @@ export interface NothingToCompact {
  * statement that inserts a message can tell whether it crossed it.
  */
 export function autoCompactThresholdSql(projectId: string): SQL {
-  const fallback = DEFAULT_SETTINGS.working.autoCompactThreshold;
-  return sql`(SELECT CASE
-      WHEN jsonb_typeof(${projects.settings} -> 'working' -> 'autoCompactThreshold') IS NOT NULL
-        THEN (${projects.settings} -> 'working' ->> 'autoCompactThreshold')::int
-      ELSE ${fallback === null ? sql`NULL` : sql.raw(String(fallback))}::int
-    END FROM ${projects} WHERE ${projects.id} = ${projectId})`;
+  return sql`(SELECT ${projectSetting("working", "autoCompactThreshold", sql`${projects.settings}`, "int")}
+    FROM ${projects} WHERE ${projects.id} = ${projectId})`;
 }
 
 /**

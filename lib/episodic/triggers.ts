@@ -5,7 +5,7 @@ import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import type { DueJob } from "../jobs/doorbell";
-import { episodicSetting } from "./settings-sql";
+import { episodicSetting } from "../settings-sql";
 
 /** A new thread pulls a waiting sibling's episode forward to at most this long from now. */
 export const PULL_FORWARD_MS = 5 * 60 * 1000;

@@ -3,10 +3,10 @@ import { rowsOf, toDate } from "../db/rows";
 import { episodes, jobs, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { processEpisode } from "../episodic/pipeline";
-import { episodicSetting } from "../episodic/settings-sql";
 import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
 import { errorFields } from "../log";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
+import { episodicSetting } from "../settings-sql";
 import { claimJobs, completeJob, type Job, LEASE_MS, rescheduleJob } from "./store";
 
 export { LEASE_MS };
