@@ -1,13 +1,14 @@
-import { randomBytes, randomUUID } from "node:crypto";
-import { eq, sql } from "drizzle-orm";
+import { randomUUID } from "node:crypto";
+import { eq } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { revokeApiKey } from "../lib/api-keys";
 import { login, SESSION_LIFETIME_MS } from "../lib/auth";
-import { hashPassword, hashToken } from "../lib/crypto";
-import { apiKeys, sessions, users } from "../lib/db/schema";
+import { hashPassword } from "../lib/crypto";
+import { apiKeys, users } from "../lib/db/schema";
 import { newId } from "../lib/ids";
 import { deleteUser } from "../lib/users";
+import { insertSession, tableCounts } from "./helpers/db-state";
 import { ADMIN, createTestService, newTenant } from "./helpers/service";
 
 /**
@@ -66,40 +67,12 @@ const session = await signIn();
 
 /** An admin session inserted directly (no scrypt), for the logout control. */
 async function throwawaySession(): Promise<string> {
-  const token = `mk_sess_${randomBytes(32).toString("base64url")}`;
-  const now = clock.now();
-  await svc.deps.db.insert(sessions).values({
-    id: newId("ses"),
-    tokenHash: hashToken(token),
-    userId: admin.id,
-    createdAt: now,
-    expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
-  });
-  return token;
+  return insertSession(svc.deps.db, admin.id, clock.now());
 }
 
 // --- Nothing written: row counts of every table in one statement ---------------------------------
 
-const TABLES = [
-  "threads",
-  "messages",
-  "episodes",
-  "facts",
-  "entities",
-  "fact_entities",
-  "jobs",
-  "api_keys",
-  "projects",
-  "users",
-  "sessions",
-];
-const COUNTS = sql.raw(`SELECT ${TABLES.map((t) => `(SELECT count(*) FROM ${t})::int AS ${t}`).join(", ")}`);
-
-async function counts(): Promise<Record<string, number>> {
-  const result = await svc.deps.db.execute(COUNTS);
-  const rows = ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Record<string, number>[];
-  return { ...rows[0] };
-}
+const counts = () => tableCounts(svc.deps.db);
 
 // --- Protected routes, from the app's own OpenAPI document ---------------------------------------
 

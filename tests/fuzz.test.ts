@@ -1,13 +1,10 @@
-import { randomBytes } from "node:crypto";
-import { eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../functions/app";
-import { SESSION_LIFETIME_MS } from "../lib/auth";
-import { hashToken } from "../lib/crypto";
-import { sessions, users } from "../lib/db/schema";
-import { newId } from "../lib/ids";
+import { users } from "../lib/db/schema";
 import { createLlm } from "../lib/llm/client";
+import { insertSession, tableCounts } from "./helpers/db-state";
 import { startFakeOpenAI } from "./helpers/fake-openai";
 import { ADMIN, adminSession, createTestService, newTenant } from "./helpers/service";
 
@@ -56,41 +53,12 @@ for (const content of ["I live in Lisbon.", "I work at Acme.", "Noted."]) {
 
 /** A session for the admin, inserted directly (no scrypt): for routes that end their session. */
 async function throwawaySession(): Promise<string> {
-  const token = `mk_sess_${randomBytes(32).toString("base64url")}`;
-  const now = svc.deps.clock.now();
-  await svc.deps.db.insert(sessions).values({
-    id: newId("ses"),
-    tokenHash: hashToken(token),
-    userId: admin.id,
-    createdAt: now,
-    expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
-  });
-  return token;
+  return insertSession(svc.deps.db, admin.id, svc.deps.clock.now());
 }
 
 // --- Nothing written on a 4xx: row counts of every table in one statement ------------------------
 
-const TABLES = [
-  "threads",
-  "messages",
-  "episodes",
-  "facts",
-  "entities",
-  "fact_entities",
-  "jobs",
-  "api_keys",
-  "projects",
-  "users",
-  "sessions",
-] as const;
-const COUNTS = sql.raw(`SELECT ${TABLES.map((t) => `(SELECT count(*) FROM ${t})::int AS ${t}`).join(", ")}`);
-type Counts = Record<(typeof TABLES)[number], number>;
-
-async function counts(): Promise<Counts> {
-  const result = await svc.deps.db.execute(COUNTS);
-  const rows = ((result as { rows?: unknown[] }).rows ?? (result as unknown[])) as Counts[];
-  return { ...rows[0] };
-}
+const counts = () => tableCounts(svc.deps.db);
 
 // --- The route list, from the app's own OpenAPI document -----------------------------------------
 
