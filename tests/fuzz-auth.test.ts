@@ -9,6 +9,7 @@ import { apiKeys, users } from "../lib/db/schema";
 import { newId } from "../lib/ids";
 import { deleteUser } from "../lib/users";
 import { insertSession, tableCounts } from "./helpers/db-state";
+import { documentedRoutes } from "./helpers/openapi";
 import { ADMIN, createTestService, newTenant } from "./helpers/service";
 
 /**
@@ -76,14 +77,6 @@ const counts = () => tableCounts(svc.deps.db);
 
 // --- Protected routes, from the app's own OpenAPI document ---------------------------------------
 
-interface Operation {
-  security?: Record<string, string[]>[];
-  parameters?: { name: string; in: string; required?: boolean }[];
-}
-const doc = (await (await svc.request("/openapi.json")).json()) as {
-  paths: Record<string, Record<string, Operation>>;
-};
-
 interface Route {
   method: string;
   label: string;
@@ -91,21 +84,18 @@ interface Route {
   credential: "apiKey" | "session";
 }
 
-const routes: Route[] = Object.entries(doc.paths).flatMap(([path, item]) =>
-  Object.entries(item).flatMap(([method, op]) => {
-    const scheme = op.security?.flatMap((s) => Object.keys(s))[0];
-    if (scheme !== "apiKey" && scheme !== "session") return [];
-    // Placeholder parameters: authentication comes first, so nothing here is ever looked at.
-    let url = path;
-    const query = new URLSearchParams();
-    for (const p of op.parameters ?? []) {
-      if (p.in === "path") url = url.replace(`{${p.name}}`, "fz-x");
-      else if (p.in === "query" && p.required) query.set(p.name, "fz-x");
-    }
-    if (query.size > 0) url += `?${query}`;
-    return [{ method: method.toUpperCase(), label: `${method.toUpperCase()} ${path}`, url, credential: scheme }];
-  }),
-);
+const routes: Route[] = (await documentedRoutes(svc)).routes.flatMap(({ method, path, label, op, credential }) => {
+  if (credential === null) return [];
+  // Placeholder parameters: authentication comes first, so nothing here is ever looked at.
+  let url = path;
+  const query = new URLSearchParams();
+  for (const p of op.parameters ?? []) {
+    if (p.in === "path") url = url.replace(`{${p.name}}`, "fz-x");
+    else if (p.in === "query" && p.required) query.set(p.name, "fz-x");
+  }
+  if (query.size > 0) url += `?${query}`;
+  return [{ method, label, url, credential }];
+});
 
 // --- Cases ---------------------------------------------------------------------------------------
 

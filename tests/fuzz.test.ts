@@ -6,6 +6,7 @@ import { users } from "../lib/db/schema";
 import { createLlm } from "../lib/llm/client";
 import { insertSession, tableCounts } from "./helpers/db-state";
 import { startFakeOpenAI } from "./helpers/fake-openai";
+import { documentedRoutes, type Parameter, type Schema } from "./helpers/openapi";
 import { ADMIN, adminSession, createTestService, newTenant } from "./helpers/service";
 
 /**
@@ -62,42 +63,7 @@ const counts = () => tableCounts(svc.deps.db);
 
 // --- The route list, from the app's own OpenAPI document -----------------------------------------
 
-type Schema = {
-  $ref?: string;
-  type?: string | string[];
-  properties?: Record<string, Schema>;
-  required?: string[];
-  items?: Schema;
-  enum?: unknown[];
-  anyOf?: Schema[];
-  oneOf?: Schema[];
-  allOf?: Schema[];
-  minimum?: number;
-  exclusiveMinimum?: number;
-  maximum?: number;
-  minLength?: number;
-  maxLength?: number;
-  minItems?: number;
-  maxItems?: number;
-  format?: string;
-};
-interface Parameter {
-  name: string;
-  in: "path" | "query" | "header";
-  required?: boolean;
-  schema: Schema;
-}
-interface Operation {
-  security?: Record<string, string[]>[];
-  parameters?: Parameter[];
-  requestBody?: { required?: boolean; content: Record<string, { schema: Schema }> };
-}
-interface OpenApiDoc {
-  paths: Record<string, Record<string, Operation>>;
-  components?: { schemas?: Record<string, Schema> };
-}
-
-const doc = (await (await svc.request("/openapi.json")).json()) as OpenApiDoc;
+const { doc, routes: documented } = await documentedRoutes(svc);
 
 interface Route {
   method: string;
@@ -110,21 +76,16 @@ interface Route {
   bodyRequired: boolean;
 }
 
-const routes: Route[] = Object.entries(doc.paths).flatMap(([path, item]) =>
-  Object.entries(item).map(([method, op]) => {
-    const scheme = op.security?.flatMap((s) => Object.keys(s))[0];
-    return {
-      method: method.toUpperCase(),
-      path,
-      label: `${method.toUpperCase()} ${path}`,
-      credential: scheme === "apiKey" || scheme === "session" ? scheme : null,
-      pathParams: (op.parameters ?? []).filter((p) => p.in === "path"),
-      queryParams: (op.parameters ?? []).filter((p) => p.in === "query"),
-      bodySchema: op.requestBody?.content["application/json"]?.schema,
-      bodyRequired: op.requestBody?.required === true,
-    };
-  }),
-);
+const routes: Route[] = documented.map(({ method, path, label, credential, op }) => ({
+  method,
+  path,
+  label,
+  credential,
+  pathParams: (op.parameters ?? []).filter((p) => p.in === "path"),
+  queryParams: (op.parameters ?? []).filter((p) => p.in === "query"),
+  bodySchema: op.requestBody?.content["application/json"]?.schema,
+  bodyRequired: op.requestBody?.required === true,
+}));
 
 function resolve(schema: Schema): Schema {
   if (!schema.$ref) return schema;

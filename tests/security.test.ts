@@ -7,6 +7,13 @@ import { hashPassword, hashToken } from "../lib/crypto";
 import { apiKeys, sessions, users } from "../lib/db/schema";
 import { newId } from "../lib/ids";
 import { deleteUser } from "../lib/users";
+import {
+  type DocumentedRoute,
+  documentedRoutes,
+  type OpenApiDoc,
+  type Parameter,
+  type Schema,
+} from "./helpers/openapi";
 import { ADMIN, createTestService, newTenant } from "./helpers/service";
 
 /**
@@ -20,59 +27,8 @@ afterAll(() => svc.close());
 
 // --- The route list ----------------------------------------------------------------------------
 
-type Schema = {
-  $ref?: string;
-  type?: string | string[];
-  properties?: Record<string, Schema>;
-  required?: string[];
-  items?: Schema;
-  enum?: unknown[];
-  const?: unknown;
-  anyOf?: Schema[];
-  oneOf?: Schema[];
-  allOf?: Schema[];
-  minimum?: number;
-  exclusiveMinimum?: number;
-  maximum?: number;
-  minLength?: number;
-  minItems?: number;
-  format?: string;
-  default?: unknown;
-};
-interface Parameter {
-  name: string;
-  in: "path" | "query" | "header";
-  required?: boolean;
-  schema: Schema;
-}
-interface Operation {
-  security?: Record<string, string[]>[];
-  parameters?: Parameter[];
-  requestBody?: { required?: boolean; content: Record<string, { schema: Schema }> };
-}
-interface OpenApiDoc {
-  paths: Record<string, Record<string, Operation>>;
-  components?: { schemas?: Record<string, Schema> };
-}
-
-const doc = (await (await svc.request("/openapi.json")).json()) as OpenApiDoc;
-
-interface Route {
-  method: string;
-  path: string;
-  op: Operation;
-  /** Which credential the route declares; null for public routes. */
-  credential: "apiKey" | "session" | null;
-  label: string;
-}
-
-const routes: Route[] = Object.entries(doc.paths).flatMap(([path, item]) =>
-  Object.entries(item).map(([method, op]) => {
-    const scheme = op.security?.flatMap((s) => Object.keys(s))[0];
-    const credential = scheme === "apiKey" || scheme === "session" ? scheme : null;
-    return { method: method.toUpperCase(), path, op, credential, label: `${method.toUpperCase()} ${path}` };
-  }),
-);
+const { doc, routes } = await documentedRoutes(svc);
+type Route = DocumentedRoute;
 const protectedRoutes = routes.filter((r) => r.credential !== null);
 const apiKeyRoutes = routes.filter((r) => r.credential === "apiKey");
 const sessionRoutes = routes.filter((r) => r.credential === "session");
