@@ -1,4 +1,4 @@
-import type { Context } from "hono";
+import type { Context, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { createMiddleware } from "hono/factory";
@@ -25,8 +25,22 @@ export const MAX_BODY_BYTES = 1024 * 1024;
  * The whole HTTP surface, shared by both hosts. The host supplies the dependencies per request
  * (the Node.js host returns its one set; the Worker builds a Neon client per request).
  */
-export function createApp(options: { deps: (c: Context<AppEnv>) => Deps | Promise<Deps>; corsOrigins: string[] }) {
+export function createApp(options: {
+  deps: (c: Context<AppEnv>) => Deps | Promise<Deps>;
+  corsOrigins: string[];
+  /** Serves the dashboard's built files (the Node.js host); the edge serves them as static assets. */
+  dashboardAssets?: MiddlewareHandler<AppEnv>;
+}) {
   const app = createRouter();
+
+  // The dashboard UI lives at /dashboard/ (hash routes inside, so no page path collides with the
+  // /dashboard/* API). Its files are public; only the API calls it makes carry a session.
+  app.get("/", (c) => c.redirect("/dashboard/"));
+  app.get("/dashboard", (c) => c.redirect("/dashboard/"));
+  if (options.dashboardAssets) {
+    app.get("/dashboard/", options.dashboardAssets);
+    app.get("/dashboard/assets/*", options.dashboardAssets);
+  }
 
   app.use(
     "*",

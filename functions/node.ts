@@ -12,6 +12,7 @@ import { createLlm, type Llm } from "../lib/llm/client";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
+import { dashboardAssets } from "./dashboard-assets";
 
 export interface NodeServiceOptions {
   config: Config;
@@ -24,6 +25,8 @@ export interface NodeServiceOptions {
   doorbell?: Doorbell;
   /** Skip migrations when the database is known to be migrated (test clones). */
   migrate?: boolean;
+  /** Where the built dashboard is (default: dist/ui, written by `npm run build:ui`). */
+  dashboardDir?: string;
   /** Run the sweep on an interval (default: every minute); false for none. */
   sweepIntervalMs?: number | false;
 }
@@ -66,7 +69,11 @@ export async function createNodeService(options: NodeServiceOptions) {
     queryEmbeddings: createQueryEmbeddings(),
   };
   const admin = await bootstrapAdmin(deps);
-  const app = createApp({ deps: () => deps, corsOrigins: config.corsOrigins });
+  const app = createApp({
+    deps: () => deps,
+    corsOrigins: config.corsOrigins,
+    dashboardAssets: dashboardAssets(options.dashboardDir),
+  });
 
   const intervalMs = options.sweepIntervalMs ?? SWEEP_INTERVAL_MS;
   let sweeping: Promise<unknown> = Promise.resolve();

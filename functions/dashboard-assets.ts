@@ -1,0 +1,46 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { serveStatic } from "@hono/node-server/serve-static";
+import type { MiddlewareHandler } from "hono";
+import type { AppEnv } from "./env";
+
+/** Where `npm run build:ui` writes the dashboard: `dashboard/index.html` and `dashboard/assets/*`. */
+export const DASHBOARD_DIR = fileURLToPath(new URL("../dist/ui", import.meta.url));
+
+/**
+ * Response headers of the dashboard's files, on both hosts: the Node.js host sets them here, and
+ * the Vite build writes them to `dist/ui/_headers`, which Workers static assets apply on the edge.
+ * The page talks only to its own origin and is never framed.
+ */
+export const DASHBOARD_HEADERS: Record<string, string> = {
+  "Content-Security-Policy":
+    "default-src 'self'; img-src 'self' data:; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'",
+  "X-Content-Type-Options": "nosniff",
+  "Referrer-Policy": "no-referrer",
+};
+
+/** Hashed file names never change content: cache them for a year; the page itself is revalidated. */
+const IMMUTABLE = "public, max-age=31536000, immutable";
+
+/**
+ * The Node.js host's server for the dashboard's files (the edge serves them as static assets,
+ * before the Worker runs). A file that does not exist is a 404, never the session check of the
+ * dashboard API behind it.
+ */
+export function dashboardAssets(dir = DASHBOARD_DIR): MiddlewareHandler<AppEnv> {
+  if (!existsSync(join(dir, "dashboard", "index.html"))) {
+    return async (c) => c.text("The dashboard is not built: run `npm run build:ui` (npm ci does it too).", 404);
+  }
+  const serve = serveStatic<AppEnv>({
+    root: dir,
+    onFound: (path, c) => {
+      c.header("Cache-Control", path.includes(`${join("dashboard", "assets")}`) ? IMMUTABLE : "no-cache");
+      for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) c.header(name, value);
+    },
+  });
+  return async (c, next) => {
+    const served = await serve(c, async () => {});
+    return served ?? c.json({ error: "Not found" }, 404);
+  };
+}
