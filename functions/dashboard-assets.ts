@@ -39,7 +39,7 @@ export function dashboardAssets(dir = DASHBOARD_DIR): MiddlewareHandler<AppEnv> 
       for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) c.header(name, value);
     },
   });
-  return async (c, next) => {
+  return async (c) => {
     const served = await serve(c, async () => {});
     return served ?? c.json({ error: "Not found" }, 404);
   };
