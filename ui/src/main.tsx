@@ -1,7 +1,5 @@
 import { render } from "preact";
-
-function App() {
-  return <main>Memory dashboard</main>;
-}
+import { App } from "./app";
+import "./styles.css";
 
 render(<App />, document.getElementById("app")!);

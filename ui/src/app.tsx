@@ -1,0 +1,95 @@
+import { useEffect, useState } from "preact/hooks";
+import { api, SESSION_ENDED, session, unwrap } from "./api/client";
+import { href, navigate, useRoute } from "./lib/router";
+import { ProjectPage } from "./pages/project";
+import { ProjectsPage } from "./pages/projects";
+import { SignInPage } from "./pages/sign-in";
+import { UsersPage } from "./pages/users";
+
+export interface Me {
+  userId: string;
+  username: string;
+}
+
+export function App() {
+  const route = useRoute();
+  const [me, setMe] = useState<Me | null | undefined>(session.token ? undefined : null);
+
+  // A session the server refuses (expired, revoked, user deleted) returns to sign-in with the reason.
+  useEffect(() => {
+    const ended = (e: Event) => {
+      setMe(null);
+      navigate(href("sign-in", { reason: (e as CustomEvent<string>).detail }), { replace: true });
+    };
+    window.addEventListener(SESSION_ENDED, ended);
+    return () => window.removeEventListener(SESSION_ENDED, ended);
+  }, []);
+
+  useEffect(() => {
+    if (me !== undefined) return;
+    unwrap(api.GET("/auth/me")).then(
+      (body) => setMe(body.user),
+      () => setMe(null),
+    );
+  }, [me]);
+
+  if (me === undefined) return <div class="boot" aria-busy="true" />;
+  if (me === null || route.parts[0] === "sign-in") {
+    return (
+      <SignInPage
+        reason={route.query.get("reason")}
+        onSignedIn={(user) => {
+          setMe(user);
+          navigate(route.query.get("next") ?? href("projects"), { replace: true });
+        }}
+      />
+    );
+  }
+
+  const signOut = async () => {
+    await api.POST("/auth/logout").catch(() => undefined);
+    session.clear();
+    setMe(null);
+    navigate(href("sign-in", { reason: "You signed out." }), { replace: true });
+  };
+
+  const [section = "projects", id, ...rest] = route.parts;
+  return (
+    <>
+      {/* A button, not a link: a `#main` href would replace the hash route. */}
+      <button type="button" class="skip-link" onClick={focusMain}>
+        Skip to content
+      </button>
+      <header class="top">
+        <a class="brand" href={href("projects")}>
+          Memory
+        </a>
+        <nav aria-label="Main">
+          <a href={href("projects")} aria-current={section === "projects" ? "page" : undefined}>
+            Projects
+          </a>
+          <a href={href("users")} aria-current={section === "users" ? "page" : undefined}>
+            Users
+          </a>
+        </nav>
+        <span class="who">{me.username}</span>
+        <button type="button" onClick={signOut}>
+          Sign out
+        </button>
+      </header>
+      <main id="main" tabIndex={-1}>
+        {section === "users" ? (
+          <UsersPage me={me} />
+        ) : section === "projects" && id ? (
+          <ProjectPage projectId={id} parts={rest} query={route.query} />
+        ) : (
+          <ProjectsPage />
+        )}
+      </main>
+    </>
+  );
+}
+
+function focusMain() {
+  document.getElementById("main")?.focus();
+}

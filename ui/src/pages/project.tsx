@@ -1,0 +1,64 @@
+import { api, unwrap } from "../api/client";
+import { ErrorMessage, Progress } from "../components/status";
+import { href } from "../lib/router";
+import { useLoad } from "../lib/use-load";
+import { BrowsePage } from "./browse";
+import { KeysPage } from "./keys";
+import { OverviewPage } from "./overview";
+import { PlaygroundPage } from "./playground";
+import { SettingsPage } from "./settings";
+
+const TABS = [
+  ["overview", "Overview"],
+  ["data", "Memory"],
+  ["playground", "Recall playground"],
+  ["keys", "API keys"],
+  ["settings", "Settings"],
+] as const;
+
+/** One project: its tabs. `parts` are the route segments after `#/projects/<id>/`. */
+export function ProjectPage({
+  projectId,
+  parts,
+  query,
+}: {
+  projectId: string;
+  parts: string[];
+  query: URLSearchParams;
+}) {
+  const project = useLoad(
+    () => unwrap(api.GET("/dashboard/projects/{id}", { params: { path: { id: projectId } } })),
+    [projectId],
+  );
+  const [tab = "overview", ...rest] = parts;
+  return (
+    <section aria-labelledby="project-title">
+      <p class="crumbs">
+        <a href={href("projects")}>Projects</a> /
+      </p>
+      <h1 id="project-title" class="project-title">
+        {project.data?.project.name ?? "\u00a0"}
+      </h1>
+      <Progress active={project.loading} label="Loading project" />
+      <ErrorMessage error={project.error} />
+      <nav class="tabs" aria-label="Project">
+        {TABS.map(([key, label]) => (
+          <a key={key} href={href("projects", projectId, key)} aria-current={tab === key ? "page" : undefined}>
+            {label}
+          </a>
+        ))}
+      </nav>
+      {tab === "data" ? (
+        <BrowsePage projectId={projectId} parts={rest} query={query} />
+      ) : tab === "playground" ? (
+        <PlaygroundPage projectId={projectId} query={query} />
+      ) : tab === "keys" ? (
+        <KeysPage projectId={projectId} />
+      ) : tab === "settings" ? (
+        <SettingsPage projectId={projectId} />
+      ) : (
+        <OverviewPage projectId={projectId} />
+      )}
+    </section>
+  );
+}
