@@ -1,4 +1,5 @@
-import { writeFileSync } from "node:fs";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig, type Plugin } from "vite";
 import { DASHBOARD_HEADERS } from "../functions/dashboard-assets";
@@ -6,16 +7,22 @@ import { DASHBOARD_HEADERS } from "../functions/dashboard-assets";
 const dist = new URL("../dist/ui/", import.meta.url);
 
 /**
- * `dist/ui/_headers`: the dashboard's response headers for Workers static assets, from the same
- * constant the Node.js host sets them from.
+ * `_headers` beside the `dashboard/` folder (the root of Workers static assets): the dashboard's
+ * response headers on the edge, from the same constant the Node.js host sets them from.
  */
 function workersHeaders(): Plugin {
+  let outDir = "";
   return {
     name: "workers-headers",
     apply: "build",
-    closeBundle() {
+    configResolved(config) {
+      outDir = config.build.outDir;
+    },
+    closeBundle(error) {
+      if (error) return;
+      mkdirSync(dirname(outDir), { recursive: true });
       const lines = Object.entries(DASHBOARD_HEADERS).map(([name, value]) => `  ${name}: ${value}`);
-      writeFileSync(new URL("_headers", dist), `/dashboard/*\n${lines.join("\n")}\n`);
+      writeFileSync(join(dirname(outDir), "_headers"), `/dashboard/*\n${lines.join("\n")}\n`);
     },
   };
 }

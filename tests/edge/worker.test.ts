@@ -5,7 +5,9 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
+import { build as buildUi } from "vite";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { unstable_readConfig } from "wrangler";
 import { createNodeService } from "../../functions/node";
 import { login } from "../../lib/auth";
 import { parseConfig } from "../../lib/config";
@@ -45,6 +47,13 @@ beforeAll(async () => {
   const config = parseConfig({ ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password });
   node = await createNodeService({ config, database, migrate: false, log: silentLogger });
   endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
+  // The dashboard as Workers static assets, configured by wrangler.toml's own [assets] table.
+  await buildUi({
+    configFile: join(ROOT, "ui/vite.config.ts"),
+    logLevel: "silent",
+    build: { outDir: join(buildDir, "assets/dashboard") },
+  });
+  const assets = unstable_readConfig({ config: join(ROOT, "wrangler.toml") }).assets;
   await build;
 
   const text = (value: string) => ({ type: "text" as const, value });
@@ -55,6 +64,12 @@ beforeAll(async () => {
           name: "memory-service",
           compatibilityDate: "2026-11-01",
           compatibilityFlags: ["nodejs_compat"],
+          assets: {
+            directory: join(buildDir, "assets"),
+            hasUserWorker: true,
+            htmlHandling: assets?.html_handling,
+            notFoundHandling: assets?.not_found_handling,
+          },
           manifest: {
             mainModule: "index.js",
             modules: { "index.js": { type: "esm", contents: readFileSync(join(buildDir, "index.js"), "utf8") } },
@@ -131,6 +146,31 @@ async function newThread(key: string, dataset = "edge") {
 }
 
 describe("the Worker under workerd, Neon driver over HTTP", () => {
+  it("serves the dashboard as static assets with its headers, and the API behind the same prefix", async () => {
+    const page = await mf.dispatchFetch("http://localhost/dashboard/");
+    expect(page.status).toBe(200);
+    const html = await page.text();
+    expect(html).toContain('<div id="app">');
+    expect(page.headers.get("content-security-policy")).toContain("default-src 'self'");
+    expect(page.headers.get("x-content-type-options")).toBe("nosniff");
+
+    const script = html.match(/src="(\/dashboard\/assets\/[^"]+\.js)"/)?.[1];
+    expect(script).toBeDefined();
+    const asset = await mf.dispatchFetch(`http://localhost${script}`);
+    expect(asset.status).toBe(200);
+    expect(asset.headers.get("content-type")).toMatch(/javascript/);
+    await asset.arrayBuffer();
+
+    // Paths that are not files reach the Worker: the session-guarded API, and the redirects.
+    const api = await mf.dispatchFetch("http://localhost/dashboard/projects");
+    expect(api.status).toBe(401);
+    expect(await api.json()).toEqual({ error: "Missing or invalid Authorization header" });
+    const root = await mf.dispatchFetch("http://localhost/", { redirect: "manual" });
+    expect(root.status).toBe(302);
+    expect(root.headers.get("location")).toBe("/dashboard/");
+    await root.arrayBuffer();
+  });
+
   it("answers /health with the database up", async () => {
     expect(await call("/health")).toEqual({ status: 200, body: { status: "ok", services: { postgres: "ok" } } });
   });

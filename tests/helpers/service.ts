@@ -28,6 +28,8 @@ export interface TestServiceOptions {
   /** Use a manual clock (tests move time by hand). */
   manualTime?: boolean;
   onQuery?: QueryHook;
+  /** Where the built dashboard is (default: the host's own, dist/ui). */
+  dashboardDir?: string;
 }
 
 /** A service on a fresh copy of the migrated template database. Close it in afterAll. */
@@ -56,6 +58,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     migrate: false,
     log: silentLogger,
     clock,
+    dashboardDir: options.dashboardDir,
     // Fast retries in tests; the provider's own retry/backoff is tested in tests/llm.test.ts.
     llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
     doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
