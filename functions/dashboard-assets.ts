@@ -32,15 +32,13 @@ export function dashboardAssets(dir = DASHBOARD_DIR): MiddlewareHandler<AppEnv> 
   if (!existsSync(join(dir, "dashboard", "index.html"))) {
     return async (c) => c.text("The dashboard is not built: run `npm run build:ui` (npm ci does it too).", 404);
   }
-  const serve = serveStatic<AppEnv>({
-    root: dir,
-    onFound: (path, c) => {
-      c.header("Cache-Control", path.includes(`${join("dashboard", "assets")}`) ? IMMUTABLE : "no-cache");
-      for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) c.header(name, value);
-    },
-  });
+  const serve = serveStatic<AppEnv>({ root: dir });
   return async (c) => {
     const served = await serve(c, async () => {});
-    return served ?? c.json({ error: "Not found" }, 404);
+    if (!served) return c.json({ error: "Not found" }, 404);
+    // Set on the response itself: serveStatic builds it before its onFound hook runs.
+    served.headers.set("Cache-Control", c.req.path.startsWith("/dashboard/assets/") ? IMMUTABLE : "no-cache");
+    for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) served.headers.set(name, value);
+    return served;
   };
 }
