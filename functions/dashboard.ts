@@ -1,5 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createApiKey, listApiKeys, revokeApiKey } from "../lib/api-keys";
+import { extractionFailures, getProject, projectActivity } from "../lib/dashboard/project";
+import { playgroundRecall } from "../lib/dashboard/recall";
+import { projectSettingFields, resetProjectSetting, SETTING_GROUPS } from "../lib/dashboard/settings";
 import {
   createProject,
   deleteProject,
@@ -9,13 +12,23 @@ import {
   projectStats,
 } from "../lib/projects";
 import { settingsPatchSchema } from "../lib/settings";
-import { browseThreads } from "../lib/threads";
 import { createUser, deleteUser, listUsers } from "../lib/users";
 import { UserSchema } from "./auth";
+import { browseRoutes } from "./dashboard-browse";
 import { requireSession } from "./middleware";
+import { RecallRequestSchema, RecallResponseSchema } from "./recall";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, jsonBody, jsonResponse, pageQuery, security, text } from "./schemas";
-import { ThreadSchema } from "./threads";
+import {
+  ErrorSchema,
+  errorResponses,
+  Iso,
+  intQuery,
+  jsonBody,
+  jsonResponse,
+  pageQuery,
+  security,
+  text,
+} from "./schemas";
 
 const tags = ["Internal: dashboard"];
 const base = { tags, security: security.session };
@@ -47,6 +60,44 @@ const idParam = z.object({
     .openapi({ param: { name: "id", in: "path" } }),
 });
 const projectIdQuery = z.string().min(1).openapi({ description: "Project id." });
+
+const settingValue = z.union([z.boolean(), z.number()]).nullable();
+const SettingFieldSchema = z
+  .object({
+    group: z.enum(SETTING_GROUPS as [string, ...string[]]),
+    key: z.string(),
+    type: z.enum(["boolean", "integer", "number"]),
+    nullable: z.boolean().openapi({ description: "null is accepted (it turns the feature off)." }),
+    minimum: z.number().nullable(),
+    maximum: z.number().nullable(),
+    default: settingValue,
+    value: settingValue.openapi({ description: "The merged value: the project's own, else the default." }),
+    overridden: z.boolean().openapi({ description: "The project stores its own value for this key." }),
+    description: z.string(),
+  })
+  .openapi("SettingField", {
+    description: "One setting as the settings form shows it; the bounds are those PATCH validates with.",
+  });
+const fieldsResponse = z.object({ fields: z.array(SettingFieldSchema) });
+
+const SignalRankSchema = z
+  .object({
+    factId: z.string(),
+    vector: z.number().int().nullable(),
+    keyword: z.number().int().nullable(),
+    anchor: z.number().int().nullable(),
+    recency: z
+      .number()
+      .int()
+      .nullable()
+      .openapi({ description: "The recency signal, which ranks only in keyword mode (asOf, or no embedding)." }),
+    fused: z
+      .number()
+      .openapi({ description: "The RRF score: the sum of 1/(60 + rank) over the signals (relevanceScore)." }),
+  })
+  .openapi("SignalRank", {
+    description: "A fact's 1-based rank in each signal; null when the signal did not find it.",
+  });
 
 const routes = {
   createProject: createRoute({
@@ -238,22 +289,139 @@ const routes = {
       404: errorResponses[404],
     },
   }),
-  browseThreads: createRoute({
+  getProject: createRoute({
     ...base,
     method: "get",
-    path: "/browse/threads",
-    summary: "Browse a project's threads (offset pagination)",
+    path: "/projects/{id}",
+    summary: "One project",
+    request: { params: idParam },
+    responses: {
+      200: jsonResponse(z.object({ project: ProjectSchema }), "The project"),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  settingFields: createRoute({
+    ...base,
+    method: "get",
+    path: "/projects/{id}/settings/fields",
+    summary: "A project's settings as form fields: type, bounds, default, value, overridden",
+    description: "Groups working, episodic, semantic; keys in the defaults' order.",
+    request: { params: idParam },
+    responses: {
+      200: jsonResponse(fieldsResponse, "Fields"),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  resetSetting: createRoute({
+    ...base,
+    method: "delete",
+    path: "/projects/{id}/settings/{group}/{key}",
+    summary: "Remove the project's own value of a setting, so the default applies again",
+    description:
+      "A setting the project does not override is left alone (200). Rejected with 400 when the default would break contradictionBandMin <= factDedupThreshold.",
     request: {
-      query: z.object({
-        projectId: projectIdQuery,
-        dataset: z.string().min(1).max(256).optional().openapi({ description: "Only threads of this dataset." }),
-        ...pageQuery,
+      params: idParam.extend({
+        group: z
+          .string()
+          .min(1)
+          .openapi({ param: { name: "group", in: "path" }, description: "working, episodic or semantic." }),
+        key: z
+          .string()
+          .min(1)
+          .openapi({ param: { name: "key", in: "path" } }),
       }),
     },
     responses: {
-      200: jsonResponse(z.object({ threads: z.array(ThreadSchema), total: z.number().int() }), "Threads, newest first"),
+      200: jsonResponse(fieldsResponse, "The fields after the removal"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: jsonResponse(ErrorSchema, "Project not found / Setting not found"),
+    },
+  }),
+  activity: createRoute({
+    ...base,
+    method: "get",
+    path: "/projects/{id}/activity",
+    summary: "Episodes and facts created per UTC day, oldest first, today last",
+    request: {
+      params: idParam,
+      query: z.object({ days: intQuery(1, 365, 30).openapi({ description: "1-365, default 30." }) }),
+    },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          days: z.array(
+            z.object({
+              day: z.string().openapi({ description: "YYYY-MM-DD (UTC)." }),
+              episodes: z.number().int().openapi({ description: "Episodes created that day, any status." }),
+              facts: z.number().int().openapi({ description: "Facts created that day." }),
+            }),
+          ),
+        }),
+        "One entry per day, days without activity included",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  extractionFailures: createRoute({
+    ...base,
+    method: "get",
+    path: "/projects/{id}/extraction-failures",
+    summary: "Completed episodes whose fact extraction failed (hidden by /v1), newest first",
+    request: { params: idParam, query: z.object(pageQuery) },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          failures: z.array(
+            z
+              .object({
+                episodeId: z.string(),
+                threadId: z.string(),
+                dataset: z.string(),
+                error: z.string().nullable(),
+                attempts: z.number().int().openapi({ description: "Extraction runs, retries included." }),
+                failedAt: Iso.nullable(),
+              })
+              .openapi("ExtractionFailure"),
+          ),
+          total: z.number().int(),
+        }),
+        "Failures",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  recall: createRoute({
+    ...base,
+    method: "post",
+    path: "/projects/{id}/recall",
+    summary: "Recall playground: /v1 recall for any dataset of the project, with each fact's signal ranks",
+    description:
+      "The same embedding call and the same one SQL statement as POST /v1/memory/recall (`raw` always included); the ranks come from that statement.",
+    request: { params: idParam, ...jsonBody(RecallRequestSchema) },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          recall: RecallResponseSchema,
+          mode: z.enum(["hybrid", "keyword", "recent"]).openapi({
+            description:
+              "hybrid: vector, anchors and keyword; keyword: keyword and recency (asOf, or no embedding); recent: no query.",
+          }),
+          ranks: z.array(SignalRankSchema).openapi({ description: "One per fact of recall.facts, same order." }),
+          timing: z.array(z.object({ name: z.enum(["embedding", "sql", "synthesis"]), ms: z.number() })),
+        }),
+        "The recall and how it was ranked",
+      ),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+      500: jsonResponse(ErrorSchema, "Nothing could be read"),
     },
   }),
 };
@@ -291,7 +459,25 @@ dashboardRoutes
     await deleteUser(c.get("deps"), c.get("session").userId, c.req.valid("param").id);
     return c.body(null, 204);
   })
-  .openapi(routes.browseThreads, async (c) => {
-    const { projectId, ...page } = c.req.valid("query");
-    return c.json(await browseThreads(c.get("deps"), projectId, page), 200);
-  });
+  .openapi(routes.getProject, async (c) =>
+    c.json({ project: await getProject(c.get("deps"), c.req.valid("param").id) }, 200),
+  )
+  .openapi(routes.settingFields, async (c) =>
+    c.json({ fields: await projectSettingFields(c.get("deps"), c.req.valid("param").id) }, 200),
+  )
+  .openapi(routes.resetSetting, async (c) => {
+    const { id, group, key } = c.req.valid("param");
+    return c.json({ fields: await resetProjectSetting(c.get("deps"), id, group, key) }, 200);
+  })
+  .openapi(routes.activity, async (c) =>
+    c.json({ days: await projectActivity(c.get("deps"), c.req.valid("param").id, c.req.valid("query").days) }, 200),
+  )
+  .openapi(routes.extractionFailures, async (c) =>
+    c.json(await extractionFailures(c.get("deps"), c.req.valid("param").id, c.req.valid("query")), 200),
+  )
+  .openapi(routes.recall, async (c) =>
+    c.json(await playgroundRecall(c.get("deps"), c.req.valid("param").id, c.req.valid("json")), 200),
+  );
+
+// After the session check above, so /browse/* is covered by it (one check per request).
+dashboardRoutes.route("/browse", browseRoutes);

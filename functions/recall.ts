@@ -63,7 +63,7 @@ const RecallEpisodeSchema = EpisodeSchema.pick({
   }),
 });
 
-const RecallRequestSchema = z
+export const RecallRequestSchema = z
   .object({
     dataset: datasetSchema,
     query: text().max(2000).optional().openapi({
@@ -94,7 +94,7 @@ const RecallRequestSchema = z
   })
   .openapi("RecallRequest");
 
-const RecallResponseSchema = z
+export const RecallResponseSchema = z
   .object({
     context: z.string().openapi({ description: "Prompt-ready block; the empty string when nothing matched." }),
     factCount: z.number().int().openapi({ description: "Facts in `context`." }),

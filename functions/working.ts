@@ -25,7 +25,7 @@ const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
 const tokenCount = z.number().min(0).max(Number.MAX_SAFE_INTEGER);
 const latency = z.number().min(0).max(2_147_483_647);
 
-const MessageSchema = z
+export const MessageSchema = z
   .object({
     messageId: z.string(),
     threadId: z.string(),

@@ -41,29 +41,50 @@ const unit = () => z.number().min(0).max(1);
 
 function episodicShape(maxMessagesMin: number) {
   return {
-    enabled: z.boolean(),
-    autoEpisodeIntervalMs: z.number().min(1000).nullable(),
-    maxMessages: z.number().int().min(maxMessagesMin).max(1000),
-    maxRetries: z.number().int().min(0).max(10),
-    contextEpisodes: z.number().int().min(1).max(20),
-    similarityWeight: unit(),
-    recencyWeight: unit(),
+    enabled: z.boolean().describe("Cut conversations into episodes (messages are stored either way)."),
+    autoEpisodeIntervalMs: z
+      .number()
+      .min(1000)
+      .nullable()
+      .describe("Idle time after a thread's last message before its episode is cut (ms); null turns the timer off."),
+    maxMessages: z
+      .number()
+      .int()
+      .min(maxMessagesMin)
+      .max(1000)
+      .describe("Messages of an episode's transcript sent to the model; longer ones keep the head and the tail."),
+    maxRetries: z.number().int().min(0).max(10).describe("Background retries of a failed episode."),
+    contextEpisodes: z.number().int().min(1).max(20).describe("Episodes recall returns when asked for episodes."),
+    similarityWeight: unit().describe("Weight of the query's similarity in an episode's relevance."),
+    recencyWeight: unit().describe("Weight of recency in an episode's relevance."),
   };
 }
 
 const semanticShape = {
-  enabled: z.boolean(),
-  retrievalMinConfidence: unit(),
-  factsInContext: z.number().int().min(1).max(100),
-  entityResolutionThreshold: unit(),
-  factDedupThreshold: unit(),
-  contradictionBandMin: unit(),
-  anchorVectorMin: unit(),
-  anchorVectorTopK: z.number().int().min(1).max(10),
+  enabled: z.boolean().describe("Extract facts and entities from completed episodes."),
+  retrievalMinConfidence: unit().describe(
+    "Lowest confidence a fact needs to be recalled (recall's default minConfidence).",
+  ),
+  factsInContext: z.number().int().min(1).max(100).describe("Facts in recall's block (recall's default limit)."),
+  entityResolutionThreshold: unit().describe("Similarity above which a new entity is the same as an existing one."),
+  factDedupThreshold: unit().describe(
+    "Similarity at which a new fact duplicates a live one (the top of the contradiction band).",
+  ),
+  contradictionBandMin: unit().describe(
+    "Lowest similarity at which a new fact is checked for contradicting a live one (at most factDedupThreshold).",
+  ),
+  anchorVectorMin: unit().describe("Lowest similarity for an entity near the query to anchor recall."),
+  anchorVectorTopK: z.number().int().min(1).max(10).describe("Entities nearest the query that may anchor recall."),
 };
 
 const workingShape = {
-  autoCompactThreshold: z.number().int().min(10).max(1000).nullable(),
+  autoCompactThreshold: z
+    .number()
+    .int()
+    .min(10)
+    .max(1000)
+    .nullable()
+    .describe("Un-compacted messages at which a thread is compacted inline; null turns auto-compaction off."),
 };
 
 /** Partial working-memory settings of a project. */

@@ -2,7 +2,7 @@ import type { Deps } from "../deps";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { groupFacts, renderContext } from "./context";
-import { type RankingMode, type Retrieved, retrieve } from "./retrieve";
+import { type RankingMode, type Retrieved, retrieve, type SignalRanks } from "./retrieve";
 
 export type RecallInclude = "episodes" | "synthesis" | "raw";
 
@@ -22,6 +22,21 @@ export interface Timing {
   description?: string;
 }
 
+export interface RecallOptions {
+  /**
+   * The dashboard's playground: also report the ranking mode, each returned fact's signal ranks
+   * and whether the project exists, from the same statement (see `Retrieval.explain`).
+   */
+  explain?: boolean;
+}
+
+export interface RecallExplanation {
+  mode: RankingMode;
+  /** One entry per fact of `body.facts` (raw), same order; null when facts are not included. */
+  ranks: (SignalRanks & { fused: number })[] | null;
+  projectFound: boolean;
+}
+
 /**
  * The read path chat apps call before every model turn: at most one embedding call (none when
  * the query's vector is cached, none without a query), one SQL statement for facts and episodes
@@ -29,7 +44,7 @@ export interface Timing {
  * no embedding, keyword plus recency; no facts, an empty block; no episodes, null; no synthesis,
  * null. Only when no data could be read at all does the request fail.
  */
-export async function recall(deps: Deps, projectId: string, request: RecallRequest) {
+export async function recall(deps: Deps, projectId: string, request: RecallRequest, options: RecallOptions = {}) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
@@ -51,6 +66,7 @@ export async function recall(deps: Deps, projectId: string, request: RecallReque
     minConfidence: request.minConfidence,
     facts: true,
     episodes: include.has("episodes"),
+    ...(options.explain ? { explain: true } : {}),
   });
   timings.push({ name: "sql", ms: performance.now() - started });
 
@@ -60,18 +76,29 @@ export async function recall(deps: Deps, projectId: string, request: RecallReque
   const synthesis = include.has("synthesis") && context ? await synthesise(deps, context, query, timings) : null;
 
   const raw = include.has("raw");
+  const ranked = raw ? [...facts].sort((a, b) => a.rank - b.rank) : null;
   return {
     body: {
       context,
       factCount: facts.length,
       synthesis,
-      facts: raw
-        ? [...facts].sort((a, b) => a.rank - b.rank).map(({ groupName: _g, rank: _r, ...fact }) => fact)
-        : null,
+      facts: ranked ? ranked.map(({ groupName: _g, rank: _r, ...fact }) => fact) : null,
       groups: raw ? groups : null,
       episodes: include.has("episodes") ? retrieved.episodes : null,
     },
     timings,
+    ...(options.explain ? { explanation: explain(mode, ranked, retrieved) } : {}),
+  };
+}
+
+function explain(mode: RankingMode, ranked: Retrieved["facts"], retrieved: Retrieved): RecallExplanation {
+  const bySignal = new Map((retrieved.ranks ?? []).map((r) => [r.factId, r]));
+  const none = { vector: null, keyword: null, anchor: null, recency: null };
+  return {
+    mode,
+    ranks:
+      ranked?.map((f) => ({ ...none, ...bySignal.get(f.factId), factId: f.factId, fused: f.relevanceScore })) ?? null,
+    projectFound: retrieved.projectFound ?? false,
   };
 }
 
@@ -112,10 +139,17 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   if (facts.status === "rejected" && (!r.episodes || episodes.status === "rejected")) throw facts.reason;
   if (facts.status === "rejected") deps.log.error("recall: fact retrieval failed", errorFields(facts.reason));
   if (episodes.status === "rejected") deps.log.error("recall: episode retrieval failed", errorFields(episodes.reason));
+  const found = [facts, episodes].find((p) => p.status === "fulfilled" && p.value?.projectFound !== undefined);
   return {
     facts: facts.status === "fulfilled" ? facts.value.facts : [],
     entities: facts.status === "fulfilled" ? facts.value.entities : [],
     episodes: episodes.status === "fulfilled" && episodes.value ? episodes.value.episodes : null,
+    ...(r.explain
+      ? {
+          ranks: facts.status === "fulfilled" ? facts.value.ranks : null,
+          projectFound: found?.status === "fulfilled" ? found.value?.projectFound : undefined,
+        }
+      : {}),
   };
 }
 

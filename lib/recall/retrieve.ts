@@ -36,6 +36,21 @@ export interface Retrieval {
   /** Which parts the statement computes (a part left out comes back null). */
   facts: boolean;
   episodes: boolean;
+  /**
+   * Also report, for the placed facts only, each signal's rank and whether the project exists
+   * (the dashboard's playground). The same statement: LEFT JOINs on the signal CTEs, so recall
+   * without it is unchanged.
+   */
+  explain?: boolean;
+}
+
+/** Each signal's 1-based rank of a fact; null when the signal did not find it (or did not run). */
+export interface SignalRanks {
+  factId: string;
+  vector: number | null;
+  keyword: number | null;
+  anchor: number | null;
+  recency: number | null;
 }
 
 export interface RetrievedEpisode {
@@ -52,6 +67,10 @@ export interface Retrieved {
   /** The entities the facts touch, in the order they first appear. */
   entities: { name: string; type: string }[] | null;
   episodes: { episodes: RetrievedEpisode[]; episodeCount: number } | null;
+  /** With `explain` (and facts): the signal ranks of the placed facts. */
+  ranks?: SignalRanks[] | null;
+  /** With `explain`: whether the project exists. */
+  projectFound?: boolean;
 }
 
 /**
@@ -59,9 +78,14 @@ export interface Retrieved {
  * anchor groups and entities, and (when asked) the ranked episodes with the dataset's count.
  */
 export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
-  const [row] = rowsOf<{ facts: unknown; entities: unknown; episodes: unknown; episode_count: unknown }>(
-    await deps.db.execute(recallSql(deps, r)),
-  );
+  const [row] = rowsOf<{
+    facts: unknown;
+    entities: unknown;
+    episodes: unknown;
+    episode_count: unknown;
+    ranks?: unknown;
+    project_found?: unknown;
+  }>(await deps.db.execute(recallSql(deps, r)));
   const factRows = row?.facts == null ? null : jsonOf<FactJson[]>(row.facts as string);
   return {
     facts:
@@ -85,6 +109,12 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
             }),
             episodeCount: Number(row.episode_count),
           },
+    ...(r.explain
+      ? {
+          ranks: row?.ranks == null ? null : jsonOf<SignalRanks[]>(row.ranks as string),
+          projectFound: row?.project_found === true || row?.project_found === "t",
+        }
+      : {}),
   };
 }
 
@@ -117,7 +147,8 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
   const select: SQL[] = [];
 
   if (r.facts) {
-    cte.push(...factCtes(r, dims));
+    const { ctes, signals } = factCtes(r, dims);
+    cte.push(...ctes);
     select.push(sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
         'id', id, 'subject', subject, 'predicate', predicate, 'object', object,
         'object_is_entity', object_is_entity, 'confidence', confidence, 'source_quote', source_quote,
@@ -125,6 +156,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
         'score', score, 'rank', rank, 'group_name', group_name) ORDER BY position), '[]'::jsonb) FROM placed) AS facts`);
     select.push(sql`(SELECT coalesce(jsonb_agg(jsonb_build_object('name', name, 'type', type)
         ORDER BY first_position, lower(name), type), '[]'::jsonb) FROM touched) AS entities`);
+    if (r.explain) select.push(sql`${explainedRanks(signals)} AS ranks`);
   } else {
     select.push(sql`NULL::jsonb AS facts`, sql`NULL::jsonb AS entities`);
   }
@@ -150,7 +182,28 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }
 
+  if (r.explain) select.push(sql`EXISTS (SELECT 1 FROM s) AS project_found`);
+
   return sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`;
+}
+
+/** The signal CTE behind each reported rank (the anchor signal ranks facts in `by_anchor`). */
+const SIGNAL_OF = { vector: "by_vector", keyword: "by_keyword", anchor: "by_anchor", recency: "by_recency" } as const;
+
+/**
+ * The placed facts (at most `lim`, so at most 100) with each signal's rank: one LEFT JOIN per
+ * signal the mode ran, null for the others.
+ */
+function explainedRanks(signals: string[]): SQL {
+  const entries = Object.entries(SIGNAL_OF);
+  const columns = entries.map(([name, cte]) =>
+    sql.raw(signals.includes(cte) ? `'${name}', ${cte}_r.rank` : `'${name}', NULL::bigint`),
+  );
+  const joins = entries
+    .filter(([, cte]) => signals.includes(cte))
+    .map(([, cte]) => sql.raw(` LEFT JOIN ${cte} ${cte}_r ON ${cte}_r.id = p.id`));
+  return sql`(SELECT coalesce(jsonb_agg(jsonb_build_object('factId', p.id, ${sql.join(columns, sql`, `)})
+        ORDER BY p.rank), '[]'::jsonb) FROM placed p${sql.join(joins, sql``)})`;
 }
 
 /**
@@ -158,7 +211,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
  * dataset, confidence and time, so a filtered row never takes a rank. Ends with `placed` (the
  * top `lim` facts in rendering order, with scores and groups) and `touched` (their entities).
  */
-function factCtes(r: Retrieval, dims: number): SQL[] {
+function factCtes(r: Retrieval, dims: number): { ctes: SQL[]; signals: string[] } {
   const D = sql.raw(String(dims));
   const depth = sql`(SELECT GREATEST(lim * 3, 30) FROM s)`;
   const inScope = r.asOf
@@ -268,31 +321,34 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
           SELECT f.id, 1.0::float8 AS score FROM ${facts} f WHERE ${eligible}
           ORDER BY f.valid_at DESC, f.id LIMIT (SELECT lim FROM s))`;
 
-  return [
-    ...ctes,
-    fused,
-    sql`top AS (
+  return {
+    signals,
+    ctes: [
+      ...ctes,
+      fused,
+      sql`top AS (
       SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
         f.valid_at, f.valid_until, f.invalid_at, f.episode_id, u.score,
         row_number() OVER (ORDER BY u.score DESC, f.valid_at DESC, f.id) AS rank
       FROM fused u JOIN ${facts} f ON f.id = u.id
       ORDER BY u.score DESC, f.valid_at DESC, f.id LIMIT (SELECT lim FROM s))`,
-    // A fact's group: the strongest anchor it touches, else the entity it touches (its object's
-    // first), else its subject ("user").
-    sql`grouped AS (
+      // A fact's group: the strongest anchor it touches, else the entity it touches (its object's
+      // first), else its subject ("user").
+      sql`grouped AS (
       SELECT t.*, coalesce(g.name, t.subject) AS group_name FROM top t LEFT JOIN LATERAL (
         SELECT e.name FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id
         LEFT JOIN anchor a ON a.id = e.id
         WHERE fe.fact_id = t.id
         ORDER BY a.strength DESC NULLS LAST, lower(e.name) = lower(t.object) DESC, lower(e.name), e.name, e.id LIMIT 1
       ) g ON true)`,
-    // Rendering order: groups where their best fact ranks, facts by rank within a group.
-    sql`placed AS (
+      // Rendering order: groups where their best fact ranks, facts by rank within a group.
+      sql`placed AS (
       SELECT *, row_number() OVER (ORDER BY group_rank, rank) AS position FROM (
         SELECT *, min(rank) OVER (PARTITION BY group_name) AS group_rank FROM grouped) x)`,
-    sql`touched AS (
+      sql`touched AS (
       SELECT e.name, e.type, min(p.position) AS first_position
       FROM placed p JOIN ${factEntities} fe ON fe.fact_id = p.id JOIN ${entities} e ON e.id = fe.entity_id
       GROUP BY e.id, e.name, e.type)`,
-  ];
+    ],
+  };
 }

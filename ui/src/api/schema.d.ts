@@ -324,7 +324,49 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        get?: never;
+        /** One project */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The project */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            project: components["schemas"]["Project"];
+                        };
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
         put?: never;
         post?: never;
         /** Delete a project and everything in it (irreversible) */
@@ -518,25 +560,41 @@ export interface paths {
                 content: {
                     "application/json": {
                         working?: {
+                            /** @description Un-compacted messages at which a thread is compacted inline; null turns auto-compaction off. */
                             autoCompactThreshold?: number | null;
                         };
                         episodic?: {
+                            /** @description Cut conversations into episodes (messages are stored either way). */
                             enabled?: boolean;
+                            /** @description Idle time after a thread's last message before its episode is cut (ms); null turns the timer off. */
                             autoEpisodeIntervalMs?: number | null;
+                            /** @description Messages of an episode's transcript sent to the model; longer ones keep the head and the tail. */
                             maxMessages?: number;
+                            /** @description Background retries of a failed episode. */
                             maxRetries?: number;
+                            /** @description Episodes recall returns when asked for episodes. */
                             contextEpisodes?: number;
+                            /** @description Weight of the query's similarity in an episode's relevance. */
                             similarityWeight?: number;
+                            /** @description Weight of recency in an episode's relevance. */
                             recencyWeight?: number;
                         };
                         semantic?: {
+                            /** @description Extract facts and entities from completed episodes. */
                             enabled?: boolean;
+                            /** @description Lowest confidence a fact needs to be recalled (recall's default minConfidence). */
                             retrievalMinConfidence?: number;
+                            /** @description Facts in recall's block (recall's default limit). */
                             factsInContext?: number;
+                            /** @description Similarity above which a new entity is the same as an existing one. */
                             entityResolutionThreshold?: number;
+                            /** @description Similarity at which a new fact duplicates a live one (the top of the contradiction band). */
                             factDedupThreshold?: number;
+                            /** @description Lowest similarity at which a new fact is checked for contradicting a live one (at most factDedupThreshold). */
                             contradictionBandMin?: number;
+                            /** @description Lowest similarity for an entity near the query to anchor recall. */
                             anchorVectorMin?: number;
+                            /** @description Entities nearest the query that may anchor recall. */
                             anchorVectorTopK?: number;
                         };
                     };
@@ -952,6 +1010,451 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/dashboard/projects/{id}/settings/fields": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * A project's settings as form fields: type, bounds, default, value, overridden
+         * @description Groups working, episodic, semantic; keys in the defaults' order.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Fields */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            fields: components["schemas"]["SettingField"][];
+                        };
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/projects/{id}/settings/{group}/{key}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Remove the project's own value of a setting, so the default applies again
+         * @description A setting the project does not override is left alone (200). Rejected with 400 when the default would break contradictionBandMin <= factDedupThreshold.
+         */
+        delete: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    /** @description working, episodic or semantic. */
+                    group: string;
+                    key: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The fields after the removal */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            fields: components["schemas"]["SettingField"][];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Project not found / Setting not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/projects/{id}/activity": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Episodes and facts created per UTC day, oldest first, today last */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description 1-365, default 30. */
+                    days?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description One entry per day, days without activity included */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            days: {
+                                /** @description YYYY-MM-DD (UTC). */
+                                day: string;
+                                /** @description Episodes created that day, any status. */
+                                episodes: number;
+                                /** @description Facts created that day. */
+                                facts: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/projects/{id}/extraction-failures": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Completed episodes whose fact extraction failed (hidden by /v1), newest first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Failures */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            failures: components["schemas"]["ExtractionFailure"][];
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/projects/{id}/recall": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Recall playground: /v1 recall for any dataset of the project, with each fact's signal ranks
+         * @description The same embedding call and the same one SQL statement as POST /v1/memory/recall (`raw` always included); the ranks come from that statement.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            /** @description JSON body */
+            requestBody: {
+                content: {
+                    "application/json": components["schemas"]["RecallRequest"];
+                };
+            };
+            responses: {
+                /** @description The recall and how it was ranked */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            recall: components["schemas"]["RecallResponse"];
+                            /**
+                             * @description hybrid: vector, anchors and keyword; keyword: keyword and recency (asOf, or no embedding); recent: no query.
+                             * @enum {string}
+                             */
+                            mode: "hybrid" | "keyword" | "recent";
+                            /** @description One per fact of recall.facts, same order. */
+                            ranks: components["schemas"]["SignalRank"][];
+                            timing: {
+                                /** @enum {string} */
+                                name: "embedding" | "sql" | "synthesis";
+                                ms: number;
+                            }[];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Nothing could be read */
+                500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/datasets": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A project's datasets with their counts, most recently active first */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Datasets */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            datasets: components["schemas"]["BrowseDataset"][];
+                            /** @description Every matching row, beyond this page too. */
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/dashboard/browse/threads": {
         parameters: {
             query?: never;
@@ -963,7 +1466,7 @@ export interface paths {
         get: {
             parameters: {
                 query: {
-                    /** @description Project id. */
+                    /** @description Project id (required). */
                     projectId: string;
                     /** @description Only threads of this dataset. */
                     dataset?: string;
@@ -986,6 +1489,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             threads: components["schemas"]["Thread"][];
+                            /** @description Every matching row, beyond this page too. */
                             total: number;
                         };
                     };
@@ -1001,6 +1505,504 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/threads/{id}/messages": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Every message of a thread, compacted ones and summaries marked, newest page first
+         * @description A page is the `limit` newest messages older than `before`, in reading order (oldest first); `nextCursor` fetches the next older page.
+         */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description 1-100, default 50. */
+                    limit?: number;
+                    /** @description Opaque cursor: a previous page's nextCursor. */
+                    before?: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description A page */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            thread: components["schemas"]["Thread"];
+                            messages: components["schemas"]["BrowseMessage"][];
+                            activeSummary: components["schemas"]["BrowseMessage"] & unknown;
+                            /** @description Null when no older message remains. */
+                            nextCursor: string | null;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/episodes": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A project's episodes with their fact extraction, newest first */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description Only episodes of this dataset. */
+                    dataset?: string;
+                    /** @description Only episodes of this status (any but deleted when absent). */
+                    status?: "pending" | "processing" | "completed" | "failed" | "archived";
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Episodes, newest first */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            episodes: components["schemas"]["BrowseEpisode"][];
+                            /** @description Every matching row, beyond this page too. */
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/episodes/{id}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Re-queue a failed episode now (as the /v1 retry: bypasses the retry cap) */
+        post: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Queued: the episode as it now is */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            episode: components["schemas"]["BrowseEpisode"];
+                        };
+                    };
+                };
+                /** @description Only failed episodes can be retried; or a validation error (projectId missing) */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"] | components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/facts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A dataset's facts with their entities, newest validAt first */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description Dataset (required). */
+                    dataset: string;
+                    /** @description Also list superseded and deleted facts (true/false, default false). */
+                    includeInvalidated?: boolean;
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Facts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            facts: components["schemas"]["BrowseFact"][];
+                            /** @description Every matching row, beyond this page too. */
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/facts/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /**
+         * Delete a fact permanently, with its entity links (irreversible)
+         * @description Unlike DELETE on /v1, which invalidates: the row is gone and recall can never return it.
+         */
+        delete: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Deleted */
+                204: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content?: never;
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/entities": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A dataset's entities by name, with their live fact counts */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description Dataset (required). */
+                    dataset: string;
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Entities */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            entities: components["schemas"]["BrowseEntity"][];
+                            /** @description Every matching row, beyond this page too. */
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/browse/entities/{id}/facts": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** An entity and the facts linked to it, newest validAt first */
+        get: {
+            parameters: {
+                query: {
+                    /** @description Project id (required). */
+                    projectId: string;
+                    /** @description Also list superseded and deleted facts (true/false, default false). */
+                    includeInvalidated?: boolean;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The entity and its facts */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            entity: components["schemas"]["EntityRef"];
+                            facts: components["schemas"]["BrowseFact"][];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1046,12 +2048,19 @@ export interface paths {
                         /** @description Episodic override for this thread (thread bounds); null values are ignored. */
                         settings?: {
                             episodic?: {
+                                /** @description Cut conversations into episodes (messages are stored either way). */
                                 enabled?: boolean | null;
+                                /** @description Idle time after a thread's last message before its episode is cut (ms); null turns the timer off. */
                                 autoEpisodeIntervalMs?: number | null;
+                                /** @description Messages of an episode's transcript sent to the model; longer ones keep the head and the tail. */
                                 maxMessages?: number | null;
+                                /** @description Background retries of a failed episode. */
                                 maxRetries?: number | null;
+                                /** @description Episodes recall returns when asked for episodes. */
                                 contextEpisodes?: number | null;
+                                /** @description Weight of the query's similarity in an episode's relevance. */
                                 similarityWeight?: number | null;
+                                /** @description Weight of recency in an episode's relevance. */
                                 recencyWeight?: number | null;
                             };
                         };
@@ -1178,12 +2187,19 @@ export interface paths {
                         /** @description Episodic override for this thread (thread bounds); null values are ignored. */
                         settings?: {
                             episodic?: {
+                                /** @description Cut conversations into episodes (messages are stored either way). */
                                 enabled?: boolean | null;
+                                /** @description Idle time after a thread's last message before its episode is cut (ms); null turns the timer off. */
                                 autoEpisodeIntervalMs?: number | null;
+                                /** @description Messages of an episode's transcript sent to the model; longer ones keep the head and the tail. */
                                 maxMessages?: number | null;
+                                /** @description Background retries of a failed episode. */
                                 maxRetries?: number | null;
+                                /** @description Episodes recall returns when asked for episodes. */
                                 contextEpisodes?: number | null;
+                                /** @description Weight of the query's similarity in an episode's relevance. */
                                 similarityWeight?: number | null;
+                                /** @description Weight of recency in an episode's relevance. */
                                 recencyWeight?: number | null;
                             };
                         };
@@ -2684,6 +3700,173 @@ export interface components {
             lastUsedAt: string | null;
             revokedAt: string | null;
         };
+        /** @description One setting as the settings form shows it; the bounds are those PATCH validates with. */
+        SettingField: {
+            /** @enum {string} */
+            group: "working" | "episodic" | "semantic";
+            key: string;
+            /** @enum {string} */
+            type: "boolean" | "integer" | "number";
+            /** @description null is accepted (it turns the feature off). */
+            nullable: boolean;
+            minimum: number | null;
+            maximum: number | null;
+            default: boolean | number | null;
+            /** @description The merged value: the project's own, else the default. */
+            value: boolean | number | null;
+            /** @description The project stores its own value for this key. */
+            overridden: boolean;
+            description: string;
+        };
+        ExtractionFailure: {
+            episodeId: string;
+            threadId: string;
+            dataset: string;
+            error: string | null;
+            /** @description Extraction runs, retries included. */
+            attempts: number;
+            /** Format: date-time */
+            failedAt: string | null;
+        };
+        RecallResponse: {
+            /** @description Prompt-ready block; the empty string when nothing matched. */
+            context: string;
+            /** @description Facts in `context`. */
+            factCount: number;
+            /** @description A model-written paragraph over the block; null unless included, or when context is empty. */
+            synthesis: string | null;
+            /** @description The facts of the block, by relevance (raw). */
+            facts: components["schemas"]["RankedFact"][] | null;
+            /** @description The same facts by anchor entity (raw). */
+            groups: components["schemas"]["FactGroup"][] | null;
+            /** @description Null unless included (or if they could not be read); never rendered into context. */
+            episodes: {
+                /** @description The top contextEpisodes completed episodes. */
+                episodes: {
+                    episodeId: string;
+                    summary: string;
+                    keyLearnings: string[];
+                    startedAt: string | null;
+                    endedAt: string | null;
+                    /** @description cosineSimilarity × similarityWeight + 1/(1 + daysSince) × recencyWeight (similarity 0 without a query). */
+                    relevanceScore: number;
+                }[];
+                /** @description Completed episodes of the dataset (at asOf, if given). */
+                episodeCount: number;
+            } | null;
+        };
+        RankedFact: components["schemas"]["Fact"] & {
+            /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
+            relevanceScore?: number;
+        };
+        Fact: {
+            /** @description Fact id (`fct_…`). */
+            factId: string;
+            /** @description Who or what the fact is about (usually the user). */
+            subject: string;
+            /** @description The relation, e.g. `works_at`. */
+            predicate: string;
+            /** @description The value or the other entity. */
+            object: string;
+            /** @description Whether `object` names an entity of the dataset. */
+            objectIsEntity: boolean;
+            /** @description The extraction model's self-rating (0-1): a coarse filter, not a probability. */
+            confidence: number;
+            /** @description The user's verbatim words that produced the fact. */
+            sourceQuote: string;
+            /**
+             * Format: date-time
+             * @description Start of validity.
+             */
+            validAt: string;
+            /**
+             * Format: date-time
+             * @description End of validity in the world, when known; null if open.
+             */
+            validUntil: string | null;
+            /**
+             * Format: date-time
+             * @description When the service stopped believing the fact (superseded or deleted); null while live.
+             */
+            invalidAt: string | null;
+            /** @description The episode the fact was extracted from (null if it has none). */
+            episodeId: string | null;
+            /** @description Always 1 in these unranked lists (ranked only by recall). */
+            relevanceScore: number;
+        };
+        FactGroup: {
+            /** @description The anchor entity; for a fact touching no anchor, the entity it touches, else its subject. */
+            entityName: string;
+            facts: {
+                /** @description Who or what the fact is about (usually the user). */
+                subject: string;
+                /** @description The relation, e.g. `works_at`. */
+                predicate: string;
+                /** @description The value or the other entity. */
+                object: string;
+                /** @description The user's verbatim words that produced the fact. */
+                sourceQuote: string;
+                /**
+                 * Format: date-time
+                 * @description Start of validity.
+                 */
+                validAt: string;
+                /**
+                 * Format: date-time
+                 * @description End of validity in the world, when known; null if open.
+                 */
+                validUntil: string | null;
+                /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
+                relevanceScore: number;
+            }[];
+            /** @description The best relevanceScore in the group; groups are in its order. */
+            groupRelevance: number;
+        };
+        /** @description A fact's 1-based rank in each signal; null when the signal did not find it. */
+        SignalRank: {
+            factId: string;
+            vector: number | null;
+            keyword: number | null;
+            anchor: number | null;
+            /** @description The recency signal, which ranks only in keyword mode (asOf, or no embedding). */
+            recency: number | null;
+            /** @description The RRF score: the sum of 1/(60 + rank) over the signals (relevanceScore). */
+            fused: number;
+        };
+        RecallRequest: {
+            /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+            dataset: string;
+            /** @description Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts. */
+            query?: string;
+            /**
+             * @description Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call).
+             * @default []
+             */
+            include: ("episodes" | "synthesis" | "raw")[];
+            /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
+            limit?: number;
+            /** @description 0-1; default the project's retrievalMinConfidence (0.5). */
+            minConfidence?: number;
+            /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */
+            asOf?: string;
+        };
+        BrowseDataset: {
+            dataset: string;
+            threads: number;
+            /** @description Messages written (compaction summaries not counted). */
+            messages: number;
+            /** @description Episodes of any status but deleted. */
+            episodes: number;
+            /** @description Every fact, superseded ones included. */
+            facts: number;
+            liveFacts: number;
+            entities: number;
+            /**
+             * Format: date-time
+             * @description The latest thread creation or message, episode, fact or entity of the dataset.
+             */
+            lastActivityAt: string | null;
+        };
         Thread: {
             threadId: string;
             dataset: string;
@@ -2701,6 +3884,12 @@ export interface components {
             endedAt: string | null;
             createdAt: string;
             updatedAt: string;
+        };
+        BrowseMessage: components["schemas"]["Message"] & {
+            /** @description Folded into a summary: no longer in prepare's window. */
+            compacted: boolean;
+            /** @description A compaction summary row. */
+            summary: boolean;
         };
         Message: {
             messageId: string;
@@ -2723,6 +3912,56 @@ export interface components {
             } | null;
             compactedAt: string | null;
             createdAt: string;
+        };
+        BrowseEpisode: components["schemas"]["Episode"] & {
+            /** @description Fact extraction (internal; hidden by /v1). Null until the episode is summarised. */
+            extraction: {
+                /** @enum {string} */
+                status: "pending" | "processing" | "completed" | "failed" | "skipped";
+                error: string | null;
+                /** @description Extraction runs started, retries included. */
+                attempts: number;
+            } | null;
+        };
+        Episode: {
+            episodeId: string;
+            threadId: string;
+            dataset: string;
+            projectId: string;
+            /** @enum {string} */
+            status: "pending" | "processing" | "completed" | "failed" | "archived" | "deleted";
+            summary: string;
+            keyLearnings: string[];
+            messageCount: number;
+            tokenCount: number | null;
+            startedAt: string | null;
+            endedAt: string | null;
+            processingStartedAt: string | null;
+            processingCompletedAt: string | null;
+            /** @description Why summarisation failed (status failed). */
+            error: string | null;
+            retryCount: number;
+            /** @description `{trigger: 'end' | 'idle' | 'sibling'}`: what cut the episode. */
+            metadata: {
+                [key: string]: unknown;
+            } | null;
+            createdAt: string | null;
+            updatedAt: string | null;
+        };
+        BrowseFact: components["schemas"]["Fact"] & {
+            /** Format: date-time */
+            createdAt: string;
+            /** @description The entities the fact is linked to. */
+            entities: components["schemas"]["EntityRef"][];
+        };
+        EntityRef: {
+            entityId: string;
+            name: string;
+            type: string;
+        };
+        BrowseEntity: components["schemas"]["EntityRef"] & {
+            /** @description Live facts linked to the entity. */
+            facts: number;
         };
         CompactResult: {
             threadId: string;
@@ -2772,147 +4011,11 @@ export interface components {
             /** @description True when storing the user message or the reply crossed autoCompactThreshold and compacted inline. */
             compacted: boolean;
         };
-        Episode: {
-            episodeId: string;
-            threadId: string;
-            dataset: string;
-            projectId: string;
-            /** @enum {string} */
-            status: "pending" | "processing" | "completed" | "failed" | "archived" | "deleted";
-            summary: string;
-            keyLearnings: string[];
-            messageCount: number;
-            tokenCount: number | null;
-            startedAt: string | null;
-            endedAt: string | null;
-            processingStartedAt: string | null;
-            processingCompletedAt: string | null;
-            /** @description Why summarisation failed (status failed). */
-            error: string | null;
-            retryCount: number;
-            /** @description `{trigger: 'end' | 'idle' | 'sibling'}`: what cut the episode. */
-            metadata: {
-                [key: string]: unknown;
-            } | null;
-            createdAt: string | null;
-            updatedAt: string | null;
-        };
-        Fact: {
-            /** @description Fact id (`fct_…`). */
-            factId: string;
-            /** @description Who or what the fact is about (usually the user). */
-            subject: string;
-            /** @description The relation, e.g. `works_at`. */
-            predicate: string;
-            /** @description The value or the other entity. */
-            object: string;
-            /** @description Whether `object` names an entity of the dataset. */
-            objectIsEntity: boolean;
-            /** @description The extraction model's self-rating (0-1): a coarse filter, not a probability. */
-            confidence: number;
-            /** @description The user's verbatim words that produced the fact. */
-            sourceQuote: string;
-            /**
-             * Format: date-time
-             * @description Start of validity.
-             */
-            validAt: string;
-            /**
-             * Format: date-time
-             * @description End of validity in the world, when known; null if open.
-             */
-            validUntil: string | null;
-            /**
-             * Format: date-time
-             * @description When the service stopped believing the fact (superseded or deleted); null while live.
-             */
-            invalidAt: string | null;
-            /** @description The episode the fact was extracted from (null if it has none). */
-            episodeId: string | null;
-            /** @description Always 1 in these unranked lists (ranked only by recall). */
-            relevanceScore: number;
-        };
         Entity: {
             /** @description Entity name as first extracted. */
             name: string;
             /** @description Entity type, such as PERSON, ORG, PLACE or PRODUCT. */
             type: string;
-        };
-        RecallResponse: {
-            /** @description Prompt-ready block; the empty string when nothing matched. */
-            context: string;
-            /** @description Facts in `context`. */
-            factCount: number;
-            /** @description A model-written paragraph over the block; null unless included, or when context is empty. */
-            synthesis: string | null;
-            /** @description The facts of the block, by relevance (raw). */
-            facts: components["schemas"]["RankedFact"][] | null;
-            /** @description The same facts by anchor entity (raw). */
-            groups: components["schemas"]["FactGroup"][] | null;
-            /** @description Null unless included (or if they could not be read); never rendered into context. */
-            episodes: {
-                /** @description The top contextEpisodes completed episodes. */
-                episodes: {
-                    episodeId: string;
-                    summary: string;
-                    keyLearnings: string[];
-                    startedAt: string | null;
-                    endedAt: string | null;
-                    /** @description cosineSimilarity × similarityWeight + 1/(1 + daysSince) × recencyWeight (similarity 0 without a query). */
-                    relevanceScore: number;
-                }[];
-                /** @description Completed episodes of the dataset (at asOf, if given). */
-                episodeCount: number;
-            } | null;
-        };
-        RankedFact: components["schemas"]["Fact"] & {
-            /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
-            relevanceScore?: number;
-        };
-        FactGroup: {
-            /** @description The anchor entity; for a fact touching no anchor, the entity it touches, else its subject. */
-            entityName: string;
-            facts: {
-                /** @description Who or what the fact is about (usually the user). */
-                subject: string;
-                /** @description The relation, e.g. `works_at`. */
-                predicate: string;
-                /** @description The value or the other entity. */
-                object: string;
-                /** @description The user's verbatim words that produced the fact. */
-                sourceQuote: string;
-                /**
-                 * Format: date-time
-                 * @description Start of validity.
-                 */
-                validAt: string;
-                /**
-                 * Format: date-time
-                 * @description End of validity in the world, when known; null if open.
-                 */
-                validUntil: string | null;
-                /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
-                relevanceScore: number;
-            }[];
-            /** @description The best relevanceScore in the group; groups are in its order. */
-            groupRelevance: number;
-        };
-        RecallRequest: {
-            /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
-            dataset: string;
-            /** @description Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts. */
-            query?: string;
-            /**
-             * @description Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call).
-             * @default []
-             */
-            include: ("episodes" | "synthesis" | "raw")[];
-            /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
-            limit?: number;
-            /** @description 0-1; default the project's retrievalMinConfidence (0.5). */
-            minConfidence?: number;
-            /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */
-            asOf?: string;
         };
         DatasetExport: {
             dataset: string;

@@ -1,0 +1,311 @@
+import { type SQL, sql } from "drizzle-orm";
+import { jsonOf, rowsOf } from "../db/rows";
+import { entities, episodes, factEntities, facts, messages, type semanticStatuses, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { type EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { retryEpisode } from "../episodic/triggers";
+import { notFound } from "../errors";
+import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
+import { threadRecord } from "../threads";
+import { messageRecord } from "../working";
+
+/**
+ * The dashboard's read-only views of a project's memory (and the two writes an operator needs:
+ * retrying a failed episode, deleting a fact). Every dataset of the project is readable. Each
+ * function is one statement: lists carry their total, single objects their not-found check.
+ */
+
+type Page = { limit: number; offset: number };
+type Json<T> = T | string;
+
+// --- Datasets ----------------------------------------------------------------------------------
+
+interface DatasetRow {
+  dataset: string;
+  threads: number;
+  messages: number;
+  episodes: number;
+  facts: number;
+  live_facts: number;
+  entities: number;
+  last_activity_at: unknown;
+}
+
+/**
+ * Every dataset of the project (a dataset exists through its threads, episodes, facts or
+ * entities) with its counts, most recently active first. Messages are what callers wrote (the
+ * threads' sequence counters less the compaction summaries, as project stats count them);
+ * episodes leave out deleted ones. Activity: the latest thread creation or message, episode,
+ * fact or entity.
+ */
+export async function browseDatasets(deps: Deps, projectId: string, page: Page) {
+  const [row] = rowsOf<{ total: number; page: Json<DatasetRow[]> }>(
+    await deps.db.execute(sql`
+      WITH th AS (
+        SELECT dataset, count(*) AS n, sum(last_seq) AS seqs, max(coalesce(last_message_at, created_at)) AS at
+        FROM ${threads} WHERE project_id = ${projectId} GROUP BY dataset),
+      su AS (
+        SELECT t.dataset, count(*) AS n FROM ${messages} m JOIN ${threads} t ON t.id = m.thread_id
+        WHERE t.project_id = ${projectId} AND m.is_summary GROUP BY t.dataset),
+      ep AS (
+        SELECT dataset, count(*) AS n, max(created_at) AS at FROM ${episodes}
+        WHERE project_id = ${projectId} AND status <> 'deleted' GROUP BY dataset),
+      fa AS (
+        SELECT dataset, count(*) AS n, count(*) FILTER (WHERE invalid_at IS NULL) AS live, max(created_at) AS at
+        FROM ${facts} WHERE project_id = ${projectId} GROUP BY dataset),
+      en AS (
+        SELECT dataset, count(*) AS n, max(created_at) AS at FROM ${entities}
+        WHERE project_id = ${projectId} GROUP BY dataset),
+      ds AS (
+        SELECT d.dataset, coalesce(th.n, 0)::int AS threads, (coalesce(th.seqs, 0) - coalesce(su.n, 0))::int AS messages,
+          coalesce(ep.n, 0)::int AS episodes, coalesce(fa.n, 0)::int AS facts, coalesce(fa.live, 0)::int AS live_facts,
+          coalesce(en.n, 0)::int AS entities, GREATEST(th.at, ep.at, fa.at, en.at) AS last_activity_at
+        FROM (SELECT dataset FROM th UNION SELECT dataset FROM ep UNION SELECT dataset FROM fa UNION SELECT dataset FROM en) d
+          LEFT JOIN th USING (dataset) LEFT JOIN su USING (dataset) LEFT JOIN ep USING (dataset)
+          LEFT JOIN fa USING (dataset) LEFT JOIN en USING (dataset))
+      SELECT (SELECT count(*) FROM ds)::int AS total,
+        coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.last_activity_at DESC NULLS LAST, p.dataset) FROM (
+          SELECT * FROM ds ORDER BY last_activity_at DESC NULLS LAST, dataset
+          LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
+  );
+  return {
+    datasets: jsonOf(row.page).map((d) => ({
+      dataset: d.dataset,
+      threads: Number(d.threads),
+      messages: Number(d.messages),
+      episodes: Number(d.episodes),
+      facts: Number(d.facts),
+      liveFacts: Number(d.live_facts),
+      entities: Number(d.entities),
+      lastActivityAt: d.last_activity_at == null ? null : new Date(String(d.last_activity_at)).toISOString(),
+    })),
+    total: Number(row.total),
+  };
+}
+
+// --- A thread's messages -----------------------------------------------------------------------
+
+type MessageJson = Parameters<typeof messageRecord>[0] & { is_summary: boolean };
+
+function browseMessage(m: MessageJson) {
+  return { ...messageRecord(m), compacted: m.compacted_at != null, summary: m.is_summary === true };
+}
+
+/** The thread row as `threadRecord` reads it (drizzle's names), built in SQL. */
+const THREAD_JSON = sql.raw(`json_build_object('id', id, 'projectId', project_id, 'dataset', dataset, 'tags', tags,
+  'settings', settings, 'lastSeq', last_seq, 'episodeSeq', episode_seq, 'compactedSeq', compacted_seq,
+  'liveCount', live_count, 'lastMessageAt', last_message_at, 'endedAt', ended_at, 'createdAt', created_at,
+  'updatedAt', updated_at)`);
+
+/**
+ * Every row of a thread, compacted ones and compaction summaries included (marked), a page at a
+ * time: the `limit` newest below the cursor (a sequence number), in reading order. Also the
+ * thread and its active summary. One statement.
+ */
+export async function browseThreadMessages(
+  deps: Deps,
+  projectId: string,
+  threadId: string,
+  q: { limit: number; before?: number },
+) {
+  const before = q.before ?? null;
+  const [row] = rowsOf<{
+    thread: Json<Parameters<typeof threadRecord>[0]> | null;
+    page: Json<MessageJson[]>;
+    active: Json<MessageJson> | null;
+  }>(
+    await deps.db.execute(sql`
+      WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+      page AS (
+        SELECT m.* FROM ${messages} m
+        WHERE m.thread_id = (SELECT id FROM t) AND (${before}::int IS NULL OR m.seq < ${before}::int)
+        ORDER BY m.seq DESC LIMIT ${q.limit + 1})
+      SELECT (SELECT ${THREAD_JSON} FROM t) AS thread,
+        coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.seq DESC) FROM page), '[]'::json) AS page,
+        (SELECT row_to_json(s) FROM (
+          SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
+          ORDER BY seq DESC LIMIT 1) s) AS active`),
+  );
+  if (!row?.thread) throw notFound("Thread not found");
+  const page = jsonOf(row.page);
+  const rows = page.slice(0, q.limit).reverse();
+  return {
+    thread: threadRecord(jsonOf(row.thread)),
+    messages: rows.map(browseMessage),
+    activeSummary: row.active ? browseMessage(jsonOf(row.active)) : null,
+    nextCursor: page.length > q.limit && rows.length > 0 ? String(rows[0].seq) : null,
+  };
+}
+
+// --- Episodes ----------------------------------------------------------------------------------
+
+export type BrowseStatus = "pending" | "processing" | "completed" | "failed" | "archived";
+
+interface BrowseEpisodeRow extends EpisodeRow {
+  semantic_status: (typeof semanticStatuses)[number];
+  semantic_error: string | null;
+  semantic_retry_count: number;
+  summarised: boolean;
+}
+
+const EPISODE_COLUMNS = sql.raw(
+  `id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at,
+   ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, created_at, updated_at,
+   semantic_status, semantic_error, semantic_retry_count, embedding IS NOT NULL AS summarised`,
+);
+
+/**
+ * The /v1 episode plus its fact extraction, which only a summarised episode has (a completed
+ * one, or an archived one that was completed): the internal status, its error, and how many
+ * runs started (the first one and every re-queue).
+ */
+function browseEpisode(e: BrowseEpisodeRow) {
+  const ran = ["processing", "completed", "failed"].includes(e.semantic_status) ? 1 : 0;
+  return {
+    ...episodeRecord(e),
+    extraction:
+      e.status === "completed" || (e.status === "archived" && e.summarised)
+        ? { status: e.semantic_status, error: e.semantic_error, attempts: Number(e.semantic_retry_count) + ran }
+        : null,
+  };
+}
+
+/** A project's episodes, newest first, any status but deleted (or one status); one statement. */
+export async function browseEpisodes(
+  deps: Deps,
+  projectId: string,
+  q: Page & { dataset?: string; status?: BrowseStatus },
+) {
+  const scope = sql`project_id = ${projectId} AND status <> 'deleted'${q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`}${
+    q.status === undefined ? sql`` : sql` AND status = ${q.status}`
+  }`;
+  const [row] = rowsOf<{ total: number; page: Json<BrowseEpisodeRow[]> }>(
+    await deps.db.execute(sql`
+      SELECT (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
+        coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
+          SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE ${scope}
+          ORDER BY created_at DESC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
+  );
+  return { episodes: jsonOf(row.page).map(browseEpisode), total: Number(row.total) };
+}
+
+async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
+  const [row] = rowsOf<BrowseEpisodeRow>(
+    await deps.db.execute(sql`
+      SELECT ${EPISODE_COLUMNS} FROM ${episodes}
+      WHERE id = ${episodeId} AND project_id = ${projectId} AND status <> 'deleted'`),
+  );
+  if (!row) throw notFound("Episode not found");
+  return browseEpisode(row);
+}
+
+/**
+ * The /v1 retry (failed episodes only, the cap bypassed, processing asynchronous), then the
+ * episode as it now is: two statements.
+ */
+export async function retryBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
+  await retryEpisode(deps, projectId, episodeId);
+  return getBrowseEpisode(deps, projectId, episodeId);
+}
+
+// --- Facts and entities ------------------------------------------------------------------------
+
+interface BrowseFactRow extends FactRow {
+  created_at: unknown;
+  entities: { entityId: string; name: string; type: string }[];
+}
+
+/** The fact columns, its creation time and the entities it is linked to (`f` is the fact). */
+const BROWSE_FACT_COLUMNS = sql`${FACT_COLUMNS}, f.created_at, coalesce((
+    SELECT json_agg(json_build_object('entityId', e.id, 'name', e.name, 'type', e.type) ORDER BY lower(e.name), e.name, e.type)
+    FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id WHERE fe.fact_id = f.id), '[]'::json) AS entities`;
+
+function browseFact(f: BrowseFactRow) {
+  return {
+    ...factRecord(f),
+    createdAt: new Date(String(f.created_at)).toISOString(),
+    entities: jsonOf(f.entities),
+  };
+}
+
+const newestValidFirst = sql.raw("ORDER BY valid_at DESC, id DESC");
+
+/** A page of facts (`from` selects `f.*`-style rows), newest validAt first, as JSON. */
+const factPage = (from: SQL) =>
+  sql`coalesce((SELECT json_agg(row_to_json(p) ${newestValidFirst}) FROM (${from}) p), '[]'::json)`;
+
+/** A dataset's facts, live ones only unless `includeInvalidated`, newest validAt first; one statement. */
+export async function browseFacts(
+  deps: Deps,
+  projectId: string,
+  q: Page & { dataset: string; includeInvalidated: boolean },
+) {
+  const scope = sql`f.project_id = ${projectId} AND f.dataset = ${q.dataset}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}`;
+  const [row] = rowsOf<{ total: number; page: Json<BrowseFactRow[]> }>(
+    await deps.db.execute(sql`
+      SELECT (SELECT count(*) FROM ${facts} f WHERE ${scope})::int AS total,
+        ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f WHERE ${scope}
+          ORDER BY f.valid_at DESC, f.id DESC LIMIT ${q.limit} OFFSET ${q.offset}`)} AS page`),
+  );
+  return { facts: jsonOf(row.page).map(browseFact), total: Number(row.total) };
+}
+
+/**
+ * Removes a fact of the project permanently; its entity links go with it (the foreign key
+ * cascades). Unlike the /v1 delete, which invalidates. One statement.
+ */
+export async function deleteFact(deps: Deps, projectId: string, factId: string): Promise<void> {
+  const deleted = rowsOf<{ id: string }>(
+    await deps.db.execute(sql`DELETE FROM ${facts} WHERE id = ${factId} AND project_id = ${projectId} RETURNING id`),
+  );
+  if (deleted.length === 0) throw notFound("Fact not found");
+}
+
+interface EntityRow {
+  id: string;
+  name: string;
+  type: string;
+  facts: number;
+}
+
+/** A dataset's entities by name, each with its count of live linked facts; one statement. */
+export async function browseEntities(deps: Deps, projectId: string, q: Page & { dataset: string }) {
+  const scope = sql`project_id = ${projectId} AND dataset = ${q.dataset}`;
+  const [row] = rowsOf<{ total: number; page: Json<EntityRow[]> }>(
+    await deps.db.execute(sql`
+      SELECT (SELECT count(*) FROM ${entities} WHERE ${scope})::int AS total,
+        coalesce((SELECT json_agg(row_to_json(p) ORDER BY lower(p.name), p.name, p.type, p.id) FROM (
+          SELECT e.id, e.name, e.type, (
+            SELECT count(*) FROM ${factEntities} fe JOIN ${facts} f ON f.id = fe.fact_id
+            WHERE fe.entity_id = e.id AND f.invalid_at IS NULL)::int AS facts
+          FROM ${entities} e WHERE ${scope}
+          ORDER BY lower(e.name), e.name, e.type, e.id LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
+  );
+  return {
+    entities: jsonOf(row.page).map((e) => ({ entityId: e.id, name: e.name, type: e.type, facts: Number(e.facts) })),
+    total: Number(row.total),
+  };
+}
+
+/** An entity of the project and the facts linked to it (live ones unless asked), one statement. */
+export async function browseEntityFacts(
+  deps: Deps,
+  projectId: string,
+  entityId: string,
+  q: { includeInvalidated: boolean },
+) {
+  const [row] = rowsOf<{ entity: Json<Omit<EntityRow, "facts">> | null; page: Json<BrowseFactRow[]> }>(
+    await deps.db.execute(sql`
+      WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId})
+      SELECT (SELECT row_to_json(ent) FROM ent) AS entity,
+        ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f
+          WHERE f.project_id = ${projectId}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}
+            AND f.id IN (SELECT fact_id FROM ${factEntities} WHERE entity_id = (SELECT id FROM ent))`)} AS page`),
+  );
+  if (!row?.entity) throw notFound("Entity not found");
+  const entity = jsonOf(row.entity);
+  return {
+    entity: { entityId: entity.id, name: entity.name, type: entity.type },
+    facts: jsonOf(row.page).map(browseFact),
+  };
+}

@@ -1,0 +1,145 @@
+import { and, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { projects } from "../db/schema";
+import type { Deps } from "../deps";
+import { notFound } from "../errors";
+import {
+  crossFieldIssues,
+  DEFAULT_SETTINGS,
+  projectEpisodicPatch,
+  projectSemanticPatch,
+  projectWorkingPatch,
+  resolveProjectSettings,
+} from "../settings";
+
+/**
+ * The settings form's fields: what each setting accepts is read from the zod schemas PATCH
+ * validates with (as JSON Schema), so a bound is written once, in lib/settings.ts.
+ */
+const GROUP_SCHEMAS = {
+  working: projectWorkingPatch,
+  episodic: projectEpisodicPatch,
+  semantic: projectSemanticPatch,
+} as const;
+
+export type SettingGroup = keyof typeof GROUP_SCHEMAS;
+export const SETTING_GROUPS = Object.keys(GROUP_SCHEMAS) as SettingGroup[];
+
+type SettingValue = boolean | number | null;
+
+export interface SettingField {
+  group: SettingGroup;
+  key: string;
+  type: "boolean" | "integer" | "number";
+  nullable: boolean;
+  minimum: number | null;
+  maximum: number | null;
+  default: SettingValue;
+  /** The merged value: the project's own when overridden, else the default. */
+  value: SettingValue;
+  /** The project stores its own value for this key. */
+  overridden: boolean;
+  description: string;
+}
+
+interface JsonSchema {
+  type?: string;
+  anyOf?: JsonSchema[];
+  minimum?: number;
+  maximum?: number;
+  description?: string;
+}
+
+type FieldMeta = Omit<SettingField, "value" | "overridden">;
+
+/** Groups in order working, episodic, semantic; keys in DEFAULT_SETTINGS order. */
+const FIELDS: FieldMeta[] = SETTING_GROUPS.flatMap((group) => {
+  const properties = (z.toJSONSchema(GROUP_SCHEMAS[group], { io: "input" }).properties ?? {}) as Record<
+    string,
+    JsonSchema
+  >;
+  return Object.entries(DEFAULT_SETTINGS[group]).map(([key, fallback]): FieldMeta => {
+    const schema = properties[key];
+    if (!schema) throw new Error(`setting ${group}.${key} has no schema`);
+    const alternatives = schema.anyOf ?? [schema];
+    const value = alternatives.find((s) => s.type !== "null");
+    const type = value?.type;
+    if (type !== "boolean" && type !== "integer" && type !== "number") {
+      throw new Error(`setting ${group}.${key} has an unsupported type ${type}`);
+    }
+    return {
+      group,
+      key,
+      type,
+      nullable: alternatives.some((s) => s.type === "null"),
+      minimum: value?.minimum ?? null,
+      maximum: value?.maximum ?? null,
+      default: fallback as SettingValue,
+      description: schema.description ?? value?.description ?? "",
+    };
+  });
+});
+
+type Stored = Record<string, unknown>;
+const isPlain = (v: unknown): v is Stored => typeof v === "object" && v !== null && !Array.isArray(v);
+
+function isOverridden(stored: Stored, group: string, key: string): boolean {
+  const own = stored[group];
+  return isPlain(own) && Object.hasOwn(own, key);
+}
+
+/** Every field with the project's merged value and whether the project overrides it. */
+export function settingFieldsOf(stored: Stored | null | undefined): SettingField[] {
+  const merged = resolveProjectSettings(stored) as unknown as Record<string, Record<string, SettingValue>>;
+  return FIELDS.map((f) => ({
+    ...f,
+    value: merged[f.group][f.key] ?? null,
+    overridden: isOverridden(stored ?? {}, f.group, f.key),
+  }));
+}
+
+async function storedSettings(deps: Deps, projectId: string): Promise<Stored> {
+  const [row] = await deps.db.select({ settings: projects.settings }).from(projects).where(eq(projects.id, projectId));
+  if (!row) throw notFound("Project not found");
+  return row.settings ?? {};
+}
+
+/** GET .../settings/fields: one statement. */
+export async function projectSettingFields(deps: Deps, projectId: string): Promise<SettingField[]> {
+  return settingFieldsOf(await storedSettings(deps, projectId));
+}
+
+const RESET_ATTEMPTS = 5;
+
+/**
+ * Removes the project's own value of one setting, so the default applies again; a key the
+ * project does not override is left alone (one statement). Otherwise the write is conditional on
+ * the stored object being the one read and checked (as PATCH does): removing an override may
+ * break the cross-field rule (a band floor whose own value was below a lowered dedup threshold),
+ * which is a 400 and writes nothing.
+ */
+export async function resetProjectSetting(
+  deps: Deps,
+  projectId: string,
+  group: string,
+  key: string,
+): Promise<SettingField[]> {
+  if (!FIELDS.some((f) => f.group === group && f.key === key)) throw notFound("Setting not found");
+  for (let attempt = 0; attempt < RESET_ATTEMPTS; attempt++) {
+    const current = await storedSettings(deps, projectId);
+    if (!isOverridden(current, group, key)) return settingFieldsOf(current);
+    const { [key]: _removed, ...rest } = current[group] as Stored;
+    const { [group]: _group, ...others } = current;
+    const stored = Object.keys(rest).length > 0 ? { ...others, [group]: rest } : others;
+    const issues = crossFieldIssues(resolveProjectSettings(stored));
+    // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
+    if (issues.length > 0) throw new z.ZodRealError(issues);
+    const updated = await deps.db
+      .update(projects)
+      .set({ settings: stored })
+      .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
+      .returning({ settings: projects.settings });
+    if (updated.length > 0) return settingFieldsOf(updated[0].settings);
+  }
+  throw new Error(`settings of project ${projectId} changed concurrently ${RESET_ATTEMPTS} times in a row`);
+}
