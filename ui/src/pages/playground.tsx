@@ -1,4 +1,240 @@
-/** Placeholder: being built. */
-export function PlaygroundPage(_props: { projectId: string; query: URLSearchParams }) {
-  return <p>Coming soon.</p>;
+import { useEffect, useState } from "preact/hooks";
+import { api, type Schemas, unwrap } from "../api/client";
+import { ErrorMessage, Progress } from "../components/status";
+import { href, navigate } from "../lib/router";
+import { useLoad } from "../lib/use-load";
+import { RecallResult } from "./playground-result";
+import "./playground.css";
+
+type RecallRequest = Schemas["RecallRequest"];
+
+/** The form as typed: strings for the inputs (validated by the browser and then the server). */
+interface Form {
+  dataset: string;
+  query: string;
+  limit: string;
+  minConfidence: string;
+  /** A `datetime-local` value (local time), or "". */
+  asOf: string;
+  episodes: boolean;
+  synthesis: boolean;
+}
+
+const pad = (n: number) => String(n).padStart(2, "0");
+
+/** An ISO instant (or YYYY-MM-DD) as a `datetime-local` value in the browser's time zone. */
+function toLocalInput(value: string | null): string {
+  if (!value) return "";
+  const d = new Date(value);
+  if (Number.isNaN(d.getTime())) return "";
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}`;
+}
+
+function formOf(query: URLSearchParams): Form {
+  return {
+    dataset: query.get("dataset") ?? "",
+    query: query.get("q") ?? "",
+    limit: query.get("limit") ?? "",
+    minConfidence: query.get("minConfidence") ?? "",
+    asOf: toLocalInput(query.get("asOf")),
+    episodes: query.get("episodes") === "1",
+    synthesis: query.get("synthesis") === "1",
+  };
+}
+
+/** The route query for a form: what a shared or reloaded link runs again. */
+function queryOf(form: Form) {
+  return {
+    dataset: form.dataset,
+    q: form.query.trim() || undefined,
+    limit: form.limit || undefined,
+    minConfidence: form.minConfidence || undefined,
+    asOf: form.asOf ? new Date(form.asOf).toISOString() : undefined,
+    episodes: form.episodes ? 1 : undefined,
+    synthesis: form.synthesis ? 1 : undefined,
+  };
+}
+
+/** The recall request a route query stands for; null before the first run (no dataset). */
+function requestOf(query: URLSearchParams): RecallRequest | null {
+  const dataset = query.get("dataset");
+  if (!dataset) return null;
+  const include: RecallRequest["include"] = [];
+  if (query.get("episodes") === "1") include.push("episodes");
+  if (query.get("synthesis") === "1") include.push("synthesis");
+  const number = (key: string) => {
+    const raw = query.get(key);
+    return raw === null || raw === "" ? undefined : Number(raw);
+  };
+  return {
+    dataset,
+    query: query.get("q") || undefined,
+    include,
+    limit: number("limit"),
+    minConfidence: number("minConfidence"),
+    asOf: query.get("asOf") || undefined,
+  };
+}
+
+/**
+ * `#/projects/<id>/playground`: runs a recall as an application would, and shows the context block
+ * exactly as the model sees it, why each fact ranked where it did, and where the time went. The
+ * form lives in the route's query: a link to a recall runs it again.
+ */
+export function PlaygroundPage({ projectId, query }: { projectId: string; query: URLSearchParams }) {
+  const search = query.toString();
+  const [form, setForm] = useState<Form>(() => formOf(query));
+  // Back, Forward and a pasted link replace what is in the form.
+  useEffect(() => setForm(formOf(new URLSearchParams(search))), [search]);
+
+  const datasets = useLoad(
+    () => unwrap(api.GET("/dashboard/browse/datasets", { params: { query: { projectId, limit: 100, offset: 0 } } })),
+    [projectId],
+  );
+  const names = datasets.data?.datasets.map((d) => d.dataset) ?? [];
+  // The first (most recently active) dataset is the default choice.
+  useEffect(() => {
+    if (!form.dataset && names.length > 0) setForm((f) => (f.dataset ? f : { ...f, dataset: names[0]! }));
+  }, [datasets.data]);
+
+  const request = requestOf(new URLSearchParams(search));
+  const recall = useLoad(async () => {
+    if (!request) return null;
+    const started = performance.now();
+    const body = await unwrap(
+      api.POST("/dashboard/projects/{id}/recall", { params: { path: { id: projectId } }, body: request }),
+    );
+    return { body, request, roundTripMs: performance.now() - started };
+  }, [projectId, search]);
+  const running = recall.loading && request !== null;
+
+  const set = <K extends keyof Form>(key: K, value: Form[K]) => setForm((f) => ({ ...f, [key]: value }));
+  const submit = (e: Event) => {
+    e.preventDefault();
+    const to = href("projects", projectId, "playground", queryOf(form));
+    if (to === location.hash) recall.reload();
+    else navigate(to);
+  };
+
+  const options = form.dataset && !names.includes(form.dataset) ? [form.dataset, ...names] : names;
+  const freeText = datasets.error !== undefined || (datasets.data !== undefined && names.length === 0);
+  return (
+    <div class="playground">
+      <h2>Recall playground</h2>
+      <p class="hint">
+        Runs <code>POST /v1/memory/recall</code> for this project, as an application with one of its keys would.
+      </p>
+      <form class="card recall-form" onSubmit={submit}>
+        <div class="recall-fields">
+          <div class="field field-dataset">
+            <label for="recall-dataset">Dataset</label>
+            {freeText ? (
+              <input
+                id="recall-dataset"
+                value={form.dataset}
+                required
+                maxLength={256}
+                autoComplete="off"
+                onInput={(e) => set("dataset", e.currentTarget.value)}
+              />
+            ) : (
+              <select
+                id="recall-dataset"
+                value={form.dataset}
+                required
+                disabled={datasets.data === undefined}
+                onChange={(e) => set("dataset", e.currentTarget.value)}
+              >
+                {datasets.data === undefined && (
+                  <option value={form.dataset}>{form.dataset || "Loading datasets…"}</option>
+                )}
+                {datasets.data !== undefined &&
+                  options.map((name) => (
+                    <option key={name} value={name}>
+                      {name}
+                    </option>
+                  ))}
+              </select>
+            )}
+            {freeText && !datasets.error && <small>No datasets yet: type a name.</small>}
+          </div>
+          <label class="field field-query">
+            <span>Query</span>
+            <textarea
+              value={form.query}
+              rows={3}
+              maxLength={2000}
+              onInput={(e) => set("query", e.currentTarget.value)}
+            />
+            <small>Drives ranking. Leave empty for the most recent facts.</small>
+          </label>
+          <label class="field">
+            <span>Limit</span>
+            <input
+              type="number"
+              inputMode="numeric"
+              min={1}
+              max={100}
+              step={1}
+              value={form.limit}
+              placeholder="8"
+              onInput={(e) => set("limit", e.currentTarget.value)}
+            />
+            <small>1-100; default the project's factsInContext.</small>
+          </label>
+          <label class="field">
+            <span>Minimum confidence</span>
+            <input
+              type="number"
+              inputMode="decimal"
+              min={0}
+              max={1}
+              step={0.01}
+              value={form.minConfidence}
+              placeholder="0.5"
+              onInput={(e) => set("minConfidence", e.currentTarget.value)}
+            />
+            <small>0-1; default the project's retrievalMinConfidence.</small>
+          </label>
+          <label class="field">
+            <span>As of</span>
+            <input type="datetime-local" value={form.asOf} onInput={(e) => set("asOf", e.currentTarget.value)} />
+            <small>Optional: only facts true then (your time zone).</small>
+          </label>
+          <fieldset class="field include">
+            <legend>Include</legend>
+            <label class="check">
+              <input
+                type="checkbox"
+                checked={form.episodes}
+                onChange={(e) => set("episodes", e.currentTarget.checked)}
+              />
+              Episodes
+            </label>
+            <label class="check">
+              <input
+                type="checkbox"
+                checked={form.synthesis}
+                onChange={(e) => set("synthesis", e.currentTarget.checked)}
+              />
+              Synthesis
+            </label>
+            <small>Synthesis adds a model call (1-3 s).</small>
+          </fieldset>
+        </div>
+        <div class="actions">
+          <button type="submit" class="primary" disabled={running}>
+            {running ? "Running…" : "Run recall"}
+          </button>
+        </div>
+      </form>
+      <ErrorMessage error={datasets.error} />
+      <div class="recall-output">
+        <Progress active={running} label="Running recall" />
+        <ErrorMessage error={request ? recall.error : undefined} />
+        {recall.data && <RecallResult {...recall.data} />}
+        {!request && <p class="empty">Choose a dataset and run a recall to see what the model would be given.</p>}
+      </div>
+    </div>
+  );
 }

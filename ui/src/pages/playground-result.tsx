@@ -1,0 +1,218 @@
+import type { Schemas } from "../api/client";
+import type { paths } from "../api/schema";
+import { CopyButton } from "../components/copy-button";
+import { formatDate, formatDateTime, formatNumber } from "../lib/format";
+
+/** The playground's answer: the /v1 recall response plus how it was ranked and timed. */
+type Answer = paths["/dashboard/projects/{id}/recall"]["post"]["responses"][200]["content"]["application/json"];
+
+const MODES: Record<Answer["mode"], string> = {
+  hybrid:
+    "Hybrid: vector similarity, entity anchors and keyword search ran in parallel and were fused by rank (Reciprocal Rank Fusion).",
+  keyword:
+    "Keyword: keyword search plus recency, fused by rank (a query with As of, or the query could not be embedded); correct but ranked more weakly.",
+  recent: "Recent: no query, so the most recent live facts by validAt, each scored 1; nothing was embedded.",
+};
+
+const dash = (n: number | null | undefined) => (n === null || n === undefined ? "—" : formatNumber(n));
+const ms = (n: number) => `${n < 10 ? n.toFixed(1) : formatNumber(Math.round(n))} ms`;
+
+export function RecallResult({
+  body,
+  request,
+  roundTripMs,
+}: {
+  body: Answer;
+  request: Schemas["RecallRequest"];
+  roundTripMs: number;
+}) {
+  const { recall, mode, ranks, timing } = body;
+  const rankOf = new Map(ranks.map((r) => [r.factId, r]));
+  const facts = recall.facts ?? [];
+  const serverMs = timing.reduce((sum, t) => sum + t.ms, 0);
+  const empty = recall.context === "";
+  return (
+    <section class="recall-result" aria-labelledby="recall-result-title">
+      <h3 id="recall-result-title">Result</h3>
+      <p class="recall-summary" role="status">
+        <strong>
+          {formatNumber(recall.factCount)} fact{recall.factCount === 1 ? "" : "s"}
+        </strong>{" "}
+        in the block for <code>{request.dataset}</code>
+        {request.query ? (
+          <>
+            {" "}
+            for “<span class="wrap-anywhere">{request.query}</span>”
+          </>
+        ) : (
+          " (no query)"
+        )}
+        {request.asOf ? ` as of ${formatDateTime(request.asOf)}` : ""}.
+      </p>
+      <p class="recall-mode">
+        <span class="badge muted">{mode}</span> {MODES[mode]}
+      </p>
+
+      <h4>Context block</h4>
+      {empty ? (
+        <p class="notice nothing-matched">
+          <strong>Nothing matched.</strong> The context block is empty: no live fact of this dataset passed the minimum
+          confidence{request.query ? " or matched the query" : ""}
+          {request.asOf ? " at that time" : ""}. The model would get no memory.
+        </p>
+      ) : (
+        <>
+          {/* biome-ignore lint/a11y/useAriaPropsSupportedByRole: the block's name, for finding it (tests, assistive technology) */}
+          <pre aria-label="Context block" class="context-block">
+            {recall.context}
+          </pre>
+          <div class="context-actions">
+            <CopyButton text={recall.context} label="Copy context block" />
+          </div>
+        </>
+      )}
+
+      {facts.length > 0 && (
+        <>
+          <p class="hint" id="ranked-facts-hint">
+            Each signal's rank for the fact, — when that signal did not find it
+            {mode === "keyword" ? " (recency ranks the rest)" : ""}. Fused score: the sum of 1/(60 + rank) over the
+            signals.
+          </p>
+          <div class="table-wrap">
+            <table class="ranked" aria-describedby="ranked-facts-hint">
+              <caption>Ranked facts</caption>
+              <thead>
+                <tr>
+                  <th scope="col" class="num">
+                    Rank
+                  </th>
+                  <th scope="col">Fact</th>
+                  <th scope="col" class="num">
+                    Vector rank
+                  </th>
+                  <th scope="col" class="num">
+                    Keyword rank
+                  </th>
+                  <th scope="col" class="num">
+                    Anchor rank
+                  </th>
+                  <th scope="col" class="num">
+                    Fused score
+                  </th>
+                  <th scope="col" class="num">
+                    Confidence
+                  </th>
+                  <th scope="col">Validity</th>
+                </tr>
+              </thead>
+              <tbody>
+                {facts.map((f, i) => {
+                  const r = rankOf.get(f.factId) ?? ranks[i];
+                  return (
+                    <tr key={f.factId}>
+                      <td class="num">{i + 1}</td>
+                      <td class="ranked-fact">
+                        {f.subject} {f.predicate} {f.object}
+                        <details class="quote-inline">
+                          <summary title={f.sourceQuote}>
+                            Source quote<span class="visually-hidden"> of fact {i + 1}</span>
+                          </summary>
+                          <blockquote>“{f.sourceQuote}”</blockquote>
+                        </details>
+                      </td>
+                      <td class="num">{dash(r?.vector)}</td>
+                      <td class="num">{dash(r?.keyword)}</td>
+                      <td class="num">{dash(r?.anchor)}</td>
+                      <td class="num mono">{(r?.fused ?? f.relevanceScore ?? 0).toFixed(4)}</td>
+                      <td class="num">{f.confidence.toFixed(2)}</td>
+                      <td class="nowrap">
+                        {formatDate(f.validAt)} – {f.validUntil ? formatDate(f.validUntil) : "present"}
+                      </td>
+                    </tr>
+                  );
+                })}
+              </tbody>
+            </table>
+          </div>
+        </>
+      )}
+
+      {recall.synthesis !== null || request.include.includes("synthesis") ? (
+        <div class="recall-synthesis">
+          <h4>Synthesis</h4>
+          {recall.synthesis ? (
+            <p class="card synthesis">{recall.synthesis}</p>
+          ) : (
+            <p class="hint">
+              {empty ? "None: the context block is empty." : "None: the model call failed (recall still answered)."}
+            </p>
+          )}
+        </div>
+      ) : null}
+
+      {recall.episodes !== null || request.include.includes("episodes") ? (
+        <div class="recall-episodes">
+          <h4>Episodes</h4>
+          {recall.episodes === null ? (
+            <p class="hint">None: the episodes could not be read (recall still answered).</p>
+          ) : recall.episodes.episodes.length === 0 ? (
+            <p class="hint">No completed episodes in this dataset.</p>
+          ) : (
+            <>
+              <p class="hint">
+                The top {formatNumber(recall.episodes.episodes.length)} of {formatNumber(recall.episodes.episodeCount)}{" "}
+                completed episodes (contextEpisodes). They are returned beside the block, never rendered into it.
+              </p>
+              <ol class="card-list">
+                {recall.episodes.episodes.map((e) => (
+                  <li key={e.episodeId} class="card recall-episode">
+                    <p class="hint">
+                      <code title={e.episodeId}>{e.episodeId}</code> · {formatDateTime(e.startedAt)} –{" "}
+                      {formatDateTime(e.endedAt)} · relevance <span class="mono">{e.relevanceScore.toFixed(4)}</span>
+                    </p>
+                    <p>{e.summary}</p>
+                    {e.keyLearnings.length > 0 && (
+                      <details>
+                        <summary>Key learnings ({e.keyLearnings.length})</summary>
+                        <ul>
+                          {e.keyLearnings.map((k, i) => (
+                            <li key={i}>{k}</li>
+                          ))}
+                        </ul>
+                      </details>
+                    )}
+                  </li>
+                ))}
+              </ol>
+            </>
+          )}
+        </div>
+      ) : null}
+
+      <div class="recall-timing">
+        <h4>Timing</h4>
+        <dl class="timing" aria-label="Timing">
+          {timing.map((t) => (
+            <div key={t.name}>
+              <dt>{t.name}</dt>
+              <dd>{ms(t.ms)}</dd>
+            </div>
+          ))}
+          <div class="timing-total">
+            <dt>total (server)</dt>
+            <dd>{ms(serverMs)}</dd>
+          </div>
+          <div>
+            <dt>round trip</dt>
+            <dd>{ms(roundTripMs)}</dd>
+          </div>
+          <div>
+            <dt>facts</dt>
+            <dd>{formatNumber(recall.factCount)}</dd>
+          </div>
+        </dl>
+      </div>
+    </section>
+  );
+}
