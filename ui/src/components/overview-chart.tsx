@@ -10,6 +10,8 @@ const dayShort = new Intl.DateTimeFormat(undefined, { month: "short", day: "nume
 const dayLong = new Intl.DateTimeFormat(undefined, { dateStyle: "medium", timeZone: "UTC" });
 /** `YYYY-MM-DD` (a UTC day) as a date at UTC midnight, formatted in UTC so it never shifts a day. */
 const asDate = (day: string) => new Date(`${day}T00:00:00Z`);
+/** "1 episode", "3 facts". */
+const count = (n: number, noun: string) => `${formatNumber(n)} ${noun}${n === 1 ? "" : "s"}`;
 
 /** The smallest of 1, 2, 5 × 10^n at least `n`: the chart's top gridline. */
 function niceCeiling(n: number): number {
@@ -39,9 +41,9 @@ export function ActivityChart({ days: loaded, caption }: { days: Day[] | undefin
     undefined,
   );
   const summary =
-    `Bar chart of the last ${days.length} days: ${formatNumber(episodes)} episodes and ${formatNumber(facts)} facts in total.` +
+    `Bar chart of the last ${days.length} days: ${count(episodes, "episode")} and ${count(facts, "fact")} in total.` +
     (busiest
-      ? ` Busiest day ${dayLong.format(asDate(busiest.day))}: ${formatNumber(busiest.episodes)} episodes, ${formatNumber(busiest.facts)} facts.`
+      ? ` Busiest day ${dayLong.format(asDate(busiest.day))}: ${count(busiest.episodes, "episode")}, ${count(busiest.facts, "fact")}.`
       : "");
   const y = (n: number) => HEIGHT - (n / top) * HEIGHT;
   // The first, middle and last days label the x axis.
@@ -58,7 +60,7 @@ export function ActivityChart({ days: loaded, caption }: { days: Day[] | undefin
       plot={days.map((d, i) => (
         <g key={d.day}>
           <title>
-            {`${dayLong.format(asDate(d.day))}: ${formatNumber(d.episodes)} episodes, ${formatNumber(d.facts)} facts`}
+            {`${dayLong.format(asDate(d.day))}: ${count(d.episodes, "episode")}, ${count(d.facts, "fact")}`}
           </title>
           {/* A transparent slot, so the whole day shows its tooltip on hover. */}
           <rect class="overview-slot" x={i * SLOT} y={0} width={SLOT} height={HEIGHT} />

@@ -158,19 +158,23 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
             )}
             {freeText && !datasets.error && <small>No datasets yet: type a name.</small>}
           </div>
-          <label class="field field-query">
-            <span>Query</span>
+          <div class="field field-query">
+            <label for="playground-query">Query</label>
             <textarea
+              id="playground-query"
+              aria-describedby="playground-query-hint"
               value={form.query}
               rows={3}
               maxLength={2000}
               onInput={(e) => set("query", e.currentTarget.value)}
             />
-            <small>Drives ranking. Leave empty for the most recent facts.</small>
-          </label>
-          <label class="field">
-            <span>Limit</span>
+            <small id="playground-query-hint">Drives ranking. Leave empty for the most recent facts.</small>
+          </div>
+          <div class="field">
+            <label for="playground-limit">Limit</label>
             <input
+              id="playground-limit"
+              aria-describedby="playground-limit-hint"
               type="number"
               inputMode="numeric"
               min={1}
@@ -180,11 +184,13 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
               placeholder="8"
               onInput={(e) => set("limit", e.currentTarget.value)}
             />
-            <small>1-100; default the project's factsInContext.</small>
-          </label>
-          <label class="field">
-            <span>Minimum confidence</span>
+            <small id="playground-limit-hint">1-100; default the project's factsInContext.</small>
+          </div>
+          <div class="field">
+            <label for="playground-min-confidence">Minimum confidence</label>
             <input
+              id="playground-min-confidence"
+              aria-describedby="playground-min-confidence-hint"
               type="number"
               inputMode="decimal"
               min={0}
@@ -194,13 +200,19 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
               placeholder="0.5"
               onInput={(e) => set("minConfidence", e.currentTarget.value)}
             />
-            <small>0-1; default the project's retrievalMinConfidence.</small>
-          </label>
-          <label class="field">
-            <span>As of</span>
-            <input type="datetime-local" value={form.asOf} onInput={(e) => set("asOf", e.currentTarget.value)} />
-            <small>Optional: only facts true then (your time zone).</small>
-          </label>
+            <small id="playground-min-confidence-hint">0-1; default the project's retrievalMinConfidence.</small>
+          </div>
+          <div class="field">
+            <label for="playground-as-of">As of</label>
+            <input
+              id="playground-as-of"
+              aria-describedby="playground-as-of-hint"
+              type="datetime-local"
+              value={form.asOf}
+              onInput={(e) => set("asOf", e.currentTarget.value)}
+            />
+            <small id="playground-as-of-hint">Optional: only facts true then (your time zone).</small>
+          </div>
           <fieldset class="field include">
             <legend>Include</legend>
             <label class="check">

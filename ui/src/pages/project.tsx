@@ -1,3 +1,4 @@
+import { useEffect, useRef } from "preact/hooks";
 import { api, unwrap } from "../api/client";
 import { ErrorMessage, Progress } from "../components/status";
 import { href } from "../lib/router";
@@ -31,6 +32,11 @@ export function ProjectPage({
     [projectId],
   );
   const [tab = "overview", ...rest] = parts;
+  // On a phone the tab bar scrolls sideways: keep the current tab in sight after a direct link.
+  const tabs = useRef<HTMLElement>(null);
+  useEffect(() => {
+    tabs.current?.querySelector('[aria-current="page"]')?.scrollIntoView({ block: "nearest", inline: "nearest" });
+  }, [tab]);
   return (
     <section aria-labelledby="project-title">
       <p class="crumbs">
@@ -41,7 +47,7 @@ export function ProjectPage({
       </h1>
       <Progress active={project.loading} label="Loading project" />
       <ErrorMessage error={project.error} />
-      <nav class="tabs" aria-label="Project">
+      <nav class="tabs" aria-label="Project" ref={tabs}>
         {TABS.map(([key, label]) => (
           <a key={key} href={href("projects", projectId, key)} aria-current={tab === key ? "page" : undefined}>
             {label}

@@ -83,9 +83,10 @@ export function UsersPage({ me }: { me: Me }) {
           void create.run();
         }}
       >
-        <label class="field">
-          <span>Username</span>
+        <div class="field">
+          <label for="users-username">Username</label>
           <input
+            id="users-username"
             name="new-username"
             autoComplete="off"
             value={username}
@@ -96,10 +97,11 @@ export function UsersPage({ me }: { me: Me }) {
             onInput={(e) => setUsername(e.currentTarget.value)}
           />
           <small id="users-username-hint">1–100 characters</small>
-        </label>
-        <label class="field">
-          <span>Password</span>
+        </div>
+        <div class="field">
+          <label for="users-password">Password</label>
           <input
+            id="users-password"
             name="new-password"
             type="password"
             autoComplete="new-password"
@@ -111,7 +113,7 @@ export function UsersPage({ me }: { me: Me }) {
             onInput={(e) => setPassword(e.currentTarget.value)}
           />
           <small id="users-password-hint">6–200 characters</small>
-        </label>
+        </div>
         <button type="submit" class="primary" disabled={create.pending}>
           {create.pending ? "Creating…" : "Create user"}
         </button>
