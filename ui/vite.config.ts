@@ -2,7 +2,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineConfig, type Plugin } from "vite";
-import { DASHBOARD_HEADERS } from "../functions/dashboard-assets";
+import { DASHBOARD_HEADERS } from "../functions/dashboard-assets.ts";
 
 const dist = new URL("../dist/ui/", import.meta.url);
 
