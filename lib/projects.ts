@@ -44,24 +44,32 @@ export async function getProjectSettings(deps: Deps, projectId: string): Promise
   return resolveProjectSettings(row.settings);
 }
 
-/** How many times a settings patch is re-applied when another patch lands between read and write. */
-const PATCH_ATTEMPTS = 5;
+/** How many times a settings change is re-applied when another change lands between read and write. */
+const SETTINGS_ATTEMPTS = 5;
+
+type StoredSettings = Record<string, unknown>;
 
 /**
- * Deep-merges the patch into the stored partial settings and checks the merged result's
+ * Applies `change` to the project's stored partial settings and checks the merged result's
  * cross-field rule. The write is conditional on the stored object being the one that was read
- * and checked (optimistic concurrency), so two patches that are each valid alone cannot combine
+ * and checked (optimistic concurrency), so two changes that are each valid alone cannot combine
  * into settings that break the rule; the loser re-reads, re-checks and either lands or gets 400.
+ * `change` returning the object it was given writes nothing. Answers the stored settings.
  */
-export async function patchProjectSettings(deps: Deps, projectId: string, patch: SettingsPatch): Promise<Settings> {
-  for (let attempt = 0; attempt < PATCH_ATTEMPTS; attempt++) {
+export async function changeProjectSettings(
+  deps: Deps,
+  projectId: string,
+  change: (current: StoredSettings) => StoredSettings,
+): Promise<StoredSettings> {
+  for (let attempt = 0; attempt < SETTINGS_ATTEMPTS; attempt++) {
     const [row] = await deps.db
       .select({ settings: projects.settings })
       .from(projects)
       .where(eq(projects.id, projectId));
     if (!row) throw notFound("Project not found");
     const current = row.settings ?? {};
-    const stored = deepMerge(current, patch as Record<string, unknown>);
+    const stored = change(current);
+    if (stored === current) return current;
     const issues = crossFieldIssues(resolveProjectSettings(stored));
     // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
     if (issues.length > 0) throw new z.ZodRealError(issues);
@@ -70,9 +78,15 @@ export async function patchProjectSettings(deps: Deps, projectId: string, patch:
       .set({ settings: stored })
       .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
       .returning({ settings: projects.settings });
-    if (updated.length > 0) return resolveProjectSettings(updated[0].settings);
+    if (updated.length > 0) return updated[0].settings ?? {};
   }
-  throw new Error(`settings of project ${projectId} changed concurrently ${PATCH_ATTEMPTS} times in a row`);
+  throw new Error(`settings of project ${projectId} changed concurrently ${SETTINGS_ATTEMPTS} times in a row`);
+}
+
+/** Deep-merges a partial settings object into the project's (see changeProjectSettings). */
+export async function patchProjectSettings(deps: Deps, projectId: string, patch: SettingsPatch): Promise<Settings> {
+  const stored = await changeProjectSettings(deps, projectId, (current) => deepMerge(current, patch as StoredSettings));
+  return resolveProjectSettings(stored);
 }
 
 /**

@@ -116,7 +116,8 @@ export const threadEpisodicOverride = z.object(
 export type ThreadSettings = { episodic?: Partial<EpisodicSettings> };
 
 type Plain = Record<string, unknown>;
-const isPlain = (v: unknown): v is Plain => typeof v === "object" && v !== null && !Array.isArray(v);
+/** A JSON object (not an array, not null). */
+export const isPlain = (v: unknown): v is Plain => typeof v === "object" && v !== null && !Array.isArray(v);
 
 /** Deep merge where `undefined` in the patch leaves the base value alone. */
 export function deepMerge<T extends Plain>(base: T, patch: Plain | undefined): T {

@@ -1,11 +1,12 @@
-import { and, eq, sql } from "drizzle-orm";
+import { eq } from "drizzle-orm";
 import { z } from "zod";
 import { projects } from "../db/schema";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
+import { changeProjectSettings } from "../projects";
 import {
-  crossFieldIssues,
   DEFAULT_SETTINGS,
+  isPlain,
   projectEpisodicPatch,
   projectSemanticPatch,
   projectWorkingPatch,
@@ -81,7 +82,6 @@ const FIELDS: FieldMeta[] = SETTING_GROUPS.flatMap((group) => {
 });
 
 type Stored = Record<string, unknown>;
-const isPlain = (v: unknown): v is Stored => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function isOverridden(stored: Stored, group: string, key: string): boolean {
   const own = stored[group];
@@ -109,14 +109,11 @@ export async function projectSettingFields(deps: Deps, projectId: string): Promi
   return settingFieldsOf(await storedSettings(deps, projectId));
 }
 
-const RESET_ATTEMPTS = 5;
-
 /**
  * Removes the project's own value of one setting, so the default applies again; a key the
- * project does not override is left alone (one statement). Otherwise the write is conditional on
- * the stored object being the one read and checked (as PATCH does): removing an override may
- * break the cross-field rule (a band floor whose own value was below a lowered dedup threshold),
- * which is a 400 and writes nothing.
+ * project does not override is left alone (one statement). Removing an override may break the
+ * cross-field rule (a band floor whose own value was below a lowered dedup threshold): that is a
+ * 400 and writes nothing, as PATCH does.
  */
 export async function resetProjectSetting(
   deps: Deps,
@@ -125,21 +122,11 @@ export async function resetProjectSetting(
   key: string,
 ): Promise<SettingField[]> {
   if (!FIELDS.some((f) => f.group === group && f.key === key)) throw notFound("Setting not found");
-  for (let attempt = 0; attempt < RESET_ATTEMPTS; attempt++) {
-    const current = await storedSettings(deps, projectId);
-    if (!isOverridden(current, group, key)) return settingFieldsOf(current);
+  const stored = await changeProjectSettings(deps, projectId, (current) => {
+    if (!isOverridden(current, group, key)) return current;
     const { [key]: _removed, ...rest } = current[group] as Stored;
     const { [group]: _group, ...others } = current;
-    const stored = Object.keys(rest).length > 0 ? { ...others, [group]: rest } : others;
-    const issues = crossFieldIssues(resolveProjectSettings(stored));
-    // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
-    if (issues.length > 0) throw new z.ZodRealError(issues);
-    const updated = await deps.db
-      .update(projects)
-      .set({ settings: stored })
-      .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
-      .returning({ settings: projects.settings });
-    if (updated.length > 0) return settingFieldsOf(updated[0].settings);
-  }
-  throw new Error(`settings of project ${projectId} changed concurrently ${RESET_ATTEMPTS} times in a row`);
+    return Object.keys(rest).length > 0 ? { ...others, [group]: rest } : others;
+  });
+  return settingFieldsOf(stored);
 }
