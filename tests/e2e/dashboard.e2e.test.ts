@@ -1,5 +1,5 @@
 import { sql } from "drizzle-orm";
-import type { Page } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import {
@@ -335,6 +335,61 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // The page says so too, and offers no second revoke.
     await row.getByText("Revoked", { exact: true }).waitFor();
     expect(await page.getByRole("button", { name: `Revoke ${KEY_NAME}` }).count()).toBe(0);
+  });
+
+  it("shows progress for slow answers, and nothing on screen moves when they arrive", async () => {
+    // Every dashboard API answer held back 600 ms: past the 200 ms after which progress shows.
+    const api = (url: URL) => /^\/dashboard\/(projects|browse|users|api-keys)/.test(url.pathname);
+    const slow = async (route: Route) => {
+      await new Promise((r) => setTimeout(r, 600));
+      await route.continue();
+    };
+    await page.route(api, slow);
+    // Layout shifts not caused by input (the Layout Instability API), with what moved.
+    await page.evaluate(() => {
+      const w = window as unknown as { shifts: string[] };
+      w.shifts = [];
+      new PerformanceObserver((list) => {
+        for (const entry of list.getEntries() as (PerformanceEntry & {
+          value: number;
+          hadRecentInput: boolean;
+          sources?: { node?: Node }[];
+        })[]) {
+          if (entry.hadRecentInput) continue;
+          const nodes = (entry.sources ?? []).map((s) => (s.node as Element | undefined)?.outerHTML?.slice(0, 80));
+          w.shifts.push(`${entry.value.toFixed(4)} ${nodes.join(" | ")}`);
+        }
+      }).observe({ type: "layout-shift" });
+    });
+    try {
+      const pages = [
+        `#/projects/${projectId}`,
+        `#/projects/${projectId}/data`,
+        `#/projects/${projectId}/data/${DATASET}/threads`,
+        `#/projects/${projectId}/data/${DATASET}/episodes`,
+        `#/projects/${projectId}/data/${DATASET}/facts`,
+        `#/projects/${projectId}/keys`,
+        `#/projects/${projectId}/settings`,
+        "#/users",
+        "#/projects",
+      ];
+      for (const hash of pages) {
+        await page.evaluate(() => {
+          (window as unknown as { shifts: string[] }).shifts = [];
+        });
+        await page.goto(dashboard(hash));
+        // The bar takes no height (so showing it moves nothing): wait for it to be un-hidden.
+        await page.locator('[role="progressbar"]:not([hidden])').first().waitFor({ state: "attached" });
+        await idle(page);
+        const shifts = await page.evaluate(() => (window as unknown as { shifts: string[] }).shifts);
+        // Cumulative layout shift: 0.1 is the web's "good" bar; a digit growing wider ("0" to
+        // "3") nudges its neighbours by a pixel (about 0.0001), a block moving is 0.01 or more.
+        const total = shifts.reduce((sum, s) => sum + Number(s.split(" ")[0]), 0);
+        expect(total, `${hash}: ${shifts.join("; ")}`).toBeLessThan(0.001);
+      }
+    } finally {
+      await page.unroute(api, slow);
+    }
   });
 
   it("signs out back to the sign-in page, with the reason", async () => {
