@@ -417,6 +417,42 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await heading("Projects").waitFor();
   });
 
+  it("creates and deletes a project with the keyboard only, through the skip link and the typed confirmation", async () => {
+    await page.goto(dashboard("#/projects"));
+    await page.reload();
+    await heading("Projects").waitFor();
+    await idle(page);
+    const isFocused = (locator: ReturnType<Page["getByRole"]>) =>
+      locator.evaluate((el) => el === document.activeElement);
+    const name = "Keyboard project";
+    // The first stop is the skip link; it moves the focus into the page's content.
+    await page.keyboard.press("Tab");
+    expect(await isFocused(page.getByRole("button", { name: "Skip to content" }))).toBe(true);
+    await page.keyboard.press("Enter");
+    await page.keyboard.press("Tab");
+    expect(await isFocused(page.getByLabel("New project name"))).toBe(true);
+    await page.keyboard.type(name);
+    await page.keyboard.press("Enter");
+    const remove = page.getByRole("button", { name: `Delete ${name}` });
+    await remove.waitFor();
+    // Tab on from the form to the new project's Delete button.
+    for (let presses = 0; !(await isFocused(remove)); presses++) {
+      expect(presses, "Delete button reachable with Tab").toBeLessThan(20);
+      await page.keyboard.press("Tab");
+    }
+    await page.keyboard.press("Enter");
+    const dialog = page.getByRole("dialog");
+    await dialog.waitFor();
+    const confirm = dialog.getByRole("button", { name: "Delete project" });
+    // The confirmation arms only once the project's name is typed.
+    expect(await confirm.isDisabled()).toBe(true);
+    await page.keyboard.type(name);
+    expect(await confirm.isDisabled()).toBe(false);
+    await page.keyboard.press("Enter");
+    await dialog.waitFor({ state: "hidden" });
+    await expect.poll(() => page.getByRole("link", { name, exact: true }).count()).toBe(0);
+  });
+
   it("returns to sign-in with the reason when the session expires server-side", async () => {
     await page.getByRole("link", { name: PROJECT }).click();
     await heading(PROJECT).waitFor();
