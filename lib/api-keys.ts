@@ -1,5 +1,6 @@
-import { and, count, desc, eq, isNull } from "drizzle-orm";
+import { and, desc, eq, isNull } from "drizzle-orm";
 import { hashToken, keyPreview, newApiKey } from "./crypto";
+import { pageWithTotal } from "./db/paging";
 import { toIso } from "./db/rows";
 import { apiKeys, projects } from "./db/schema";
 import type { Deps } from "./deps";
@@ -40,17 +41,13 @@ export async function createApiKey(deps: Deps, input: { name: string; projectId:
 }
 
 export async function listApiKeys(deps: Deps, projectId: string, page: { limit: number; offset: number }) {
-  const where = eq(apiKeys.projectId, projectId);
-  const [rows, [{ total }]] = await Promise.all([
-    deps.db
-      .select()
-      .from(apiKeys)
-      .where(where)
-      .orderBy(desc(apiKeys.createdAt), desc(apiKeys.id))
-      .limit(page.limit)
-      .offset(page.offset),
-    deps.db.select({ total: count() }).from(apiKeys).where(where),
-  ]);
+  const { rows, total } = await pageWithTotal(
+    deps.db,
+    apiKeys,
+    eq(apiKeys.projectId, projectId),
+    [desc(apiKeys.createdAt), desc(apiKeys.id)],
+    page,
+  );
   return { apiKeys: rows.map(apiKeyRecord), total };
 }
 

@@ -1,5 +1,6 @@
-import { and, count, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
 import { z } from "zod";
+import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf } from "./db/rows";
 import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
 import type { Deps } from "./deps";
@@ -20,15 +21,13 @@ export async function createProject(deps: Deps, name: string) {
 }
 
 export async function listProjects(deps: Deps, page: { limit: number; offset: number }) {
-  const [rows, [{ total }]] = await Promise.all([
-    deps.db
-      .select()
-      .from(projects)
-      .orderBy(desc(projects.createdAt), desc(projects.id))
-      .limit(page.limit)
-      .offset(page.offset),
-    deps.db.select({ total: count() }).from(projects),
-  ]);
+  const { rows, total } = await pageWithTotal(
+    deps.db,
+    projects,
+    undefined,
+    [desc(projects.createdAt), desc(projects.id)],
+    page,
+  );
   return { projects: rows.map(projectRecord), total };
 }
 

@@ -1,4 +1,5 @@
-import { and, count, desc, eq, sql } from "drizzle-orm";
+import { and, desc, eq, sql } from "drizzle-orm";
+import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
 import type { Deps } from "./deps";
@@ -137,16 +138,13 @@ export async function browseThreads(
   const where = page.dataset
     ? and(eq(threads.projectId, projectId), eq(threads.dataset, page.dataset))
     : eq(threads.projectId, projectId);
-  const [rows, [{ total }]] = await Promise.all([
-    deps.db
-      .select()
-      .from(threads)
-      .where(where)
-      .orderBy(desc(threads.createdAt), desc(threads.id))
-      .limit(page.limit)
-      .offset(page.offset),
-    deps.db.select({ total: count() }).from(threads).where(where),
-  ]);
+  const { rows, total } = await pageWithTotal(
+    deps.db,
+    threads,
+    where,
+    [desc(threads.createdAt), desc(threads.id)],
+    page,
+  );
   return { threads: rows.map(threadRecord), total };
 }
 

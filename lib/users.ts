@@ -1,16 +1,20 @@
-import { count, eq, sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { userRecord } from "./auth";
 import { hashPassword } from "./crypto";
+import { pageWithTotal } from "./db/paging";
 import { users } from "./db/schema";
 import type { Deps } from "./deps";
 import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
 
 export async function listUsers(deps: Deps, page: { limit: number; offset: number }) {
-  const [rows, [{ total }]] = await Promise.all([
-    deps.db.select().from(users).orderBy(users.createdAt, users.id).limit(page.limit).offset(page.offset),
-    deps.db.select({ total: count() }).from(users),
-  ]);
+  const { rows, total } = await pageWithTotal(
+    deps.db,
+    users,
+    undefined,
+    [sql`${users.createdAt}`, sql`${users.id}`],
+    page,
+  );
   return { users: rows.map(userRecord), total };
 }
 

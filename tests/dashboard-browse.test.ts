@@ -740,3 +740,35 @@ describe("every browse route", () => {
     }
   });
 });
+
+describe("the dashboard's offset lists: a page and its total in one statement", () => {
+  it("projects, users, API keys and threads: one statement after the session; a page past the end still has its total", async () => {
+    const t = await tenant("lists-one-statement");
+    for (const dataset of ["a", "b", "c"]) await t.thread(dataset);
+    for (const name of ["k1", "k2", "k3"]) {
+      const res = await call("/dashboard/api-keys", { method: "POST", json: { name, projectId: t.projectId } });
+      expect(res.status).toBe(201);
+    }
+    const lists = [
+      ["/dashboard/projects?", "projects"],
+      ["/dashboard/users?", "users"],
+      [`/dashboard/api-keys?projectId=${t.projectId}&`, "apiKeys"],
+      [`${B}/threads?projectId=${t.projectId}&`, "threads"],
+    ] as const;
+    for (const [path, key] of lists) {
+      const all = JSON.parse((await measured(`${path}limit=100`)).text) as Record<string, unknown[]> & {
+        total: number;
+      };
+      expect(all.total, path).toBe(all[key].length);
+      expect(all.total, path).toBeGreaterThan(0);
+
+      const first = await measured(`${path}limit=1`);
+      expect(first.statements, path).toHaveLength(2); // the session, then the page with its total
+      expect(JSON.parse(first.text)).toMatchObject({ [key]: [all[key][0]], total: all.total });
+
+      const past = await measured(`${path}limit=1&offset=${all.total}`);
+      expect(past.statements, path).toHaveLength(3); // no row to carry the total: one count more
+      expect(JSON.parse(past.text)).toEqual({ [key]: [], total: all.total });
+    }
+  });
+});
