@@ -175,6 +175,18 @@ describe("the Worker under workerd, Neon driver over HTTP", () => {
     expect(await call("/health")).toEqual({ status: 200, body: { status: "ok", services: { postgres: "ok" } } });
   });
 
+  it("lists the dashboard's API keys with their total in one statement over the Neon driver", async () => {
+    const session = await adminSession();
+    const { projectId, keyId } = await newTenant(session, "edge-lists");
+    sqlRequests.length = 0;
+    const list = await call(`/dashboard/api-keys?projectId=${projectId}&limit=1`, { token: session });
+    expect(list.status).toBe(200);
+    expect(list.body.total).toBe(1);
+    expect(list.body.apiKeys.map((k: { id: string }) => k.id)).toEqual([keyId]);
+    expect(list.body.apiKeys[0].createdAt).toMatch(/^\d{4}-\d{2}-\d{2}T/);
+    expect(sqlRequests.flat()).toHaveLength(2); // the session, then the page with its total
+  });
+
   it("logs in (scrypt under workerd), rejects a wrong password, and knows the session", async () => {
     const wrong = await call("/auth/login", { json: { ...ADMIN, password: "not-the-password" } });
     expect(wrong).toEqual({ status: 401, body: { error: "Invalid username or password" } });
