@@ -1,4 +1,5 @@
-import { href } from "../lib/router";
+import { Pager } from "../components/status";
+import { href, navigate } from "../lib/router";
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -21,6 +22,29 @@ export function offsetOf(query: URLSearchParams): number {
 /** The link to the same view with some query parameters changed (undefined/"" removes one). */
 export function withQuery(parts: string[], query: URLSearchParams, changes: Query): string {
   return href(...parts, { ...Object.fromEntries(query), ...changes });
+}
+
+/** The pager of a browse list: its offset lives in the route's query, so Back and reload keep it. */
+export function RoutePager({
+  parts,
+  query,
+  total,
+  label,
+}: {
+  parts: string[];
+  query: URLSearchParams;
+  total: number;
+  label: string;
+}) {
+  return (
+    <Pager
+      offset={offsetOf(query)}
+      limit={PAGE}
+      total={total}
+      label={label}
+      onChange={(o) => navigate(withQuery(parts, query, { offset: o || undefined }))}
+    />
+  );
 }
 
 /** `thr_4k2jx9…`: enough of an id to tell rows apart (the full id is in the title). */

@@ -1,9 +1,9 @@
 import { api, unwrap } from "../api/client";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
-import { href, navigate } from "../lib/router";
+import { href } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { offsetOf, PAGE, withQuery } from "./browse-common";
+import { offsetOf, PAGE, RoutePager } from "./browse-common";
 
 /** `#/projects/<id>/data`: the project's datasets, most recently active first. */
 export function DatasetsPage({ projectId, query }: { projectId: string; query: URLSearchParams }) {
@@ -71,13 +71,7 @@ export function DatasetsPage({ projectId, query }: { projectId: string; query: U
           </div>
         )}
         {data && (
-          <Pager
-            offset={offset}
-            limit={PAGE}
-            total={data.total}
-            label="Dataset pages"
-            onChange={(o) => navigate(withQuery(["projects", projectId, "data"], query, { offset: o || undefined }))}
-          />
+          <RoutePager parts={["projects", projectId, "data"]} query={query} total={data.total} label="Dataset pages" />
         )}
       </div>
     </div>

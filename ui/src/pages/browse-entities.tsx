@@ -1,10 +1,10 @@
 import { api, unwrap } from "../api/client";
 import { FactList } from "../components/fact-list";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
-import { href, navigate } from "../lib/router";
+import { href } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
 import { InvalidatedToggle } from "./browse-facts";
 
 /** `data/<dataset>/entities`: the dataset's entities by name, with their live fact counts. */
@@ -54,14 +54,11 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
         </div>
       )}
       {data && (
-        <Pager
-          offset={offset}
-          limit={PAGE}
+        <RoutePager
+          parts={["projects", projectId, "data", dataset, "entities"]}
+          query={query}
           total={data.total}
           label="Entity pages"
-          onChange={(o) =>
-            navigate(withQuery(["projects", projectId, "data", dataset, "entities"], query, { offset: o || undefined }))
-          }
         />
       )}
     </div>

@@ -1,10 +1,10 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href, navigate } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, ShortId, shortId, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, ShortId, shortId, withQuery } from "./browse-common";
 
 type BrowseEpisode = Schemas["BrowseEpisode"];
 
@@ -117,15 +117,7 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
           ))}
         </ol>
       )}
-      {data && (
-        <Pager
-          offset={offset}
-          limit={PAGE}
-          total={data.total}
-          label="Episode pages"
-          onChange={(o) => navigate(withQuery(parts, query, { offset: o || undefined }))}
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Episode pages" />}
     </div>
   );
 }

@@ -1,10 +1,10 @@
 import { api, unwrap } from "../api/client";
 import { FactList } from "../components/fact-list";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, withQuery } from "./browse-common";
 
 /** The "Show invalidated facts" checkbox; its state is the route's `invalidated=1`. */
 export function InvalidatedToggle({ parts, query }: { parts: string[]; query: URLSearchParams }) {
@@ -73,15 +73,7 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
           label={`Facts of ${dataset}`}
         />
       )}
-      {data && (
-        <Pager
-          offset={offset}
-          limit={PAGE}
-          total={data.total}
-          label="Fact pages"
-          onChange={(o) => navigate(withQuery(parts, query, { offset: o || undefined }))}
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Fact pages" />}
     </div>
   );
 }

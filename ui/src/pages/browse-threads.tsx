@@ -1,10 +1,10 @@
 import { useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
-import { href, navigate } from "../lib/router";
+import { href } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
 
 type Thread = Schemas["Thread"];
 type BrowseMessage = Schemas["BrowseMessage"];
@@ -75,14 +75,11 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
         </div>
       )}
       {data && (
-        <Pager
-          offset={offset}
-          limit={PAGE}
+        <RoutePager
+          parts={["projects", projectId, "data", dataset, "threads"]}
+          query={query}
           total={data.total}
           label="Thread pages"
-          onChange={(o) =>
-            navigate(withQuery(["projects", projectId, "data", dataset, "threads"], query, { offset: o || undefined }))
-          }
         />
       )}
     </div>
