@@ -330,6 +330,10 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await dialog.waitFor();
     await dialog.getByRole("button", { name: "Revoke key" }).click();
     await dialog.waitFor({ state: "hidden" });
+    // The Revoke button went with the key's active state: the focus is on the list, not lost.
+    expect(await page.getByRole("heading", { name: "All keys" }).evaluate((el) => el === document.activeElement)).toBe(
+      true,
+    );
     await expect.poll(async () => (await v1(PROBE)).status, { timeout: 5_000 }).toBe(401);
     expect(await (await v1(PROBE)).json()).toEqual({ error: "API key has been revoked" });
     // The page says so too, and offers no second revoke.

@@ -13,6 +13,7 @@ export function ConfirmDialog({
   pending,
   onConfirm,
   onClose,
+  focusAfterConfirm,
 }: {
   open: boolean;
   title: string;
@@ -22,25 +23,43 @@ export function ConfirmDialog({
   pending?: boolean;
   onConfirm: () => void;
   onClose: () => void;
+  /**
+   * Where the focus goes once the dialog closes after a confirmation: the button that opened it
+   * usually goes with what it removed, and the browser would hand the focus back to nothing.
+   */
+  focusAfterConfirm?: { current: HTMLElement | null };
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   const [value, setValue] = useState("");
+  const confirmed = useRef(false);
   useEffect(() => {
     const dialog = ref.current;
     if (!dialog) return;
     if (open && !dialog.open) {
       setValue("");
+      confirmed.current = false;
       dialog.showModal();
     } else if (!open && dialog.open) dialog.close();
   }, [open]);
   const armed = typed === undefined || value === typed;
   return (
-    <dialog ref={ref} class="dialog" onClose={onClose} aria-labelledby="confirm-title">
+    <dialog
+      ref={ref}
+      class="dialog"
+      onClose={() => {
+        onClose();
+        // After the dialog has given the focus back to the button that opened it.
+        if (confirmed.current) focusAfterConfirm?.current?.focus();
+      }}
+      aria-labelledby="confirm-title"
+    >
       <form
         method="dialog"
         onSubmit={(e) => {
           e.preventDefault();
-          if (armed && !pending) onConfirm();
+          if (!armed || pending) return;
+          confirmed.current = true;
+          onConfirm();
         }}
       >
         <h2 id="confirm-title">{title}</h2>

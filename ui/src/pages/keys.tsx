@@ -34,7 +34,6 @@ export function KeysPage({ projectId }: { projectId: string }) {
 
   const [revoking, setRevoking] = useState<ApiKey | null>(null);
   const listHeading = useRef<HTMLHeadingElement>(null);
-  const refocus = useRef(false);
   const revoke = useAction(async (key: ApiKey) => {
     await unwrap(api.DELETE("/dashboard/api-keys/{id}", { params: { path: { id: key.id } } }));
     list.reload();
@@ -44,7 +43,6 @@ export function KeysPage({ projectId }: { projectId: string }) {
     await revoke.run(revoking);
     // Closed either way: an error is shown on the page, not behind the modal's backdrop.
     // The Revoke button goes with the key's active state: the list takes the focus once closed.
-    refocus.current = true;
     setRevoking(null);
   };
 
@@ -197,12 +195,8 @@ export function KeysPage({ projectId }: { projectId: string }) {
         confirmLabel="Revoke key"
         pending={revoke.pending}
         onConfirm={() => void confirmRevoke()}
-        onClose={() => {
-          setRevoking(null);
-          // After the dialog has given the focus back to the button that opened it.
-          if (refocus.current) listHeading.current?.focus();
-          refocus.current = false;
-        }}
+        onClose={() => setRevoking(null)}
+        focusAfterConfirm={listHeading}
       />
     </section>
   );

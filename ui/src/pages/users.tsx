@@ -38,7 +38,6 @@ export function UsersPage({ me }: { me: Me }) {
 
   const [deleting, setDeleting] = useState<User | null>(null);
   const listHeading = useRef<HTMLHeadingElement>(null);
-  const refocus = useRef(false);
   const remove = useAction(async (user: User) => {
     await unwrap(api.DELETE("/dashboard/users/{id}", { params: { path: { id: user.id } } }));
     setCreated(null);
@@ -59,7 +58,6 @@ export function UsersPage({ me }: { me: Me }) {
     await remove.run(deleting);
     // Closed either way: a refusal is shown on the page, not behind the modal's backdrop.
     // The row (and its button) goes: the list takes the focus once closed.
-    refocus.current = true;
     setDeleting(null);
   };
 
@@ -183,12 +181,8 @@ export function UsersPage({ me }: { me: Me }) {
         confirmLabel="Delete user"
         pending={remove.pending}
         onConfirm={() => void confirmDelete()}
-        onClose={() => {
-          setDeleting(null);
-          // After the dialog has given the focus back to the button that opened it.
-          if (refocus.current) listHeading.current?.focus();
-          refocus.current = false;
-        }}
+        onClose={() => setDeleting(null)}
+        focusAfterConfirm={listHeading}
       />
     </section>
   );
