@@ -455,6 +455,8 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await page.keyboard.press("Enter");
     await dialog.waitFor({ state: "hidden" });
     await expect.poll(() => page.getByRole("link", { name, exact: true }).count()).toBe(0);
+    // Its Delete button went with it: the keyboard continues from the page's heading.
+    expect(await isFocused(heading("Projects"))).toBe(true);
   });
 
   it("returns to sign-in with the reason when the session expires server-side", async () => {

@@ -1,4 +1,4 @@
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { api, unwrap } from "../api/client";
 import { ConfirmDialog } from "../components/confirm";
 import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
@@ -21,6 +21,7 @@ export function ProjectsPage() {
     list.reload();
   });
   const [deleting, setDeleting] = useState<{ id: string; name: string } | null>(null);
+  const title = useRef<HTMLHeadingElement>(null);
   const remove = useAction(async (id: string) => {
     await unwrap(api.DELETE("/dashboard/projects/{id}", { params: { path: { id } } }));
     setDeleting(null);
@@ -29,7 +30,9 @@ export function ProjectsPage() {
 
   return (
     <section aria-labelledby="projects-title">
-      <h1 id="projects-title">Projects</h1>
+      <h1 id="projects-title" ref={title} tabIndex={-1}>
+        Projects
+      </h1>
       <form
         class="inline-form"
         onSubmit={(e) => {
@@ -90,6 +93,7 @@ export function ProjectsPage() {
         pending={remove.pending}
         onConfirm={() => deleting && void remove.run(deleting.id)}
         onClose={() => setDeleting(null)}
+        focusAfterConfirm={title}
       />
     </section>
   );
