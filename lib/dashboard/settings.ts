@@ -53,33 +53,40 @@ interface JsonSchema {
 
 type FieldMeta = Omit<SettingField, "value" | "overridden">;
 
-/** Groups in order working, episodic, semantic; keys in DEFAULT_SETTINGS order. */
-const FIELDS: FieldMeta[] = SETTING_GROUPS.flatMap((group) => {
-  const properties = (z.toJSONSchema(GROUP_SCHEMAS[group], { io: "input" }).properties ?? {}) as Record<
-    string,
-    JsonSchema
-  >;
-  return Object.entries(DEFAULT_SETTINGS[group]).map(([key, fallback]): FieldMeta => {
-    const schema = properties[key];
-    if (!schema) throw new Error(`setting ${group}.${key} has no schema`);
-    const alternatives = schema.anyOf ?? [schema];
-    const value = alternatives.find((s) => s.type !== "null");
-    const type = value?.type;
-    if (type !== "boolean" && type !== "integer" && type !== "number") {
-      throw new Error(`setting ${group}.${key} has an unsupported type ${type}`);
-    }
-    return {
-      group,
-      key,
-      type,
-      nullable: alternatives.some((s) => s.type === "null"),
-      minimum: value?.minimum ?? null,
-      maximum: value?.maximum ?? null,
-      default: fallback as SettingValue,
-      description: schema.description ?? value?.description ?? "",
-    };
-  });
-});
+let fields: FieldMeta[] | undefined;
+
+/**
+ * Groups in order working, episodic, semantic; keys in DEFAULT_SETTINGS order. Built on first
+ * use, not at import: every Worker isolate loads this module, and the JSON Schema conversion
+ * costs a few milliseconds that only the settings form needs.
+ */
+const settingMeta = (): FieldMeta[] =>
+  (fields ??= SETTING_GROUPS.flatMap((group) => {
+    const properties = (z.toJSONSchema(GROUP_SCHEMAS[group], { io: "input" }).properties ?? {}) as Record<
+      string,
+      JsonSchema
+    >;
+    return Object.entries(DEFAULT_SETTINGS[group]).map(([key, fallback]): FieldMeta => {
+      const schema = properties[key];
+      if (!schema) throw new Error(`setting ${group}.${key} has no schema`);
+      const alternatives = schema.anyOf ?? [schema];
+      const value = alternatives.find((s) => s.type !== "null");
+      const type = value?.type;
+      if (type !== "boolean" && type !== "integer" && type !== "number") {
+        throw new Error(`setting ${group}.${key} has an unsupported type ${type}`);
+      }
+      return {
+        group,
+        key,
+        type,
+        nullable: alternatives.some((s) => s.type === "null"),
+        minimum: value?.minimum ?? null,
+        maximum: value?.maximum ?? null,
+        default: fallback as SettingValue,
+        description: schema.description ?? value?.description ?? "",
+      };
+    });
+  }));
 
 type Stored = Record<string, unknown>;
 
@@ -91,7 +98,7 @@ function isOverridden(stored: Stored, group: string, key: string): boolean {
 /** Every field with the project's merged value and whether the project overrides it. */
 export function settingFieldsOf(stored: Stored | null | undefined): SettingField[] {
   const merged = resolveProjectSettings(stored) as unknown as Record<string, Record<string, SettingValue>>;
-  return FIELDS.map((f) => ({
+  return settingMeta().map((f) => ({
     ...f,
     value: merged[f.group][f.key] ?? null,
     overridden: isOverridden(stored ?? {}, f.group, f.key),
@@ -121,7 +128,7 @@ export async function resetProjectSetting(
   group: string,
   key: string,
 ): Promise<SettingField[]> {
-  if (!FIELDS.some((f) => f.group === group && f.key === key)) throw notFound("Setting not found");
+  if (!settingMeta().some((f) => f.group === group && f.key === key)) throw notFound("Setting not found");
   const stored = await changeProjectSettings(deps, projectId, (current) => {
     if (!isOverridden(current, group, key)) return current;
     const { [key]: _removed, ...rest } = current[group] as Stored;
