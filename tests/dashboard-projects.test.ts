@@ -4,7 +4,7 @@ import { projects } from "../lib/db/schema";
 import { runDueJobs } from "../lib/jobs/runner";
 import { DEFAULT_SETTINGS } from "../lib/settings";
 import { DIMS, useDashboardService } from "./dashboard-fixtures";
-import { fakeEmbedding } from "./helpers/fake-openai";
+import { fakeEmbedding, near } from "./helpers/fake-openai";
 
 /**
  * The dashboard's project routes: one project, settings as form fields and resetting one,
@@ -380,16 +380,6 @@ describe("GET /dashboard/projects/{id}/extraction-failures", () => {
 });
 
 // -------------------------------------------------------------------------------------------------
-
-/** A unit vector: `base` turned towards a private direction so that cosine = `similarity`. */
-function near(base: number[], similarity: number, seed: string) {
-  const other = fakeEmbedding(`orthogonal ${seed}`, DIMS);
-  const dot = other.reduce((s, v, i) => s + v * base[i], 0);
-  const ortho = other.map((v, i) => v - dot * base[i]);
-  const norm = Math.hypot(...ortho);
-  const sine = Math.sqrt(1 - similarity * similarity);
-  return base.map((v, i) => similarity * v + (sine * ortho[i]) / norm);
-}
 
 interface Rank {
   factId: string;

@@ -5,7 +5,7 @@ import type { manualClock } from "../lib/clock";
 import { newId } from "../lib/ids";
 import { patchProjectSettings } from "../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
-import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
+import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
@@ -68,16 +68,6 @@ interface Recall {
     episodes: { episodeId: string; summary: string; relevanceScore: number }[];
     episodeCount: number;
   } | null;
-}
-
-/** A unit vector: `base` turned towards a private direction by `angle` (cosine = cos(angle)). */
-function near(base: number[], similarity: number, seed: string) {
-  const other = fakeEmbedding(`orthogonal ${seed}`, DIMS);
-  const dot = other.reduce((s, v, i) => s + v * base[i], 0);
-  const ortho = other.map((v, i) => v - dot * base[i]);
-  const norm = Math.hypot(...ortho);
-  const sine = Math.sqrt(1 - similarity * similarity);
-  return base.map((v, i) => similarity * v + (sine * ortho[i]) / norm);
 }
 
 interface FactInput {

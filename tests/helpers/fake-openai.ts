@@ -75,6 +75,16 @@ export function fakeEmbedding(text: string, dimensions: number): number[] {
   return vector.map((v) => v / norm);
 }
 
+/** A unit vector: `base` turned towards a private direction (from `seed`) so that cosine = `similarity`. */
+export function near(base: number[], similarity: number, seed: string): number[] {
+  const other = fakeEmbedding(`orthogonal ${seed}`, base.length);
+  const dot = other.reduce((s, v, i) => s + v * base[i], 0);
+  const ortho = other.map((v, i) => v - dot * base[i]);
+  const norm = Math.hypot(...ortho);
+  const sine = Math.sqrt(1 - similarity * similarity);
+  return base.map((v, i) => similarity * v + (sine * ortho[i]) / norm);
+}
+
 async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
