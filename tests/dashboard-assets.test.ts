@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -38,7 +38,6 @@ describe("the dashboard's files on the Node.js host", () => {
     expect(res.headers.get("content-security-policy")).toContain("frame-ancestors 'none'");
     expect(await res.text()).toContain('<div id="app">');
 
-    const { readFileSync } = await import("node:fs");
     const edgeHeaders = readFileSync(join(dir, "built/_headers"), "utf8");
     for (const name of ["content-security-policy", "x-content-type-options", "referrer-policy"]) {
       expect(edgeHeaders.toLowerCase()).toContain(`${name}: ${res.headers.get(name)}`.toLowerCase());
