@@ -14,6 +14,7 @@ export const configSchema = z.object({
   DATABASE_URL: optionalString,
   NEON_FETCH_ENDPOINT: optionalString,
   PGLITE_DIR: z.string().default(".data/pglite"),
+  PGLITE_DURABILITY: z.enum(["full", "fast"]).default("full"),
   ADMIN_USERNAME: z.string().min(1).max(100).default("admin"),
   ADMIN_PASSWORD: optionalString.pipe(z.string().min(6).max(200).optional()),
   OPENAI_API_KEY: optionalString,
@@ -38,6 +39,8 @@ export interface Config {
   /** SQL-over-HTTP endpoint for the Neon driver when it is not Neon's own (local dev, tests). */
   neonFetchEndpoint: string | undefined;
   pgliteDir: string;
+  /** `full`: a commit is on disk before it is acknowledged; `fast`: fsync off (throwaway data). */
+  pgliteDurability: "full" | "fast";
   adminUsername: string;
   adminPassword: string | undefined;
   openai: {
@@ -65,6 +68,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
     databaseUrl: e.DATABASE_URL,
     neonFetchEndpoint: e.NEON_FETCH_ENDPOINT,
     pgliteDir: e.PGLITE_DIR,
+    pgliteDurability: e.PGLITE_DURABILITY,
     adminUsername: e.ADMIN_USERNAME,
     adminPassword: e.ADMIN_PASSWORD,
     openai: {

@@ -10,7 +10,12 @@ import type { Database, QueryHook } from "./types";
  */
 export async function createDatabase(config: Config, options: { onQuery?: QueryHook } = {}): Promise<Database> {
   const url = config.databaseUrl;
-  if (!url) return createPgliteDatabase({ dir: config.pgliteDir, onQuery: options.onQuery });
+  if (!url)
+    return createPgliteDatabase({
+      dir: config.pgliteDir,
+      durability: config.pgliteDurability,
+      onQuery: options.onQuery,
+    });
   if (isNeonUrl(url) || config.neonFetchEndpoint) {
     return createNeonDatabase(url, { fetchEndpoint: config.neonFetchEndpoint, onQuery: options.onQuery });
   }

@@ -1,34 +1,64 @@
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { dirname, join } from "node:path";
+import { existsSync, rmSync } from "node:fs";
+import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
+import { acquireDirLock } from "./dir-lock";
+import {
+  DurableNodeFS,
+  PGLITE_DEFAULT_START_PARAMS,
+  type PgliteDurability,
+  pgliteStartParams,
+  type SyncCounter,
+  syncTree,
+} from "./pglite-durability";
 import * as schema from "./schema";
 import { batchInTransaction, type Database, type Db, loggerFrom, type QueryHook } from "./types";
 
 export interface PgliteOptions {
   /** A directory, or `memory://` for an in-memory database. */
   dir?: string;
+  /** On disk: whether a commit reaches the disk before it is acknowledged (default `full`). */
+  durability?: PgliteDurability;
   /** Start from a dumped data directory (tests clone a migrated template this way). */
   loadDataDir?: Blob | File;
   onQuery?: QueryHook;
 }
 
 /**
- * The embedded database: real Postgres 18 with pgvector, in-process. On disk it is guarded by a
- * lock file holding our pid; a lock left by a killed process (and PGlite's own stale
- * postmaster.pid) is cleared on start, while a live owner makes start fail loudly.
+ * The embedded database: real Postgres 18 with pgvector, in-process. On disk it is durable by
+ * default (see pglite-durability.ts) and guarded by a lock file naming its process; a lock left
+ * by a dead process (and PGlite's own stale postmaster.pid) is cleared on start, while a live
+ * owner makes start fail loudly.
  */
 export async function createPgliteDatabase(options: PgliteOptions = {}): Promise<Database> {
   const dir = options.dir ?? "memory://";
   const onDisk = !dir.startsWith("memory://");
+  const durability = options.durability ?? "full";
   let releaseLock = () => {};
-  if (onDisk) releaseLock = acquireDirLock(dir);
-  const client = await PGlite.create({
-    ...(onDisk ? { dataDir: dir } : {}),
-    ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
-    extensions: { vector },
-  });
+  const syncs: SyncCounter = { syncs: 0 };
+  let fresh = false;
+  if (onDisk) {
+    releaseLock = acquireDirLock(dir);
+    // Nobody else owns the directory: a postmaster.pid left behind by a killed process would
+    // make PGlite refuse to open it.
+    rmSync(join(dir, "postmaster.pid"), { force: true });
+    fresh = !existsSync(join(dir, "PG_VERSION"));
+  }
+  let client: PGlite;
+  try {
+    client = await PGlite.create({
+      ...(onDisk && durability === "full" ? { fs: new DurableNodeFS(dir, syncs) } : onDisk ? { dataDir: dir } : {}),
+      ...(onDisk ? { startParams: pgliteStartParams(durability, PGLITE_DEFAULT_START_PARAMS) } : {}),
+      ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
+      extensions: { vector },
+    });
+  } catch (err) {
+    releaseLock();
+    throw err;
+  }
+  // initdb wrote the new cluster without our fsync hook: put it on disk once.
+  if (onDisk && fresh && durability === "full") syncTree(dir);
   // PGlite is one session that does not apply database-level settings (ALTER DATABASE ... SET
   // in migrations 0003 and 0007), so the settings vector searches rely on are set here.
   await client.exec("SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = 200");
@@ -41,8 +71,8 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
       await client.close();
       releaseLock();
     },
-    // Exposed for tests that dump a migrated template.
-    ...({ client } as object),
+    // Exposed for tests that dump a migrated template, and for counting host syncs.
+    ...({ client, syncs } as object),
   };
 }
 
@@ -50,29 +80,4 @@ export function pgliteClientOf(database: Database): PGlite {
   const client = (database as unknown as { client?: PGlite }).client;
   if (!client) throw new Error("not a PGlite database");
   return client;
-}
-
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === "EPERM";
-  }
-}
-
-function acquireDirLock(dir: string): () => void {
-  const lockFile = `${dir.replace(/\/+$/, "")}.lock`;
-  mkdirSync(dirname(lockFile), { recursive: true });
-  if (existsSync(lockFile)) {
-    const owner = Number(readFileSync(lockFile, "utf8").trim());
-    if (owner && owner !== process.pid && isAlive(owner)) {
-      throw new Error(`The embedded database at ${dir} is in use by process ${owner}`);
-    }
-  }
-  // Nobody else owns the directory: a postmaster.pid left behind by a killed process would
-  // make PGlite refuse to open it.
-  rmSync(join(dir, "postmaster.pid"), { force: true });
-  writeFileSync(lockFile, String(process.pid));
-  return () => rmSync(lockFile, { force: true });
 }
