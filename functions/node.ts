@@ -8,6 +8,7 @@ import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
+import { releaseAllLeases } from "../lib/jobs/store";
 import { createLlm, type Llm } from "../lib/llm/client";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
@@ -27,11 +28,9 @@ export interface NodeServiceOptions {
   migrate?: boolean;
   /** Where the built dashboard is (default: dist/ui, written by `npm run build:ui`). */
   dashboardDir?: string;
-  /** Run the sweep on an interval (default: every minute); false for none. */
+  /** Run the sweep on an interval (default: RETRY_INTERVAL_MS, the run contract's period); false for none. */
   sweepIntervalMs?: number | false;
 }
-
-export const SWEEP_INTERVAL_MS = 60_000;
 
 /**
  * The Node.js host's service: one database for the process, migrated and bootstrapped, the
@@ -68,6 +67,12 @@ export async function createNodeService(options: NodeServiceOptions) {
     defer: track,
     queryEmbeddings: createQueryEmbeddings(),
   };
+  // The embedded database has one process (its directory lock): leases still held were held by
+  // a process that is gone, so its jobs and episodes are released now rather than a lease later.
+  if (database.kind === "pglite") {
+    const released = await releaseAllLeases(database.db);
+    if (released.jobs || released.episodes) log.info("released leases of a previous process", released);
+  }
   const admin = await bootstrapAdmin(deps);
   const app = createApp({
     deps: () => deps,
@@ -75,7 +80,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     dashboardAssets: dashboardAssets(options.dashboardDir),
   });
 
-  const intervalMs = options.sweepIntervalMs ?? SWEEP_INTERVAL_MS;
+  const intervalMs = options.sweepIntervalMs ?? config.retryIntervalMs;
   let sweeping: Promise<unknown> = Promise.resolve();
   const runSweep = () => {
     // One sweep at a time per process; claiming with leases keeps several processes apart.

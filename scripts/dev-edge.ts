@@ -6,6 +6,7 @@ import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import { startNeonHttpEndpoint } from "../lib/dev/neon-http-endpoint";
+import { releaseAllLeases } from "../lib/jobs/store";
 
 /**
  * `npm run dev`: the Worker under `wrangler dev` (workerd), offline. The Neon driver it uses is
@@ -35,8 +36,10 @@ async function main() {
   const config = parseConfig(env);
   if (config.pgliteDir.startsWith("memory://")) console.log("Embedded database in memory: nothing is kept");
 
-  const database = await createPgliteDatabase({ dir: config.pgliteDir });
+  const database = await createPgliteDatabase({ dir: config.pgliteDir, durability: config.pgliteDurability });
   await migrateDatabase(database, config.openai.embeddingDimensions);
+  // This process alone holds the embedded database: leases left by an earlier run are released.
+  await releaseAllLeases(database.db);
   // Only the database, config and clock are needed here: no model client or scheduler in this
   // process (background work is the Worker's).
   const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });

@@ -155,6 +155,12 @@ export const episodes = pgTable(
     endedAt: timestamptz("ended_at").notNull(),
     processingStartedAt: timestamptz("processing_started_at"),
     processingCompletedAt: timestamptz("processing_completed_at"),
+    /**
+     * The lease of the attempt working on the episode (summary or fact extraction): set when it
+     * claims the episode, renewed by its heartbeat. Past it, or NULL (a restart released it), a
+     * `processing` episode is taken over.
+     */
+    lockedUntil: timestamptz("locked_until"),
     error: text("error"),
     retryCount: integer("retry_count").notNull().default(0),
     semanticRetryCount: integer("semantic_retry_count").notNull().default(0),

@@ -12,7 +12,7 @@ import { renderTranscript, type TranscriptMessage } from "./transcript";
 /**
  * `skipped`: nothing to do (not pending, or no longer ours when writing). `busy`: the episode is in
  * processing under another attempt that started less than a lease ago; its job should run again
- * once that attempt counts as abandoned.
+ * once that attempt's lease has run out (its worker died).
  */
 export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
 
@@ -20,14 +20,14 @@ export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
  * Summarise one episode: claim it (pending → processing) in one statement that also returns its
  * transcript and settings, make one Structured-Outputs call and one embedding call, then write
  * the result only while the episode is still ours (processing). Safe to run twice: a second run
- * finds the episode no longer pending and does nothing. An episode left in processing for longer
- * than a job lease belongs to a worker that crashed (its job was claimed again): it is taken over,
- * and every write requires the claim's own stamp (`processing_started_at`), so the late answer or
+ * finds the episode no longer pending and does nothing. An episode in processing whose lease
+ * (`locked_until`, renewed by the job's heartbeat) ran out, or was released by a restart, belongs
+ * to a worker that died: it is taken over, and every write requires the claim's own stamp (`processing_started_at`), so the late answer or
  * late failure of the attempt that was taken over writes nothing.
  */
 export async function processEpisode(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
   const now = deps.clock.now().toISOString();
-  const abandonedBefore = new Date(Date.parse(now) - LEASE_MS).toISOString();
+  const leaseUntil = new Date(Date.parse(now) + LEASE_MS).toISOString();
   const claimed = rowsOf<{
     id: string;
     project_id: string;
@@ -39,9 +39,10 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     await deps.db.execute(sql`
       WITH e AS (
         UPDATE ${episodes} SET status = 'processing', processing_started_at = ${now}::timestamptz,
-          processing_completed_at = NULL, error = NULL, updated_at = ${now}::timestamptz
+          processing_completed_at = NULL, error = NULL, locked_until = ${leaseUntil}::timestamptz, updated_at = ${now}::timestamptz
         WHERE id = ${episodeId}
-          AND (status = 'pending' OR (status = 'processing' AND processing_started_at <= ${abandonedBefore}::timestamptz))
+          AND (status = 'pending'
+               OR (status = 'processing' AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)))
         RETURNING id, project_id, thread_id, dataset, from_seq, to_seq
       )
       SELECT e.id, e.project_id, e.dataset,

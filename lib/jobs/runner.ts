@@ -7,56 +7,108 @@ import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/trigge
 import { errorFields } from "../log";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
 import { episodicSetting } from "../settings-sql";
-import { claimJobs, completeJob, type Job, LEASE_MS, rescheduleJob } from "./store";
+import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease, rescheduleJob } from "./store";
 
 export { LEASE_MS };
 /** How many jobs one worker runs at once (provider latency bound, not CPU bound). */
 export const JOB_CONCURRENCY = 16;
 const FAILURE_BACKOFF_MS = 30_000;
+/** Extraction pending this long with nobody claiming it has lost its job: the sweep queues one. */
+const STALE_PENDING_MS = 5 * 60 * 1000;
 
-/** Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later. */
+/** What a job's work leaves to do with its row: delete it (then maybe run another), or run it again later. */
+type JobResult =
+  | { next: "done"; runNext?: string }
+  | { next: "later"; runAt: Date; error?: string /** ring the doorbell for the new time */; ring?: boolean };
+
+/**
+ * Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later.
+ * Its lease is renewed while it runs, so a lease only runs out when the worker died.
+ */
 export async function runJob(deps: Deps, job: Job): Promise<void> {
+  const lease = keepLease(deps, job);
+  let result: JobResult;
   try {
-    switch (job.kind) {
-      case "episode": {
-        const outcome = await processEpisode(deps, String(job.payload.episodeId));
-        if (outcome === "busy") {
-          // Left in processing by an earlier attempt that died mid-way (its write failed, or its
-          // worker crashed): try again once that attempt counts as abandoned, then take it over.
-          await rescheduleJob(deps.db, job, new Date(deps.clock.now().getTime() + LEASE_MS));
-          return;
-        }
-        // Facts follow in the same run (a no-op unless the episode's extraction is pending).
-        if (outcome === "completed") await processSemantic(deps, String(job.payload.episodeId));
-        await completeJob(deps.db, job);
-        return;
-      }
-      case "semantic": {
-        await processSemantic(deps, String(job.payload.episodeId));
-        await completeJob(deps.db, job);
-        return;
-      }
-      case "thread-idle": {
-        await runIdleTimer(deps, job);
-        return;
-      }
-      default:
-        deps.log.error("unknown job kind; dropping it", { kind: job.kind, key: job.key });
-        await completeJob(deps.db, job);
-    }
+    result = await work(deps, job);
   } catch (err) {
     deps.log.error("job failed; it will run again", { key: job.key, attempts: job.attempts, ...errorFields(err) });
     const backoff = FAILURE_BACKOFF_MS * 2 ** Math.min(job.attempts - 1, 6);
-    await rescheduleJob(deps.db, job, new Date(deps.clock.now().getTime() + backoff), String(err)).catch(() => {});
+    result = { next: "later", runAt: new Date(deps.clock.now().getTime() + backoff), error: String(err) };
+  } finally {
+    await lease.stop();
+  }
+  if (result.next === "later") {
+    await rescheduleJob(deps.db, job, result.runAt, result.error).catch((err) =>
+      // Its lease then runs out and the job is claimed again.
+      deps.log.warn("could not reschedule a job", { key: job.key, ...errorFields(err) }),
+    );
+    if (result.ring) ringLater(deps, [{ key: job.key, runAt: result.runAt }]);
+    return;
+  }
+  await completeJob(deps.db, job);
+  if (result.runNext) await runJobByKey(deps, result.runNext);
+}
+
+async function work(deps: Deps, job: Job): Promise<JobResult> {
+  switch (job.kind) {
+    case "episode": {
+      const episodeId = String(job.payload.episodeId);
+      const outcome = await processEpisode(deps, episodeId);
+      // In processing under another attempt whose lease holds: look again once it would have run out.
+      if (outcome === "busy") return { next: "later", runAt: new Date(deps.clock.now().getTime() + LEASE_MS) };
+      // Facts follow in the same run: a no-op unless the episode is completed with extraction
+      // pending (also when an earlier run of this job wrote the summary and died before the facts).
+      if (outcome !== "failed") await processSemantic(deps, episodeId);
+      return { next: "done" };
+    }
+    case "semantic": {
+      await processSemantic(deps, String(job.payload.episodeId));
+      return { next: "done" };
+    }
+    case "thread-idle":
+      return runIdleTimer(deps, job);
+    default:
+      deps.log.error("unknown job kind; dropping it", { kind: job.kind, key: job.key });
+      return { next: "done" };
   }
 }
 
 /**
- * The idle timer fired: re-read the thread's last activity and settings. Idle long enough (or
- * pulled forward by a new sibling thread): cut the episode. Otherwise sleep until the thread
- * would be idle. Disabled meanwhile: drop the timer.
+ * The heartbeat of a running job: every `LEASE_RENEW_MS` its lease (and its episode's) is pushed a
+ * lease ahead. `stop()` waits for a renewal in flight, so the job's row is then written with the
+ * lease it really holds.
  */
-async function runIdleTimer(deps: Deps, job: Job) {
+function keepLease(deps: Deps, job: Job) {
+  const episodeId = typeof job.payload.episodeId === "string" ? job.payload.episodeId : undefined;
+  let beat: Promise<void> = Promise.resolve();
+  const timer = setInterval(() => {
+    beat = beat
+      .then(async () => {
+        const renewed = await renewLease(deps.db, job, deps.clock.now(), episodeId);
+        if (renewed) {
+          job.lockedUntil = renewed;
+          return;
+        }
+        clearInterval(timer);
+        deps.log.warn("job lost its lease (claimed again meanwhile)", { key: job.key });
+      })
+      .catch((err) => deps.log.warn("job lease renewal failed", { key: job.key, ...errorFields(err) }));
+  }, LEASE_RENEW_MS);
+  (timer as { unref?: () => void }).unref?.();
+  return {
+    async stop() {
+      clearInterval(timer);
+      await beat;
+    },
+  };
+}
+
+/**
+ * The idle timer fired: re-read the thread's last activity and settings. Idle long enough (or
+ * pulled forward by a new sibling thread): cut the episode and run its job. Otherwise sleep until
+ * the thread would be idle. Disabled meanwhile: drop the timer.
+ */
+async function runIdleTimer(deps: Deps, job: Job): Promise<JobResult> {
   const threadId = String(job.payload.threadId);
   const [state] = rowsOf<{
     interval_ms: string | number | null;
@@ -71,26 +123,17 @@ async function runIdleTimer(deps: Deps, job: Job) {
       FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
       WHERE th.id = ${threadId}`),
   );
-  if (!state?.enabled || !state.pending) {
-    await completeJob(deps.db, job);
-    return;
-  }
+  if (!state?.enabled || !state.pending) return { next: "done" };
   const pulled = job.payload.pulled === true;
   if (!pulled) {
-    if (state.interval_ms === null) {
-      await completeJob(deps.db, job);
-      return;
-    }
+    if (state.interval_ms === null) return { next: "done" };
     const idleAt = new Date((toDate(state.last_message_at) as Date).getTime() + Number(state.interval_ms));
     if (idleAt.getTime() > deps.clock.now().getTime()) {
-      await rescheduleJob(deps.db, job, idleAt);
-      ringLater(deps, [{ key: job.key, runAt: idleAt }]);
-      return;
+      return { next: "later", runAt: idleAt, ring: true };
     }
   }
   const cut = await cutEpisode(deps, job.projectId ?? "", threadId, pulled ? "sibling" : "idle");
-  await completeJob(deps.db, job);
-  if (cut.job) await runJobByKey(deps, cut.job.key);
+  return { next: "done", runNext: cut.job?.key };
 }
 
 /** A doorbell for one job: claim it by key (no-op when not due or held by another worker) and run it. */
@@ -150,7 +193,7 @@ async function scheduleMissedIdleTimers(deps: Deps, limit: number) {
 async function requeueFailedExtractions(deps: Deps, limit: number) {
   const now = deps.clock.now().toISOString();
   const olderThan = new Date(Date.parse(now) - deps.config.retryIntervalMs).toISOString();
-  const abandonedBefore = new Date(Date.parse(now) - LEASE_MS).toISOString();
+  const staleBefore = new Date(Date.parse(now) - STALE_PENDING_MS).toISOString();
   return rowsOf<{ key: string }>(
     await deps.db.execute(sql`
       WITH requeued AS (
@@ -160,8 +203,10 @@ async function requeueFailedExtractions(deps: Deps, limit: number) {
           SELECT id FROM ${episodes}
           WHERE status = 'completed' AND semantic_retry_count < ${SEMANTIC_MAX_RETRIES}
             AND ((semantic_status = 'failed' AND updated_at <= ${olderThan}::timestamptz)
-              -- left behind by a worker that died: never claimed, or claimed longer than a lease ago
-              OR (semantic_status IN ('pending', 'processing') AND updated_at <= ${abandonedBefore}::timestamptz))
+              -- pending for long with nobody claiming it (its job went missing)
+              OR (semantic_status = 'pending' AND updated_at <= ${staleBefore}::timestamptz)
+              -- left behind by a worker that died: its lease ran out, or a restart released it
+              OR (semantic_status = 'processing' AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)))
           ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
         )
         RETURNING e.id, e.project_id, e.dataset

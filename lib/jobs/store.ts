@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toDate } from "../db/rows";
-import { jobs } from "../db/schema";
+import { episodes, jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import { newId } from "../ids";
 
@@ -32,11 +32,12 @@ export interface JobSpec {
 }
 
 /**
- * How long a claim holds a job: long enough for the three model calls of an episode, with their
- * retries. Past it the job is claimed again, and an episode left in processing that long by a
- * crashed worker is taken over by the new one.
+ * How long a claim holds a job (and the episode it works on) without a sign of life. A running
+ * job renews its lease every `LEASE_RENEW_MS` (see `keepLease`), so a lease only runs out when
+ * its worker died; then the job is claimed again and the episode taken over.
  */
-export const LEASE_MS = 5 * 60 * 1000;
+export const LEASE_MS = 30_000;
+export const LEASE_RENEW_MS = 10_000;
 
 /** How an upsert treats a job already scheduled under the same key. */
 export type ScheduleMode = "keep" | "earlier" | "replace";
@@ -128,4 +129,46 @@ export async function rescheduleJob(db: Db, job: Job, runAt: Date, error?: strin
     UPDATE ${jobs} SET run_at = ${runAt.toISOString()}::timestamptz, locked_until = NULL,
       last_error = ${error ?? null}, attempts = ${error ? sql`attempts` : sql`0`}
     WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz`);
+}
+
+/**
+ * A heartbeat: extend our lease on the job and, while it holds, on the episode the job works on,
+ * in one statement. False when the lease is no longer ours (the job was reclaimed or is gone).
+ */
+export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string): Promise<Date | null> {
+  const lockedUntil = new Date(now.getTime() + LEASE_MS).toISOString();
+  const [row] = rowsOf<{ renewed: number }>(
+    await db.execute(sql`
+      WITH j AS (
+        UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz
+        WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz
+        RETURNING id
+      ), e AS (
+        UPDATE ${episodes} SET locked_until = ${lockedUntil}::timestamptz
+        WHERE id = ${episodeId ?? null} AND EXISTS (SELECT 1 FROM j)
+          AND (status = 'processing' OR semantic_status = 'processing')
+        RETURNING id
+      )
+      SELECT (SELECT count(*) FROM j)::int AS renewed, (SELECT count(*) FROM e)::int AS episodes`),
+  );
+  return row && Number(row.renewed) > 0 ? new Date(lockedUntil) : null;
+}
+
+/**
+ * At the start of the only process that may use a database (the embedded one, guarded by its
+ * directory lock), every lease still held was held by a process that is gone: release them all,
+ * so its jobs run again at once instead of a lease later. One statement.
+ */
+export async function releaseAllLeases(db: Db): Promise<{ jobs: number; episodes: number }> {
+  const [row] = rowsOf<{ jobs: number; episodes: number }>(
+    await db.execute(sql`
+      WITH j AS (UPDATE ${jobs} SET locked_until = NULL WHERE locked_until IS NOT NULL RETURNING id),
+      e AS (
+        UPDATE ${episodes} SET locked_until = NULL
+        WHERE locked_until IS NOT NULL AND (status = 'processing' OR semantic_status = 'processing')
+        RETURNING id
+      )
+      SELECT (SELECT count(*) FROM j)::int AS jobs, (SELECT count(*) FROM e)::int AS episodes`),
+  );
+  return { jobs: Number(row?.jobs ?? 0), episodes: Number(row?.episodes ?? 0) };
 }

@@ -72,11 +72,12 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
   const [claimed] = rowsOf<Omit<Claimed, "claimedAt">>(
     await deps.db.execute(sql`
       WITH e AS (
-        UPDATE ${episodes} SET semantic_status = 'processing', semantic_error = NULL, updated_at = ${claimedAt}::timestamptz
+        UPDATE ${episodes} SET semantic_status = 'processing', semantic_error = NULL, updated_at = ${claimedAt}::timestamptz,
+          locked_until = ${new Date(now.getTime() + LEASE_MS).toISOString()}::timestamptz
         WHERE id = ${episodeId} AND status = 'completed'
           AND (semantic_status = 'pending'
-               -- abandoned by a worker that died mid-way (its job's lease has run out)
-               OR (semantic_status = 'processing' AND updated_at < ${new Date(now.getTime() - LEASE_MS).toISOString()}::timestamptz))
+               -- abandoned by a worker that died mid-way (its lease ran out, or a restart released it)
+               OR (semantic_status = 'processing' AND (locked_until IS NULL OR locked_until < ${claimedAt}::timestamptz)))
         RETURNING id, project_id, thread_id, dataset, from_seq, to_seq
       )
       SELECT e.id, e.project_id, e.dataset, p.settings AS project_settings,
