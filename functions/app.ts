@@ -6,6 +6,7 @@ import { ZodRealError } from "zod";
 import type { Deps } from "../lib/deps";
 import { HttpError } from "../lib/errors";
 import { authRoutes } from "./auth";
+import { authenticateFirst, unknownRouteIsNotFound } from "./auth-first";
 import { dashboardRoutes } from "./dashboard";
 import { docsRoutes, registerOpenApi } from "./docs";
 import type { AppEnv } from "./env";
@@ -51,7 +52,10 @@ export function createApp(options: {
       maxAge: 600,
     }),
   );
-  app.use("*", rejectNul);
+  // The order is the contract: an unknown method and path is 404 for everyone; on a known route
+  // the credential comes first (a request without a valid one gets its 401 and nothing else);
+  // then NUL characters in the path or query, the body limit, validation and the route itself.
+  app.use("*", unknownRouteIsNotFound);
   app.use(
     "*",
     createMiddleware<AppEnv>(async function injectDeps(c, next) {
@@ -59,6 +63,8 @@ export function createApp(options: {
       await next();
     }),
   );
+  app.use("*", authenticateFirst);
+  app.use("*", rejectNul);
   app.use(
     "*",
     bodyLimit({
@@ -92,6 +98,7 @@ export type App = ReturnType<typeof createApp>;
  * Postgres text cannot hold U+0000, so a percent-encoded NUL in a path parameter or a query value
  * would fail its statement with a 500. No stored name contains one: in the path it is a 404, in
  * the query string a validation error naming the parameter. (Bodies are checked by their schemas.)
+ * It runs after authentication: without a valid credential the answer is the 401.
  */
 const rejectNul = createMiddleware<AppEnv>(async function rejectNul(c, next) {
   const url = new URL(c.req.url);

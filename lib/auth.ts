@@ -7,10 +7,19 @@ import { newId } from "./ids";
 
 export const SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 
-/** The token of an `Authorization: Bearer <token>` header, or the spec's 401. */
+const MISSING_AUTHORIZATION = "Missing or invalid Authorization header";
+
+/**
+ * The credential of an `Authorization: Bearer <credential>` header. No header, or one without the
+ * Bearer scheme followed by a credential, is the spec's "Missing or invalid Authorization header".
+ * Everything after the scheme (spaces and tabs around it trimmed, as HTTP allows) is the
+ * credential as sent, inner spaces, control characters, "%00" and all: a wrong one is simply not
+ * found, so it gets its surface's own 401 ("Invalid API key", "Invalid session"). Only its hash
+ * ever reaches the database.
+ */
 export function bearerToken(header: string | undefined | null): string {
-  const match = header?.match(/^Bearer\s+(\S+)\s*$/);
-  if (!match?.[1]) throw unauthorized("Missing or invalid Authorization header");
+  const match = header?.match(/^[ \t]*Bearer[ \t]+(.*?)[ \t]*$/s);
+  if (!match?.[1]) throw unauthorized(MISSING_AUTHORIZATION);
   return match[1];
 }
 
