@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { setMetric, timing } from "hono/timing";
 import { errorFields } from "../lib/log";
+import { integerIn, numberIn } from "../lib/numbers";
 import { eraseDataset, exportDataset } from "../lib/recall/dataset";
 import { recall } from "../lib/recall/recall";
 import { EpisodeSchema } from "./episodic";
@@ -73,19 +74,12 @@ export const RecallRequestSchema = z
       .array(z.enum(["episodes", "synthesis", "raw"]))
       .default([])
       .openapi({ description: "Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call)." }),
-    limit: z
-      .number()
-      .int()
-      .min(1)
-      .max(100)
+    limit: integerIn(1, 100)
       .optional()
       .openapi({ description: "Facts in the block, 1-100; default the project's factsInContext (8)." }),
-    minConfidence: z
-      .number()
-      .min(0)
-      .max(1)
-      .optional()
-      .openapi({ description: "0-1; default the project's retrievalMinConfidence (0.5)." }),
+    minConfidence: numberIn(0, 1).optional().openapi({
+      description: "0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0.",
+    }),
     asOf: dateInput.optional().openapi({
       type: "string",
       description:

@@ -1,4 +1,5 @@
 import { z } from "@hono/zod-openapi";
+import { integerIn } from "../lib/numbers";
 
 export const ErrorSchema = z
   .object({ error: z.string().openapi({ description: "What went wrong. Not stable: branch on the HTTP status." }) })
@@ -43,8 +44,13 @@ export const jsonBody = <T extends z.ZodType>(schema: T, description = "JSON bod
 
 const digits = (v: unknown) => (typeof v === "string" && /^-?\d+$/.test(v.trim()) ? Number(v) : v);
 
+/**
+ * An integer parameter (min..max within the 32-bit range, lib/numbers.ts). Only digits are
+ * coerced: "1.5", "1e3", "NaN", "Infinity" or "1e309" stay strings and fail as the wrong type
+ * (a 400 naming the parameter); a digit string beyond the bounds fails them.
+ */
 export const intQuery = (min: number, max: number, fallback?: number) => {
-  const base = z.preprocess(digits, z.number().int().min(min).max(max));
+  const base = z.preprocess(digits, integerIn(min, max));
   return (fallback === undefined ? base.optional() : base.default(fallback)) as z.ZodType<number>;
 };
 

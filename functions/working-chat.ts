@@ -2,6 +2,7 @@ import { createRoute, type RouteHandler, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../lib/chat";
 import { errorFields } from "../lib/log";
+import { integerIn } from "../lib/numbers";
 import type { AppEnv } from "./env";
 import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
 
@@ -11,7 +12,7 @@ const chatBody = z.object({
     .openapi({
       description: `The user's message, non-empty. It is stored as a \`user\` message before anything else (and stays stored if the reply fails), so the window sent to the model ends with it; its first ${RECALL_QUERY_CHARS} characters are the recall query.`,
     }),
-  messageLimit: z.number().int().min(1).max(100).default(20).openapi({
+  messageLimit: integerIn(1, 100).default(20).openapi({
     description:
       "How many recent un-compacted messages (the new one included) the model sees, 1-100, default 20; an active compact summary comes first and does not count, as in prepare.",
   }),

@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
 import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../lib/compaction";
+import { INT4_MAX, numberIn } from "../lib/numbers";
 import { addMessage, listMessages, prepareContext, threadStats } from "../lib/working";
 import type { AppEnv } from "./env";
 import { requireApiKey } from "./middleware";
@@ -19,11 +20,12 @@ const threadIdParam = z.object({
 });
 const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
 /**
- * Caller telemetry. Upper bounds keep the values storable and summable: latency is a `real`
- * column (a larger number would fail the insert), token totals are summed by stats.
+ * Caller telemetry. Bounds keep the values storable and summable: latency is a `real` column,
+ * token totals are summed by stats. Below about 1.18e-38 a value is stored as 0 (numberIn): a
+ * `real` cannot hold 5e-324 or 1e-50 at all.
  */
-const tokenCount = z.number().min(0).max(Number.MAX_SAFE_INTEGER);
-const latency = z.number().min(0).max(2_147_483_647);
+const tokenCount = numberIn(0, Number.MAX_SAFE_INTEGER);
+const latency = numberIn(0, INT4_MAX);
 
 export const MessageSchema = z
   .object({

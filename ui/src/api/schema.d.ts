@@ -3845,7 +3845,7 @@ export interface components {
             include: ("episodes" | "synthesis" | "raw")[];
             /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
             limit?: number;
-            /** @description 0-1; default the project's retrievalMinConfidence (0.5). */
+            /** @description 0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0. */
             minConfidence?: number;
             /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */
             asOf?: string;
