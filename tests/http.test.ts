@@ -62,7 +62,7 @@ describe("unknown routes", () => {
     ["GET", "/v1/memory/working/threads"],
     ["GET", "/v1/memory/working/threads/x/unknown"],
   ])("%s %s is 404 JSON {error}", async (method, path) => {
-    // With a key: under /v1 the credential is checked before the route is found.
+    // With a key or without (tests/auth-first.test.ts): an unknown route is 404 for everyone.
     const t = await newTenant(svc);
     const res = await svc.request(path, { method, token: t.key });
     expect(res.status).toBe(404);
