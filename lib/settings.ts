@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { integerIn, numberIn } from "./numbers";
 
 /**
  * Project settings: stored per project as a partial object, deep-merged over these defaults at
@@ -37,24 +38,26 @@ export const DEFAULT_SETTINGS = {
 export type Settings = typeof DEFAULT_SETTINGS;
 export type EpisodicSettings = Settings["episodic"];
 
-const unit = () => z.number().min(0).max(1);
+/**
+ * The longest idle interval: 100 years of 365 days. The timer's due time (last message + interval)
+ * must stay a date both Postgres and JavaScript hold; the spec gives no upper bound.
+ */
+export const MAX_EPISODE_INTERVAL_MS = 100 * 365 * 24 * 60 * 60 * 1000;
+
+/** A 0-1 setting; below about 1.18e-38 it becomes 0 (numberIn). */
+const unit = () => numberIn(0, 1);
 
 function episodicShape(maxMessagesMin: number) {
   return {
     enabled: z.boolean().describe("Cut conversations into episodes (messages are stored either way)."),
-    autoEpisodeIntervalMs: z
-      .number()
-      .min(1000)
+    autoEpisodeIntervalMs: numberIn(1000, MAX_EPISODE_INTERVAL_MS)
       .nullable()
       .describe("Idle time after a thread's last message before its episode is cut (ms); null turns the timer off."),
-    maxMessages: z
-      .number()
-      .int()
-      .min(maxMessagesMin)
-      .max(1000)
-      .describe("Messages of an episode's transcript sent to the model; longer ones keep the head and the tail."),
-    maxRetries: z.number().int().min(0).max(10).describe("Background retries of a failed episode."),
-    contextEpisodes: z.number().int().min(1).max(20).describe("Episodes recall returns when asked for episodes."),
+    maxMessages: integerIn(maxMessagesMin, 1000).describe(
+      "Messages of an episode's transcript sent to the model; longer ones keep the head and the tail.",
+    ),
+    maxRetries: integerIn(0, 10).describe("Background retries of a failed episode."),
+    contextEpisodes: integerIn(1, 20).describe("Episodes recall returns when asked for episodes."),
     similarityWeight: unit().describe("Weight of the query's similarity in an episode's relevance."),
     recencyWeight: unit().describe("Weight of recency in an episode's relevance."),
   };
@@ -65,7 +68,7 @@ const semanticShape = {
   retrievalMinConfidence: unit().describe(
     "Lowest confidence a fact needs to be recalled (recall's default minConfidence).",
   ),
-  factsInContext: z.number().int().min(1).max(100).describe("Facts in recall's block (recall's default limit)."),
+  factsInContext: integerIn(1, 100).describe("Facts in recall's block (recall's default limit)."),
   entityResolutionThreshold: unit().describe("Similarity above which a new entity is the same as an existing one."),
   factDedupThreshold: unit().describe(
     "Similarity at which a new fact duplicates a live one (the top of the contradiction band).",
@@ -74,24 +77,25 @@ const semanticShape = {
     "Lowest similarity at which a new fact is checked for contradicting a live one (at most factDedupThreshold).",
   ),
   anchorVectorMin: unit().describe("Lowest similarity for an entity near the query to anchor recall."),
-  anchorVectorTopK: z.number().int().min(1).max(10).describe("Entities nearest the query that may anchor recall."),
+  anchorVectorTopK: integerIn(1, 10).describe("Entities nearest the query that may anchor recall."),
 };
 
 const workingShape = {
-  autoCompactThreshold: z
-    .number()
-    .int()
-    .min(10)
-    .max(1000)
+  autoCompactThreshold: integerIn(10, 1000)
     .nullable()
     .describe("Un-compacted messages at which a thread is compacted inline; null turns auto-compaction off."),
 };
+
+/** Each setting's schema at project level (what PATCH accepts, and what a stored value must be). */
+const projectShapes = { working: workingShape, episodic: episodicShape(10), semantic: semanticShape } as const;
+/** The episodic group at thread level (maxMessages may go down to 1). */
+const threadEpisodicShape = episodicShape(1);
 
 /** Partial working-memory settings of a project. */
 export const projectWorkingPatch = z.object(workingShape).partial();
 
 /** Partial episodic override of a project (project bounds). */
-export const projectEpisodicPatch = z.object(episodicShape(10)).partial();
+export const projectEpisodicPatch = z.object(projectShapes.episodic).partial();
 /** Partial semantic override of a project. */
 export const projectSemanticPatch = z.object(semanticShape).partial();
 
@@ -108,7 +112,7 @@ export type SettingsPatch = z.infer<typeof settingsPatchSchema>;
  * accepted here and stripped before merging, so a partial override never erases a default.
  */
 export const threadEpisodicOverride = z.object(
-  Object.fromEntries(Object.entries(episodicShape(1)).map(([k, v]) => [k, v.nullable().optional()])) as {
+  Object.fromEntries(Object.entries(threadEpisodicShape).map(([k, v]) => [k, v.nullable().optional()])) as {
     [K in keyof ReturnType<typeof episodicShape>]: z.ZodOptional<z.ZodNullable<ReturnType<typeof episodicShape>[K]>>;
   },
 );
@@ -141,14 +145,60 @@ export function stripNullish<T>(value: T): T {
   return out as T;
 }
 
-/** Built-in defaults, then project settings (read-time merge). */
-export function resolveProjectSettings(stored: Plain | null | undefined): Settings {
-  return deepMerge(structuredClone(DEFAULT_SETTINGS), stored ?? undefined);
+/**
+ * The stored values of one group that its schemas accept, as they accept them (normalised the
+ * same way); any other stored value (written before a bound existed, or straight into the
+ * table) is left out, so the default applies instead of the value failing a later statement.
+ * Unknown keys are left out too. lib/settings-sql.ts applies the same rules inside SQL.
+ */
+function validGroup(shape: Record<string, z.ZodType>, stored: unknown): Plain {
+  const out: Plain = {};
+  if (!isPlain(stored)) return out;
+  for (const [key, schema] of Object.entries(shape)) {
+    if (!Object.hasOwn(stored, key)) continue;
+    const parsed = schema.safeParse(stored[key]);
+    if (parsed.success) out[key] = parsed.data;
+  }
+  return out;
 }
 
-/** Then the thread's episodic override. */
+/** Built-in defaults, then the project's valid stored values (read-time merge). */
+export function resolveProjectSettings(stored: Plain | null | undefined): Settings {
+  const own = isPlain(stored) ? stored : {};
+  return {
+    working: { ...DEFAULT_SETTINGS.working, ...validGroup(projectShapes.working, own.working) },
+    episodic: { ...DEFAULT_SETTINGS.episodic, ...validGroup(projectShapes.episodic, own.episodic) },
+    semantic: { ...DEFAULT_SETTINGS.semantic, ...validGroup(projectShapes.semantic, own.semantic) },
+  };
+}
+
+/** Then the thread's episodic override: its non-null values that the thread bounds accept. */
 export function resolveThreadSettings(project: Settings, thread: ThreadSettings | null | undefined): Settings {
-  return { ...project, episodic: deepMerge(project.episodic, stripNullish(thread?.episodic) ?? undefined) };
+  const override = validGroup(threadEpisodicShape, stripNullish(isPlain(thread) ? thread.episodic : undefined));
+  return { ...project, episodic: { ...project.episodic, ...override } };
+}
+
+/** What a stored value of one setting must be, read from the schema that validates it. */
+export type SettingRule =
+  | { type: "boolean"; nullable: boolean }
+  | { type: "number"; nullable: boolean; integer: boolean; minimum: number; maximum: number };
+
+export function settingRule<G extends keyof Settings>(
+  group: G,
+  key: keyof Settings[G] & string,
+  level: "project" | "thread" = "project",
+): SettingRule {
+  const shape: Record<string, z.ZodType> =
+    level === "thread" && group === "episodic" ? threadEpisodicShape : projectShapes[group];
+  let schema = shape[key];
+  if (!schema) throw new Error(`setting ${group}.${key} has no schema`);
+  const nullable = schema instanceof z.ZodNullable;
+  if (schema instanceof z.ZodNullable) schema = schema.unwrap() as z.ZodType;
+  if (schema instanceof z.ZodBoolean) return { type: "boolean", nullable };
+  if (schema instanceof z.ZodNumber && schema.minValue !== null && schema.maxValue !== null) {
+    return { type: "number", nullable, integer: schema.isInt, minimum: schema.minValue, maximum: schema.maxValue };
+  }
+  throw new Error(`setting ${group}.${key} is neither a boolean nor a bounded number`);
 }
 
 /**

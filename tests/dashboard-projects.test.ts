@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { projects } from "../lib/db/schema";
 import { runDueJobs } from "../lib/jobs/runner";
-import { DEFAULT_SETTINGS } from "../lib/settings";
+import { DEFAULT_SETTINGS, MAX_EPISODE_INTERVAL_MS } from "../lib/settings";
 import { DIMS, useDashboardService } from "./dashboard-fixtures";
 import { fakeEmbedding, near } from "./helpers/fake-openai";
 
@@ -95,7 +95,7 @@ describe("GET /dashboard/projects/{id}/settings/fields", () => {
       type: "number",
       nullable: true,
       minimum: 1000,
-      maximum: null,
+      maximum: MAX_EPISODE_INTERVAL_MS,
       default: 1_800_000,
     });
     expect(byKey.get("semantic.similarityWeight")).toBeUndefined();

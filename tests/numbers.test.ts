@@ -4,11 +4,15 @@ import { afterAll, describe, expect, it } from "vitest";
 import { intQuery } from "../functions/schemas";
 import { rowsOf } from "../lib/db/rows";
 import { FLOAT4_MAX, FLOAT4_MIN_NORMAL, flushTiny, INT4_MAX, INT4_MIN, integerIn, numberIn } from "../lib/numbers";
-import { createTestService } from "./helpers/service";
+import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings, settingRule } from "../lib/settings";
+import { episodicSetting, projectSetting } from "../lib/settings-sql";
+import { createTestService, newTenant } from "./helpers/service";
 
 /**
- * The shared numeric schemas (lib/numbers.ts): what they accept, how they normalise, and that
- * every value they let through is one Postgres holds.
+ * The shared numeric schemas (lib/numbers.ts) and the settings read rules (lib/settings.ts in
+ * JavaScript, lib/settings-sql.ts inside statements): what they accept, how they normalise, that
+ * every value they let through is one Postgres holds, and that both read paths agree on any stored
+ * value.
  */
 const svc = await createTestService();
 afterAll(() => svc.close());
@@ -144,5 +148,103 @@ describe("accepted values in Postgres", () => {
       expect(Math.fround(row.rr), String(x)).toBe(Math.fround(x));
       expect(Number.isFinite(row.p), String(x)).toBe(true);
     }
+  });
+});
+
+// --- The settings read rules: JavaScript and SQL agree on any stored value -----------------------
+
+const GROUPS = Object.keys(DEFAULT_SETTINGS) as (keyof typeof DEFAULT_SETTINGS)[];
+const keysOf = (group: keyof typeof DEFAULT_SETTINGS) => Object.keys(DEFAULT_SETTINGS[group]);
+
+/** A stored setting value: anything JSON can hold, weighted to the edges. */
+const storedValue = fc.oneof(
+  { arbitrary: fc.constantFrom(...EXTREMES), weight: 4 },
+  { arbitrary: fc.constantFrom(-1, 2, 5, 9, 10, 11, 20, 999, 1000, 1001, 3_153_600_000_001, 1e20), weight: 2 },
+  { arbitrary: fc.double(), weight: 1 },
+  { arbitrary: fc.constantFrom(null, true, false, "0.5", "", [], {}, [1], { a: 1 }), weight: 2 },
+);
+const storedGroup = (group: keyof typeof DEFAULT_SETTINGS) =>
+  fc.oneof(
+    { arbitrary: fc.dictionary(fc.constantFrom(...keysOf(group), "unknownKey"), storedValue), weight: 8 },
+    { arbitrary: fc.constantFrom(null, 5, "x", [], [{}]), weight: 1 },
+  );
+const storedSettings = fc.record(
+  { working: storedGroup("working"), episodic: storedGroup("episodic"), semantic: storedGroup("semantic") },
+  { requiredKeys: [] },
+);
+
+/** What a statement reads for every setting (each read as its callers cast it). */
+function readAllSql(threadSettings: string) {
+  const columns = GROUPS.flatMap((group) =>
+    keysOf(group).map((key) => {
+      const rule = settingRule(group, key as never);
+      const cast =
+        rule.type === "boolean"
+          ? "boolean"
+          : key === "autoEpisodeIntervalMs"
+            ? "bigint"
+            : rule.integer
+              ? "int"
+              : "float8";
+      const expr =
+        group === "episodic"
+          ? episodicSetting(key as never, sql`${threadSettings}::jsonb`, sql`p.settings`, cast)
+          : projectSetting(group, key as never, sql`p.settings`, cast);
+      return sql`${expr} AS ${sql.identifier(`${group}.${key}`)}`;
+    }),
+  );
+  return sql.join(columns, sql`, `);
+}
+
+describe("stored settings", () => {
+  it("every value the SQL read path yields is the one resolveProjectSettings/resolveThreadSettings yields", async () => {
+    const t = await newTenant(svc, "settings-agree");
+    await fc.assert(
+      fc.asyncProperty(storedSettings, fc.option(storedGroup("episodic")), async (generated, threadGroup) => {
+        // What the table holds is what JSON holds (-0 is 0, NaN and Infinity are null).
+        const stored = JSON.parse(JSON.stringify(generated));
+        const thread = JSON.parse(JSON.stringify({ episodic: threadGroup ?? undefined }));
+        await svc.deps.db.execute(
+          sql`UPDATE projects SET settings = ${JSON.stringify(stored)}::jsonb WHERE id = ${t.projectId}`,
+        );
+        const [row] = rowsOf<Record<string, unknown>>(
+          await svc.deps.db.execute(
+            sql`SELECT ${readAllSql(JSON.stringify(thread))} FROM projects p WHERE p.id = ${t.projectId}`,
+          ),
+        );
+        const project = resolveProjectSettings(stored);
+        const effective = resolveThreadSettings(project, thread);
+        for (const group of GROUPS) {
+          for (const key of keysOf(group)) {
+            const js = (group === "episodic" ? effective : project)[group][key as never] as unknown;
+            const fromSql = row[`${group}.${key}`];
+            const where = `${group}.${key} stored ${JSON.stringify(stored[group]?.[key])}`;
+            if (js === null || typeof js === "boolean") expect(fromSql, where).toBe(js);
+            // bigint comes back as text or bigint depending on the driver; the timer rounds to whole ms.
+            else if (key === "autoEpisodeIntervalMs") expect(Number(fromSql), where).toBe(Math.round(js as number));
+            else expect(Number(fromSql), where).toBe(js);
+          }
+        }
+      }),
+      { numRuns: 150 },
+    );
+  });
+
+  it("a stored value outside its rule reads as the default; a tiny one as 0; a valid one as itself", () => {
+    const resolved = resolveProjectSettings({
+      semantic: { retrievalMinConfidence: 1e-50, factsInContext: 1e10, anchorVectorMin: "0.9", anchorVectorTopK: 2.5 },
+      episodic: { autoEpisodeIntervalMs: 1e300, maxRetries: null, similarityWeight: 5e-324, contextEpisodes: 7 },
+      working: { autoCompactThreshold: null },
+      unknown: { x: 1 },
+    });
+    expect(resolved).toEqual({
+      working: { autoCompactThreshold: null },
+      episodic: { ...DEFAULT_SETTINGS.episodic, similarityWeight: 0, contextEpisodes: 7 },
+      semantic: { ...DEFAULT_SETTINGS.semantic, retrievalMinConfidence: 0 },
+    });
+    const thread = resolveThreadSettings(resolved, {
+      episodic: { maxMessages: 5, maxRetries: 11, autoEpisodeIntervalMs: null, recencyWeight: 1e-45 },
+    });
+    expect(thread.episodic).toEqual({ ...resolved.episodic, maxMessages: 5, recencyWeight: 0 });
   });
 });

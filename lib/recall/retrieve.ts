@@ -5,7 +5,7 @@ import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { type EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { type FactRow, factRecord } from "../semantic/facts";
-import { DEFAULT_SETTINGS } from "../settings";
+import { projectSetting } from "../settings-sql";
 import type { RankedFact } from "./context";
 
 /** Reciprocal Rank Fusion's constant: a rank-1 hit in one signal scores 1/61. */
@@ -127,22 +127,23 @@ interface FactJson extends FactRow {
 /** Builds the statement; exported for EXPLAIN in the benchmarks. */
 export function recallSql(deps: Deps, r: Retrieval): SQL {
   const dims = deps.config.openai.embeddingDimensions;
-  // The read-path settings, read in this statement: each group's defaults overlaid with the
-  // project's stored values (groups are flat, so the jsonb `||` is the deep merge).
+  // The read-path settings, read in this statement: the defaults, then the project's stored
+  // values that pass their rules (a stored value out of range counts as absent, see
+  // lib/settings-sql.ts). The per-call limit and minConfidence were validated by the route.
+  const own = sql`${projects.settings}`;
   const cte: SQL[] = [
     sql`s AS (SELECT
-      coalesce(${r.limit ?? null}::int, (semantic ->> 'factsInContext')::int) AS lim,
-      -- real, as the column is: 0.9 as float8 is above every stored 0.9
-      coalesce(${r.minConfidence ?? null}::float8, (semantic ->> 'retrievalMinConfidence')::float8)::real AS min_conf,
-      (semantic ->> 'anchorVectorMin')::float8 AS anchor_min,
-      (semantic ->> 'anchorVectorTopK')::int AS anchor_k,
-      (episodic ->> 'contextEpisodes')::int AS episode_limit,
-      (episodic ->> 'similarityWeight')::float8 AS similarity_weight,
-      (episodic ->> 'recencyWeight')::float8 AS recency_weight
-      FROM (SELECT
-        ${JSON.stringify(DEFAULT_SETTINGS.semantic)}::jsonb || coalesce(${projects.settings} -> 'semantic', '{}'::jsonb) AS semantic,
-        ${JSON.stringify(DEFAULT_SETTINGS.episodic)}::jsonb || coalesce(${projects.settings} -> 'episodic', '{}'::jsonb) AS episodic
-        FROM ${projects} WHERE ${projects.id} = ${r.projectId}) merged)`,
+      coalesce(${r.limit ?? null}::int, ${projectSetting("semantic", "factsInContext", own, "int")}) AS lim,
+      -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
+      -- least FLOAT4_MIN_NORMAL (numberIn, settings-sql), so the cast cannot underflow.
+      coalesce(${r.minConfidence ?? null}::float8,
+        ${projectSetting("semantic", "retrievalMinConfidence", own, "float8")})::real AS min_conf,
+      ${projectSetting("semantic", "anchorVectorMin", own, "float8")} AS anchor_min,
+      ${projectSetting("semantic", "anchorVectorTopK", own, "int")} AS anchor_k,
+      ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
+      ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
+      ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
+      FROM ${projects} WHERE ${projects.id} = ${r.projectId})`,
   ];
   const select: SQL[] = [];
 
