@@ -148,12 +148,15 @@ describe("happy path", () => {
       facts: [
         fact("owns", "dog", "I have a dog", { confidence: 7 }),
         fact("drives", "red Fiat", "I drive a red Fiat", { confidence: -1, validAt: "not a date" }),
+        // A real column cannot hold 1e-50 (the insert failed with 22003): it is stored as 0.
+        fact("has", "a pet", "I have a dog", { confidence: 1e-50 }),
       ],
       entities: [],
     });
     expect(await factBy(t, "owns", "dog")).toMatchObject({ validAt: said[0].createdAt, confidence: 1 });
     // An unparseable stated time falls back to the message's time.
     expect(await factBy(t, "drives", "red Fiat")).toMatchObject({ validAt: said[2].createdAt, confidence: 0 });
+    expect(await factBy(t, "has", "a pet")).toMatchObject({ confidence: 0 });
   });
 });
 

@@ -13,6 +13,7 @@ import {
   FactExtractionSchema,
 } from "../llm/prompts";
 import { errorFields } from "../log";
+import { flushTiny } from "../numbers";
 import { resolveProjectSettings, resolveThreadSettings, type Settings, type ThreadSettings } from "../settings";
 
 /** Semantic extraction is retried by the sweep at most this many times (a fixed cap, per spec). */
@@ -152,7 +153,8 @@ async function extractAndWrite(
         predicate: f.predicate.trim(),
         object: f.object.trim(),
         objectIsEntity: f.objectIsEntity,
-        confidence: Math.min(1, Math.max(0, f.confidence)),
+        // Into 0-1, and below float4's normal range to 0: the column is a `real` (lib/numbers.ts).
+        confidence: flushTiny(Math.min(1, Math.max(0, f.confidence))),
         sourceQuote: f.sourceQuote.trim(),
         validAt: stated && !Number.isNaN(stated.getTime()) ? stated : (toDate(said.created_at) as Date),
       },
