@@ -2,7 +2,8 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    include: ["tests/**/*.test.ts"],
+    // Integration tests under tests/; unit tests of pure decisions beside their file in lib/.
+    include: ["tests/**/*.test.ts", "lib/**/*.test.ts"],
     globalSetup: ["tests/helpers/global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,

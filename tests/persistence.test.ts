@@ -1,8 +1,12 @@
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { startServerProcess } from "./helpers/process";
+import { freePort, startServerProcess } from "./helpers/process";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * The Node.js host on an on-disk embedded database keeps every acknowledged message through
@@ -98,6 +102,48 @@ describe("embedded database on disk", { timeout: 120_000 }, () => {
     } finally {
       second.child.kill("SIGTERM");
       await second.exited;
+    }
+  });
+
+  it("restarts at the first try when the killed holder is a zombie not yet reaped", async () => {
+    const zombieDir = join(dir, "zombie");
+    // The server runs as the child of a process that never reaps its children (sh exec'd into
+    // sleep), so once killed it stays a zombie, which kill(pid, 0) still reports as existing.
+    const port = await freePort();
+    const parent = spawn(
+      "sh",
+      ["-c", `"${process.execPath}" --import tsx functions/server.ts & echo "server pid $!"; exec sleep 120`],
+      {
+        cwd: ROOT,
+        env: { ...process.env, ...env, PGLITE_DIR: zombieDir, PORT: String(port) },
+        stdio: ["ignore", "pipe", "pipe"],
+      },
+    );
+    let out = "";
+    parent.stdout.on("data", (d) => {
+      out += d;
+    });
+    parent.stderr.on("data", (d) => {
+      out += d;
+    });
+    try {
+      for (let i = 0; i < 600 && !out.includes("Listening on"); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(out).toContain("Listening on");
+      const pid = Number(out.match(/server pid (\d+)/)?.[1]);
+      process.kill(pid, "SIGKILL");
+      let state = "";
+      for (let i = 0; i < 100 && state !== "Z"; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        state = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1].split(" ")[0];
+      }
+      expect(state).toBe("Z");
+      expect(readFileSync(`${zombieDir}.lock`, "utf8")).toMatch(new RegExp(`^${pid}\\b`));
+
+      const restarted = await startServerProcess({ ...env, PGLITE_DIR: zombieDir });
+      restarted.child.kill("SIGTERM");
+      await restarted.exited;
+    } finally {
+      parent.kill("SIGKILL");
     }
   });
 

@@ -23,11 +23,17 @@ export interface ServerProcess {
 }
 
 /** `npm start`'s entry as a child process; resolves once it prints its Listening line. */
-export async function startServerProcess(env: Record<string, string>, timeoutMs = 30_000): Promise<ServerProcess> {
+export async function startServerProcess(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+  /** A command the server runs under (e.g. strace and its options). */
+  wrapper: string[] = [],
+): Promise<ServerProcess> {
   const port = await freePort();
   // As `npm start` runs it: one node process with tsx as a loader (tsx's CLI would add a parent
   // process, and killing that parent would leave the server running).
-  const child = spawn(process.execPath, ["--import", "tsx", "functions/server.ts"], {
+  const [command, ...args] = [...wrapper, process.execPath, "--import", "tsx", "functions/server.ts"];
+  const child = spawn(command, args, {
     cwd: ROOT,
     env: { ...process.env, ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
