@@ -1,9 +1,12 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { createNodeService } from "../functions/node";
+import { rowsOf, toDate } from "../lib/db/rows";
 import type { Deps } from "../lib/deps";
 import { processEpisode } from "../lib/episodic/pipeline";
-import { LEASE_MS, runDueJobs, runJob, runJobByKey, sweep } from "../lib/jobs/runner";
+import { keepLease, LEASE_MS, runDueJobs, runJob, runJobByKey, sweep } from "../lib/jobs/runner";
 import { claimJobs, completeJob, type JobSpec, rescheduleJob, scheduleJob } from "../lib/jobs/store";
+import { silentLogger } from "../lib/log";
 import { gate, type Tenant, useEpisodicService } from "./episodic-fixtures";
 
 /**
@@ -162,6 +165,77 @@ describe("runner", () => {
     expect((await sweep(h.svc.deps)).ran).toBe(1);
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "crash during" });
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+  });
+
+  it("renews a running job's lease and its episode's, so no other worker takes it over; it ends with the lease it holds", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "long summary");
+    const [job] = await claimJobs(h.svc.deps.db, {
+      now: h.clock.now(),
+      leaseMs: LEASE_MS,
+      limit: 1,
+      key: `episode:${episodeId}`,
+    });
+    const reached = gate();
+    const hold = gate();
+    h.fake.onStructured("episode_summary", async () => {
+      reached.open();
+      await hold.opened;
+      return { summary: "the slow one", keyLearnings: [] };
+    });
+    const first = processEpisode(h.svc.deps, episodeId);
+    await reached.opened;
+    const claimedLease = job.lockedUntil?.getTime();
+
+    // A heartbeat every 20 ms of real time, renewing a lease ahead of the (manual) clock.
+    const lease = keepLease(h.svc.deps, job, 20);
+    h.clock.advance(LEASE_MS - 5_000);
+    const renewedTo = h.clock.now().getTime() + LEASE_MS;
+    await expect.poll(() => job.lockedUntil?.getTime(), { timeout: 5_000 }).toBe(renewedTo);
+    const [row] = rowsOf<{ job: unknown; episode: unknown }>(
+      await h.svc.deps.db.execute(sql`
+        SELECT (SELECT locked_until FROM jobs WHERE id = ${job.id}) AS job,
+               (SELECT locked_until FROM episodes WHERE id = ${episodeId}) AS episode`),
+    );
+    expect(toDate(row.job)?.getTime()).toBe(renewedTo);
+    expect(toDate(row.episode)?.getTime()).toBe(renewedTo);
+
+    // Past the lease it was claimed with: still alive, so neither the claim nor the episode is taken.
+    h.clock.advance(10_000);
+    expect(h.clock.now().getTime()).toBeGreaterThan(claimedLease as number);
+    expect(await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 10 })).toEqual([]);
+    expect(await processEpisode(h.svc.deps, episodeId)).toBe("busy");
+
+    await lease.stop();
+    hold.open();
+    expect(await first).toBe("completed");
+    await completeJob(h.svc.deps.db, job);
+    expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
+  });
+
+  it("on the embedded host, releases at start every lease a dead process held: its work runs at once", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "left by the dead");
+    await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key: `episode:${episodeId}` });
+    await h.svc.deps.db.execute(sql`
+      UPDATE episodes SET status = 'processing', processing_started_at = ${h.clock.now().toISOString()}::timestamptz,
+        locked_until = ${new Date(h.clock.now().getTime() + LEASE_MS).toISOString()}::timestamptz
+      WHERE id = ${episodeId}`);
+    expect(await runDueJobs(h.svc.deps)).toBe(0); // held: nothing to run inside the lease
+
+    // The process restarts on the same database (the directory lock says it is the only one).
+    const restarted = await createNodeService({
+      config: h.svc.deps.config,
+      database: h.svc.deps.database,
+      migrate: false,
+      log: silentLogger,
+      clock: h.clock,
+      llm: h.svc.deps.llm,
+      doorbell: { ring: async () => {} },
+      sweepIntervalMs: false,
+    });
+    expect(await runDueJobs(restarted.deps)).toBe(1);
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "left by the dead" });
   });
 
   it("does not take over an episode another worker is still processing inside its lease", async () => {

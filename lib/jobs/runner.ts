@@ -78,7 +78,7 @@ async function work(deps: Deps, job: Job): Promise<JobResult> {
  * lease ahead. `stop()` waits for a renewal in flight, so the job's row is then written with the
  * lease it really holds.
  */
-function keepLease(deps: Deps, job: Job) {
+export function keepLease(deps: Deps, job: Job, renewEveryMs = LEASE_RENEW_MS) {
   const episodeId = typeof job.payload.episodeId === "string" ? job.payload.episodeId : undefined;
   let beat: Promise<void> = Promise.resolve();
   const timer = setInterval(() => {
@@ -93,7 +93,7 @@ function keepLease(deps: Deps, job: Job) {
         deps.log.warn("job lost its lease (claimed again meanwhile)", { key: job.key });
       })
       .catch((err) => deps.log.warn("job lease renewal failed", { key: job.key, ...errorFields(err) }));
-  }, LEASE_RENEW_MS);
+  }, renewEveryMs);
   (timer as { unref?: () => void }).unref?.();
   return {
     async stop() {
