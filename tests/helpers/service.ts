@@ -30,6 +30,8 @@ export interface TestServiceOptions {
   onQuery?: QueryHook;
   /** Where the built dashboard is (default: the host's own, dist/ui). */
   dashboardDir?: string;
+  /** "interval": the host's own sweep every RETRY_INTERVAL_MS. Default: none (tests call sweep). */
+  sweep?: "interval";
 }
 
 /** A service on a fresh copy of the migrated template database. Close it in afterAll. */
@@ -62,7 +64,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     // Fast retries in tests; the provider's own retry/backoff is tested in tests/llm.test.ts.
     llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
     doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
-    sweepIntervalMs: false,
+    sweepIntervalMs: options.sweep === "interval" ? undefined : false,
   });
   const request = (path: string, init: RequestInit & { token?: string; json?: unknown } = {}) => {
     const headers = new Headers(init.headers);
