@@ -1,7 +1,8 @@
-import { serve } from "@hono/node-server";
+import type { AddressInfo } from "node:net";
 import { parseConfig } from "../lib/config";
 import { consoleLogger, errorFields } from "../lib/log";
 import { createNodeService } from "./node";
+import { createNodeServer } from "./node-host";
 
 /** `npm start`: the whole API on Node.js, with the embedded database unless DATABASE_URL is set. */
 async function main() {
@@ -11,8 +12,14 @@ async function main() {
     console.log(`Admin user created: ${config.adminUsername}`);
     console.log(`Admin password: ${service.admin.generatedPassword}`);
   }
-  const server = serve({ fetch: service.app.fetch, port: config.port, hostname: "127.0.0.1" }, (info) => {
-    console.log(`Listening on http://127.0.0.1:${info.port}`);
+  const server = createNodeServer({
+    fetch: service.app.fetch,
+    hostname: "127.0.0.1",
+    keepAliveTimeoutMs: config.keepAliveTimeoutMs,
+    headersTimeoutMs: config.headersTimeoutMs,
+  });
+  server.listen(config.port, "127.0.0.1", () => {
+    console.log(`Listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`);
   });
 
   let stopping = false;

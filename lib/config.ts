@@ -29,6 +29,14 @@ export const configSchema = z.object({
   QSTASH_CURRENT_SIGNING_KEY: optionalString,
   QSTASH_NEXT_SIGNING_KEY: optionalString,
   PUBLIC_BASE_URL: optionalString,
+  // The Node.js host's HTTP timeouts. Node's own keep-alive default (5 s) is below the idle
+  // timeout of common proxies and load balancers (60 s and more): the proxy would reuse a
+  // connection the server is closing at that moment.
+  KEEP_ALIVE_TIMEOUT_MS: intFromEnv(65_000, 1000),
+  HEADERS_TIMEOUT_MS: z.preprocess(
+    (v) => (v === undefined || v === "" ? undefined : Number(v)),
+    z.number().int().min(1000).optional(),
+  ),
 });
 
 export type Env = z.input<typeof configSchema>;
@@ -59,6 +67,10 @@ export interface Config {
     nextSigningKey: string | undefined;
   };
   publicBaseUrl: string | undefined;
+  /** The Node.js host: how long an idle keep-alive connection is kept (KEEP_ALIVE_TIMEOUT_MS). */
+  keepAliveTimeoutMs: number;
+  /** The Node.js host: how long a client may take to send a request's headers (HEADERS_TIMEOUT_MS). */
+  headersTimeoutMs: number;
 }
 
 export function parseConfig(env: Record<string, unknown>): Config {
@@ -89,5 +101,8 @@ export function parseConfig(env: Record<string, unknown>): Config {
       nextSigningKey: e.QSTASH_NEXT_SIGNING_KEY,
     },
     publicBaseUrl: e.PUBLIC_BASE_URL,
+    keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
+    // One second above the keep-alive timeout unless set.
+    headersTimeoutMs: e.HEADERS_TIMEOUT_MS ?? e.KEEP_ALIVE_TIMEOUT_MS + 1000,
   };
 }
