@@ -3,8 +3,8 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { serve } from "@hono/node-server";
 import { build } from "vite";
+import { createNodeServer } from "../../functions/node-host";
 import type { FakeOpenAI } from "../helpers/fake-openai";
 import { ADMIN, createTestService } from "../helpers/service";
 
@@ -41,9 +41,16 @@ export async function startDashboardService(options: { provider: FakeOpenAI; das
     doorbell: "timers",
     dashboardDir: options.dashboardDir,
   });
-  const server = await new Promise<ReturnType<typeof serve>>((resolve, reject) => {
-    const s = serve({ fetch: service.app.fetch, port: 0, hostname: "127.0.0.1" }, () => resolve(s));
+  // The Node.js host's own server, as `npm start` runs it.
+  const server = await new Promise<ReturnType<typeof createNodeServer>>((resolve, reject) => {
+    const s = createNodeServer({
+      fetch: service.app.fetch,
+      hostname: "127.0.0.1",
+      keepAliveTimeoutMs: service.deps.config.keepAliveTimeoutMs,
+      headersTimeoutMs: service.deps.config.headersTimeoutMs,
+    });
     s.once("error", reject);
+    s.listen(0, "127.0.0.1", () => resolve(s));
   }).catch(async (err) => {
     await service.close();
     throw err;
