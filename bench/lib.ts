@@ -2,13 +2,24 @@ import { createNodeService } from "../functions/node";
 import { createApiKey } from "../lib/api-keys";
 import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
+import type { PgliteDurability, SyncCounter } from "../lib/db/pglite-durability";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
 
-/** The Node.js host in-process on a fresh in-memory embedded database, with a counted driver. */
-export async function benchService(env: Record<string, string> = {}) {
+/**
+ * The Node.js host in-process on a fresh embedded database (in memory unless `disk` names a new
+ * directory), with a counted driver.
+ */
+export async function benchService(
+  env: Record<string, string> = {},
+  disk?: { dir: string; durability: PgliteDurability },
+) {
   let statements = 0;
-  const database = await createPgliteDatabase({ dir: "memory://", onQuery: () => statements++ });
+  const database = await createPgliteDatabase({
+    dir: disk?.dir ?? "memory://",
+    durability: disk?.durability,
+    onQuery: () => statements++,
+  });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
   const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false });
   const project = await createProject(service.deps, "bench");
@@ -22,7 +33,17 @@ export async function benchService(env: Record<string, string> = {}) {
     if (res.status >= 300) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
     return res.json() as Promise<Record<string, unknown>>;
   };
-  return { service, call, projectId: project.id, statements: () => statements, close: () => service.close() };
+  const syncs = (database as unknown as { syncs: SyncCounter }).syncs;
+  return {
+    service,
+    call,
+    key,
+    projectId: project.id,
+    statements: () => statements,
+    /** Host fsync calls made for the database so far (0 in memory or with durability off). */
+    syncs: () => syncs.syncs,
+    close: () => service.close(),
+  };
 }
 
 export function percentile(sorted: number[], p: number): number {

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
 import { benchAddMessage } from "./add-message";
+import { benchDurability } from "./durability";
 import { benchEpisodes } from "./episodes";
 import { benchPrepare } from "./prepare";
 import { benchRecall } from "./recall";
@@ -29,6 +30,21 @@ for (const clients of [1, 8, 32]) {
   );
 }
 results.addMessage = addMessage;
+
+// On disk, durable (the default) against fsync off: the cost of an acknowledged write on disk.
+const durability = [];
+for (const transport of ["in-process", "http"] as const) {
+  for (const clients of [1, 8]) {
+    for (const mode of ["full", "fast"] as const) {
+      const r = await benchDurability(mode, transport, clients, quick ? 300 : 1000, runs);
+      durability.push(r);
+      rows.push(
+        `| add message on disk, PGLITE_DURABILITY=${mode}, ${transport}, ${clients} client${clients > 1 ? "s" : ""} | ${r.p50Ms.toFixed(2)} | ${r.p99Ms.toFixed(2)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.fsyncsPerWrite.toFixed(2)} fsync/write |`,
+      );
+    }
+  }
+}
+results.durability = durability;
 
 const prepare = [];
 for (const compacted of [false, true]) {
