@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { serve } from "@hono/node-server";
+import { createNodeServer } from "../functions/node-host";
 import type { PgliteDurability } from "../lib/db/pglite-durability";
 import { patchProjectSettings } from "../lib/projects";
 import { benchService, closedLoop, median } from "./lib";
@@ -31,9 +31,17 @@ export async function benchDurability(
 ): Promise<DurabilityResult> {
   const dir = mkdtempSync(join(tmpdir(), "memsvc-bench-durability-"));
   const bench = await benchService({}, { dir: join(dir, "pglite"), durability });
+  // Over HTTP: the Node.js host's own server (functions/node-host.ts), as `npm start` runs it.
   const server =
-    transport === "http" ? serve({ fetch: bench.service.app.fetch, port: 0, hostname: "127.0.0.1" }) : undefined;
-  if (server) await new Promise<void>((resolve) => server.once("listening", () => resolve()));
+    transport === "http"
+      ? createNodeServer({
+          fetch: bench.service.app.fetch,
+          hostname: "127.0.0.1",
+          keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
+          headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
+        })
+      : undefined;
+  if (server) await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
   const base = server ? `http://127.0.0.1:${(server.address() as AddressInfo).port}` : "";
   try {
     await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
