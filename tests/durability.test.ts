@@ -35,11 +35,34 @@ if (!strace && !inCi) console.warn("!! strace not found: the durability proof is
 
 const WRITES = 40;
 
-/** Sync system calls logged so far, and how many of them hit the write-ahead log. */
-function syncCalls(traceFile: string) {
+/**
+ * From strace's log, in order: the sync calls (all, and those of a write-ahead-log file), and how
+ * many `201` answers were written to a socket with no WAL fsync since the answer before them.
+ */
+function readTrace(traceFile: string) {
   const lines = existsSync(traceFile) ? readFileSync(traceFile, "utf8").split("\n") : [];
-  const syncs = lines.filter((l) => /\b(fsync|fdatasync)\(/.test(l) && !l.includes("resumed>"));
-  return { all: syncs.length, wal: syncs.filter((l) => l.includes("/pg_wal/")).length };
+  let all = 0;
+  let wal = 0;
+  let created = 0;
+  let createdUnsynced = 0;
+  let walSinceAnswer = 0;
+  for (const line of lines) {
+    if (line.includes("resumed>")) continue;
+    if (/\b(fsync|fdatasync)\(/.test(line)) {
+      all++;
+      if (line.includes("/pg_wal/")) {
+        wal++;
+        walSinceAnswer++;
+      }
+    } else if (/\bwritev?\(\d+<(TCP|TCPv6|socket)/.test(line) && line.includes("HTTP/1.1 ")) {
+      if (line.includes("HTTP/1.1 201")) {
+        created++;
+        if (walSinceAnswer === 0) createdUnsynced++;
+      }
+      walSinceAnswer = 0;
+    }
+  }
+  return { all, wal, created, createdUnsynced };
 }
 
 async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
@@ -47,14 +70,15 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
   const server = await startServerProcess(
     { PGLITE_DIR: join(dir, `db-${durability}`), PGLITE_DURABILITY: durability, ADMIN_PASSWORD: "durable-pass" },
     60_000,
-    // -f: every thread; -y: the path behind each descriptor.
-    ["strace", "-f", "-y", "-qq", "-e", "trace=fsync,fdatasync", "-o", traceFile],
+    // -f: every thread; -y: the path (or socket) behind each descriptor; -s: enough of each
+    // buffer written to read the HTTP status line.
+    ["strace", "-f", "-y", "-qq", "-s", "16", "-e", "trace=fsync,fdatasync,write,writev", "-o", traceFile],
   );
   try {
     const key = await provisionApiKey(server.url, "durable-pass", durability);
     const thread = await callJson(server.url, "/v1/threads", { token: key, body: { dataset: "d" } });
     const threadId = thread.body.threadId as string;
-    const before = syncCalls(traceFile);
+    const before = readTrace(traceFile);
     for (let i = 0; i < WRITES; i++) {
       const res = await callJson(server.url, `/v1/memory/working/threads/${threadId}/messages`, {
         token: key,
@@ -62,8 +86,13 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
       });
       expect(res.status).toBe(201);
     }
-    const after = syncCalls(traceFile);
-    return { all: after.all - before.all, wal: after.wal - before.wal };
+    const after = readTrace(traceFile);
+    return {
+      all: after.all - before.all,
+      wal: after.wal - before.wal,
+      created: after.created - before.created,
+      createdUnsynced: after.createdUnsynced - before.createdUnsynced,
+    };
   } finally {
     // strace's child is the server: stop it, and strace ends with it.
     const tracer = server.child.pid;
@@ -78,9 +107,12 @@ describe.runIf(strace || inCi)("durable commits, seen from outside the process",
     expect(strace, "strace not found: apt-get install strace").toBe(true);
   });
 
-  it("durable by default: every acknowledged write made a write-ahead-log fsync reach the kernel", async () => {
+  it("durable by default: every 201 is sent after a write-ahead-log fsync reached the kernel", async () => {
     const syncs = await acknowledgedWritesUnderStrace("full");
     expect(syncs.wal).toBeGreaterThanOrEqual(WRITES);
+    // Each 201 left the process after a WAL fsync made since the answer before it.
+    expect(syncs.created).toBe(WRITES);
+    expect(syncs.createdUnsynced).toBe(0);
     // Two commits per add-message today (the key's lastUsedAt stamp, then the write): not many more.
     expect(syncs.all).toBeLessThanOrEqual(3 * WRITES);
   });
@@ -88,6 +120,8 @@ describe.runIf(strace || inCi)("durable commits, seen from outside the process",
   it("PGLITE_DURABILITY=fast makes no sync call at all while acknowledging writes", async () => {
     const syncs = await acknowledgedWritesUnderStrace("fast");
     expect(syncs.all).toBe(0);
+    expect(syncs.created).toBe(WRITES);
+    expect(syncs.createdUnsynced).toBe(WRITES);
   });
 });
 
