@@ -129,6 +129,9 @@ describe(`crash suite (seed ${SEED})`, { timeout: 180_000 }, () => {
         if (open > 0) await new Promise((r) => setTimeout(r, 250));
       }
       expect(open, `${context}: episodes still pending or processing 30 s after the last restart`).toBe(0);
+      console.info(
+        `crash suite (${context}): ${acknowledged.size} acknowledged messages, ${ended} threads ended; every episode terminal ${Date.now() - restartedAt} ms after the last restart`,
+      );
       const completed = await call("/v1/memory/episodic/datasets/crash/episodes?status=completed&limit=1", {
         token: key,
       });
