@@ -153,6 +153,21 @@ describe("round trips per /v1 request", () => {
   });
 
   it("sends no statement at all for a request rejected before authentication", async () => {
+    // No credential to look up: no statement, whatever the body (it is never read).
+    const missing = await measured("/v1/threads", { method: "POST", json: { dataset: "x" } });
+    expect(missing.status).toBe(401);
+    expect(missing.statements).toEqual([]);
+    const missingBig = await measured("/v1/threads", { method: "POST", json: { dataset: "x".repeat(1024 * 1024) } });
+    expect(missingBig.status).toBe(401);
+    expect(missingBig.statements).toEqual([]);
+    // A method and path no route answers is 404 before authentication.
+    const t = await setup();
+    const unknown = await measured(`${W}/${t.threadId}/nowhere`, { method: "POST", token: t.key, json: {} });
+    expect(unknown.status).toBe(404);
+    expect(unknown.statements).toEqual([]);
+  });
+
+  it("sends only the credential lookup for a body over the limit (authentication comes first)", async () => {
     const t = await setup();
     const big = await measured(`${W}/${t.threadId}/messages`, {
       method: "POST",
@@ -160,9 +175,7 @@ describe("round trips per /v1 request", () => {
       json: { role: "user", content: "x".repeat(1024 * 1024) },
     });
     expect(big.status).toBe(413);
-    expect(big.statements).toEqual([]);
-    const missing = await measured("/v1/threads", { method: "POST", json: { dataset: "x" } });
-    expect(missing.status).toBe(401);
-    expect(missing.statements).toEqual([]);
+    expect(big.statements).toHaveLength(1);
+    expect(big.statements[0]).toMatch(/^update "api_keys"/i);
   });
 });
