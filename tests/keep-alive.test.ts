@@ -164,8 +164,8 @@ describe("Node's fetch on one client", () => {
 // --- The same on one raw connection, byte for byte --------------------------------------------------
 
 /** One TCP connection; `request` writes a request and resolves with the next whole response. */
-function rawConnection() {
-  const socket: Socket = connect(Number(new URL(url).port), "127.0.0.1");
+function rawConnection(to = url) {
+  const socket: Socket = connect(Number(new URL(to).port), "127.0.0.1");
   let buffer = Buffer.alloc(0);
   let waiting: (() => void) | undefined;
   let closed = false;
@@ -256,6 +256,32 @@ describe("one raw keep-alive connection", () => {
       expect(await conn.request(requestHead("GET", "/health", {}))).toBeNull();
     } finally {
       conn.close();
+    }
+  });
+
+  it("closes a connection whose unread body stalls past the drain timeout", async () => {
+    const quick = createNodeServer({
+      fetch: svc.app.fetch,
+      keepAliveTimeoutMs: 65_000,
+      headersTimeoutMs: 66_000,
+      drainTimeoutMs: 200,
+    });
+    const quickUrl = await listen(quick);
+    const conn = rawConnection(quickUrl);
+    try {
+      // 100 KB of a declared 512 KB, then nothing: the 401 comes, the rest never does.
+      const denied = await conn.request(
+        requestHead("POST", "/v1/threads", { authorization: "Bearer x y", "content-length": String(512 * KB) }),
+        Buffer.alloc(100 * KB, 120),
+      );
+      expect(denied?.head).toMatch(/^HTTP\/1\.1 401 /);
+      const started = Date.now();
+      while (!conn.isClosed() && Date.now() - started < 5_000) await new Promise((r) => setTimeout(r, 20));
+      expect(conn.isClosed()).toBe(true);
+    } finally {
+      conn.close();
+      quick.closeAllConnections();
+      await new Promise((resolve) => quick.close(resolve));
     }
   });
 
