@@ -79,15 +79,19 @@ describe(`crash suite (seed ${SEED})`, { timeout: 180_000 }, () => {
       let dead = false;
       const writer = async () => {
         let threadId = await newThread().catch(() => undefined);
+        // Each thread ends after a few messages: there are episodes in flight at every kill.
+        let [written, endAfter] = [0, 3 + Math.floor(random() * 6)];
         while (!dead && threadId) {
           try {
-            if (random() < 0.08) {
+            if (written >= endAfter) {
               // End the thread: its messages become an episode, summarised in the background.
               const end = await call(`/v1/threads/${threadId}/end`, { token: key, body: {} });
               if (end.status < 300) ended++;
               threadId = await newThread();
+              [written, endAfter] = [0, 3 + Math.floor(random() * 6)];
               continue;
             }
+            written++;
             const res = await call(`/v1/memory/working/threads/${threadId}/messages`, {
               token: key,
               body: { role: random() < 0.5 ? "user" : "assistant", content: `round ${round} ${random()}` },
@@ -105,9 +109,10 @@ describe(`crash suite (seed ${SEED})`, { timeout: 180_000 }, () => {
       };
       const writers = Array.from({ length: WRITERS }, writer);
       // A random moment, but not before this round has written something (a loaded machine is slow).
-      const ackedBefore = acknowledged.size;
+      const [ackedBefore, endedBefore] = [acknowledged.size, ended];
       const killAt = Date.now() + 400 + random() * 1600;
-      while (Date.now() < killAt || acknowledged.size - ackedBefore < MIN_ACKS_PER_ROUND) {
+      const waited = () => acknowledged.size - ackedBefore >= MIN_ACKS_PER_ROUND && ended > endedBefore;
+      while (Date.now() < killAt || (!waited() && Date.now() < killAt + 30_000)) {
         await new Promise((r) => setTimeout(r, 20));
       }
       server.child.kill("SIGKILL");
