@@ -91,7 +91,13 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
   return JSON.parse(Buffer.concat(chunks).toString("utf8") || "{}");
 }
 
-export async function startFakeOpenAI(): Promise<FakeOpenAI> {
+/** Where the server listens: an ephemeral port on 127.0.0.1 unless given (the demo provider's fixed port). */
+export interface FakeOpenAIOptions {
+  port?: number;
+  host?: string;
+}
+
+export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
   const structured = new Map<string, ChatHandler>();
   let text: (request: ChatRequest) => string = (r) => `Reply to: ${r.messages.at(-1)?.content ?? ""}`;
   let failures: Failure[] = [];
@@ -268,8 +274,15 @@ export async function startFakeOpenAI(): Promise<FakeOpenAI> {
     }
   });
 
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const host = options.host ?? "127.0.0.1";
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off("error", reject);
+      resolve();
+    });
+  });
   const { port } = server.address() as { port: number };
-  fake.url = `http://127.0.0.1:${port}/v1`;
+  fake.url = `http://${host}:${port}/v1`;
   return fake;
 }
