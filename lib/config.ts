@@ -52,6 +52,7 @@ export interface Config {
   adminUsername: string;
   adminPassword: string | undefined;
   openai: {
+    /** Optional with a base URL: a server that needs no key gets a placeholder. */
     apiKey: string | undefined;
     baseUrl: string | undefined;
     llmModel: string;
@@ -71,6 +72,15 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** The Node.js host: how long a client may take to send a request's headers (HEADERS_TIMEOUT_MS). */
   headersTimeoutMs: number;
+}
+
+/**
+ * Whether a model provider is configured: a key (OpenAI, or a server that wants one) or a base URL
+ * (an OpenAI-compatible server that needs no key: Ollama, vLLM, llama.cpp server). Without either,
+ * chat answers 503 and background model work fails with an error that says so.
+ */
+export function providerConfigured(config: Pick<Config, "openai">): boolean {
+  return Boolean(config.openai.apiKey || config.openai.baseUrl);
 }
 
 export function parseConfig(env: Record<string, unknown>): Config {

@@ -262,10 +262,14 @@ describe("failures", () => {
     expect(episode.error).toBe("Model call (episode_summary) returned JSON that does not match the schema");
   });
 
-  describe("without an API key", () => {
+  describe("without a provider (no OPENAI_API_KEY, no OPENAI_BASE_URL)", () => {
     let bare: TestService;
     beforeAll(async () => {
-      bare = await createTestService({ provider: h.fake, env: { OPENAI_API_KEY: "" }, manualTime: true });
+      bare = await createTestService({
+        provider: h.fake,
+        env: { OPENAI_API_KEY: "", OPENAI_BASE_URL: "" },
+        manualTime: true,
+      });
     });
     afterAll(() => bare.close());
 
@@ -284,7 +288,9 @@ describe("failures", () => {
       const res = await bare.request(`/v1/memory/episodic/episodes/${episodeId}`, { token: t.key });
       const { episode } = (await res.json()) as { episode: Episode };
       expect(episode.status).toBe("failed");
-      expect(episode.error).toMatch(/OPENAI_API_KEY is not configured/);
+      expect(episode.error).toBe(
+        "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server",
+      );
       expect(h.fake.requests).toEqual([]);
     });
   });

@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
-import type { Config } from "../config";
+import { type Config, providerConfigured } from "../config";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -10,7 +10,12 @@ import type { Config } from "../config";
  * timeouts and retries with backoff on 429, 5xx and connection errors.
  */
 export interface Llm {
-  /** One Chat Completions call with Structured Outputs; the answer is parsed with `schema`. */
+  /**
+   * One Chat Completions call with Structured Outputs; the answer is parsed with `schema`. A server
+   * without JSON-schema output (it answers 400, or text that is not JSON) is asked again in JSON
+   * mode with the schema in the prompt, and once more with the validation error when the answer
+   * does not match; after a 400 the client stays in JSON mode.
+   */
   structured<T extends z.ZodType>(request: StructuredRequest<T>): Promise<z.infer<T>>;
   /** A free-text Chat Completions call. */
   complete(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<Completion>;
@@ -21,6 +26,11 @@ export interface Llm {
   stream(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<CompletionStream>;
   /** One Embeddings call for the whole batch, vectors in input order. */
   embed(texts: string[]): Promise<number[][]>;
+  /**
+   * The size of the vectors the embedding model returns for the configured model and dimensions:
+   * one Embeddings call of a short probe text, without the size check `embed` makes.
+   */
+  embeddingSize(): Promise<number>;
 }
 
 export interface ChatMessage {
@@ -62,6 +72,27 @@ export class ProviderError extends Error {
   }
 }
 
+/** What a call without a configured provider fails with (and chat's 503 says). */
+export const NO_PROVIDER_MESSAGE =
+  "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
+
+/** The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). */
+export class NoProviderError extends ProviderError {
+  constructor() {
+    super(NO_PROVIDER_MESSAGE);
+    this.name = "NoProviderError";
+  }
+}
+
+/**
+ * Sent as the key to a server configured by OPENAI_BASE_URL alone (Ollama, vLLM or llama.cpp
+ * server without `--api-key`): the SDK needs one, such servers ignore it.
+ */
+export const PLACEHOLDER_API_KEY = "no-key";
+
+/** The probe text of `embeddingSize`. */
+export const EMBEDDING_PROBE_TEXT = "embedding size probe";
+
 export interface LlmOptions {
   timeoutMs?: number;
   maxRetries?: number;
@@ -71,10 +102,11 @@ export interface LlmOptions {
 export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   const { apiKey, baseUrl, llmModel, embeddingModel, embeddingDimensions } = config.openai;
   let client: OpenAI | undefined;
+  const configured = providerConfigured(config);
   const openai = () => {
-    if (!apiKey) throw new ProviderError("OPENAI_API_KEY is not configured: no model provider is available");
+    if (!configured) throw new NoProviderError();
     client ??= new OpenAI({
-      apiKey,
+      apiKey: apiKey ?? PLACEHOLDER_API_KEY,
       baseURL: baseUrl,
       timeout: options.timeoutMs ?? 60_000,
       maxRetries: options.maxRetries ?? 2,
@@ -92,27 +124,83 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
     }
   };
 
+  /** Set once the server refused JSON-schema output and answered in JSON mode: skip the refused call. */
+  let jsonMode = false;
+
+  const chatJson = async (
+    messages: ChatMessage[],
+    responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
+    name: string,
+  ) => {
+    const response = await openai().chat.completions.create({
+      model: llmModel,
+      messages,
+      response_format: responseFormat,
+    });
+    const content = response.choices[0]?.message?.content;
+    if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
+    return content;
+  };
+
+  /** JSON mode: the schema in the prompt, the answer validated, one repair turn with the error. */
+  const structuredJsonMode = async <T extends z.ZodType>(
+    request: StructuredRequest<T>,
+    onAccepted = () => {},
+  ): Promise<z.infer<T>> => {
+    const messages: ChatMessage[] = [
+      { role: "system", content: jsonModeSystem(request) },
+      { role: "user", content: request.user },
+    ];
+    let content = await chatJson(messages, { type: "json_object" }, request.name);
+    onAccepted();
+    let checked = checkJson(request.schema, content);
+    if (checked.ok) return checked.data;
+    messages.push(
+      { role: "assistant", content },
+      {
+        role: "user",
+        content: `That answer is not valid: ${checked.problem}. Answer again with only the corrected JSON object, matching the schema.`,
+      },
+    );
+    content = await chatJson(messages, { type: "json_object" }, request.name);
+    checked = checkJson(request.schema, content);
+    if (checked.ok) return checked.data;
+    throw new ProviderError(
+      `Model call (${request.name}) ${checked.invalidJson ? "returned invalid JSON" : "returned JSON that does not match the schema"} in JSON mode, also after one repair: ${checked.problem}`,
+    );
+  };
+
   return {
     structured: (request) =>
       call(`Model call (${request.name})`, async () => {
-        const response = await openai().chat.completions.create({
-          model: llmModel,
-          messages: [
-            { role: "system", content: request.system },
-            { role: "user", content: request.user },
-          ],
-          response_format: {
-            type: "json_schema",
-            json_schema: { name: request.name, strict: true, schema: strictJsonSchema(request.schema) },
-          },
-        });
-        const content = response.choices[0]?.message?.content;
-        if (!content) throw new ProviderError(`Model call (${request.name}) returned no content`);
+        if (jsonMode) return structuredJsonMode(request);
+        let content: string;
+        try {
+          content = await chatJson(
+            [
+              { role: "system", content: request.system },
+              { role: "user", content: request.user },
+            ],
+            {
+              type: "json_schema",
+              json_schema: { name: request.name, strict: true, schema: strictJsonSchema(request.schema) },
+            },
+            request.name,
+          );
+        } catch (err) {
+          // Servers without JSON-schema output refuse the request (400; 422 from some).
+          if (!(err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422))) throw err;
+          // JSON mode accepted where JSON schema was refused: this server's calls skip the refusal.
+          return structuredJsonMode(request, () => {
+            jsonMode = true;
+          });
+        }
         let parsed: unknown;
         try {
           parsed = JSON.parse(content);
         } catch {
-          throw new ProviderError(`Model call (${request.name}) returned invalid JSON`);
+          // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
+          return structuredJsonMode(request);
         }
         const result = request.schema.safeParse(parsed);
         if (!result.success) {
@@ -170,7 +258,48 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
         }
         return vectors;
       }),
+
+    embeddingSize: () =>
+      call("Embedding call", async () => {
+        const response = await openai().embeddings.create({
+          model: embeddingModel,
+          input: [EMBEDDING_PROBE_TEXT],
+          dimensions: embeddingDimensions,
+          encoding_format: "float",
+        });
+        const vector = response.data[0]?.embedding;
+        if (!vector) throw new ProviderError("Embedding call returned no vector");
+        return vector.length;
+      }),
   };
+}
+
+/** The system prompt of JSON mode: the request's own, then the schema the answer must match. */
+export function jsonModeSystem(request: StructuredRequest<z.ZodType>): string {
+  return `${request.system}
+
+Answer with one JSON object and nothing else (no prose, no code fence) that matches the JSON Schema named "${request.name}":
+${JSON.stringify(strictJsonSchema(request.schema))}`;
+}
+
+type Checked<T> = { ok: true; data: T } | { ok: false; invalidJson: boolean; problem: string };
+
+/** Parse and validate a JSON-mode answer; a code fence around the object is tolerated. */
+function checkJson<T extends z.ZodType>(schema: T, content: string): Checked<z.infer<T>> {
+  const fenced = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/i.exec(content);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(fenced ? fenced[1] : content);
+  } catch (err) {
+    return { ok: false, invalidJson: true, problem: `it is not valid JSON (${(err as Error).message})` };
+  }
+  const result = schema.safeParse(parsed);
+  if (result.success) return { ok: true, data: result.data };
+  const issues = result.error.issues
+    .slice(0, 5)
+    .map((i) => `${i.path.length ? i.path.join(".") : "(root)"}: ${i.message}`)
+    .join("; ");
+  return { ok: false, invalidJson: false, problem: `it does not match the schema (${issues})` };
 }
 
 /**

@@ -8,7 +8,10 @@ import { createServer, type IncomingMessage, type Server } from "node:http";
  * share words are close. Failures and latency are switchable and behave like the provider's
  * (JSON error bodies, `retry-after` on 429, a connection that hangs past the client's timeout).
  * Chat requests with `stream: true` are answered as server-sent `chat.completion.chunk` events,
- * one per word, like the real API.
+ * one per word, like the real API. It can also act like a self-hosted server (vLLM, Ollama,
+ * llama.cpp): without JSON-schema output (`jsonSchema: "rejected"`), with a model that answers
+ * broken JSON (`invalidJsonAnswers`), or with an embedding model of a fixed size that ignores
+ * `dimensions` (`nativeEmbeddingSize`).
  */
 export interface ChatRequest {
   model: string;
@@ -40,7 +43,10 @@ export interface FakeOpenAI {
   url: string;
   /** Requests received, in order. */
   requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown> }[];
-  /** Chat requests received; with a name, only Structured-Outputs calls for that schema. */
+  /**
+   * Chat requests received; with a name, only the structured calls for that schema (JSON schema,
+   * or JSON mode naming it in the system prompt).
+   */
   chatCalls(schemaName?: string): ChatRequest[];
   embeddingCalls(): { input: string[]; dimensions?: number }[];
   /** Answer Structured-Outputs calls for a schema name. The value is returned as JSON content. */
@@ -56,6 +62,18 @@ export interface FakeOpenAI {
   streamChunkDelayMs: number;
   /** Streamed replies whose connection the client closed before the last chunk was sent. */
   streamsClosedEarly: number;
+  /**
+   * "rejected": like a server without JSON-schema output, `response_format: {type: "json_schema"}`
+   * is answered 400 (JSON mode, `{type: "json_object"}`, still works). Default "supported".
+   */
+  jsonSchema: "supported" | "rejected";
+  /** The next this many structured answers are broken JSON (the model's fault, sent with a 200). */
+  invalidJsonAnswers: number;
+  /**
+   * Like a model with one output size that ignores `dimensions` (nomic-embed-text: 768): every
+   * vector has this size. Default: the requested `dimensions`.
+   */
+  nativeEmbeddingSize: number | undefined;
   reset(): void;
   close(): Promise<void>;
 }
@@ -85,6 +103,17 @@ export function near(base: number[], similarity: number, seed: string): number[]
   return base.map((v, i) => similarity * v + (sine * ortho[i]) / norm);
 }
 
+/**
+ * The schema a structured call is for: `json_schema.name`, or in JSON mode the name the system
+ * prompt gives its schema (`JSON Schema named "..."`, as lib/llm/client.ts writes it).
+ */
+function structuredName(request: ChatRequest): string | undefined {
+  if (request.response_format?.type === "json_schema") return request.response_format.json_schema?.name;
+  if (request.response_format?.type !== "json_object") return undefined;
+  const system = request.messages.find((m) => m.role === "system")?.content ?? "";
+  return /JSON Schema named "([^"]+)"/.exec(system)?.[1];
+}
+
 async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> {
   const chunks: Buffer[] = [];
   for await (const chunk of req) chunks.push(chunk as Buffer);
@@ -110,7 +139,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.requests
         .filter((r) => r.endpoint === "chat")
         .map((r) => r.body as unknown as ChatRequest)
-        .filter((r) => schemaName === undefined || r.response_format?.json_schema?.name === schemaName),
+        .filter((r) => schemaName === undefined || structuredName(r) === schemaName),
     embeddingCalls: () =>
       fake.requests
         .filter((r) => r.endpoint === "embeddings")
@@ -127,6 +156,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     endpointLatencyMs: { chat: 0, embeddings: 0 },
     streamChunkDelayMs: 0,
     streamsClosedEarly: 0,
+    jsonSchema: "supported",
+    invalidJsonAnswers: 0,
+    nativeEmbeddingSize: undefined,
     reset() {
       fake.requests.length = 0;
       structured.clear();
@@ -135,6 +167,9 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.endpointLatencyMs = { chat: 0, embeddings: 0 };
       fake.streamChunkDelayMs = 0;
       fake.streamsClosedEarly = 0;
+      fake.jsonSchema = "supported";
+      fake.invalidJsonAnswers = 0;
+      fake.nativeEmbeddingSize = undefined;
     },
     close: () =>
       new Promise((resolve) => {
@@ -232,7 +267,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
       if (endpoint === "embeddings") {
         const input = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
-        const dimensions = Number(body.dimensions ?? 1536);
+        const dimensions = fake.nativeEmbeddingSize ?? Number(body.dimensions ?? 1536);
         return send(200, {
           object: "list",
           model: body.model,
@@ -243,7 +278,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
 
       const request = body as unknown as ChatRequest;
       let content: string;
-      const schemaName = request.response_format?.json_schema?.name;
+      if (request.response_format?.type === "json_schema" && fake.jsonSchema === "rejected") {
+        // As vLLM, llama.cpp server and gateways without Structured Outputs answer.
+        return send(400, {
+          error: {
+            message: "response_format type 'json_schema' is not supported",
+            type: "invalid_request_error",
+            param: "response_format",
+            code: null,
+          },
+        });
+      }
+      const schemaName = structuredName(request);
       if (schemaName) {
         const handler = structured.get(schemaName);
         if (!handler) {
@@ -252,6 +298,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           });
         }
         content = JSON.stringify(await handler(request));
+        if (fake.invalidJsonAnswers > 0) {
+          fake.invalidJsonAnswers--;
+          content = `Sure! Here is the JSON: ${content.slice(0, -1)}`;
+        }
       } else {
         content = text(request);
       }
