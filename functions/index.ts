@@ -2,6 +2,7 @@ import { systemClock } from "../lib/clock";
 import { type Config, parseConfig } from "../lib/config";
 import { createNeonDatabase } from "../lib/db/neon";
 import type { Deps } from "../lib/deps";
+import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
 import { sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
@@ -14,12 +15,6 @@ import { createApp } from "./app";
  * the Neon client is made per request (HTTP, stateless), never held at module scope.
  */
 type WorkerEnv = Record<string, unknown>;
-
-/**
- * The cron trigger of wrangler.toml: the sweep, every minute. Not exported: workerd takes every
- * named export of the entry module for an entrypoint and refuses to start on a constant.
- */
-const SWEEP_CRON = "* * * * *";
 
 /** Per isolate: a repeated recall query skips the provider for as long as the isolate lives. */
 const queryEmbeddings = createQueryEmbeddings();
@@ -93,9 +88,13 @@ export default {
   fetch(request: Request, env: WorkerEnv, ctx: ExecutionContext) {
     return appFor(env).fetch(request, env, ctx);
   },
-  /** A thin dispatcher: a cron string it does not know is an error, not a silent no-op. */
+  /**
+   * A thin dispatcher: the configured trigger (lib/jobs/cron.ts; not a constant here, since
+   * workerd takes every named export of the entry module for an entrypoint) or an empty cron (a
+   * local poke that names none) runs the sweep; any other cron string is an error, not a no-op.
+   */
   async scheduled(controller: ScheduledController, env: WorkerEnv, ctx: ExecutionContext) {
-    if (controller.cron !== SWEEP_CRON) throw new Error(`Unknown cron trigger: ${controller.cron}`);
+    if (!runsSweep(controller.cron)) throw new Error(`Unknown cron trigger: ${controller.cron}`);
     const deps = depsFor(env, ctx);
     try {
       await sweep(deps);
