@@ -1,11 +1,15 @@
 import { spawn } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { bootstrapAdmin } from "../lib/auth";
 import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createPgliteDatabase } from "../lib/db/pglite";
+import { type CronSchedule, cronsOfWranglerToml, parseCron, startCronTicker } from "../lib/dev/cron-ticker";
 import { startNeonHttpEndpoint } from "../lib/dev/neon-http-endpoint";
+import { type LocalQStash, startLocalQStash } from "../lib/dev/qstash-endpoint";
 import { releaseAllLeases } from "../lib/jobs/store";
 
 /**
@@ -13,6 +17,12 @@ import { releaseAllLeases } from "../lib/jobs/store";
  * pointed (NEON_FETCH_ENDPOINT) at a local SQL-over-HTTP endpoint backed by an embedded database
  * on disk (PGLITE_DIR, default .data/pglite-edge), migrated and with the admin bootstrapped here,
  * since the Worker does neither.
+ *
+ * Background work runs as deployed, with nothing to start by hand: wrangler dev fires no cron
+ * triggers, so this script runs the Worker's scheduled handler on the crons of wrangler.toml
+ * (every minute, and once at start: lib/dev/cron-ticker.ts), and, unless you configured QStash
+ * yourself, serves a local QStash (lib/dev/qstash-endpoint.ts) that the Worker publishes its
+ * doorbells to and that delivers them, signed, to its `POST /jobs/run` at their time.
  *
  * Environment: PORT (wrangler dev's port, default 8787), NEON_HTTP_PORT (the endpoint's, default
  * any free one), and the service's own variables: the non-secret ones are passed to the Worker as
@@ -30,6 +40,31 @@ const FORWARDED_VARS = [
   "PUBLIC_BASE_URL",
   "QSTASH_URL",
 ] as const;
+
+const QSTASH_VARS = ["QSTASH_TOKEN", "QSTASH_URL", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"];
+
+/**
+ * The names wrangler dev will load from dotenv files: those of `--env-file`s when given, else
+ * `.dev.vars`, else `.env` (wrangler's own order; names only, values are never read here).
+ */
+function devVarNames(argv: string[]): Set<string> {
+  const envFiles: string[] = [];
+  argv.forEach((arg, i) => {
+    if (arg === "--env-file" && argv[i + 1]) envFiles.push(resolve(argv[i + 1]));
+    else if (arg.startsWith("--env-file=")) envFiles.push(resolve(arg.slice("--env-file=".length)));
+  });
+  const files = envFiles.length > 0 ? envFiles : [join(ROOT, ".dev.vars")];
+  if (envFiles.length === 0 && !existsSync(files[0])) files.push(join(ROOT, ".env"));
+  const names = new Set<string>();
+  for (const file of files) {
+    if (!existsSync(file)) continue;
+    for (const m of readFileSync(file, "utf8").matchAll(/^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*=/gm)) {
+      names.add(m[1]);
+    }
+    if (envFiles.length === 0) break;
+  }
+  return names;
+}
 
 async function main() {
   const env = { ...process.env, PGLITE_DIR: process.env.PGLITE_DIR || ".data/pglite-edge" };
@@ -57,6 +92,35 @@ async function main() {
     const value = process.env[name];
     if (value) vars[name] = value;
   }
+  const workerUrl = `http://127.0.0.1:${config.port}`;
+
+  // Doorbells: a local QStash, unless QStash is configured for the Worker already (QSTASH_URL
+  // here, or any QStash variable in the dotenv file wrangler loads): then that one is used.
+  const ownQstash = Boolean(process.env.QSTASH_URL) || QSTASH_VARS.some((n) => devVarNames(process.argv).has(n));
+  let qstash: LocalQStash | undefined;
+  if (ownQstash) {
+    console.log("QStash: your configuration (no local QStash started)");
+  } else {
+    qstash = await startLocalQStash({ log: { error: (message) => console.error(`[dev qstash] ${message}`) } });
+    Object.assign(vars, {
+      QSTASH_URL: qstash.url,
+      QSTASH_TOKEN: qstash.token,
+      QSTASH_CURRENT_SIGNING_KEY: qstash.currentSigningKey,
+      QSTASH_NEXT_SIGNING_KEY: qstash.nextSigningKey,
+      PUBLIC_BASE_URL: vars.PUBLIC_BASE_URL ?? workerUrl,
+    });
+    console.log(`Local QStash on ${qstash.url}: doorbells are delivered to ${vars.PUBLIC_BASE_URL}/jobs/run`);
+  }
+
+  // The cron triggers: what wrangler.toml deploys, run by this script (wrangler dev runs none).
+  const schedules: CronSchedule[] = [];
+  for (const cron of cronsOfWranglerToml(readFileSync(join(ROOT, "wrangler.toml"), "utf8"))) {
+    const schedule = parseCron(cron);
+    if (schedule) schedules.push(schedule);
+    else
+      console.warn(`Cron "${cron}" is not run locally; trigger it with: curl "${workerUrl}/cdn-cgi/local/scheduled"`);
+  }
+
   const args = [
     fileURLToPath(new URL("../node_modules/wrangler/bin/wrangler.js", import.meta.url)),
     "dev",
@@ -64,6 +128,9 @@ async function main() {
     "127.0.0.1",
     "--port",
     String(config.port),
+    // `/__scheduled` as well as `/cdn-cgi/local/scheduled` runs the scheduled handler by hand,
+    // and wrangler no longer warns that crons are not triggered locally (they are, below).
+    "--test-scheduled",
     ...Object.entries(vars).flatMap(([name, value]) => ["--var", `${name}:${value}`]),
     ...process.argv.slice(2),
   ];
@@ -71,10 +138,24 @@ async function main() {
   // which wrangler requires.
   const wrangler = spawn(process.execPath, args, { cwd: ROOT, stdio: "inherit" });
 
+  const ticker = startCronTicker({
+    baseUrl: workerUrl,
+    schedules,
+    log: {
+      info: (message) => console.log(`[dev cron] ${message}`),
+      error: (message) => console.error(`[dev cron] ${message}`),
+    },
+  });
+  if (schedules.length > 0) {
+    console.log(`Cron ${schedules.map((s) => `"${s.cron}"`).join(", ")}: run by this script (and once at start)`);
+  }
+
   let shuttingDown = false;
   const shutdown = async (code: number) => {
     if (shuttingDown) return;
     shuttingDown = true;
+    ticker.stop();
+    await qstash?.close().catch(() => {});
     await endpoint.close().catch(() => {});
     await database.close().catch(() => {});
     process.exit(code);
