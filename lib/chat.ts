@@ -1,5 +1,7 @@
+import { providerConfigured } from "./config";
 import type { Deps } from "./deps";
-import type { ChatMessage, Completion } from "./llm/client";
+import { HttpError } from "./errors";
+import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "./llm/client";
 import { CHAT_SYSTEM_PROMPT } from "./llm/prompts";
 import { errorFields } from "./log";
 import { recall } from "./recall/recall";
@@ -50,8 +52,10 @@ export const RECALL_QUERY_CHARS = 2000;
  * One chat turn: the user's message is stored, the window and the dataset's facts are read, one
  * model call answers and the reply is stored with its model, usage and latency. A provider failure
  * throws (a 500 for the route) and leaves the user's message stored, so a retry has it in context.
+ * No provider configured at all is a 503 before anything is read or stored.
  */
 export async function chat(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<ChatResult> {
+  requireProvider(deps);
   const turn = await beginTurn(deps, projectId, threadId, input);
   const started = performance.now();
   const completion = await deps.llm.complete({ system: turn.system, messages: turn.messages });
@@ -68,6 +72,7 @@ export async function startChatStream(
   threadId: string,
   input: ChatInput,
 ): Promise<ChatStream> {
+  requireProvider(deps);
   const turn = await beginTurn(deps, projectId, threadId, input);
   const started = performance.now();
   const stream = await deps.llm.stream({ system: turn.system, messages: turn.messages });
@@ -85,6 +90,14 @@ export async function startChatStream(
     },
     abort: () => stream.abort(),
   };
+}
+
+/**
+ * Without a provider no reply can ever be made: a 503 (the service is up, a dependency is not
+ * configured), not the 500 of a provider failing, and the message is not stored.
+ */
+function requireProvider(deps: Deps) {
+  if (!providerConfigured(deps.config)) throw new HttpError(503, NO_PROVIDER_MESSAGE);
 }
 
 interface Turn {

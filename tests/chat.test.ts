@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { parseConfig } from "../lib/config";
-import { createLlm, ProviderError } from "../lib/llm/client";
+import { createLlm, NO_PROVIDER_MESSAGE, ProviderError } from "../lib/llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../lib/llm/prompts";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
@@ -377,6 +377,59 @@ describe("chat errors", () => {
     const t = await tenantWithThread();
     await t.chatOk({ content: "x", messageLimit: 1, instructions: "i".repeat(4000), surprise: true });
     await t.chatOk({ content: "y", messageLimit: 100, recall: false });
+  });
+});
+
+describe("chat without a model provider", () => {
+  let bare: TestService;
+  beforeAll(async () => {
+    bare = await createTestService({ env: { OPENAI_API_KEY: "", OPENAI_BASE_URL: "" } });
+  });
+  afterAll(() => bare?.close());
+
+  it("503 with an error that says no provider is configured, JSON or SSE, storing nothing", async () => {
+    const t = await newTenant(bare);
+    const created = await bare.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
+    const { threadId } = (await created.json()) as { threadId: string };
+    for (const headers of [{}, SSE]) {
+      const res = await bare.request(`${W}/${threadId}/chat`, {
+        method: "POST",
+        token: t.key,
+        headers,
+        json: { content: "hello?" },
+      });
+      expect(res.status).toBe(503);
+      expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+      const body = (await res.json()) as { error: string };
+      expect(body).toEqual({ error: NO_PROVIDER_MESSAGE });
+      expect(body.error).toMatch(/^No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL/);
+    }
+    const messages = await bare.request(`${W}/${threadId}/messages`, { token: t.key });
+    expect(((await messages.json()) as { messages: unknown[] }).messages).toEqual([]);
+    // Validation and authentication still come first.
+    const invalid = await bare.request(`${W}/${threadId}/chat`, { method: "POST", token: t.key, json: {} });
+    expect(invalid.status).toBe(400);
+    expect((await bare.request(`${W}/${threadId}/chat`, { method: "POST", json: { content: "x" } })).status).toBe(401);
+    expect(fake.requests).toEqual([]);
+  });
+
+  it("a base URL without a key is a provider (Ollama, vLLM, llama.cpp server): the reply is made", async () => {
+    const keyless = await createTestService({ provider: fake, env: { OPENAI_API_KEY: "" } });
+    try {
+      const t = await newTenant(keyless);
+      const created = await keyless.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
+      const { threadId } = (await created.json()) as { threadId: string };
+      const res = await keyless.request(`${W}/${threadId}/chat`, {
+        method: "POST",
+        token: t.key,
+        json: { content: "hello?", recall: false },
+      });
+      expect(res.status).toBe(200);
+      expect(((await res.json()) as ChatBody).reply.content).toBe("You live in Lisbon, as far as I know.");
+      expect(fake.chatCalls()).toHaveLength(1);
+    } finally {
+      await keyless.close();
+    }
   });
 });
 

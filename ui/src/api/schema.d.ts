@@ -2739,6 +2739,8 @@ export interface paths {
          *
          *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
          *
+         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, before anything is read or stored (also with `Accept: text/event-stream`).
+         *
          *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
          */
         post: {
@@ -2811,6 +2813,15 @@ export interface paths {
                 };
                 /** @description Failed to generate reply: the provider failed; the user message stays stored */
                 500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
