@@ -51,7 +51,7 @@ setInterval(() => {
 
 console.log(`Demo provider (rule-based, no model) listening on ${fake.url}`);
 console.log("Point the service at it, in another terminal:");
-console.log(`  OPENAI_BASE_URL=${fake.url} OPENAI_API_KEY=demo npm start`);
+console.log(`  OPENAI_BASE_URL=${fake.url} npm start`);
 
 const stop = () => {
   fake.close().then(() => process.exit(0));
