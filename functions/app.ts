@@ -84,7 +84,8 @@ export function createApp(options: {
   app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/v1/memory/recall", recallRoutes);
   app.route("/jobs", jobRoutes);
-  app.route("/", docsRoutes);
+  // The API reference; on the Node.js host also the renderer's file, from the same built assets.
+  app.route("/", docsRoutes(options.dashboardAssets));
   registerOpenApi(app);
 
   app.notFound(notFoundRoute);

@@ -3,9 +3,13 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { serveStatic } from "@hono/node-server/serve-static";
 import type { MiddlewareHandler } from "hono";
+import { DOCS_ASSET_HEADERS, DOCS_ASSETS_PREFIX } from "./docs-renderer";
 import type { AppEnv } from "./env";
 
-/** Where `npm run build:ui` writes the dashboard: `dashboard/index.html` and `dashboard/assets/*`. */
+/**
+ * Where `npm run build:ui` writes the dashboard (`dashboard/index.html` and `dashboard/assets/*`)
+ * and the API reference's renderer (`docs/assets/*`, functions/docs-renderer.ts).
+ */
 export const DASHBOARD_DIR = fileURLToPath(new URL("../dist/ui", import.meta.url));
 
 /**
@@ -24,19 +28,27 @@ export const DASHBOARD_HEADERS: Record<string, string> = {
 const IMMUTABLE = "public, max-age=31536000, immutable";
 
 /**
- * The Node.js host's server for the dashboard's files (the edge serves them as static assets,
- * before the Worker runs). A file that does not exist is a 404, never the session check of the
- * dashboard API behind it.
+ * The Node.js host's server for the dashboard's files and the API reference's renderer (the edge
+ * serves them as static assets, before the Worker runs). A file that does not exist is a 404,
+ * never the session check of the dashboard API behind it.
  */
 export function dashboardAssets(dir = DASHBOARD_DIR): MiddlewareHandler<AppEnv> {
   if (!existsSync(join(dir, "dashboard", "index.html"))) {
-    return async (c) => c.text("The dashboard is not built: run `npm run build:ui` (npm ci does it too).", 404);
+    return async (c) =>
+      c.text(
+        "The dashboard and the API reference's renderer are not built: run `npm run build:ui` (npm ci does it too).",
+        404,
+      );
   }
   const serve = serveStatic<AppEnv>({ root: dir });
   return async (c) => {
     const served = await serve(c, async () => {});
     if (!served) return c.json({ error: "Not found" }, 404);
     // Set on the response itself: serveStatic builds it before its onFound hook runs.
+    if (c.req.path.startsWith(DOCS_ASSETS_PREFIX)) {
+      for (const [name, value] of Object.entries(DOCS_ASSET_HEADERS)) served.headers.set(name, value);
+      return served;
+    }
     served.headers.set("Cache-Control", c.req.path.startsWith("/dashboard/assets/") ? IMMUTABLE : "no-cache");
     for (const [name, value] of Object.entries(DASHBOARD_HEADERS)) served.headers.set(name, value);
     return served;

@@ -1,6 +1,66 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
+import { Scalar } from "@scalar/hono-api-reference";
+import type { MiddlewareHandler } from "hono";
+import { devDependencies } from "../package.json";
+import { DOCS_ASSETS_PREFIX, DOCS_RENDERER_FILE } from "./docs-renderer";
 import type { AppEnv } from "./env";
 import { createRouter } from "./router";
+
+/**
+ * The document's tags, in the order the reference shows them: the `/v1` integration surface
+ * first, then the routes the dashboard uses, then the service's own. `x-tagGroups` (read by the
+ * renderer) puts each set under its own heading; a route's `tags` must name one of these (a test
+ * checks that every operation's tag is listed here).
+ */
+export const TAG_GROUPS = [
+  {
+    name: "API (/v1, API key)",
+    tags: [
+      {
+        name: "Threads",
+        description:
+          "A thread is one conversation of one end user (`dataset`). Create it, read it, update its tags or episodic override, end it.",
+      },
+      {
+        name: "Working memory",
+        description:
+          "A thread's messages, the prepared context window (summary and recent messages), compaction, and chat.",
+      },
+      {
+        name: "Episodic memory",
+        description:
+          "Episodes: summaries of finished stretches of a conversation, made in the background. List, search, read, retry.",
+      },
+      {
+        name: "Semantic memory",
+        description: "Facts about the user and the entities they mention, extracted from episodes.",
+      },
+      {
+        name: "Recall",
+        description:
+          "What the service knows about a dataset as a prompt-ready block; export and erase a dataset's memory.",
+      },
+    ],
+  },
+  {
+    name: "Internal (dashboard, session token)",
+    tags: [
+      {
+        name: "Internal: auth",
+        description: "Dashboard sign-in: a session token for the routes below. May change without notice.",
+      },
+      {
+        name: "Internal: dashboard",
+        description:
+          "Projects, API keys, users, settings and the memory browser behind the dashboard UI. May change without notice.",
+      },
+    ],
+  },
+  {
+    name: "Service",
+    tags: [{ name: "Health", description: "Liveness and the database's reachability; no credential." }],
+  },
+] as const;
 
 export const OPENAPI_INFO = {
   openapi: "3.1.0",
@@ -8,8 +68,10 @@ export const OPENAPI_INFO = {
     title: "Conversational Memory Service",
     version: "0.1.0",
     description:
-      "Memory for chat applications: threads and messages, episodes, facts and recall. `/v1/*` is the integration surface (API key); routes tagged Internal serve the dashboard (session token) and may change without notice.",
+      "Memory for chat applications: threads and messages, episodes, facts and recall. `/v1/*` is the integration surface (API key, `Authorization: Bearer mk_…`); the internal routes serve the dashboard (session token from `POST /auth/login`) and may change without notice.",
   },
+  tags: TAG_GROUPS.flatMap((group) => group.tags.map((tag) => ({ ...tag }))),
+  "x-tagGroups": TAG_GROUPS.map((group) => ({ name: group.name, tags: group.tags.map((tag) => tag.name) })),
 };
 
 /** `GET /openapi.json`: generated from the same zod schemas that validate requests. */
@@ -28,36 +90,74 @@ export function registerOpenApi(app: OpenAPIHono<AppEnv>) {
 }
 
 /**
- * `GET /docs`: an API reference rendered in the browser from /openapi.json. Self-contained
- * (no third-party script), so it works on an offline network.
+ * The renderer's URL. The file name is fixed (Workers static assets are looked up by path); the
+ * query carries the pinned version of `@scalar/api-reference`, so an upgrade is a new URL and
+ * the file itself can be cached for a year.
  */
-export const docsRoutes = createRouter().get("/docs", (c) => c.html(DOCS_HTML));
+export const DOCS_RENDERER_URL = `${DOCS_ASSETS_PREFIX}${DOCS_RENDERER_FILE}?v=${encodeURIComponent(
+  devDependencies["@scalar/api-reference"],
+)}`;
 
-const DOCS_HTML = `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-<title>API reference · Conversational Memory Service</title>
-<style>
-body{font:15px/1.5 system-ui,sans-serif;margin:0;color:#1b1f24;background:#fafafa}
-main{max-width:960px;margin:0 auto;padding:24px}
-h1{font-size:24px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}
-details{background:#fff;border:1px solid #e3e3e3;border-radius:6px;margin:8px 0;padding:8px 12px}
-summary{cursor:pointer;font-family:ui-monospace,monospace}
-.m{display:inline-block;min-width:64px;font-weight:700}
-.get{color:#0a7}.post{color:#07c}.patch{color:#a60}.delete{color:#c33}
-pre{background:#f3f3f3;padding:8px;overflow:auto;font-size:12px}
-</style></head><body><main><h1>API reference</h1><p id="intro">Loading <a href="/openapi.json">/openapi.json</a>…</p><div id="ops"></div></main>
-<script>
-fetch('/openapi.json').then(r=>r.json()).then(doc=>{
-  document.getElementById('intro').textContent=doc.info.description;
-  const byTag={};
-  for(const [path,item] of Object.entries(doc.paths))for(const [method,op] of Object.entries(item)){
-    const tag=(op.tags&&op.tags[0])||'Other';(byTag[tag]=byTag[tag]||[]).push({path,method,op});}
-  const esc=s=>String(s).replace(/[&<>]/g,c=>({'&':'&amp;','<':'&lt;','>':'&gt;'}[c]));
-  let html='';
-  for(const [tag,ops] of Object.entries(byTag)){html+='<h2>'+esc(tag)+'</h2>';
-    for(const {path,method,op} of ops){html+='<details><summary><span class="m '+method+'">'+method.toUpperCase()+'</span>'+esc(path)+' — '+esc(op.summary||'')+'</summary>'
-      +(op.description?'<p>'+esc(op.description)+'</p>':'')
-      +'<pre>'+esc(JSON.stringify({parameters:op.parameters,requestBody:op.requestBody,responses:op.responses},null,2))+'</pre></details>';}}
-  document.getElementById('ops').innerHTML=html;
-});
-</script></body></html>`;
+/**
+ * The page's Content-Security-Policy. Scripts: only this origin's (the renderer) and the page's
+ * one inline initialiser, by a nonce made for each response. Styles: the renderer sets inline
+ * `style` attributes and injects `<style>` elements, which no nonce or hash can allow, hence
+ * `'unsafe-inline'` for styles only (and no nonce in `style-src`, which would disable it). It may
+ * talk only to its own origin (the document, and "Test request" calls), and is never framed.
+ */
+export function docsCsp(nonce: string) {
+  return [
+    "default-src 'self'",
+    `script-src 'self' 'nonce-${nonce}'`,
+    "style-src 'self' 'unsafe-inline'",
+    "img-src 'self' data:",
+    "font-src 'self' data:",
+    "connect-src 'self'",
+    "object-src 'none'",
+    "frame-ancestors 'none'",
+    "base-uri 'none'",
+    "form-action 'self'",
+  ].join("; ");
+}
+
+/** Scalar's configuration: everything from this origin, nothing that calls Scalar's services. */
+const RENDERER_CONFIG = {
+  url: "/openapi.json",
+  cdn: DOCS_RENDERER_URL,
+  pageTitle: "API reference · Conversational Memory Service",
+  // No fonts from Scalar's font host (system fonts), no telemetry, no AI agent or MCP links, no
+  // developer toolbar.
+  withDefaultFonts: false,
+  telemetry: false,
+  agent: { disabled: true },
+  mcp: { disabled: true },
+  showDeveloperTools: "never",
+  // Schema properties in the order the zod schemas declare them.
+  orderSchemaPropertiesBy: "preserve",
+  defaultOpenAllTags: true,
+} as const;
+
+function newNonce() {
+  const bytes = crypto.getRandomValues(new Uint8Array(16));
+  return btoa(String.fromCharCode(...bytes));
+}
+
+/**
+ * `GET /docs`: the API reference, rendered in the browser by Scalar from `/openapi.json`; on both
+ * hosts the page is made here and the renderer's file is served from the built assets (the
+ * Node.js host through `assets`, the edge as a Workers static asset before the Worker runs).
+ */
+export function docsRoutes(assets?: MiddlewareHandler<AppEnv>) {
+  const router = createRouter().get("/docs", async (c, next) => {
+    const nonce = newNonce();
+    const res = await Scalar<AppEnv>({ ...RENDERER_CONFIG, nonce })(c, next);
+    if (!res) return c.text("The API reference could not be rendered", 500);
+    res.headers.set("Content-Security-Policy", docsCsp(nonce));
+    res.headers.set("X-Content-Type-Options", "nosniff");
+    res.headers.set("Referrer-Policy", "no-referrer");
+    res.headers.set("Cache-Control", "no-store");
+    return res;
+  });
+  if (assets) router.get(`${DOCS_ASSETS_PREFIX}*`, assets);
+  return router;
+}
