@@ -1,7 +1,7 @@
 import pLimit from "p-limit";
 import { bootstrapAdmin } from "../lib/auth";
 import { type Clock, systemClock } from "../lib/clock";
-import type { Config } from "../lib/config";
+import { type Config, providerConfigured } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import type { Database } from "../lib/db/types";
@@ -9,7 +9,8 @@ import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
 import { releaseAllLeases } from "../lib/jobs/store";
-import { createLlm, type Llm } from "../lib/llm/client";
+import { createLlm, type Llm, NO_PROVIDER_MESSAGE } from "../lib/llm/client";
+import { checkEmbeddingDimensions } from "../lib/llm/embedding-check";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
@@ -30,6 +31,11 @@ export interface NodeServiceOptions {
   dashboardDir?: string;
   /** Run the sweep on an interval (default: RETRY_INTERVAL_MS, the run contract's period); false for none. */
   sweepIntervalMs?: number | false;
+  /**
+   * Check EMBEDDING_DIMENSIONS against the database and the embedding model before migrating
+   * (default true; tests on a clone of the template skip it unless they test it).
+   */
+  checkEmbeddings?: boolean;
 }
 
 /**
@@ -41,7 +47,18 @@ export async function createNodeService(options: NodeServiceOptions) {
   const clock = options.clock ?? systemClock;
   const log = options.log ?? consoleLogger;
   const database = options.database ?? (await createDatabase(config));
-  if (options.migrate !== false) await migrateDatabase(database, config.openai.embeddingDimensions);
+  const llm = options.llm ?? createLlm(config);
+  if (!providerConfigured(config)) {
+    log.warn(`${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.`);
+  }
+  try {
+    // Before the migrations, which would add indexes for a size the database does not hold.
+    if (options.checkEmbeddings !== false) await checkEmbeddingDimensions({ db: database.db, config, llm, log });
+    if (options.migrate !== false) await migrateDatabase(database, config.openai.embeddingDimensions);
+  } catch (err) {
+    await database.close();
+    throw err;
+  }
 
   // Deferred work (doorbell rings, jobs started by timers) is tracked so close() can wait for it.
   const inFlight = new Set<Promise<unknown>>();
@@ -62,7 +79,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     config,
     clock,
     log,
-    llm: options.llm ?? createLlm(config),
+    llm,
     doorbell: options.doorbell ?? (timers as Doorbell),
     defer: track,
     queryEmbeddings: createQueryEmbeddings(),

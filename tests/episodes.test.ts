@@ -293,6 +293,43 @@ describe("failures", () => {
       );
       expect(h.fake.requests).toEqual([]);
     });
+
+    it("a sweep logs the missing provider once, without a stack, however many jobs failed for it", async () => {
+      const t = await newTenant(bare);
+      for (const content of ["first thread", "second thread"]) {
+        const created = await bare.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
+        const { threadId } = (await created.json()) as { threadId: string };
+        await bare.request(`/v1/memory/working/threads/${threadId}/messages`, {
+          method: "POST",
+          token: t.key,
+          json: { role: "user", content },
+        });
+        await bare.request(`/v1/threads/${threadId}/end`, { method: "POST", token: t.key });
+      }
+      const lines: { level: string; message: string; fields?: Record<string, unknown> }[] = [];
+      const log = bare.deps.log;
+      bare.deps.log = {
+        ...log,
+        warn: (message, fields) => lines.push({ level: "warn", message, fields }),
+        error: (message, fields) => lines.push({ level: "error", message, fields }),
+      };
+      try {
+        const report = await sweep(bare.deps);
+        expect(report.ran).toBeGreaterThanOrEqual(2);
+      } finally {
+        bare.deps.log = log;
+      }
+      expect(lines).toEqual([
+        {
+          level: "warn",
+          message:
+            "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server. Background work failed for it in this sweep",
+          fields: { failures: expect.any(Number), ran: expect.any(Number) },
+        },
+      ]);
+      expect(lines[0].fields?.failures).toBeGreaterThanOrEqual(2);
+      expect(h.fake.requests).toEqual([]);
+    });
   });
 });
 

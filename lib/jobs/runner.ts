@@ -1,10 +1,12 @@
 import { sql } from "drizzle-orm";
+import { providerConfigured } from "../config";
 import { rowsOf, toDate } from "../db/rows";
 import { episodes, jobs, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { processEpisode } from "../episodic/pipeline";
 import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
-import { errorFields } from "../log";
+import { NO_PROVIDER_MESSAGE } from "../llm/client";
+import { errorFields, type Logger } from "../log";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
 import { episodicSetting } from "../settings-sql";
 import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease, rescheduleJob } from "./store";
@@ -233,6 +235,9 @@ export interface SweepReport {
  * theirs went missing, then run every due job (expired leases included: claiming takes them).
  */
 export async function sweep(deps: Deps): Promise<SweepReport> {
+  // Without a provider every model step fails alike: one line for the sweep, not one per job.
+  const quiet = providerConfigured(deps.config) ? undefined : withoutNoProviderLines(deps.log);
+  if (quiet) deps = { ...deps, log: quiet.log };
   const retried = (await requeueFailedEpisodes(deps, { olderThanMs: deps.config.retryIntervalMs, limit: 100 }))
     .episodeIds.length;
   const retriedExtractions = await requeueFailedExtractions(deps, 100);
@@ -241,5 +246,23 @@ export async function sweep(deps: Deps): Promise<SweepReport> {
   if (retried || retriedExtractions || backstop || ran) {
     deps.log.info("sweep", { retried, retriedExtractions, backstop, ran });
   }
+  if (quiet?.dropped()) {
+    deps.log.warn(`${NO_PROVIDER_MESSAGE}. Background work failed for it in this sweep`, {
+      failures: quiet.dropped(),
+      ran,
+    });
+  }
   return { retried, retriedExtractions, backstop, ran };
+}
+
+/** A logger that counts and drops the lines of failures for want of a provider (each has its error). */
+function withoutNoProviderLines(log: Logger) {
+  let dropped = 0;
+  const keep =
+    (write: Logger["warn"]): Logger["warn"] =>
+    (message, fields) => {
+      if (fields?.error === NO_PROVIDER_MESSAGE) dropped++;
+      else write(message, fields);
+    };
+  return { log: { ...log, warn: keep(log.warn), error: keep(log.error) }, dropped: () => dropped };
 }

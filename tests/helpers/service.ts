@@ -58,6 +58,8 @@ export async function createTestService(options: TestServiceOptions = {}) {
     config,
     database,
     migrate: false,
+    // The template is migrated for TEST_EMBEDDING_DIMENSIONS; tests/embedding-check.test.ts tests the check.
+    checkEmbeddings: false,
     log: silentLogger,
     clock,
     dashboardDir: options.dashboardDir,
