@@ -6,6 +6,7 @@ import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
 import { sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
+import { warnIfNoProvider } from "../lib/llm/embedding-check";
 import { consoleLogger, errorFields } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
@@ -60,6 +61,8 @@ function warnIncompleteQstash(config: Config) {
 
 function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps {
   const config = configFor(env);
+  // Once per isolate's configuration: a Worker has no start of its own.
+  warnIfNoProvider(config, consoleLogger);
   if (!config.databaseUrl) throw new Error("DATABASE_URL is not set: the Worker needs a Neon database URL");
   const database = createNeonDatabase(config.databaseUrl, { fetchEndpoint: config.neonFetchEndpoint });
   return {

@@ -1,7 +1,7 @@
 import pLimit from "p-limit";
 import { bootstrapAdmin } from "../lib/auth";
 import { type Clock, systemClock } from "../lib/clock";
-import { type Config, providerConfigured } from "../lib/config";
+import type { Config } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import type { Database } from "../lib/db/types";
@@ -9,8 +9,8 @@ import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
 import { releaseAllLeases } from "../lib/jobs/store";
-import { createLlm, type Llm, NO_PROVIDER_MESSAGE } from "../lib/llm/client";
-import { checkEmbeddingDimensions } from "../lib/llm/embedding-check";
+import { createLlm, type Llm } from "../lib/llm/client";
+import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
@@ -48,9 +48,7 @@ export async function createNodeService(options: NodeServiceOptions) {
   const log = options.log ?? consoleLogger;
   const database = options.database ?? (await createDatabase(config));
   const llm = options.llm ?? createLlm(config);
-  if (!providerConfigured(config)) {
-    log.warn(`${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.`);
-  }
+  warnIfNoProvider(config, log);
   try {
     // Before the migrations, which would add indexes for a size the database does not hold.
     if (options.checkEmbeddings !== false) await checkEmbeddingDimensions({ db: database.db, config, llm, log });

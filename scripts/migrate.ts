@@ -3,15 +3,22 @@ import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
+import { createLlm } from "../lib/llm/client";
+import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
+import { consoleLogger } from "../lib/log";
 
 /**
  * `npm run db:migrate`: apply the migrations to DATABASE_URL (or the embedded database) and
  * create the admin user on an empty database. The Worker never migrates at request time, so
- * this is how a Neon database is prepared before `npm run deploy`.
+ * this is how a Neon database is prepared before `npm run deploy`. EMBEDDING_DIMENSIONS is checked
+ * first, against the database and the embedding model, as the Node.js host does at start: with the
+ * Worker's own settings, this is the edge deployment's start-up check.
  */
 const config = parseConfig(process.env);
 const database = await createDatabase(config);
 try {
+  warnIfNoProvider(config, consoleLogger);
+  await checkEmbeddingDimensions({ db: database.db, config, llm: createLlm(config), log: consoleLogger });
   await migrateDatabase(database, config.openai.embeddingDimensions);
   console.log(`Migrations applied (${database.kind})`);
   const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });

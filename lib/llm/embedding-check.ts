@@ -4,7 +4,7 @@ import { rowsOf } from "../db/rows";
 import type { Db } from "../db/types";
 import { EMBEDDED_TABLES } from "../db/vector-indexes";
 import type { Logger } from "../log";
-import type { Llm } from "./client";
+import { type Llm, NO_PROVIDER_MESSAGE } from "./client";
 
 /** Start refused: EMBEDDING_DIMENSIONS does not match the database or the embedding model. */
 export class EmbeddingDimensionsError extends Error {
@@ -113,4 +113,13 @@ export async function checkEmbeddingDimensions(deps: { db: Db; config: Config; l
   const modelProblem = modelMismatch(config, size);
   if (modelProblem) throw new EmbeddingDimensionsError(modelProblem);
   return { model: "ok" as const, size };
+}
+
+const warnedNoProvider = new WeakSet<Config>();
+
+/** The start-up warning without a provider, once per parsed configuration (a Worker isolate's too). */
+export function warnIfNoProvider(config: Config, log: Logger): void {
+  if (providerConfigured(config) || warnedNoProvider.has(config)) return;
+  warnedNoProvider.add(config);
+  log.warn(`${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.`);
 }
