@@ -120,6 +120,25 @@ describe("provider client", () => {
   });
 });
 
+describe("embeddings on servers that refuse `dimensions`", () => {
+  it("a 400 to dimensions (vLLM, a model that is not Matryoshka): asked again without it, then never sent", async () => {
+    fake.rejectDimensions = true;
+    fake.nativeEmbeddingSize = 32;
+    const llm = createLlm(config());
+    expect(await llm.embed(["I like tea"])).toEqual([fakeEmbedding("I like tea", 32)]);
+    expect(await llm.embeddingSize()).toBe(32);
+    expect(fake.embeddingCalls().map((c) => c.dimensions)).toEqual([32, undefined, undefined]);
+  });
+
+  it("the model's own size is still checked", async () => {
+    fake.rejectDimensions = true;
+    fake.nativeEmbeddingSize = 1024;
+    const llm = createLlm(config());
+    await expect(llm.embed(["x"])).rejects.toThrow("Embedding call returned 1 vectors of size 1024 (expected 1 of 32)");
+    expect(await llm.embeddingSize()).toBe(1024);
+  });
+});
+
 describe("structured output on servers without JSON schema", () => {
   const ask = (llm: ReturnType<typeof createLlm>) =>
     llm.structured({ name: "episode_summary", schema: Summary, system: "Summarise.", user: "transcript" });

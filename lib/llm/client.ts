@@ -24,7 +24,10 @@ export interface Llm {
    * arrived; failures up to then are retried like `complete`'s and rejected as ProviderError).
    */
   stream(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<CompletionStream>;
-  /** One Embeddings call for the whole batch, vectors in input order. */
+  /**
+   * One Embeddings call for the whole batch, vectors in input order, each checked to have
+   * EMBEDDING_DIMENSIONS numbers. A 400 to `dimensions` is asked again without it, once per client.
+   */
   embed(texts: string[]): Promise<number[][]>;
   /**
    * The size of the vectors the embedding model returns for the configured model and dimensions:
@@ -126,6 +129,23 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
 
   /** Set once the server refused JSON-schema output and answered in JSON mode: skip the refused call. */
   let jsonMode = false;
+  /**
+   * Cleared once the server refused `dimensions` and answered without it (vLLM with a model that
+   * is not Matryoshka answers 400 to any `dimensions`): the model's own size is then checked.
+   */
+  let sendDimensions = true;
+  const embeddings = async (input: string[]) => {
+    const request = { model: embeddingModel, input, encoding_format: "float" as const };
+    if (!sendDimensions) return openai().embeddings.create(request);
+    try {
+      return await openai().embeddings.create({ ...request, dimensions: embeddingDimensions });
+    } catch (err) {
+      if (!(err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422))) throw err;
+      const response = await openai().embeddings.create(request);
+      sendDimensions = false;
+      return response;
+    }
+  };
 
   const chatJson = async (
     messages: ChatMessage[],
@@ -244,12 +264,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
     embed: (texts) =>
       call("Embedding call", async () => {
         if (texts.length === 0) return [];
-        const response = await openai().embeddings.create({
-          model: embeddingModel,
-          input: texts,
-          dimensions: embeddingDimensions,
-          encoding_format: "float",
-        });
+        const response = await embeddings(texts);
         const vectors = [...response.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
         if (vectors.length !== texts.length || vectors.some((v) => v.length !== embeddingDimensions)) {
           throw new ProviderError(
@@ -261,12 +276,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
 
     embeddingSize: () =>
       call("Embedding call", async () => {
-        const response = await openai().embeddings.create({
-          model: embeddingModel,
-          input: [EMBEDDING_PROBE_TEXT],
-          dimensions: embeddingDimensions,
-          encoding_format: "float",
-        });
+        const response = await embeddings([EMBEDDING_PROBE_TEXT]);
         const vector = response.data[0]?.embedding;
         if (!vector) throw new ProviderError("Embedding call returned no vector");
         return vector.length;

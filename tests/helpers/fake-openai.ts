@@ -74,6 +74,8 @@ export interface FakeOpenAI {
    * vector has this size. Default: the requested `dimensions`.
    */
   nativeEmbeddingSize: number | undefined;
+  /** Like vLLM serving a model that is not Matryoshka: any `dimensions` is answered 400. */
+  rejectDimensions: boolean;
   reset(): void;
   close(): Promise<void>;
 }
@@ -159,6 +161,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     jsonSchema: "supported",
     invalidJsonAnswers: 0,
     nativeEmbeddingSize: undefined,
+    rejectDimensions: false,
     reset() {
       fake.requests.length = 0;
       structured.clear();
@@ -170,6 +173,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.jsonSchema = "supported";
       fake.invalidJsonAnswers = 0;
       fake.nativeEmbeddingSize = undefined;
+      fake.rejectDimensions = false;
     },
     close: () =>
       new Promise((resolve) => {
@@ -266,6 +270,15 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       }
 
       if (endpoint === "embeddings") {
+        if (fake.rejectDimensions && body.dimensions !== undefined) {
+          return send(400, {
+            object: "error",
+            message: `Model "${body.model}" does not support matryoshka representation, changing output dimensions will lead to poor results.`,
+            type: "BadRequestError",
+            param: null,
+            code: 400,
+          });
+        }
         const input = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
         const dimensions = fake.nativeEmbeddingSize ?? Number(body.dimensions ?? 1536);
         return send(200, {
