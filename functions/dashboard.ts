@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createApiKey, listApiKeys, revokeApiKey } from "../lib/api-keys";
+import { providerConfigured } from "../lib/config";
 import { extractionFailures, getProject, projectActivity } from "../lib/dashboard/project";
 import { playgroundRecall } from "../lib/dashboard/recall";
 import { projectSettingFields, resetProjectSetting, SETTING_GROUPS } from "../lib/dashboard/settings";
@@ -397,6 +398,30 @@ const routes = {
       404: errorResponses[404],
     },
   }),
+  provider: createRoute({
+    ...base,
+    method: "get",
+    path: "/provider",
+    summary: "Whether a model provider is configured, and the models the service uses",
+    description:
+      "Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat answers 503 and episodes and fact extraction fail; the dashboard shows a banner.",
+    responses: {
+      200: jsonResponse(
+        z.object({
+          provider: z
+            .object({
+              configured: z.boolean().openapi({ description: "OPENAI_API_KEY or OPENAI_BASE_URL is set." }),
+              llmModel: z.string(),
+              embeddingModel: z.string(),
+              embeddingDimensions: z.number().int(),
+            })
+            .openapi("ProviderStatus"),
+        }),
+        "The provider's configuration",
+      ),
+      401: errorResponses[401],
+    },
+  }),
   recall: createRoute({
     ...base,
     method: "post",
@@ -475,6 +500,14 @@ dashboardRoutes
   .openapi(routes.extractionFailures, async (c) =>
     c.json(await extractionFailures(c.get("deps"), c.req.valid("param").id, c.req.valid("query")), 200),
   )
+  .openapi(routes.provider, (c) => {
+    const { config } = c.get("deps");
+    const { llmModel, embeddingModel, embeddingDimensions } = config.openai;
+    return c.json(
+      { provider: { configured: providerConfigured(config), llmModel, embeddingModel, embeddingDimensions } },
+      200,
+    );
+  })
   .openapi(routes.recall, async (c) =>
     c.json(await playgroundRecall(c.get("deps"), c.req.valid("param").id, c.req.valid("json")), 200),
   );

@@ -5,6 +5,7 @@ import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "./llm/cl
 import { CHAT_SYSTEM_PROMPT } from "./llm/prompts";
 import { errorFields } from "./log";
 import { recall } from "./recall/recall";
+import { getThread } from "./threads";
 import { addMessage, prepareContext, type Role } from "./working";
 
 export interface ChatInput {
@@ -52,10 +53,11 @@ export const RECALL_QUERY_CHARS = 2000;
  * One chat turn: the user's message is stored, the window and the dataset's facts are read, one
  * model call answers and the reply is stored with its model, usage and latency. A provider failure
  * throws (a 500 for the route) and leaves the user's message stored, so a retry has it in context.
- * No provider configured at all is a 503 before anything is read or stored.
+ * No provider configured at all is a 503 once the thread is known to be the caller's (a 404
+ * otherwise, as always), and nothing is stored.
  */
 export async function chat(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<ChatResult> {
-  requireProvider(deps);
+  await requireProvider(deps, projectId, threadId);
   const turn = await beginTurn(deps, projectId, threadId, input);
   const started = performance.now();
   const completion = await deps.llm.complete({ system: turn.system, messages: turn.messages });
@@ -72,7 +74,7 @@ export async function startChatStream(
   threadId: string,
   input: ChatInput,
 ): Promise<ChatStream> {
-  requireProvider(deps);
+  await requireProvider(deps, projectId, threadId);
   const turn = await beginTurn(deps, projectId, threadId, input);
   const started = performance.now();
   const stream = await deps.llm.stream({ system: turn.system, messages: turn.messages });
@@ -94,10 +96,13 @@ export async function startChatStream(
 
 /**
  * Without a provider no reply can ever be made: a 503 (the service is up, a dependency is not
- * configured), not the 500 of a provider failing, and the message is not stored.
+ * configured), not the 500 of a provider failing, and the message is not stored. The thread is
+ * read first (one statement, only on this path), so another project's thread is still a 404.
  */
-function requireProvider(deps: Deps) {
-  if (!providerConfigured(deps.config)) throw new HttpError(503, NO_PROVIDER_MESSAGE);
+async function requireProvider(deps: Deps, projectId: string, threadId: string) {
+  if (providerConfigured(deps.config)) return;
+  await getThread(deps, projectId, threadId);
+  throw new HttpError(503, NO_PROVIDER_MESSAGE);
 }
 
 interface Turn {

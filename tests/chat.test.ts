@@ -6,7 +6,7 @@ import { createLlm, NO_PROVIDER_MESSAGE, ProviderError } from "../lib/llm/client
 import { CHAT_SYSTEM_PROMPT } from "../lib/llm/prompts";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
-import { createTestService, newTenant, type TestService } from "./helpers/service";
+import { adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
  * POST /v1/memory/working/threads/:threadId/chat through HTTP against the real database and the
@@ -387,7 +387,7 @@ describe("chat without a model provider", () => {
   });
   afterAll(() => bare?.close());
 
-  it("503 with an error that says no provider is configured, JSON or SSE, storing nothing", async () => {
+  it("503 with an error that says no provider is configured, JSON or SSE, storing nothing; 404 first", async () => {
     const t = await newTenant(bare);
     const created = await bare.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
     const { threadId } = (await created.json()) as { threadId: string };
@@ -406,11 +406,37 @@ describe("chat without a model provider", () => {
     }
     const messages = await bare.request(`${W}/${threadId}/messages`, { token: t.key });
     expect(((await messages.json()) as { messages: unknown[] }).messages).toEqual([]);
+    // The thread check still comes first: an unknown or another project's thread is a 404.
+    const other = await newTenant(bare);
+    for (const [token, id] of [
+      [t.key, "thr_unknown"],
+      [other.key, threadId],
+    ]) {
+      const res = await bare.request(`${W}/${id}/chat`, { method: "POST", token, json: { content: "x" } });
+      expect(res.status).toBe(404);
+      expect(await res.json()).toEqual({ error: "Thread not found" });
+    }
     // Validation and authentication still come first.
     const invalid = await bare.request(`${W}/${threadId}/chat`, { method: "POST", token: t.key, json: {} });
     expect(invalid.status).toBe(400);
     expect((await bare.request(`${W}/${threadId}/chat`, { method: "POST", json: { content: "x" } })).status).toBe(401);
     expect(fake.requests).toEqual([]);
+  });
+
+  it("GET /dashboard/provider says so (the dashboard's banner); with a provider it says configured", async () => {
+    const res = await bare.request("/dashboard/provider", { token: await adminSession(bare) });
+    expect(res.status).toBe(200);
+    expect(await res.json()).toEqual({
+      provider: {
+        configured: false,
+        llmModel: "gpt-4o-mini",
+        embeddingModel: "text-embedding-3-small",
+        embeddingDimensions: TEST_EMBEDDING_DIMENSIONS,
+      },
+    });
+    const ok = await svc.request("/dashboard/provider", { token: await adminSession(svc) });
+    expect(((await ok.json()) as { provider: { configured: boolean } }).provider.configured).toBe(true);
+    expect((await svc.request("/dashboard/provider")).status).toBe(401);
   });
 
   it("a base URL without a key is a provider (Ollama, vLLM, llama.cpp server): the reply is made", async () => {

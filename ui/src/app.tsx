@@ -77,6 +77,7 @@ export function App() {
           Sign out
         </button>
       </header>
+      <ProviderBanner />
       <main id="main" tabIndex={-1}>
         {section === "users" ? (
           <UsersPage me={me} />
@@ -87,6 +88,28 @@ export function App() {
         )}
       </main>
     </>
+  );
+}
+
+/**
+ * Without a model provider the service stores and recalls but makes no replies, episodes or facts:
+ * said once at the top of every page, so it does not look like a broken service.
+ */
+function ProviderBanner() {
+  const [configured, setConfigured] = useState(true);
+  useEffect(() => {
+    unwrap(api.GET("/dashboard/provider")).then(
+      (body) => setConfigured(body.provider.configured),
+      () => undefined,
+    );
+  }, []);
+  if (configured) return null;
+  return (
+    <p class="notice provider-banner" role="status">
+      <strong>No model provider is configured.</strong> Threads, messages and recall (by keyword) work; chat answers 503
+      and episodes and fact extraction fail until the server is started with <code>OPENAI_API_KEY</code> (OpenAI) or{" "}
+      <code>OPENAI_BASE_URL</code> (an OpenAI-compatible server such as Ollama, vLLM or llama.cpp server).
+    </p>
   );
 }
 
