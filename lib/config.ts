@@ -24,6 +24,8 @@ export const configSchema = z.object({
   EMBEDDING_DIMENSIONS: intFromEnv(1536, 1),
   CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
   RETRY_INTERVAL_MS: intFromEnv(120_000, 1000),
+  // How long a stored Idempotency-Key answer is replayed (default 24 hours; at least a minute).
+  IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000),
   QSTASH_TOKEN: optionalString,
   QSTASH_URL: optionalString,
   QSTASH_CURRENT_SIGNING_KEY: optionalString,
@@ -61,6 +63,8 @@ export interface Config {
   };
   corsOrigins: string[];
   retryIntervalMs: number;
+  /** How long a key's stored answer is replayed, from its first request (IDEMPOTENCY_TTL_MS). */
+  idempotencyTtlMs: number;
   qstash: {
     token: string | undefined;
     url: string | undefined;
@@ -104,6 +108,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
       .map((o) => o.trim())
       .filter(Boolean),
     retryIntervalMs: e.RETRY_INTERVAL_MS,
+    idempotencyTtlMs: e.IDEMPOTENCY_TTL_MS,
     qstash: {
       token: e.QSTASH_TOKEN,
       url: e.QSTASH_URL,

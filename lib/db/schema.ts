@@ -278,3 +278,32 @@ export const jobs = pgTable(
   },
   (t) => [index("jobs_due_idx").on(t.runAt), index("jobs_dataset_idx").on(t.projectId, t.dataset, t.kind)],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Idempotency keys (the `Idempotency-Key` header on /v1 writes; lib/idempotency.ts)
+// ---------------------------------------------------------------------------------------------
+
+export const idempotencyKeys = pgTable(
+  "idempotency_keys",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    /** The header's value as sent (1-255 printable ASCII characters). */
+    key: text("key").notNull(),
+    /** SHA-256 of the method, the path with its query and the body: a different request is a 422. */
+    fingerprint: text("fingerprint").notNull(),
+    /** Who holds the key: the store and the release of a request apply only to its own claim. */
+    claimId: text("claim_id").notNull(),
+    /** While the first request runs (no response yet): its lease, renewed as it runs. */
+    lockedUntil: timestamptz("locked_until"),
+    /** The stored answer; null while the first request runs. */
+    responseStatus: integer("response_status"),
+    responseBody: text("response_body"),
+    responseContentType: text("response_content_type"),
+    createdAt: createdAt(),
+    /** After this the key is free again (a repeat runs anew) and the sweep deletes the row. */
+    expiresAt: timestamptz("expires_at").notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.key] }), index("idempotency_keys_expires_idx").on(t.expiresAt)],
+);

@@ -5,6 +5,7 @@ import { episodes, jobs, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { processEpisode } from "../episodic/pipeline";
 import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
+import { deleteExpiredKeys } from "../idempotency";
 import { NO_PROVIDER_MESSAGE } from "../llm/client";
 import { errorFields, type Logger } from "../log";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
@@ -227,12 +228,18 @@ export interface SweepReport {
   retriedExtractions: number;
   backstop: number;
   ran: number;
+  /** Idempotency keys past their time, deleted (at most EXPIRED_KEYS_PER_SWEEP). */
+  expiredKeys: number;
 }
+
+/** One bounded DELETE per sweep; a backlog drains over the next sweeps (expired keys are inert). */
+const EXPIRED_KEYS_PER_SWEEP = 5000;
 
 /**
  * One sweep (cron every minute on the edge, an interval on Node.js): re-queue failed episodes
  * under their retry cap whose last failure is a retry interval old, give idle threads a timer if
- * theirs went missing, then run every due job (expired leases included: claiming takes them).
+ * theirs went missing, then run every due job (expired leases included: claiming takes them), and
+ * delete expired idempotency keys.
  */
 export async function sweep(deps: Deps): Promise<SweepReport> {
   // Without a provider every model step fails alike: one line for the sweep, not one per job.
@@ -243,8 +250,9 @@ export async function sweep(deps: Deps): Promise<SweepReport> {
   const retriedExtractions = await requeueFailedExtractions(deps, 100);
   const backstop = await scheduleMissedIdleTimers(deps, 500);
   const ran = await runDueJobs(deps);
-  if (retried || retriedExtractions || backstop || ran) {
-    deps.log.info("sweep", { retried, retriedExtractions, backstop, ran });
+  const expiredKeys = await deleteExpiredKeys(deps, EXPIRED_KEYS_PER_SWEEP);
+  if (retried || retriedExtractions || backstop || ran || expiredKeys) {
+    deps.log.info("sweep", { retried, retriedExtractions, backstop, ran, expiredKeys });
   }
   if (quiet?.dropped()) {
     deps.log.warn(`${NO_PROVIDER_MESSAGE}. Background work failed for it in this sweep`, {
@@ -252,7 +260,7 @@ export async function sweep(deps: Deps): Promise<SweepReport> {
       ran,
     });
   }
-  return { retried, retriedExtractions, backstop, ran };
+  return { retried, retriedExtractions, backstop, ran, expiredKeys };
 }
 
 /** A logger that counts and drops the lines of failures for want of a provider (each has its error). */

@@ -1,0 +1,209 @@
+import { createHash, randomBytes } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { rowsOf } from "./db/rows";
+import { idempotencyKeys } from "./db/schema";
+import type { Deps } from "./deps";
+
+/**
+ * Idempotency keys (IETF httpapi draft "The Idempotency-Key HTTP Header Field"): a client sends
+ * `Idempotency-Key` on a `/v1` write; the first answer is stored per (project, key) with a
+ * fingerprint of the request, and a repeat gets that answer again instead of a second write.
+ *
+ * Statements: a keyed request that runs costs two beyond its own (the claim before it, the stored
+ * answer after it); a replay, a mismatch (422) or a repeat while the first runs (409) costs the
+ * claim alone and writes nothing.
+ */
+
+export const IDEMPOTENCY_HEADER = "Idempotency-Key";
+export const REPLAYED_HEADER = "Idempotent-Replayed";
+export const MAX_KEY_LENGTH = 255;
+/**
+ * A running claim's lease: renewed every `CLAIM_RENEW_MS` while its request runs, so a claim whose
+ * lease ran out belongs to a process that died mid-request and the next repeat takes it over.
+ */
+export const CLAIM_LEASE_MS = 60_000;
+export const CLAIM_RENEW_MS = 20_000;
+
+/**
+ * The header is a Structured Field string in the draft (`Idempotency-Key: "8e03978e-…"`); a bare
+ * value is taken as it is, so `"abc"` and `abc` are the same key. 1-255 printable ASCII characters.
+ */
+const keySchema = z.object({
+  [IDEMPOTENCY_HEADER]: z
+    .string()
+    .min(1, "Must not be empty")
+    .max(MAX_KEY_LENGTH, `At most ${MAX_KEY_LENGTH} characters`)
+    .regex(/^[\x20-\x7e]*$/, "Only printable ASCII characters (0x20-0x7E)"),
+});
+
+/** The key a header value names; a ZodError (a 400 naming the header) when it is not a valid one. */
+export function parseIdempotencyKey(value: string): string {
+  const unquoted = /^"(?:[^"\\]|\\["\\])*"$/.test(value) ? value.slice(1, -1).replace(/\\(["\\])/g, "$1") : value;
+  return keySchema.parse({ [IDEMPOTENCY_HEADER]: unquoted })[IDEMPOTENCY_HEADER];
+}
+
+/** SHA-256 of the method, the path with its query string, and the body's bytes. */
+export function requestFingerprint(method: string, pathAndQuery: string, body: Uint8Array): string {
+  return createHash("sha256").update(`${method}\n${pathAndQuery}\n`).update(body).digest("hex");
+}
+
+export interface Claim {
+  projectId: string;
+  key: string;
+  claimId: string;
+}
+
+export interface StoredResponse {
+  status: number;
+  body: string;
+  contentType: string | null;
+}
+
+export type ClaimOutcome =
+  /** The key is this request's: run it, then store or release. `takenOver`: it had expired or its holder died. */
+  | { kind: "claimed"; claim: Claim; takenOver: boolean }
+  /** The same request already answered: send this again. */
+  | { kind: "replay"; response: StoredResponse }
+  /** The key was used for a different request. */
+  | { kind: "mismatch" }
+  /** The first request with this key is still running. */
+  | { kind: "running" };
+
+type ClaimRow = {
+  outcome: "claimed" | "taken-over" | "replay" | "mismatch" | "running";
+  response_status: number | string | null;
+  response_body: string | null;
+  response_content_type: string | null;
+};
+
+/**
+ * One statement. `prior` is the key's row as the statement's snapshot sees it; `taken` takes over
+ * a row that expired or whose running claim's lease ran out; `fresh` inserts the row when there was
+ * none. A row inserted by a concurrent claim after the snapshot makes `fresh` insert nothing and
+ * `prior` see nothing: that request is running (409), as is one that took over concurrently.
+ *
+ * The claim commits without waiting for the disk (`synchronous_commit` off for this statement's
+ * transaction alone): the write-ahead log is sequential, so the request's own durable write and
+ * the durable store of its answer flush it; a claim lost to a crash belonged to a request that
+ * never answered. A repeat that does not claim writes nothing at all.
+ */
+export async function claimKey(
+  deps: Pick<Deps, "db" | "clock" | "config">,
+  input: { projectId: string; key: string; fingerprint: string },
+): Promise<ClaimOutcome> {
+  const now = deps.clock.now();
+  const at = now.toISOString();
+  const lockedUntil = new Date(now.getTime() + CLAIM_LEASE_MS).toISOString();
+  const expiresAt = new Date(now.getTime() + deps.config.idempotencyTtlMs).toISOString();
+  const claimId = randomBytes(16).toString("hex");
+  const { projectId, key, fingerprint } = input;
+  /** The row is free to take: expired, or running under a lease that ran out (its holder died). */
+  const free = (alias: string) => {
+    const r = sql.raw(alias);
+    return sql`(${r}.expires_at <= ${at}::timestamptz OR (${r}.response_status IS NULL AND ${r}.locked_until <= ${at}::timestamptz))`;
+  };
+  const [row] = rowsOf<ClaimRow>(
+    await deps.db.execute(sql`
+      WITH prior AS (
+        SELECT k.* FROM ${idempotencyKeys} k WHERE k.project_id = ${projectId} AND k.key = ${key}
+      ),
+      taken AS (
+        UPDATE ${idempotencyKeys} k SET fingerprint = ${fingerprint}, claim_id = ${claimId},
+          locked_until = ${lockedUntil}::timestamptz, response_status = NULL, response_body = NULL,
+          response_content_type = NULL, created_at = ${at}::timestamptz, expires_at = ${expiresAt}::timestamptz
+        WHERE k.project_id = ${projectId} AND k.key = ${key} AND ${free("k")}
+        RETURNING 1
+      ),
+      fresh AS (
+        INSERT INTO ${idempotencyKeys} (project_id, key, fingerprint, claim_id, locked_until, created_at, expires_at)
+        SELECT ${projectId}, ${key}, ${fingerprint}, ${claimId}, ${lockedUntil}::timestamptz, ${at}::timestamptz,
+          ${expiresAt}::timestamptz
+        WHERE NOT EXISTS (SELECT 1 FROM prior)
+        ON CONFLICT DO NOTHING
+        RETURNING 1
+      )
+      SELECT
+        CASE
+          WHEN EXISTS (SELECT 1 FROM fresh) THEN 'claimed'
+          WHEN EXISTS (SELECT 1 FROM taken) THEN 'taken-over'
+          WHEN p.key IS NULL OR ${free("p")} THEN 'running'
+          WHEN p.fingerprint <> ${fingerprint} THEN 'mismatch'
+          WHEN p.response_status IS NULL THEN 'running'
+          ELSE 'replay'
+        END AS outcome,
+        p.response_status, p.response_body, p.response_content_type,
+        set_config('synchronous_commit', 'off', true) AS _sync
+      FROM (SELECT 1) one LEFT JOIN prior p ON true`),
+  );
+  switch (row?.outcome) {
+    case "claimed":
+    case "taken-over":
+      return { kind: "claimed", claim: { projectId, key, claimId }, takenOver: row.outcome === "taken-over" };
+    case "replay":
+      return {
+        kind: "replay",
+        response: {
+          status: Number(row.response_status),
+          body: row.response_body ?? "",
+          contentType: row.response_content_type,
+        },
+      };
+    case "mismatch":
+      return { kind: "mismatch" };
+    default:
+      return { kind: "running" };
+  }
+}
+
+/**
+ * The answer of a claimed request, stored for replay: one statement, committed durably (a stored
+ * answer lost to a crash would let a later repeat run the write again). Applies only while the
+ * claim is still this request's.
+ */
+export async function storeResponse(deps: Pick<Deps, "db">, claim: Claim, response: StoredResponse): Promise<void> {
+  await deps.db.execute(sql`
+    UPDATE ${idempotencyKeys} SET response_status = ${response.status}, response_body = ${response.body},
+      response_content_type = ${response.contentType}, locked_until = NULL
+    WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}`);
+}
+
+/**
+ * Frees the key (a 5xx, an exception, a streamed answer that ended): a retry runs anew. Without a
+ * disk flush of its own: a release lost to a crash leaves a running claim, taken over once its
+ * lease runs out.
+ */
+export async function releaseKey(deps: Pick<Deps, "db">, claim: Claim): Promise<void> {
+  await deps.db.execute(sql`
+    DELETE FROM ${idempotencyKeys}
+    WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}
+      AND set_config('synchronous_commit', 'off', true) IS NOT NULL`);
+}
+
+/** Pushes a running claim's lease ahead; false when the claim is no longer this request's. */
+export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim): Promise<boolean> {
+  const until = new Date(deps.clock.now().getTime() + CLAIM_LEASE_MS).toISOString();
+  const rows = rowsOf<{ key: string }>(
+    await deps.db.execute(sql`
+      UPDATE ${idempotencyKeys} SET locked_until = ${until}::timestamptz
+      WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}
+        AND response_status IS NULL AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+      RETURNING key`),
+  );
+  return rows.length > 0;
+}
+
+/** The sweep's step: one bounded DELETE of expired keys (oldest first); returns how many went. */
+export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit: number): Promise<number> {
+  const now = deps.clock.now().toISOString();
+  return rowsOf<{ key: string }>(
+    await deps.db.execute(sql`
+      DELETE FROM ${idempotencyKeys} k
+      WHERE (k.project_id, k.key) IN (
+        SELECT project_id, key FROM ${idempotencyKeys}
+        WHERE expires_at <= ${now}::timestamptz
+        ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      )
+      RETURNING k.key`),
+  ).length;
+}
