@@ -13,6 +13,7 @@ import type { AppEnv } from "./env";
 import { episodicRoutes } from "./episodic";
 import { notFoundRoute, onError } from "./errors";
 import { healthRoutes } from "./health";
+import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
 import { recallRoutes } from "./recall";
 import { createRouter } from "./router";
@@ -47,7 +48,8 @@ export function createApp(options: {
     "*",
     cors({
       origin: options.corsOrigins,
-      allowHeaders: ["Authorization", "Content-Type"],
+      allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key"],
+      exposeHeaders: ["Idempotent-Replayed"],
       allowMethods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
       maxAge: 600,
     }),
@@ -74,6 +76,8 @@ export function createApp(options: {
       },
     }),
   );
+  // Last before the routes: an Idempotency-Key on a /v1 write claims, replays or refuses (409, 422).
+  app.use("/v1/*", idempotencyKeys);
 
   app.route("/health", healthRoutes);
   app.route("/auth", authRoutes);
@@ -86,6 +90,7 @@ export function createApp(options: {
   app.route("/jobs", jobRoutes);
   // The API reference; on the Node.js host also the renderer's file, from the same built assets.
   app.route("/", docsRoutes(options.dashboardAssets));
+  documentIdempotencyKeys(app);
   registerOpenApi(app);
 
   app.notFound(notFoundRoute);

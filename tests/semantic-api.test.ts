@@ -611,7 +611,13 @@ describe("the OpenAPI document", () => {
         ["dataset", "limit", "episodeId", "entity", "includeInvalidated"],
         ["200", "400", "401"],
       ],
-      ["/datasets/{dataset}/facts/{factId}", "delete", ["dataset", "factId"], ["200", "400", "401", "404"]],
+      // A write: the optional Idempotency-Key header, and its 409 and 422 (functions/idempotency.ts).
+      [
+        "/datasets/{dataset}/facts/{factId}",
+        "delete",
+        ["dataset", "factId", "Idempotency-Key"],
+        ["200", "400", "401", "404", "409", "422"],
+      ],
       ["/datasets/{dataset}/entities", "get", ["dataset"], ["200", "400", "401", "500"]],
       ["/datasets/{dataset}/entities/{name}/facts", "get", ["dataset", "name"], ["200", "400", "401"]],
     ];

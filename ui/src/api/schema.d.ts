@@ -1294,56 +1294,6 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
-    "/dashboard/provider": {
-        parameters: {
-            query?: never;
-            header?: never;
-            path?: never;
-            cookie?: never;
-        };
-        /**
-         * Whether a model provider is configured, and the models the service uses
-         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat answers 503 and episodes and fact extraction fail; the dashboard shows a banner.
-         */
-        get: {
-            parameters: {
-                query?: never;
-                header?: never;
-                path?: never;
-                cookie?: never;
-            };
-            requestBody?: never;
-            responses: {
-                /** @description The provider's configuration */
-                200: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": {
-                            provider: components["schemas"]["ProviderStatus"];
-                        };
-                    };
-                };
-                /** @description Missing, invalid or revoked credential */
-                401: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-            };
-        };
-        put?: never;
-        post?: never;
-        delete?: never;
-        options?: never;
-        head?: never;
-        patch?: never;
-        trace?: never;
-    };
     "/dashboard/projects/{id}/recall": {
         parameters: {
             query?: never;
@@ -2083,7 +2033,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path?: never;
                 cookie?: never;
             };
@@ -2138,6 +2091,24 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2222,7 +2193,10 @@ export interface paths {
         patch: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     id: string;
                 };
@@ -2293,6 +2267,24 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         trace?: never;
@@ -2310,7 +2302,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     id: string;
                 };
@@ -2333,6 +2328,15 @@ export interface paths {
                         };
                     };
                 };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
                 /** @description Missing, invalid or revoked credential */
                 401: {
                     headers: {
@@ -2344,6 +2348,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2435,7 +2457,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     threadId: string;
                 };
@@ -2516,6 +2541,24 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -2543,7 +2586,10 @@ export interface paths {
                     /** @description How many recent messages (1-100, default 20). */
                     messageLimit?: number;
                 };
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     threadId: string;
                 };
@@ -2607,6 +2653,24 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -2631,7 +2695,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     threadId: string;
                 };
@@ -2648,6 +2715,15 @@ export interface paths {
                         "application/json": components["schemas"]["CompactResult"] | components["schemas"]["NothingToCompact"];
                     };
                 };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
                 /** @description Missing, invalid or revoked credential */
                 401: {
                     headers: {
@@ -2659,6 +2735,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2789,14 +2883,17 @@ export interface paths {
          *
          *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
          *
-         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).
+         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, before anything is read or stored (also with `Accept: text/event-stream`).
          *
          *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
          */
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     threadId: string;
                 };
@@ -2854,6 +2951,24 @@ export interface paths {
                 };
                 /** @description Thread not found (or not in the caller's project); nothing is stored */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3089,7 +3204,10 @@ export interface paths {
         delete: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     episodeId: string;
                 };
@@ -3137,6 +3255,24 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         options?: never;
@@ -3157,7 +3293,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     episodeId: string;
                 };
@@ -3198,6 +3337,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3304,7 +3461,10 @@ export interface paths {
         delete: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
                     dataset: string;
@@ -3352,6 +3512,24 @@ export interface paths {
                 };
                 /** @description Fact not found: unknown, in another dataset or project, or already invalidated */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3519,7 +3697,10 @@ export interface paths {
         post: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path?: never;
                 cookie?: never;
             };
@@ -3550,6 +3731,24 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3651,7 +3850,10 @@ export interface paths {
         delete: {
             parameters: {
                 query?: never;
-                header?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
                 path: {
                     /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
                     dataset: string;
@@ -3688,6 +3890,24 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3788,13 +4008,6 @@ export interface components {
             attempts: number;
             /** Format: date-time */
             failedAt: string | null;
-        };
-        ProviderStatus: {
-            /** @description OPENAI_API_KEY or OPENAI_BASE_URL is set. */
-            configured: boolean;
-            llmModel: string;
-            embeddingModel: string;
-            embeddingDimensions: number;
         };
         RecallResponse: {
             /** @description Prompt-ready block; the empty string when nothing matched. */

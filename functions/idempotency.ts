@@ -1,0 +1,164 @@
+import { type OpenAPIHono, z } from "@hono/zod-openapi";
+import { createMiddleware } from "hono/factory";
+import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode, StatusCode } from "hono/utils/http-status";
+import type { Deps } from "../lib/deps";
+import { conflict } from "../lib/errors";
+import {
+  CLAIM_LEASE_MS,
+  CLAIM_RENEW_MS,
+  type Claim,
+  claimKey,
+  IDEMPOTENCY_HEADER,
+  MAX_KEY_LENGTH,
+  parseIdempotencyKey,
+  REPLAYED_HEADER,
+  releaseKey,
+  renewClaim,
+  requestFingerprint,
+  storeResponse,
+} from "../lib/idempotency";
+import { errorFields } from "../lib/log";
+import type { AppEnv } from "./env";
+import { ErrorSchema, errorResponses, jsonResponse } from "./schemas";
+
+/** The methods the header applies to (GET is safe and is answered afresh). */
+const WRITE_METHODS = new Set(["POST", "PATCH", "DELETE"]);
+
+const MISMATCH = `This ${IDEMPOTENCY_HEADER} was used for a different request (method, path or body)`;
+const RUNNING = `A request with this ${IDEMPOTENCY_HEADER} is still being processed; retry later`;
+
+/**
+ * `Idempotency-Key` on `/v1` writes (lib/idempotency.ts). Registered after authentication, the NUL
+ * check and the body limit, so a bad credential is a 401, an oversized body a 413, and neither
+ * touches a key. Without the header nothing here runs.
+ *
+ * - The first request claims the key (one statement), runs, and its answer is stored (one
+ *   statement): 2xx and 4xx are stored; a 5xx or an exception releases the key, so a retry runs.
+ * - A repeat with the same method, path and body gets the stored status and body with
+ *   `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422; a
+ *   repeat while the first runs is 409.
+ * - A streamed answer (chat with `Accept: text/event-stream`) cannot be replayed: it is not
+ *   stored. The key is held while it streams (a repeat meanwhile is 409) and released when the
+ *   stream ends, so a later repeat runs again.
+ */
+export const idempotencyKeys = createMiddleware<AppEnv>(async function idempotencyKeys(c, next) {
+  const header = c.req.header(IDEMPOTENCY_HEADER);
+  const principal = c.get("apiKey");
+  if (header === undefined || !WRITE_METHODS.has(c.req.method) || !principal) return next();
+  const key = parseIdempotencyKey(header);
+  const deps = c.get("deps");
+  const url = new URL(c.req.url);
+  // A copy of the body: the route's own validation reads the request as it came.
+  const body = c.req.raw.body ? new Uint8Array(await c.req.raw.clone().arrayBuffer()) : new Uint8Array(0);
+  const outcome = await claimKey(deps, {
+    projectId: principal.projectId,
+    key,
+    fingerprint: requestFingerprint(c.req.method, url.pathname + url.search, body),
+  });
+  if (outcome.kind === "replay") {
+    const { status, body: stored, contentType } = outcome.response;
+    const headers: Record<string, string> = { [REPLAYED_HEADER]: "true" };
+    if (contentType) headers["Content-Type"] = contentType;
+    return stored === ""
+      ? c.body(null, status as StatusCode, headers)
+      : c.body(stored, status as ContentfulStatusCode, headers);
+  }
+  // Hono's own exception takes the one error path (onError) with any status: `{error}`.
+  if (outcome.kind === "mismatch") throw new HTTPException(422, { message: MISMATCH });
+  if (outcome.kind === "running") throw conflict(RUNNING);
+
+  const { claim } = outcome;
+  if (outcome.takenOver) deps.log.info("idempotency key taken over (expired, or its holder died)", { key });
+  const lease = keepClaim(deps, claim);
+  try {
+    await next();
+  } catch (err) {
+    lease.stop();
+    await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
+    throw err;
+  }
+  const res = c.res;
+  if (res.status >= 500) {
+    lease.stop();
+    await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
+    return;
+  }
+  const contentType = res.headers.get("content-type");
+  if (res.body && !/^application\/json\b/i.test(contentType ?? "")) {
+    // A stream: held while it flows, released when it ends (or the client goes away).
+    const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
+    deps.defer(
+      res.body
+        .pipeTo(writable)
+        .catch(() => {})
+        .then(() => {
+          lease.stop();
+          return releaseKey(deps, claim);
+        })
+        .catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e))),
+    );
+    c.res = new Response(readable, res);
+    return;
+  }
+  lease.stop();
+  try {
+    await storeResponse(deps, claim, {
+      status: res.status,
+      body: res.body ? await res.clone().text() : "",
+      contentType,
+    });
+  } catch (err) {
+    // The write itself is done and answered; a retry after the lease runs out would run it again.
+    deps.log.error("could not store an idempotent response", { key, ...errorFields(err) });
+  }
+});
+
+/** Renews the claim's lease while its request runs, so only a dead holder's claim is taken over. */
+function keepClaim(deps: Deps, claim: Claim) {
+  const timer = setInterval(() => {
+    renewClaim(deps, claim)
+      .then((held) => {
+        if (!held) clearInterval(timer);
+      })
+      .catch((err) => deps.log.warn("idempotency key lease renewal failed", errorFields(err)));
+  }, CLAIM_RENEW_MS);
+  (timer as { unref?: () => void }).unref?.();
+  return { stop: () => clearInterval(timer) };
+}
+
+const headerSchema = z.object({
+  [IDEMPOTENCY_HEADER]: z
+    .string()
+    .min(1)
+    .max(MAX_KEY_LENGTH)
+    .optional()
+    .openapi({
+      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx frees the key; streamed answers (\`text/event-stream\`) are not kept.`,
+      example: "3f1c9a52-7d1e-4b8a-9c5e-0a2b6d4e8f10",
+    }),
+});
+
+/**
+ * Documents the header, and the 409 and 422 it can answer (and its 400), on every `/v1` write in
+ * the app's OpenAPI registry. Call after the `/v1` routes are mounted and before the document is
+ * served; the routes' own definitions are untouched (the app holds copies).
+ */
+export function documentIdempotencyKeys(app: OpenAPIHono<AppEnv>) {
+  for (const def of app.openAPIRegistry.definitions) {
+    if (def.type !== "route") continue;
+    const route = def.route;
+    if (!WRITE_METHODS.has(route.method.toUpperCase()) || !route.path.startsWith("/v1/")) continue;
+    const existing = route.request?.headers;
+    route.request = {
+      ...route.request,
+      headers: existing ? [...(Array.isArray(existing) ? existing : [existing]), headerSchema] : headerSchema,
+    };
+    route.responses = {
+      ...route.responses,
+      400: route.responses[400] ?? errorResponses[400],
+      409: jsonResponse(ErrorSchema, `A request with this ${IDEMPOTENCY_HEADER} is still being processed`),
+      422: jsonResponse(ErrorSchema, `This ${IDEMPOTENCY_HEADER} was used for a different request`),
+    };
+  }
+}
