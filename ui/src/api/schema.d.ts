@@ -1294,6 +1294,56 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/dashboard/provider": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Whether a model provider is configured, and the models the service uses
+         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat answers 503 and episodes and fact extraction fail; the dashboard shows a banner.
+         */
+        get: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path?: never;
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description The provider's configuration */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            provider: components["schemas"]["ProviderStatus"];
+                        };
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/dashboard/projects/{id}/recall": {
         parameters: {
             query?: never;
@@ -2883,7 +2933,7 @@ export interface paths {
          *
          *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
          *
-         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, before anything is read or stored (also with `Accept: text/event-stream`).
+         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).
          *
          *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
          */
@@ -4008,6 +4058,13 @@ export interface components {
             attempts: number;
             /** Format: date-time */
             failedAt: string | null;
+        };
+        ProviderStatus: {
+            /** @description OPENAI_API_KEY or OPENAI_BASE_URL is set. */
+            configured: boolean;
+            llmModel: string;
+            embeddingModel: string;
+            embeddingDimensions: number;
         };
         RecallResponse: {
             /** @description Prompt-ready block; the empty string when nothing matched. */
