@@ -16,6 +16,7 @@ import { healthRoutes } from "./health";
 import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
 import { recallRoutes } from "./recall";
+import { requestLog } from "./request-log";
 import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
@@ -34,6 +35,7 @@ export function createApp(options: {
   dashboardAssets?: MiddlewareHandler<AppEnv>;
 }) {
   const app = createRouter();
+  app.use("*", requestLog(options.deps)); // first: every request gets its one line
 
   // The dashboard UI lives at /dashboard/ (hash routes inside, so no page path collides with the
   // /dashboard/* API). Its files are public; only the API calls it makes carry a session.

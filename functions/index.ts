@@ -7,7 +7,7 @@ import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from ".
 import { sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
-import { consoleLogger, errorFields } from "../lib/log";
+import { createLogger, errorFields, type Logger } from "../lib/log";
 import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
 
@@ -24,6 +24,14 @@ let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
   if (cachedConfig?.env !== env) cachedConfig = { env, config: parseConfig(env) };
   return cachedConfig.config;
+}
+
+/** The logger at the Worker's LOG_LEVEL (a var in wrangler.toml or a secret), one per config. */
+const loggers = new WeakMap<Config, Logger>();
+function logOf(config: Config): Logger {
+  const log = loggers.get(config) ?? createLogger({ level: config.logLevel });
+  loggers.set(config, log);
+  return log;
 }
 
 /**
@@ -49,7 +57,7 @@ let warnedIncomplete: Config | undefined;
 function warnIncompleteQstash(config: Config) {
   if (warnedIncomplete === config) return;
   warnedIncomplete = config;
-  consoleLogger.warn("QStash is partly configured; jobs run from the cron sweep only", {
+  logOf(config).warn("QStash is partly configured; jobs run from the cron sweep only", {
     missing: [
       !config.qstash.token && "QSTASH_TOKEN",
       !config.publicBaseUrl && "PUBLIC_BASE_URL",
@@ -62,7 +70,7 @@ function warnIncompleteQstash(config: Config) {
 function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps {
   const config = configFor(env);
   // Once per isolate's configuration: a Worker has no start of its own.
-  warnIfNoProvider(config, consoleLogger);
+  warnIfNoProvider(config, logOf(config));
   if (!config.databaseUrl) throw new Error("DATABASE_URL is not set: the Worker needs a Neon database URL");
   const database = createNeonDatabase(config.databaseUrl, { fetchEndpoint: config.neonFetchEndpoint });
   return {
@@ -70,7 +78,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     database,
     config,
     clock: systemClock,
-    log: consoleLogger,
+    log: logOf(config),
     llm: createLlm(config),
     doorbell: doorbellFor(config),
     defer: (work) => ctx.waitUntil(work),

@@ -1,13 +1,14 @@
 import type { AddressInfo } from "node:net";
 import { parseConfig } from "../lib/config";
-import { consoleLogger, errorFields } from "../lib/log";
+import { consoleLogger, createLogger, errorFields } from "../lib/log";
 import { createNodeService } from "./node";
 import { createNodeServer } from "./node-host";
 
 /** `npm start`: the whole API on Node.js, with the embedded database unless DATABASE_URL is set. */
 async function main() {
   const config = parseConfig(process.env);
-  const service = await createNodeService({ config });
+  const log = createLogger({ level: config.logLevel });
+  const service = await createNodeService({ config, log });
   if (service.admin.generatedPassword) {
     console.log(`Admin user created: ${config.adminUsername}`);
     console.log(`Admin password: ${service.admin.generatedPassword}`);
@@ -26,7 +27,7 @@ async function main() {
   const stop = async (signal: string) => {
     if (stopping) return;
     stopping = true;
-    consoleLogger.info("shutting down", { signal });
+    log.info("shutting down", { signal });
     server.close();
     await service.close();
     process.exit(0);

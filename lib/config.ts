@@ -1,4 +1,5 @@
 import { z } from "zod";
+import type { LogLevel } from "./log";
 
 const optionalString = z
   .string()
@@ -39,6 +40,11 @@ export const configSchema = z.object({
     (v) => (v === undefined || v === "" ? undefined : Number(v)),
     z.number().int().min(1000).optional(),
   ),
+  // Both hosts: the least severe level written (error, warn, info, debug); any case, blank is info.
+  LOG_LEVEL: z.preprocess(
+    (v) => (typeof v === "string" ? v.trim().toLowerCase() || undefined : v),
+    z.enum(["error", "warn", "info", "debug"] satisfies LogLevel[]).default("info"),
+  ),
 });
 
 export type Env = z.input<typeof configSchema>;
@@ -76,6 +82,8 @@ export interface Config {
   keepAliveTimeoutMs: number;
   /** The Node.js host: how long a client may take to send a request's headers (HEADERS_TIMEOUT_MS). */
   headersTimeoutMs: number;
+  /** Both hosts: the least severe level logged (LOG_LEVEL). */
+  logLevel: LogLevel;
 }
 
 /**
@@ -119,5 +127,6 @@ export function parseConfig(env: Record<string, unknown>): Config {
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
     // One second above the keep-alive timeout unless set.
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS ?? e.KEEP_ALIVE_TIMEOUT_MS + 1000,
+    logLevel: e.LOG_LEVEL,
   };
 }

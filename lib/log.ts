@@ -1,24 +1,54 @@
+import { HttpError } from "./errors";
+import { ProviderError } from "./llm/client";
+
 /** Structured one-line JSON logs: readable by Workers Logs and any log shipper. */
 export interface Logger {
-  info(message: string, fields?: Record<string, unknown>): void;
-  warn(message: string, fields?: Record<string, unknown>): void;
   error(message: string, fields?: Record<string, unknown>): void;
+  warn(message: string, fields?: Record<string, unknown>): void;
+  info(message: string, fields?: Record<string, unknown>): void;
+  debug(message: string, fields?: Record<string, unknown>): void;
 }
 
-function emit(level: string, message: string, fields?: Record<string, unknown>) {
-  const line = JSON.stringify({ level, message, ...fields, time: new Date().toISOString() });
+/** Most to least severe; a logger at a level writes that level and every one before it. */
+export const LOG_LEVELS = ["error", "warn", "info", "debug"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+
+/** Where a line goes: errors to stderr, the rest to stdout (the console on Workers). */
+export type LogSink = (level: LogLevel, line: string) => void;
+
+const consoleSink: LogSink = (level, line) => {
   if (level === "error") console.error(line);
   else console.log(line);
-}
-
-export const consoleLogger: Logger = {
-  info: (m, f) => emit("info", m, f),
-  warn: (m, f) => emit("warn", m, f),
-  error: (m, f) => emit("error", m, f),
 };
 
-export const silentLogger: Logger = { info() {}, warn() {}, error() {} };
+/** A logger writing `level` and the levels more severe than it, one JSON object per line. */
+export function createLogger(options: { level?: LogLevel; sink?: LogSink } = {}): Logger {
+  const rank = LOG_LEVELS.indexOf(options.level ?? "info");
+  const sink = options.sink ?? consoleSink;
+  const at = (level: LogLevel) =>
+    LOG_LEVELS.indexOf(level) > rank
+      ? () => {}
+      : (message: string, fields?: Record<string, unknown>) =>
+          sink(level, JSON.stringify({ level, message, ...fields, time: new Date().toISOString() }));
+  return { error: at("error"), warn: at("warn"), info: at("info"), debug: at("debug") };
+}
 
+/** The default logger (level info), for code that runs before a host has read LOG_LEVEL. */
+export const consoleLogger: Logger = createLogger();
+
+export const silentLogger: Logger = { error() {}, warn() {}, info() {}, debug() {} };
+
+/**
+ * An error as log fields. The stack is kept only for unexpected errors: a client error (an
+ * `HttpError` below 500) or a provider failure (`ProviderError`, already stored as the episode's
+ * or extraction's error and shown in the dashboard) is a message, not a bug to trace.
+ */
 export function errorFields(err: unknown): Record<string, unknown> {
-  return err instanceof Error ? { error: err.message, stack: err.stack } : { error: String(err) };
+  if (!(err instanceof Error)) return { error: String(err) };
+  return isExpectedError(err) ? { error: err.message } : { error: err.message, stack: err.stack };
+}
+
+/** Failures the service expects and reports as they are: no stack trace in the logs. */
+export function isExpectedError(err: unknown): boolean {
+  return err instanceof ProviderError || (err instanceof HttpError && err.status < 500);
 }

@@ -27,7 +27,7 @@ let svc: Awaited<ReturnType<typeof serviceWithQStash>>;
 let unconfigured: TestService;
 
 interface LogLine {
-  level: "info" | "warn" | "error";
+  level: "info" | "warn" | "error" | "debug";
   message: string;
   fields?: Record<string, unknown>;
 }
@@ -54,6 +54,7 @@ async function serviceWithQStash() {
     info: (message, fields) => logs.push({ level: "info", message, fields }),
     warn: (message, fields) => logs.push({ level: "warn", message, fields }),
     error: (message, fields) => logs.push({ level: "error", message, fields }),
+    debug: (message, fields) => logs.push({ level: "debug", message, fields }),
   };
   const service = await createNodeService({
     config,

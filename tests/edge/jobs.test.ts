@@ -17,6 +17,7 @@ import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
+import { testLogLevel } from "../helpers/log";
 
 /**
  * Background work on the edge host for real: the Worker bundle under workerd (Miniflare), its
@@ -76,6 +77,8 @@ beforeAll(async () => {
     EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
     OPENAI_API_KEY: text("test-key"),
     OPENAI_BASE_URL: text(provider.url),
+    // Errors only: request lines are info, the failures these tests provoke warn (TEST_LOG_LEVEL shows all).
+    LOG_LEVEL: text(testLogLevel("error")),
   };
   const worker = (name: string, env: Record<string, ReturnType<typeof text>>) => ({
     config: {

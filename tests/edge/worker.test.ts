@@ -16,6 +16,7 @@ import type { Database } from "../../lib/db/types";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { silentLogger } from "../../lib/log";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
+import { testLogLevel } from "../helpers/log";
 
 /**
  * The edge host for real: the Worker bundle `wrangler deploy --dry-run` produces, run by workerd
@@ -79,6 +80,8 @@ beforeAll(async () => {
             NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
             EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
             CORS_ORIGIN: text("http://dashboard.test"),
+            // Errors only: request lines are info, the failures these tests provoke warn (TEST_LOG_LEVEL shows all).
+            LOG_LEVEL: text(testLogLevel("error")),
           },
         },
       },

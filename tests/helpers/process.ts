@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
 import { fileURLToPath } from "node:url";
+import { testLogLevel } from "./log";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -35,7 +36,8 @@ export async function startServerProcess(
   const [command, ...args] = [...wrapper, process.execPath, "--import", "tsx", "functions/server.ts"];
   const child = spawn(command, args, {
     cwd: ROOT,
-    env: { ...process.env, ...env, PORT: String(port) },
+    // Warnings and errors only (in `output()`, for a failure's message) unless a test sets LOG_LEVEL.
+    env: { ...process.env, LOG_LEVEL: testLogLevel("warn"), ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
   });
   let out = "";

@@ -9,10 +9,11 @@ import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { QueryHook } from "../../lib/db/types";
 import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
 import { createLlm } from "../../lib/llm/client";
-import { silentLogger } from "../../lib/log";
+import type { Logger } from "../../lib/log";
 import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
 import type { FakeOpenAI } from "./fake-openai";
+import { testLogger } from "./log";
 
 export const ADMIN = { username: "admin", password: "admin-password-for-tests" };
 
@@ -32,6 +33,8 @@ export interface TestServiceOptions {
   dashboardDir?: string;
   /** "interval": the host's own sweep every RETRY_INTERVAL_MS. Default: none (tests call sweep). */
   sweep?: "interval";
+  /** The service's logger (a test captures lines with its own). Default: testLogger(), silent. */
+  log?: Logger;
 }
 
 /** A service on a fresh copy of the migrated template database. Close it in afterAll. */
@@ -60,7 +63,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     migrate: false,
     // The template is migrated for TEST_EMBEDDING_DIMENSIONS; tests/embedding-check.test.ts tests the check.
     checkEmbeddings: false,
-    log: silentLogger,
+    log: options.log ?? testLogger(),
     clock,
     dashboardDir: options.dashboardDir,
     // Fast retries in tests; the provider's own retry/backoff is tested in tests/llm.test.ts.
