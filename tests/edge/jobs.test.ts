@@ -30,6 +30,10 @@ const PUBLIC_BASE_URL = "https://memory.edge.test";
 const CALLBACK_URL = `${PUBLIC_BASE_URL}/jobs/run`;
 const WITH_QSTASH = "memory-service";
 const CRON_ONLY = "memory-service-cron-only";
+/** As CRON_ONLY, at LOG_LEVEL=info: its request lines are read back from workerd's logs. */
+const LOGGING = "memory-service-logging";
+/** What the Workers wrote to the console (errors are printed as well, for a failing test). */
+const workerLogs: { level: string; message: string }[] = [];
 /** The cron triggers wrangler.toml deploys: the scheduled handler must know every one. */
 const WRANGLER_CRONS = [...readFileSync(join(ROOT, "wrangler.toml"), "utf8").matchAll(/^crons\s*=\s*\[(.*)\]/gm)]
   .flatMap((m) => [...m[1].matchAll(/"([^"]+)"/g)])
@@ -100,7 +104,12 @@ beforeAll(async () => {
         PUBLIC_BASE_URL: text(PUBLIC_BASE_URL),
       }),
       worker(CRON_ONLY, common),
+      worker(LOGGING, { ...common, LOG_LEVEL: text("info") }),
     ],
+    handleStructuredLogs: (log) => {
+      workerLogs.push(log);
+      if (log.level === "error") console.error(log.message);
+    },
   });
   await mf.ready;
 }, 120_000);
@@ -342,5 +351,41 @@ describe("recall, export and erase on the Worker", () => {
     expect(erased.body).toEqual({ dataset: "edge-jobs", deleted: { threads: 1, episodes: 1, facts: 1, entities: 0 } });
     const after = await call(CRON_ONLY, "/v1/memory/recall", { token: key, json: { dataset: "edge-jobs" } });
     expect(after.body).toMatchObject({ context: "", factCount: 0 });
+  });
+});
+
+describe("the request log on the Worker", () => {
+  /** The JSON lines the Workers logged while `run` ran. */
+  const linesDuring = async (run: () => Promise<unknown>) => {
+    const before = workerLogs.length;
+    await run();
+    await new Promise((r) => setTimeout(r, 200)); // workerd hands its logs over asynchronously
+    return workerLogs.slice(before).flatMap((l) => {
+      try {
+        return [JSON.parse(l.message) as Record<string, unknown>];
+      } catch {
+        return [];
+      }
+    });
+  };
+
+  it("writes one info line per request at LOG_LEVEL=info (route template, project, no stack), none at error", async () => {
+    const key = await newTenant("edge-logs");
+    const lines = await linesDuring(async () => {
+      expect((await call(LOGGING, "/v1/threads", { token: key, json: { dataset: "logs" } })).status).toBe(201);
+      expect((await call(LOGGING, "/v1/threads/thr_missing", { token: key })).status).toBe(404);
+    });
+    const requests = lines.filter((l) => l.message === "request");
+    expect(requests).toEqual([
+      expect.objectContaining({ level: "info", method: "POST", route: "/v1/threads", status: 201 }),
+      expect.objectContaining({ level: "info", method: "GET", route: "/v1/threads/:id", status: 404 }),
+    ]);
+    expect(requests[0].projectId).toMatch(/^prj_/);
+    expect(requests[0].durationMs).toEqual(expect.any(Number));
+    expect(lines.filter((l) => "stack" in l)).toEqual([]);
+    expect(JSON.stringify(lines)).not.toContain(key);
+
+    const quiet = await linesDuring(() => call(CRON_ONLY, "/v1/threads/thr_missing", { token: key }));
+    expect(quiet.filter((l) => l.message === "request")).toEqual([]);
   });
 });
