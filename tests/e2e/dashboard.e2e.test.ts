@@ -260,9 +260,12 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await openSection("Facts");
     const facts = page.getByRole("list", { name: `Facts of ${DATASET}` });
     await reloadUntil(async () => facts.isVisible(), "the extracted facts");
-    for (const text of ["user lives_in Lisbon", "user loves night trains", "user plans_trip_to Paris"]) {
+    // Predicates read as words ("lives in"); the model's own (`lives_in`) is the title.
+    for (const text of ["user lives in Lisbon", "user loves night trains", "user plans trip to Paris"]) {
       await facts.getByText(text).waitFor();
     }
+    expect(await facts.getByText("lives in", { exact: true }).getAttribute("title")).toBe("lives_in");
+    expect(await facts.getByText(/_/).count()).toBe(0);
     expect(await facts.getByRole("listitem").count()).toBe(3);
     await capture(page, "facts");
 
@@ -273,7 +276,7 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await capture(page, "entities");
     // An entity's page lists the facts touching it.
     await entities.getByRole("link", { name: "Lisbon" }).click();
-    await page.getByRole("list", { name: "Facts about Lisbon" }).getByText("user lives_in Lisbon").waitFor();
+    await page.getByRole("list", { name: "Facts about Lisbon" }).getByText("user lives in Lisbon").waitFor();
   });
 
   it("runs recall in the playground: the context block and the ranked facts", async () => {
@@ -291,7 +294,8 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // A header row and one row per fact; the best one is where the user lives.
     const rows = ranked.getByRole("row");
     expect(await rows.count()).toBeGreaterThan(1);
-    expect(await rows.nth(1).textContent()).toContain("user lives_in Lisbon");
+    expect(await rows.nth(1).textContent()).toContain("user lives in Lisbon");
+    expect(await rows.nth(1).getByText("lives in", { exact: true }).getAttribute("title")).toBe("lives_in");
     // The episode came back beside the block.
     await page.getByRole("heading", { name: "Episodes" }).waitFor();
     await page.getByText(SUMMARY).waitFor();

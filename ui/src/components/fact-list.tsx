@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
 import { formatDate, formatDateTime } from "../lib/format";
+import { formatPredicate } from "../lib/predicate";
 import { href } from "../lib/router";
 import { useAction } from "../lib/use-load";
 import { ConfirmDialog } from "./confirm";
@@ -8,9 +9,9 @@ import { ErrorMessage } from "./status";
 
 export type BrowseFact = Schemas["BrowseFact"];
 
-/** "subject predicate object", as the fact reads and as its Delete button names it. */
+/** "subject predicate object" with the predicate as words, as the fact reads and as its Delete button names it. */
 export const factLabel = (f: Pick<BrowseFact, "subject" | "predicate" | "object">) =>
-  `${f.subject} ${f.predicate} ${f.object}`;
+  `${f.subject} ${formatPredicate(f.predicate)} ${f.object}`;
 
 const time = (iso: string) => new Date(iso).getTime();
 
@@ -150,7 +151,10 @@ function FactItem({
     <li class={`fact-row fact${invalidated ? " is-invalidated" : ""}`}>
       <div class="fact-main">
         <p class="fact-text">
-          <span class="fact-subject">{f.subject}</span> <span class="fact-predicate">{f.predicate}</span>{" "}
+          <span class="fact-subject">{f.subject}</span>{" "}
+          <span class="fact-predicate" title={f.predicate}>
+            {formatPredicate(f.predicate)}
+          </span>{" "}
           <span class="fact-object">{f.object}</span>
         </p>
         <div class="fact-meta">

@@ -2,6 +2,7 @@ import type { Schemas } from "../api/client";
 import type { paths } from "../api/schema";
 import { CopyButton } from "../components/copy-button";
 import { formatDate, formatDateTime, formatNumber } from "../lib/format";
+import { formatPredicate } from "../lib/predicate";
 
 /** The playground's answer: the /v1 recall response plus how it was ranked and timed. */
 type Answer = paths["/dashboard/projects/{id}/recall"]["post"]["responses"][200]["content"]["application/json"];
@@ -113,7 +114,7 @@ export function RecallResult({
                     <tr key={f.factId}>
                       <td class="num">{i + 1}</td>
                       <td class="ranked-fact">
-                        {f.subject} {f.predicate} {f.object}
+                        {f.subject} <span title={f.predicate}>{formatPredicate(f.predicate)}</span> {f.object}
                         <details class="quote-inline">
                           <summary title={f.sourceQuote}>
                             Source quote<span class="visually-hidden"> of fact {i + 1}</span>
