@@ -1,3 +1,5 @@
+import { execFile } from "node:child_process";
+import { promisify } from "node:util";
 import { sql } from "drizzle-orm";
 import type { Page, Route } from "playwright-core";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
@@ -201,6 +203,34 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // The key works right away.
     const res = await v1(PROBE);
     expect(res.status, await res.text()).toBe(200);
+
+    // Its first call, ready to paste: a curl of POST /v1/threads on this server with the key.
+    const firstCall = page.getByRole("region", { name: "First call" });
+    const snippet = (await firstCall.locator("pre").textContent()) ?? "";
+    expect(snippet).toBe(
+      [
+        `curl -X POST ${svc.url}/v1/threads \\`,
+        `  -H "Authorization: Bearer ${apiKey}" \\`,
+        `  -H "Content-Type: application/json" \\`,
+        `  -d '{"dataset": "default"}'`,
+      ].join("\n"),
+    );
+    // It runs as shown (the README's quick start needs curl too).
+    const { stdout } = await promisify(execFile)("sh", ["-c", `${snippet} --silent --show-error`]);
+    expect(JSON.parse(stdout)).toMatchObject({ threadId: expect.stringMatching(/^thr_/), dataset: "default" });
+    // Its Copy button hands exactly that to the clipboard, as the key's own does. (The page's
+    // writeText is recorded: granting the real clipboard to headless Chromium left the focus
+    // checks of later steps flaky.)
+    await page.evaluate(() => {
+      const w = window as unknown as { copied: string[] };
+      w.copied = [];
+      navigator.clipboard.writeText = async (text) => {
+        w.copied.push(text);
+      };
+    });
+    await firstCall.getByRole("button", { name: "Copy command" }).click();
+    await firstCall.getByRole("button", { name: "Copied" }).waitFor();
+    expect(await page.evaluate(() => (window as unknown as { copied: string[] }).copied)).toEqual([snippet]);
   });
 
   it("writes a conversation through /v1 with that key and ends the thread", async () => {

@@ -11,6 +11,19 @@ const PAGE = 20;
 
 type ApiKey = Schemas["ApiKey"];
 
+/** Where applications reach this server: the API base the dashboard itself calls, else the page's origin. */
+const apiOrigin = () => (import.meta.env.VITE_API_BASE || window.location.origin).replace(/\/+$/, "");
+
+/** A new key's first call, ready to paste into a shell: create a thread on this server. */
+export function firstCallSnippet(origin: string, key: string): string {
+  return [
+    `curl -X POST ${origin}/v1/threads \\`,
+    `  -H "Authorization: Bearer ${key}" \\`,
+    `  -H "Content-Type: application/json" \\`,
+    `  -d '{"dataset": "default"}'`,
+  ].join("\n");
+}
+
 /**
  * A project's API keys: create one (its plaintext is shown once, here), list them, revoke one
  * (immediate and permanent; the row stays, marked Revoked).
@@ -113,6 +126,20 @@ export function KeysPage({ projectId }: { projectId: string }) {
             <strong>Copy it now: it will not be shown again.</strong> Only a preview of it is kept. If it is lost,
             create a new key and revoke this one.
           </p>
+          <section aria-labelledby="keys-first-call-title">
+            <h4 id="keys-first-call-title" class="keys-first-call-title">
+              First call
+            </h4>
+            <p class="hint">
+              Create a thread with the new key (the answer's <code>threadId</code> is where messages go):
+            </p>
+            <div class="keys-fresh-row">
+              <pre class="mono keys-snippet">
+                <code>{firstCallSnippet(apiOrigin(), fresh.key)}</code>
+              </pre>
+              <CopyButton text={firstCallSnippet(apiOrigin(), fresh.key)} label="Copy command" />
+            </div>
+          </section>
           <div class="actions">
             <button
               type="button"
