@@ -21,6 +21,7 @@ import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
 import { workingRoutes } from "./working";
+import { BATCH_PATH, batchBodyLimit } from "./working-batch";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -69,14 +70,15 @@ export function createApp(options: {
   );
   app.use("*", authenticateFirst);
   app.use("*", rejectNul);
-  app.use(
-    "*",
-    bodyLimit({
-      maxSize: MAX_BODY_BYTES,
-      onError: () => {
-        throw new HttpError(413, "Request body too large (limit 1 MB)");
-      },
-    }),
+  const defaultBodyLimit = bodyLimit({
+    maxSize: MAX_BODY_BYTES,
+    onError: () => {
+      throw new HttpError(413, "Request body too large (limit 1 MB)");
+    },
+  });
+  // The message batch routes alone take up to 5 MB (functions/working-batch.ts).
+  app.use("*", (c, next) =>
+    (BATCH_PATH.test(new URL(c.req.url).pathname) ? batchBodyLimit : defaultBodyLimit)(c, next),
   );
   // Last before the routes: an Idempotency-Key on a /v1 write claims, replays or refuses (409, 422).
   app.use("/v1/*", idempotencyKeys);

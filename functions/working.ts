@@ -7,6 +7,7 @@ import type { AppEnv } from "./env";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { ErrorSchema, errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
+import { mountBatchRoutes } from "./working-batch";
 import { chatHandler, chatRoute } from "./working-chat";
 
 const tags = ["Working memory"];
@@ -269,3 +270,4 @@ workingRoutes
   );
 
 workingRoutes.openapi(chatRoute, chatHandler);
+mountBatchRoutes(workingRoutes, addMessageBody);

@@ -471,7 +471,7 @@ describe("API reference", () => {
     const served = new Set(
       svc.app.routes
         .filter((r) => r.method !== "ALL" && /^\/(v1|dashboard|auth)\//.test(r.path) && !uiFiles.has(r.path))
-        .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/:(\w+)/g, "{$1}")}`),
+        .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/\/:(\w+)/g, "/{$1}")}`),
     );
     expect(served.size).toBeGreaterThanOrEqual(v1Routes.length);
     for (const [method, path] of v1Routes) expect(served).toContain(`${method} ${path}`);

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { patchProjectSettings } from "../lib/projects";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
@@ -90,6 +91,32 @@ const cases: Case[] = [
       },
     ],
   ],
+  [
+    "add messages (batch)",
+    201,
+    (t) => [
+      `${W}/${t.threadId}/messages:batch`,
+      {
+        method: "POST",
+        token: t.key,
+        json: {
+          messages: Array.from({ length: 9 }, (_, i) => ({ role: "user", content: `b${i}`, tokens: { input: i } })),
+        },
+      },
+    ],
+  ],
+  [
+    "add messages across threads (batch)",
+    201,
+    (t) => [
+      "/v1/memory/working/messages:batch",
+      {
+        method: "POST",
+        token: t.key,
+        json: { messages: [{ threadId: t.threadId, role: "user", content: "x" }] },
+      },
+    ],
+  ],
   ["list messages", 200, (t) => [`${W}/${t.threadId}/messages?limit=10&before=25&order=desc`, { token: t.key }]],
   [
     "prepare (body)",
@@ -110,6 +137,26 @@ const cases: Case[] = [
     "add to unknown thread",
     404,
     (t) => [`${W}/thr_unknown/messages`, { method: "POST", token: t.key, json: { role: "user", content: "x" } }],
+  ],
+  [
+    "batch to unknown thread",
+    404,
+    (t) => [
+      `${W}/thr_unknown/messages:batch`,
+      { method: "POST", token: t.key, json: { messages: [{ role: "user", content: "x" }] } },
+    ],
+  ],
+  [
+    "batch before the thread's last message",
+    400,
+    (t) => [
+      `${W}/${t.threadId}/messages:batch`,
+      {
+        method: "POST",
+        token: t.key,
+        json: { messages: [{ role: "user", content: "x", createdAt: "2020-01-01T00:00:00Z" }] },
+      },
+    ],
   ],
   ["list unknown thread", 404, (t) => [`${W}/thr_unknown/messages`, { token: t.key }]],
   ["prepare unknown thread", 404, (t) => [`${W}/thr_unknown/prepare`, { method: "POST", token: t.key }]],
@@ -150,6 +197,21 @@ describe("round trips per /v1 request", () => {
     expect(add.statements).toHaveLength(2);
     expect(add.statements[1]).toMatch(/insert into "messages"/i);
     expect(add.statements[1]).toMatch(/update "threads"/i);
+  });
+
+  it("adds a batch in one statement after authentication (counter, messages and timer together)", async () => {
+    const t = await setup();
+    // Auto-compaction off: a batch crossing the threshold also compacts (statements of its own).
+    await patchProjectSettings(svc.deps, t.projectId, { working: { autoCompactThreshold: null } });
+    const batch = await measured(`${W}/${t.threadId}/messages:batch`, {
+      method: "POST",
+      token: t.key,
+      json: { messages: Array.from({ length: 100 }, (_, i) => ({ role: "user", content: `n${i}` })) },
+    });
+    expect(batch.status).toBe(201);
+    expect(batch.statements).toHaveLength(2);
+    expect(batch.statements[1]).toMatch(/insert into "messages"/i);
+    expect(batch.statements[1]).toMatch(/update "threads"/i);
   });
 
   it("sends no statement at all for a request rejected before authentication", async () => {

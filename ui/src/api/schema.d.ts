@@ -3052,6 +3052,301 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/memory/working/threads/{threadId}/messages:batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Append many messages to a thread
+         * @description At most 1000 messages and 5 MB of body. All or nothing, in one transaction: an invalid item is a 400 whose issues name it by index (`path: ["messages", i, field]`) and nothing is written. Sequence numbers are gapless and follow request order within each thread. The idle timer is armed and auto-compaction checked once per thread, not per message. `createdAt` (optional, for backfills) must not be in the future, must not decrease within a thread in the batch, and must not be before the thread's last message; it is stored as the message's createdAt and the thread's lastMessageAt follows the last one. An unknown thread, or another project's, is a 404 `Thread not found` and nothing is written.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
+                path: {
+                    threadId: string;
+                };
+                cookie?: never;
+            };
+            /** @description JSON body */
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description In order. At most 1000 messages and 5 MB of body. */
+                        messages: {
+                            /**
+                             * @description user, assistant, system or tool.
+                             * @enum {string}
+                             */
+                            role: "user" | "assistant" | "system" | "tool";
+                            /** @description Message text, non-empty. */
+                            content: string;
+                            /** @description Caller telemetry, stored as given; not computed by the service. */
+                            tokens?: {
+                                input?: number;
+                                output?: number;
+                                total?: number;
+                            };
+                            /** @description Model that produced an assistant turn. */
+                            model?: string;
+                            /** @description Caller-measured latency in milliseconds. */
+                            latencyMs?: number;
+                            /** @description Only stopReason and agentName are kept; other keys are dropped. */
+                            metadata?: {
+                                stopReason?: string;
+                                agentName?: string;
+                            };
+                            /**
+                             * Format: date-time
+                             * @description Historical time (backfill): not in the future, non-decreasing per thread, not before the thread's last message. Default: now.
+                             */
+                            createdAt?: string;
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Stored, all of them */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The created messages, in request order. */
+                            messages: {
+                                messageId: string;
+                                threadId: string;
+                                sequenceNumber: number;
+                                /** @enum {string} */
+                                role: "user" | "assistant" | "system" | "tool";
+                                createdAt: string;
+                            }[];
+                            /** @description Threads this batch brought to autoCompactThreshold and compacted inline. */
+                            compactedThreadIds: string[];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Body over 5 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/memory/working/messages:batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Append many messages across threads
+         * @description Each item names its `threadId`. At most 1000 messages and 5 MB of body. All or nothing, in one transaction: an invalid item is a 400 whose issues name it by index (`path: ["messages", i, field]`) and nothing is written. Sequence numbers are gapless and follow request order within each thread. The idle timer is armed and auto-compaction checked once per thread, not per message. `createdAt` (optional, for backfills) must not be in the future, must not decrease within a thread in the batch, and must not be before the thread's last message; it is stored as the message's createdAt and the thread's lastMessageAt follows the last one. An unknown thread, or another project's, is a 404 `Thread not found` and nothing is written.
+         */
+        post: {
+            parameters: {
+                query?: never;
+                header?: {
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    "Idempotency-Key"?: string;
+                };
+                path?: never;
+                cookie?: never;
+            };
+            /** @description JSON body */
+            requestBody: {
+                content: {
+                    "application/json": {
+                        /** @description In order. At most 1000 messages and 5 MB of body. */
+                        messages: {
+                            /**
+                             * @description user, assistant, system or tool.
+                             * @enum {string}
+                             */
+                            role: "user" | "assistant" | "system" | "tool";
+                            /** @description Message text, non-empty. */
+                            content: string;
+                            /** @description Caller telemetry, stored as given; not computed by the service. */
+                            tokens?: {
+                                input?: number;
+                                output?: number;
+                                total?: number;
+                            };
+                            /** @description Model that produced an assistant turn. */
+                            model?: string;
+                            /** @description Caller-measured latency in milliseconds. */
+                            latencyMs?: number;
+                            /** @description Only stopReason and agentName are kept; other keys are dropped. */
+                            metadata?: {
+                                stopReason?: string;
+                                agentName?: string;
+                            };
+                            threadId: string;
+                            /**
+                             * Format: date-time
+                             * @description Historical time (backfill): not in the future, non-decreasing per thread, not before the thread's last message. Default: now.
+                             */
+                            createdAt?: string;
+                        }[];
+                    };
+                };
+            };
+            responses: {
+                /** @description Stored, all of them */
+                201: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            /** @description The created messages, in request order. */
+                            messages: {
+                                messageId: string;
+                                threadId: string;
+                                sequenceNumber: number;
+                                /** @enum {string} */
+                                role: "user" | "assistant" | "system" | "tool";
+                                createdAt: string;
+                            }[];
+                            /** @description Threads this batch brought to autoCompactThreshold and compacted inline. */
+                            compactedThreadIds: string[];
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description A request with this Idempotency-Key is still being processed */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Body over 5 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            error: string;
+                        };
+                    };
+                };
+                /** @description This Idempotency-Key was used for a different request */
+                422: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/memory/episodic/datasets/{dataset}/episodes": {
         parameters: {
             query?: never;

@@ -1,0 +1,221 @@
+import { type SQL, sql } from "drizzle-orm";
+import { ZodRealError } from "zod";
+import { autoCompactThresholdSql, compactThread } from "./compaction";
+import { rowsOf, toIso } from "./db/rows";
+import { jobs, messages, projects, threads } from "./db/schema";
+import type { Deps } from "./deps";
+import { dueJobsFrom, ringLater } from "./episodic/triggers";
+import { notFound } from "./errors";
+import { newId } from "./ids";
+import { errorFields } from "./log";
+import { episodicSetting } from "./settings-sql";
+import type { MessageInput, Role } from "./working";
+
+/** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
+export const MAX_BATCH_MESSAGES = 1000;
+
+export interface BatchItem extends MessageInput {
+  threadId: string;
+  /** A historical time (a backfill); the request's time when absent. */
+  createdAt?: Date;
+}
+
+export interface BatchMessage {
+  messageId: string;
+  threadId: string;
+  sequenceNumber: number;
+  role: Role;
+  createdAt: string;
+}
+
+type Issue = { code: "custom"; path: (string | number)[]; message: string; input?: unknown };
+
+/**
+ * The request-level createdAt rules that need no database: not in the future (the service's
+ * clock), and non-decreasing within each thread in request order (an item without createdAt
+ * counts as now). Issues name `["messages", i, "createdAt"]`.
+ */
+function createdAtIssues(items: BatchItem[], now: Date): Issue[] {
+  const issues: Issue[] = [];
+  const last = new Map<string, number>();
+  items.forEach((item, i) => {
+    const at = item.createdAt?.getTime() ?? now.getTime();
+    if (item.createdAt && at > now.getTime()) {
+      issues.push({
+        code: "custom",
+        path: ["messages", i, "createdAt"],
+        message: "Must not be in the future",
+        input: item.createdAt.toISOString(),
+      });
+    }
+    const previous = last.get(item.threadId);
+    if (previous !== undefined && at < previous) {
+      issues.push({
+        code: "custom",
+        path: ["messages", i, "createdAt"],
+        message: "Must not be before the previous message of the same thread in this batch",
+        input: new Date(at).toISOString(),
+      });
+    }
+    last.set(item.threadId, Math.max(at, previous ?? at));
+  });
+  return issues;
+}
+
+/**
+ * The idle timer for every thread of `th` (id, project_id, dataset, settings), as idleJobSql does
+ * for one message; the job id is derived per thread so several threads get distinct ids.
+ */
+function idleJobsSql(now: string): SQL {
+  const setting = (key: "enabled" | "autoEpisodeIntervalMs", cast: "bigint" | "boolean") =>
+    episodicSetting(key, sql`th.settings`, sql`p.settings`, cast);
+  return sql`
+    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+    SELECT 'job_' || md5(th.id || ${newId("job")}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
+      ${now}::timestamptz + make_interval(secs => ${setting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
+      jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
+    FROM th JOIN ${projects} p ON p.id = th.project_id
+    WHERE NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = 'idle:' || th.id)
+      AND ${setting("enabled", "boolean")} AND ${setting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
+    ON CONFLICT (key) DO NOTHING
+    RETURNING key, run_at`;
+}
+
+/**
+ * Appends many messages, to one thread or several, in ONE statement (so one transaction, one
+ * round trip on Neon's HTTP driver): the items travel as one jsonb array; the threads are locked
+ * (in id order, so two batches never deadlock); then, only if every thread is in the project and
+ * no historical createdAt is before its thread's last message, each thread's counter is bumped
+ * once by its item count, the messages inserted with gapless sequence numbers in request order,
+ * and each thread's idle timer armed. Otherwise nothing is written. Auto-compaction runs after,
+ * at most once per thread, when the batch brought the thread's un-compacted count across a
+ * multiple of the threshold.
+ *
+ * An unknown thread (or another project's) is `404 Thread not found`, naming nothing else.
+ */
+export async function addMessages(deps: Deps, projectId: string, items: BatchItem[]) {
+  const nowDate = deps.clock.now();
+  const now = nowDate.toISOString();
+  const issues = createdAtIssues(items, nowDate);
+  if (issues.length > 0) throw new ZodRealError(issues as never);
+
+  const rows = items.map((item, i) => ({
+    ord: i,
+    id: newId("msg"),
+    thread_id: item.threadId,
+    role: item.role,
+    content: item.content,
+    tokens: nonEmpty(item.tokens),
+    model: item.model,
+    latency_ms: item.latencyMs,
+    metadata: nonEmpty(item.metadata),
+    created_at: item.createdAt?.toISOString() ?? now,
+  }));
+  const result = await deps.db.execute(sql`
+    WITH input AS (
+      SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(ord int, id text, thread_id text,
+        role text, content text, tokens jsonb, model text, latency_ms real, metadata jsonb, created_at timestamptz)
+    ),
+    per AS (
+      SELECT thread_id, count(*)::int AS n, min(created_at) AS first_at, max(created_at) AS last_at
+      FROM input GROUP BY thread_id
+    ),
+    locked AS (
+      -- The row as locked is its newest version (last_message_at); the newest message covers a
+      -- summary written by compaction.
+      SELECT t.id, greatest(t.last_message_at,
+        (SELECT m.created_at FROM ${messages} m WHERE m.thread_id = t.id ORDER BY m.seq DESC LIMIT 1)) AS last_at
+      FROM ${threads} t WHERE t.id IN (SELECT thread_id FROM per) AND t.project_id = ${projectId}
+      ORDER BY t.id FOR UPDATE
+    ),
+    early AS (
+      SELECT input.ord, locked.last_at FROM input JOIN locked ON locked.id = input.thread_id
+      WHERE input.created_at < locked.last_at
+    ),
+    ok AS (
+      SELECT (SELECT count(*) FROM locked) = (SELECT count(*) FROM per) AND NOT EXISTS (SELECT 1 FROM early) AS ok
+    ),
+    th AS (
+      UPDATE ${threads} t SET last_seq = t.last_seq + per.n, live_count = t.live_count + per.n,
+        last_message_at = per.last_at, updated_at = ${now}::timestamptz
+      FROM per, ok
+      WHERE ok.ok AND t.id = per.thread_id AND t.project_id = ${projectId}
+      RETURNING t.id, t.project_id, t.dataset, t.settings, t.last_seq, t.live_count, per.n
+    ),
+    msg AS (
+      INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
+      SELECT input.id, ${projectId}, th.id,
+        th.last_seq - th.n + row_number() OVER (PARTITION BY input.thread_id ORDER BY input.ord),
+        input.role, input.content, input.tokens, input.model, input.latency_ms, input.metadata, input.created_at
+      FROM input JOIN th ON th.id = input.thread_id
+      RETURNING 1
+    ),
+    timer AS (${idleJobsSql(now)})
+    SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
+      (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
+      (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
+      (SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM timer) AS timers,
+      (SELECT count(*) FROM msg)::int AS inserted,
+      ${autoCompactThresholdSql(projectId)} AS compact_threshold`);
+  const [row] = rowsOf<{
+    missing: number;
+    early: { ord: number; last_at: string }[] | string | null;
+    threads: { id: string; last_seq: number; live_count: number; n: number }[] | string | null;
+    timers: { key: string; run_at: string }[] | string | null;
+    compact_threshold: number | null;
+  }>(result);
+  if (!row || Number(row.missing) > 0) throw notFound("Thread not found");
+  const early = json(row.early);
+  if (early.length > 0) {
+    throw new ZodRealError(
+      early
+        .sort((a, b) => a.ord - b.ord)
+        .map((e) => ({
+          code: "custom" as const,
+          path: ["messages", e.ord, "createdAt"],
+          message: `Must not be before the thread's last message (${toIso(e.last_at)})`,
+          input: rows[e.ord].created_at,
+        })) as never,
+    );
+  }
+  const touched = json(row.threads);
+  ringLater(deps, dueJobsFrom(json(row.timers)));
+
+  // Sequence numbers: each thread's items, in request order, end at its new last_seq.
+  const next = new Map(touched.map((t) => [t.id, Number(t.last_seq) - Number(t.n) + 1]));
+  const created: BatchMessage[] = rows.map((r) => {
+    const seq = next.get(r.thread_id) as number;
+    next.set(r.thread_id, seq + 1);
+    return { messageId: r.id, threadId: r.thread_id, sequenceNumber: seq, role: r.role, createdAt: r.created_at };
+  });
+
+  const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
+  const compactedThreadIds: string[] = [];
+  if (threshold !== null) {
+    for (const t of touched.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+      const live = Number(t.live_count);
+      if (Math.floor(live / threshold) > Math.floor((live - Number(t.n)) / threshold)) {
+        if (await compactInline(deps, projectId, t.id)) compactedThreadIds.push(t.id);
+      }
+    }
+  }
+  return { messages: created, compactedThreadIds };
+}
+
+async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+  try {
+    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+  } catch (err) {
+    deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
+    return false;
+  }
+}
+
+function nonEmpty<T extends object>(value: T | undefined): T | undefined {
+  return value && Object.keys(value).length > 0 ? value : undefined;
+}
+
+function json<T>(value: T[] | string | null): T[] {
+  if (value === null) return [];
+  return typeof value === "string" ? (JSON.parse(value) as T[]) : value;
+}
