@@ -45,7 +45,11 @@ beforeAll(async () => {
   database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
   // The admin is bootstrapped by the Node.js host's code on the same database (its password
   // hashed by Node's scrypt, verified below by workerd's).
-  const config = parseConfig({ ADMIN_USERNAME: ADMIN.username, ADMIN_PASSWORD: ADMIN.password });
+  const config = parseConfig({
+    ADMIN_USERNAME: ADMIN.username,
+    ADMIN_PASSWORD: ADMIN.password,
+    EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
+  });
   node = await createNodeService({ config, database, migrate: false, log: silentLogger });
   endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
   // The dashboard as Workers static assets, configured by wrangler.toml's own [assets] table.
@@ -298,6 +302,58 @@ describe("the Worker under workerd, Neon driver over HTTP", () => {
     );
     expect(results.map((r) => r.status)).toEqual(Array(6).fill(201));
     expect(results.map((r) => r.body.sequenceNumber).sort((a, b) => a - b)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it("adds a batch of messages in one round trip after authentication over the Neon driver", async () => {
+    const { key } = await newTenant(await adminSession(), "edge-batch");
+    const [a, b] = [await newThread(key), await newThread(key)];
+    const one = await callCounted(`/v1/memory/working/threads/${a}/messages:batch`, {
+      token: key,
+      json: {
+        messages: [
+          { role: "user", content: "old", createdAt: "2024-05-01T10:00:00Z", tokens: { input: 1 } },
+          // Under the default autoCompactThreshold (20): crossing it compacts (statements of its own).
+          ...Array.from({ length: 17 }, (_, i) => ({ role: "assistant", content: `r${i}` })),
+        ],
+      },
+    });
+    expect(one.status).toBe(201);
+    expect(one.roundTrips).toBe(2); // the credential, then the one statement
+    expect(one.body.messages.map((m: { sequenceNumber: number }) => m.sequenceNumber)).toEqual(
+      Array.from({ length: 18 }, (_, i) => i + 1),
+    );
+    expect(one.body.messages[0].createdAt).toBe("2024-05-01T10:00:00.000Z");
+    const cross = await callCounted("/v1/memory/working/messages:batch", {
+      token: key,
+      json: { messages: [b, a, b].map((threadId, i) => ({ threadId, role: "user", content: `c${i}` })) },
+    });
+    expect(cross.status).toBe(201);
+    expect(cross.roundTrips).toBe(2);
+    expect(
+      cross.body.messages.map((m: { threadId: string; sequenceNumber: number }) => [m.threadId, m.sequenceNumber]),
+    ).toEqual([
+      [b, 1],
+      [a, 19],
+      [b, 2],
+    ]);
+    const missing = await call("/v1/memory/working/messages:batch", {
+      token: key,
+      json: {
+        messages: [
+          { threadId: a, role: "user", content: "x" },
+          { threadId: "thr_nope", role: "user", content: "x" },
+        ],
+      },
+    });
+    expect(missing).toEqual({ status: 404, body: { error: "Thread not found" } });
+    const early = await call(`/v1/memory/working/threads/${a}/messages:batch`, {
+      token: key,
+      json: { messages: [{ role: "user", content: "x", createdAt: "2024-01-01T00:00:00Z" }] },
+    });
+    expect(early.status).toBe(400);
+    expect(early.body.issues.map((i: { path: unknown }) => i.path)).toEqual([["messages", 0, "createdAt"]]);
+    const listed = await call(`/v1/memory/working/threads/${a}/messages?limit=1&order=desc`, { token: key });
+    expect(listed.body).toMatchObject({ total: 19, messages: [{ sequenceNumber: 19, content: "c1" }] });
   });
 
   it("answers 401 without a key, with an unknown key and with a revoked key", async () => {
