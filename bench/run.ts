@@ -1,5 +1,6 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, totalmem } from "node:os";
+import { benchAddBatch } from "./add-batch";
 import { benchAddMessage } from "./add-message";
 import { benchDurability } from "./durability";
 import { benchEpisodes } from "./episodes";
@@ -45,6 +46,17 @@ for (const transport of ["in-process", "http"] as const) {
   }
 }
 results.durability = durability;
+
+// Batch add over HTTP: batches of 100 from one client, durable on disk (the default) and in memory.
+const addBatch = [];
+for (const storage of ["disk", "memory"] as const) {
+  const r = await benchAddBatch(storage, 100, 1, quick ? 20 : 50, runs);
+  addBatch.push(r);
+  rows.push(
+    `| add messages in batches of 100 (messages:batch), http, 1 client, ${storage === "disk" ? "on disk, PGLITE_DURABILITY=full" : "in memory"} | ${r.p50Ms.toFixed(2)} per batch | ${r.p99Ms.toFixed(2)} per batch | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} SQL statements per batch |`,
+  );
+}
+results.addBatch = addBatch;
 
 const prepare = [];
 for (const compacted of [false, true]) {
