@@ -16,6 +16,7 @@ import { settingsPatchSchema } from "../lib/settings";
 import { createUser, deleteUser, listUsers } from "../lib/users";
 import { UserSchema } from "./auth";
 import { browseRoutes } from "./dashboard-browse";
+import { webhookRoutes } from "./dashboard-webhooks";
 import { requireSession } from "./middleware";
 import { RecallRequestSchema, RecallResponseSchema } from "./recall";
 import { createRouter } from "./router";
@@ -514,3 +515,4 @@ dashboardRoutes
 
 // After the session check above, so /browse/* is covered by it (one check per request).
 dashboardRoutes.route("/browse", browseRoutes);
+dashboardRoutes.route("/webhooks", webhookRoutes);

@@ -6,6 +6,7 @@ import { notFound } from "./errors";
 import { newId } from "./ids";
 import { COMPACTION_PROMPT } from "./llm/prompts";
 import { projectSetting } from "./settings-sql";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "./webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
 export const COMPACT_KEEP_RECENT = 6;
@@ -117,14 +118,14 @@ export async function compactThread(
   const fromSeq = state.summary_from === null ? Number(fold[0].seq) : Number(state.summary_from);
   const now = deps.clock.now().toISOString();
   const summaryId = newId("msg");
-  const [written] = rowsOf<{ summary_id: string | null }>(
+  const [written] = rowsOf<{ summary_id: string | null; webhook_jobs: unknown }>(
     await deps.db.execute(sql`
       WITH claim AS (
         UPDATE ${threads}
         SET compacted_seq = ${toSeq}, live_count = live_count - ${fold.length}, last_seq = last_seq + 1,
           updated_at = ${now}::timestamptz
         WHERE id = ${threadId} AND project_id = ${projectId} AND compacted_seq = ${expected}
-        RETURNING id, last_seq),
+        RETURNING id, dataset, last_seq),
       folded AS (
         UPDATE ${messages} SET compacted_at = ${now}::timestamptz
         WHERE thread_id = (SELECT id FROM claim) AND compacted_at IS NULL
@@ -136,9 +137,18 @@ export async function compactThread(
         SELECT ${summaryId}, ${projectId}, claim.id, claim.last_seq, 'system', ${completion.text.trim()}, true,
           ${fromSeq}, ${toSeq}, ${completion.model}, ${JSON.stringify(completion.tokens)}::jsonb, ${now}::timestamptz
         FROM claim
-        RETURNING id)
-      SELECT (SELECT id FROM summary) AS summary_id, (SELECT count(*) FROM folded) AS folded`),
+        RETURNING id),
+      ${webhookEventCtes(
+        "thread.compacted",
+        sql`SELECT ${projectId}::text AS project_id, jsonb_build_object('threadId', claim.id, 'dataset', claim.dataset,
+          'summaryMessageId', ${summaryId}::text, 'compactedCount', ${fold.length}::int, 'fromSequence', ${fromSeq}::int,
+          'toSequence', ${toSeq}::int) AS data FROM claim`,
+        now,
+      )}
+      SELECT (SELECT id FROM summary) AS summary_id, (SELECT count(*) FROM folded) AS folded,
+        ${webhookJobsColumn} AS webhook_jobs`),
   );
+  ringWebhookJobs(deps, written?.webhook_jobs);
   if (!written?.summary_id) {
     return {
       ok: true,

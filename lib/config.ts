@@ -32,6 +32,17 @@ export const configSchema = z.object({
   QSTASH_CURRENT_SIGNING_KEY: optionalString,
   QSTASH_NEXT_SIGNING_KEY: optionalString,
   PUBLIC_BASE_URL: optionalString,
+  // Webhooks: plain http:// to localhost/127.0.0.1/[::1] allowed (development and tests only).
+  WEBHOOKS_ALLOW_HTTP: z.preprocess(
+    (v) =>
+      v === true ||
+      String(v ?? "")
+        .trim()
+        .toLowerCase() === "true",
+    z.boolean(),
+  ),
+  // How long one webhook attempt may take (default 10 s).
+  WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 50),
   // The Node.js host's HTTP timeouts. Node's own keep-alive default (5 s) is below the idle
   // timeout of common proxies and load balancers (60 s and more): the proxy would reuse a
   // connection the server is closing at that moment.
@@ -78,6 +89,8 @@ export interface Config {
     nextSigningKey: string | undefined;
   };
   publicBaseUrl: string | undefined;
+  /** Webhook delivery: `allowHttp` (WEBHOOKS_ALLOW_HTTP) and the per-attempt timeout (WEBHOOK_TIMEOUT_MS). */
+  webhooks: { allowHttp: boolean; timeoutMs: number };
   /** The Node.js host: how long an idle keep-alive connection is kept (KEEP_ALIVE_TIMEOUT_MS). */
   keepAliveTimeoutMs: number;
   /** The Node.js host: how long a client may take to send a request's headers (HEADERS_TIMEOUT_MS). */
@@ -124,6 +137,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
       nextSigningKey: e.QSTASH_NEXT_SIGNING_KEY,
     },
     publicBaseUrl: e.PUBLIC_BASE_URL,
+    webhooks: { allowHttp: e.WEBHOOKS_ALLOW_HTTP, timeoutMs: e.WEBHOOK_TIMEOUT_MS },
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
     // One second above the keep-alive timeout unless set.
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS ?? e.KEEP_ALIVE_TIMEOUT_MS + 1000,

@@ -307,3 +307,73 @@ export const idempotencyKeys = pgTable(
   },
   (t) => [primaryKey({ columns: [t.projectId, t.key] }), index("idempotency_keys_expires_idx").on(t.expiresAt)],
 );
+
+// ---------------------------------------------------------------------------------------------
+// Webhooks (lib/webhooks): endpoints, one delivery per event and endpoint, one row per attempt
+// ---------------------------------------------------------------------------------------------
+
+export const webhookEndpoints = pgTable(
+  "webhook_endpoints",
+  {
+    id: text("id").primaryKey(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    url: text("url").notNull(),
+    /** `whsec_` + base64 of 24 random bytes: it signs every delivery, so it is kept as is (shown once). */
+    secret: text("secret").notNull(),
+    /** The event types delivered here (a JSON array of strings). */
+    eventTypes: jsonb("event_types").$type<string[]>().notNull(),
+    createdAt: createdAt(),
+    /** The first failed attempt of the current streak (cleared by a success). */
+    failingSince: timestamptz("failing_since"),
+    /** Set when the endpoint failed for a day; nothing is delivered until it is enabled again. */
+    disabledAt: timestamptz("disabled_at"),
+    disabledReason: text("disabled_reason"),
+  },
+  (t) => [index("webhook_endpoints_project_idx").on(t.projectId, t.createdAt)],
+);
+
+export const webhookDeliveries = pgTable(
+  "webhook_deliveries",
+  {
+    /** `msg_…`: the `webhook-id` header, the same on every attempt and replay. */
+    id: text("id").primaryKey(),
+    endpointId: text("endpoint_id")
+      .notNull()
+      .references(() => webhookEndpoints.id, { onDelete: "cascade" }),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    eventType: text("event_type").notNull(),
+    /** The body sent: `{type, timestamp, data}`. */
+    payload: jsonb("payload").$type<Record<string, unknown>>().notNull(),
+    /** pending (attempts left), succeeded, failed (a day of failures, or its endpoint disabled). */
+    status: text("status").notNull().default("pending"),
+    attempts: integer("attempts").notNull().default(0),
+    nextAttemptAt: timestamptz("next_attempt_at"),
+    /** No attempt after this (a day after the event, or after a replay). */
+    retryUntil: timestamptz("retry_until").notNull(),
+    lastStatusCode: integer("last_status_code"),
+    lastError: text("last_error"),
+    createdAt: createdAt(),
+    updatedAt: updatedAt(),
+  },
+  (t) => [index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAt)],
+);
+
+export const webhookAttempts = pgTable(
+  "webhook_attempts",
+  {
+    id: text("id").primaryKey(),
+    deliveryId: text("delivery_id")
+      .notNull()
+      .references(() => webhookDeliveries.id, { onDelete: "cascade" }),
+    attemptedAt: timestamptz("attempted_at").notNull(),
+    /** The HTTP status; null when no answer came (refused, timeout, network error). */
+    statusCode: integer("status_code"),
+    error: text("error"),
+    durationMs: integer("duration_ms").notNull(),
+  },
+  (t) => [index("webhook_attempts_delivery_idx").on(t.deliveryId, t.attemptedAt)],
+);

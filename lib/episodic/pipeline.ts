@@ -7,6 +7,7 @@ import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
 import { resolveProjectSettings, resolveThreadSettings, type ThreadSettings } from "../settings";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 
 /**
@@ -78,32 +79,40 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     });
     const [embedding] = await deps.llm.embed([summary.summary]);
     const done = deps.clock.now().toISOString();
-    const written = rowsOf<{ id: string }>(
+    const written = rowsOf<{ id: string; webhook_jobs: unknown }>(
       await deps.db.execute(sql`
-        UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
-          key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
-          embedding = ${`[${embedding.join(",")}]`}::vector,
-          semantic_status = ${settings.semantic.enabled ? "pending" : "skipped"},
-          processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
-        WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
-        RETURNING id`),
+        WITH u AS (
+          UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
+            key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
+            embedding = ${`[${embedding.join(",")}]`}::vector,
+            semantic_status = ${settings.semantic.enabled ? "pending" : "skipped"},
+            processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
+          WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
+          RETURNING id, project_id, thread_id, dataset, summary
+        ), ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
+        SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
     );
     // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
     if (written.length === 0) return "skipped";
+    ringWebhookJobs(deps, written[0].webhook_jobs);
     deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
     return "completed";
   } catch (err) {
     const message = failureText(err);
     const failedAt = deps.clock.now().toISOString();
     // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
-    const marked = rowsOf<{ id: string }>(
+    const marked = rowsOf<{ id: string; webhook_jobs: unknown }>(
       await deps.db.execute(sql`
-        UPDATE ${episodes} SET status = 'failed', error = ${message},
-          processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
-        WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
-        RETURNING id`),
+        WITH u AS (
+          UPDATE ${episodes} SET status = 'failed', error = ${message},
+            processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
+          WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
+          RETURNING id, project_id, thread_id, dataset, error, retry_count
+        ), ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
+        SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
     );
     if (marked.length === 0) return "skipped";
+    ringWebhookJobs(deps, marked[0].webhook_jobs);
     deps.log.warn("episode failed", { episodeId, projectId: episode.project_id, ...errorFields(err) });
     return "failed";
   }

@@ -10,6 +10,7 @@ import { NO_PROVIDER_MESSAGE } from "../llm/client";
 import { errorFields, type Logger } from "../log";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../semantic/extract";
 import { episodicSetting } from "../settings-sql";
+import { deliverWebhook } from "../webhooks/deliver";
 import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease, rescheduleJob } from "./store";
 
 export { LEASE_MS };
@@ -70,6 +71,11 @@ async function work(deps: Deps, job: Job): Promise<JobResult> {
     }
     case "thread-idle":
       return runIdleTimer(deps, job);
+    case "webhook": {
+      // One attempt of one delivery; its next attempt is this job again (lib/webhooks/deliver.ts).
+      const retryAt = await deliverWebhook(deps, String(job.payload.deliveryId));
+      return retryAt ? { next: "later", runAt: retryAt, ring: true } : { next: "done" };
+    }
     default:
       deps.log.error("unknown job kind; dropping it", { kind: job.kind, key: job.key });
       return { next: "done" };

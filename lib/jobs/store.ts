@@ -8,7 +8,7 @@ import { newId } from "../ids";
  * The durable job table is the truth about background work; doorbells (timers, QStash) only make
  * a due job run on time, and the sweep runs whatever a lost doorbell missed.
  */
-export type JobKind = "thread-idle" | "episode" | "semantic";
+export type JobKind = "thread-idle" | "episode" | "semantic" | "webhook";
 
 export interface Job {
   id: string;

@@ -4,6 +4,7 @@ import { entities, episodes, facts, jobs, messages, threads } from "../db/schema
 import type { Deps } from "../deps";
 import { type EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Rows per statement while exporting: bounds memory whatever the dataset's size. */
 export const EXPORT_PAGE_ROWS = 500;
@@ -168,17 +169,31 @@ async function* threadMessagePages(deps: Deps, projectId: string, dataset: strin
 export async function eraseDataset(deps: Deps, projectId: string, dataset: string) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
     sql`${table.projectId} = ${projectId} AND ${table.dataset} = ${dataset}`;
-  const [row] = rowsOf<{ threads: unknown; episodes: unknown; facts: unknown; entities: unknown }>(
+  const [row] = rowsOf<{
+    threads: unknown;
+    episodes: unknown;
+    facts: unknown;
+    entities: unknown;
+    webhook_jobs: unknown;
+  }>(
     await deps.db.execute(sql`
       WITH t AS (DELETE FROM ${threads} WHERE ${scope(threads)} RETURNING 1),
         e AS (DELETE FROM ${episodes} WHERE ${scope(episodes)} RETURNING 1),
         f AS (DELETE FROM ${facts} WHERE ${scope(facts)} RETURNING 1),
         n AS (DELETE FROM ${entities} WHERE ${scope(entities)} RETURNING 1),
-        j AS (DELETE FROM ${jobs} WHERE ${scope(jobs)} RETURNING 1)
+        j AS (DELETE FROM ${jobs} WHERE ${scope(jobs)} RETURNING 1),
+        ${webhookEventCtes(
+          "dataset.erased",
+          sql`SELECT ${projectId}::text AS project_id, jsonb_build_object('dataset', ${dataset}::text,
+            'deleted', jsonb_build_object('threads', (SELECT count(*) FROM t), 'episodes', (SELECT count(*) FROM e),
+              'facts', (SELECT count(*) FROM f), 'entities', (SELECT count(*) FROM n))) AS data`,
+          deps.clock.now().toISOString(),
+        )}
       SELECT (SELECT count(*) FROM t) AS threads, (SELECT count(*) FROM e) AS episodes,
         (SELECT count(*) FROM f) AS facts, (SELECT count(*) FROM n) AS entities,
-        (SELECT count(*) FROM j) AS jobs`),
+        (SELECT count(*) FROM j) AS jobs, ${webhookJobsColumn} AS webhook_jobs`),
   );
+  ringWebhookJobs(deps, row.webhook_jobs);
   return {
     dataset,
     deleted: {

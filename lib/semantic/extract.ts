@@ -15,6 +15,7 @@ import {
 import { errorFields } from "../log";
 import { flushTiny } from "../numbers";
 import { resolveProjectSettings, resolveThreadSettings, type Settings, type ThreadSettings } from "../settings";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Semantic extraction is retried by the sweep at most this many times (a fixed cap, per spec). */
 export const SEMANTIC_MAX_RETRIES = 3;
@@ -262,7 +263,7 @@ async function extractAndWrite(
   );
 
   const dims = sql.raw(String(deps.config.openai.embeddingDimensions));
-  await deps.database.batch((db) => [
+  const batched = await deps.database.batch((db) => [
     db.execute(narrowSearch),
     // First, so it holds the episode's row lock for the rest of the batch, and aborts the whole
     // batch when this attempt's claim was taken over meanwhile (the new owner writes instead).
@@ -332,6 +333,7 @@ async function extractAndWrite(
         ]
       : []),
   ]);
+  ringWebhookJobs(deps, rowsOf<{ webhook_jobs: unknown }>(batched[1])[0]?.webhook_jobs);
   deps.log.info("facts extracted", {
     episodeId: episode.id,
     facts: accepted.length,
@@ -353,17 +355,19 @@ async function setStatus(deps: Deps, episode: Claimed, status: "completed" | "sk
  * cast error on a value only known at run time), which rolls back the batch it leads.
  */
 function completeIfStillClaimed(deps: Deps, episode: Claimed) {
+  const now = deps.clock.now().toISOString();
   return sql`
     WITH done AS (
-      UPDATE ${episodes} SET semantic_status = 'completed', updated_at = ${deps.clock.now().toISOString()}::timestamptz
+      UPDATE ${episodes} SET semantic_status = 'completed', updated_at = ${now}::timestamptz
       WHERE id = ${episode.id} AND semantic_status = 'processing' AND updated_at = ${episode.claimedAt}::timestamptz
-      RETURNING id
+      RETURNING id, project_id, thread_id, dataset
     ),
     -- The dataset's write lock, held to the end of the batch's transaction.
-    locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${`facts:${episode.project_id}:${episode.dataset}`}, 0)))
+    locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${`facts:${episode.project_id}:${episode.dataset}`}, 0))),
+    ${webhookEventCtes("facts.extracted", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset) AS data FROM done`, now)}
     SELECT CASE WHEN count(*) = 1 THEN 1
       ELSE ('fact extraction lost its claim on the episode (taken over after its lease ran out): ' || count(*))::int
-    END AS owned FROM done, locked`;
+    END AS owned, ${webhookJobsColumn} AS webhook_jobs FROM done, locked`;
 }
 
 /**

@@ -1,0 +1,181 @@
+import { sql } from "drizzle-orm";
+import { Webhook } from "standardwebhooks";
+import { jsonOf, rowsOf, toDate } from "../db/rows";
+import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import type { Deps } from "../deps";
+import { WEBHOOK_RETRY_WINDOW_MS } from "./events";
+import { checkResolvedAddresses, checkWebhookUrl, parseIp, type UrlPolicy } from "./url";
+
+const BACKOFF_BASE_MS = 30_000;
+const BACKOFF_MAX_MS = 4 * 60 * 60 * 1000;
+/** An endpoint whose attempts all failed for this long is disabled. */
+export const DISABLE_AFTER_MS = WEBHOOK_RETRY_WINDOW_MS;
+const MAX_ERROR_LENGTH = 500;
+
+/**
+ * When to try again after `attempts` failed attempts: 30 s, 1 min, 2 min, ... doubling up to 4 h,
+ * the last one at `retryUntil`; null once `retryUntil` has come (the delivery has failed).
+ */
+export function nextAttemptAt(attempts: number, now: Date, retryUntil: Date): Date | null {
+  if (now.getTime() >= retryUntil.getTime()) return null;
+  const delay = Math.min(BACKOFF_BASE_MS * 2 ** Math.min(Math.max(attempts - 1, 0), 20), BACKOFF_MAX_MS);
+  return new Date(Math.min(now.getTime() + delay, retryUntil.getTime()));
+}
+
+/** The Standard Webhooks headers of one attempt: HMAC-SHA256 over `id.timestamp.body` with the secret. */
+export function signedHeaders(secret: string, id: string, at: Date, body: string): Record<string, string> {
+  return {
+    "content-type": "application/json",
+    "user-agent": "memory-service-webhooks/1",
+    "webhook-id": id,
+    "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
+    "webhook-signature": new Webhook(secret).sign(id, at, body),
+  };
+}
+
+/** A new endpoint secret: `whsec_` + base64 of 24 random bytes (the Standard Webhooks form). */
+export function newWebhookSecret(): string {
+  const bytes = crypto.getRandomValues(new Uint8Array(24));
+  return `whsec_${btoa(String.fromCharCode(...bytes))}`;
+}
+
+/** True on Cloudflare Workers, where the name's addresses cannot be looked up before the fetch. */
+const onWorkers = () =>
+  (globalThis as { navigator?: { userAgent?: string } }).navigator?.userAgent === "Cloudflare-Workers";
+
+/**
+ * Node.js: every address the name resolves to must be public (SSRF). The fetch then resolves the
+ * name again, so a name that answers differently between the two (DNS rebinding) is not caught.
+ * The edge cannot resolve names: only the literal is checked there (a Worker's fetch leaves
+ * through Cloudflare's network, not the host's private network).
+ */
+async function checkResolved(hostname: string, policy: UrlPolicy): Promise<string | null> {
+  if (parseIp(hostname) || onWorkers()) return null;
+  try {
+    const dns = await import("node:dns/promises");
+    const found = await dns.lookup(hostname, { all: true, verbatim: true });
+    return checkResolvedAddresses(
+      hostname,
+      found.map((a) => a.address),
+      policy,
+    );
+  } catch (err) {
+    return `The host ${hostname} did not resolve (${err instanceof Error ? err.message : String(err)})`;
+  }
+}
+
+export interface AttemptResult {
+  statusCode: number | null;
+  error: string | null;
+  durationMs: number;
+}
+
+/** One attempt: the URL policy, then a signed POST with no redirects followed and a timeout. */
+export async function attemptDelivery(
+  deps: Deps,
+  endpoint: { url: string; secret: string },
+  id: string,
+  body: string,
+): Promise<AttemptResult> {
+  const started = performance.now();
+  const elapsed = () => Math.round(performance.now() - started);
+  const policy = { allowHttp: deps.config.webhooks.allowHttp };
+  const decision = checkWebhookUrl(endpoint.url, policy);
+  const refusal = decision.ok ? await checkResolved(decision.hostname, policy) : decision.reason;
+  if (refusal) return { statusCode: null, error: `Refused: ${refusal}`, durationMs: elapsed() };
+  const timeoutMs = deps.config.webhooks.timeoutMs;
+  try {
+    const res = await fetch(endpoint.url, {
+      method: "POST",
+      headers: signedHeaders(endpoint.secret, id, deps.clock.now(), body),
+      body,
+      redirect: "manual",
+      signal: AbortSignal.timeout(timeoutMs),
+    });
+    await res.body?.cancel().catch(() => {});
+    if (res.status >= 200 && res.status < 300) return { statusCode: res.status, error: null, durationMs: elapsed() };
+    const error =
+      res.status >= 300 && res.status < 400
+        ? `Redirect (${res.status}) not followed${res.headers.get("location") ? ` to ${res.headers.get("location")}` : ""}`
+        : `HTTP ${res.status}`;
+    return { statusCode: res.status, error: error.slice(0, MAX_ERROR_LENGTH), durationMs: elapsed() };
+  } catch (err) {
+    const name = err instanceof Error ? err.name : "";
+    const error =
+      name === "TimeoutError" || name === "AbortError"
+        ? `Timed out after ${timeoutMs} ms`
+        : `Network error: ${err instanceof Error ? ((err.cause as Error | undefined)?.message ?? err.message) : String(err)}`;
+    return { statusCode: null, error: error.slice(0, MAX_ERROR_LENGTH), durationMs: elapsed() };
+  }
+}
+
+/**
+ * The `webhook` job: one attempt of one delivery, recorded (status, error, duration) with the
+ * delivery's and the endpoint's new state in one statement. Returns when to try again, or null
+ * when the delivery is done (succeeded, failed for good, its endpoint disabled or deleted).
+ * A success clears the endpoint's failure streak; a failure while the streak is a day old
+ * disables the endpoint with the reason.
+ */
+export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Date | null> {
+  const [row] = rowsOf<{
+    id: string;
+    status: string;
+    payload: Record<string, unknown> | string;
+    attempts: number;
+    retry_until: unknown;
+    endpoint_id: string;
+    url: string;
+    secret: string;
+    disabled_at: unknown;
+  }>(
+    await deps.db.execute(sql`
+      SELECT d.id, d.status, d.payload, d.attempts, d.retry_until, ep.id AS endpoint_id, ep.url, ep.secret, ep.disabled_at
+      FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} ep ON ep.id = d.endpoint_id
+      WHERE d.id = ${deliveryId}`),
+  );
+  if (row?.status !== "pending") return null;
+  const now = deps.clock.now();
+  if (row.disabled_at) {
+    await deps.db.execute(sql`
+      UPDATE ${webhookDeliveries} SET status = 'failed', next_attempt_at = NULL, updated_at = ${now.toISOString()}::timestamptz,
+        last_error = coalesce(last_error, 'The endpoint is disabled')
+      WHERE id = ${deliveryId} AND status = 'pending'`);
+    return null;
+  }
+  const body = JSON.stringify(jsonOf(row.payload));
+  const result = await attemptDelivery(deps, row, row.id, body);
+  const done = deps.clock.now();
+  const ok = result.error === null;
+  const next = ok ? null : nextAttemptAt(Number(row.attempts) + 1, done, toDate(row.retry_until) as Date);
+  const at = done.toISOString();
+  const disableBefore = new Date(done.getTime() - DISABLE_AFTER_MS).toISOString();
+  const reason = `Every attempt failed for a day; the last: ${result.error ?? ""}`.slice(0, MAX_ERROR_LENGTH);
+  const [written] = rowsOf<{ status: string; next_attempt_at: unknown }>(
+    await deps.db.execute(sql`
+      WITH a AS (
+        INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
+        VALUES ('wha_' || replace(gen_random_uuid()::text, '-', ''), ${deliveryId}, ${at}::timestamptz,
+          ${result.statusCode}, ${result.error}, ${result.durationMs})
+        RETURNING 1
+      ), ep AS (
+        UPDATE ${webhookEndpoints} SET
+          failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE coalesce(failing_since, ${at}::timestamptz) END,
+          disabled_at = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
+            THEN ${at}::timestamptz ELSE disabled_at END,
+          disabled_reason = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
+            THEN ${reason} ELSE disabled_reason END
+        WHERE id = ${row.endpoint_id}
+        RETURNING disabled_at IS NOT NULL AS disabled
+      )
+      UPDATE ${webhookDeliveries} SET attempts = attempts + 1, last_status_code = ${result.statusCode},
+        last_error = ${result.error}, updated_at = ${at}::timestamptz,
+        status = CASE WHEN ${ok}::boolean THEN 'succeeded'
+          WHEN ${next === null}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN 'failed' ELSE 'pending' END,
+        next_attempt_at = CASE WHEN ${ok}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN NULL
+          ELSE ${next?.toISOString() ?? null}::timestamptz END
+      WHERE id = ${deliveryId} AND status = 'pending' AND (SELECT count(*) FROM a) = 1
+      RETURNING status, next_attempt_at`),
+  );
+  if (!ok) deps.log.info("webhook attempt failed", { deliveryId, error: result.error, next: next?.toISOString() });
+  return written?.status === "pending" ? toDate(written.next_attempt_at) : null;
+}

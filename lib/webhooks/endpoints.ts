@@ -1,0 +1,269 @@
+import { sql } from "drizzle-orm";
+import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { jobs, projects, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import type { Deps } from "../deps";
+import { badRequest, conflict, notFound } from "../errors";
+import { newWebhookSecret } from "./deliver";
+import { ringWebhookJobs, WEBHOOK_RETRY_WINDOW_MS, type WebhookEventType } from "./events";
+import { checkWebhookUrl } from "./url";
+
+export type DeliveryStatus = "pending" | "succeeded" | "failed";
+
+/** An endpoint as the dashboard lists it (never its secret). */
+export interface WebhookEndpointRecord {
+  id: string;
+  projectId: string;
+  url: string;
+  eventTypes: string[];
+  createdAt: string;
+  failingSince: string | null;
+  disabledAt: string | null;
+  disabledReason: string | null;
+  lastDelivery: {
+    id: string;
+    eventType: string;
+    status: DeliveryStatus;
+    statusCode: number | null;
+    error: string | null;
+    at: string;
+  } | null;
+  /** The soonest attempt waiting for this endpoint (a retry or a new event). */
+  nextAttemptAt: string | null;
+  pendingDeliveries: number;
+}
+
+interface EndpointRow {
+  id: string;
+  project_id: string;
+  url: string;
+  event_types: string[] | string;
+  created_at: unknown;
+  failing_since: unknown;
+  disabled_at: unknown;
+  disabled_reason: string | null;
+  last_delivery: Record<string, unknown> | string | null;
+  next_attempt_at: unknown;
+  pending: number | string;
+}
+
+function endpointRecord(r: EndpointRow): WebhookEndpointRecord {
+  const last = r.last_delivery ? jsonOf<Record<string, unknown>>(r.last_delivery) : null;
+  return {
+    id: r.id,
+    projectId: r.project_id,
+    url: r.url,
+    eventTypes: jsonOf(r.event_types),
+    createdAt: toIso(r.created_at) as string,
+    failingSince: toIso(r.failing_since),
+    disabledAt: toIso(r.disabled_at),
+    disabledReason: r.disabled_reason,
+    lastDelivery: last
+      ? {
+          id: String(last.id),
+          eventType: String(last.eventType),
+          status: last.status as DeliveryStatus,
+          statusCode: last.statusCode === null ? null : Number(last.statusCode),
+          error: (last.error as string | null) ?? null,
+          at: toIso(last.at) as string,
+        }
+      : null,
+    nextAttemptAt: toIso(r.next_attempt_at),
+    pendingDeliveries: Number(r.pending ?? 0),
+  };
+}
+
+const endpointSelect = (where: ReturnType<typeof sql>) => sql`
+  SELECT ep.id, ep.project_id, ep.url, ep.event_types, ep.created_at, ep.failing_since, ep.disabled_at, ep.disabled_reason,
+    (SELECT json_build_object('id', d.id, 'eventType', d.event_type, 'status', d.status, 'statusCode', d.last_status_code,
+        'error', d.last_error, 'at', d.updated_at)
+       FROM ${webhookDeliveries} d WHERE d.endpoint_id = ep.id AND d.attempts > 0
+       ORDER BY d.updated_at DESC, d.id DESC LIMIT 1) AS last_delivery,
+    (SELECT min(d.next_attempt_at) FROM ${webhookDeliveries} d WHERE d.endpoint_id = ep.id AND d.status = 'pending') AS next_attempt_at,
+    (SELECT count(*) FROM ${webhookDeliveries} d WHERE d.endpoint_id = ep.id AND d.status = 'pending') AS pending
+  FROM ${webhookEndpoints} ep WHERE ${where}`;
+
+/** Registers an endpoint; the secret is returned here and never again. */
+export async function createWebhookEndpoint(
+  deps: Deps,
+  input: { projectId: string; url: string; eventTypes: WebhookEventType[] },
+) {
+  const decision = checkWebhookUrl(input.url, { allowHttp: deps.config.webhooks.allowHttp });
+  if (!decision.ok) throw badRequest(`url: ${decision.reason}`);
+  const eventTypes = [...new Set(input.eventTypes)];
+  const secret = newWebhookSecret();
+  const id = `whk_${crypto.randomUUID().replace(/-/g, "")}`;
+  const now = deps.clock.now().toISOString();
+  const rows = rowsOf<EndpointRow>(
+    await deps.db.execute(sql`
+      WITH ins AS (
+        INSERT INTO ${webhookEndpoints} (id, project_id, url, secret, event_types, created_at)
+        SELECT ${id}, p.id, ${decision.url.toString()}, ${secret}, ${JSON.stringify(eventTypes)}::jsonb, ${now}::timestamptz
+        FROM ${projects} p WHERE p.id = ${input.projectId}
+        RETURNING *
+      )
+      SELECT ins.id, ins.project_id, ins.url, ins.event_types, ins.created_at, ins.failing_since, ins.disabled_at,
+        ins.disabled_reason, NULL AS last_delivery, NULL AS next_attempt_at, 0 AS pending
+      FROM ins`),
+  );
+  if (!rows[0]) throw notFound("Project not found");
+  return { secret, endpoint: endpointRecord(rows[0]) };
+}
+
+export async function listWebhookEndpoints(deps: Deps, projectId: string) {
+  const rows = rowsOf<EndpointRow>(
+    await deps.db.execute(
+      sql`${endpointSelect(sql`ep.project_id = ${projectId}`)} ORDER BY ep.created_at DESC, ep.id DESC`,
+    ),
+  );
+  return { endpoints: rows.map(endpointRecord) };
+}
+
+async function getEndpoint(deps: Deps, id: string) {
+  const [row] = rowsOf<EndpointRow>(await deps.db.execute(endpointSelect(sql`ep.id = ${id}`)));
+  if (!row) throw notFound("Webhook endpoint not found");
+  return endpointRecord(row);
+}
+
+/** Deletes the endpoint with its deliveries; their queued jobs find nothing and end. */
+export async function deleteWebhookEndpoint(deps: Deps, id: string) {
+  const deleted = rowsOf<{ id: string }>(
+    await deps.db.execute(sql`
+      WITH ep AS (DELETE FROM ${webhookEndpoints} WHERE id = ${id} RETURNING id),
+      j AS (
+        DELETE FROM ${jobs} WHERE kind = 'webhook' AND payload->>'deliveryId' IN (
+          SELECT d.id FROM ${webhookDeliveries} d WHERE d.endpoint_id IN (SELECT id FROM ep) AND d.status = 'pending')
+          AND locked_until IS NULL
+        RETURNING 1)
+      SELECT id FROM ep`),
+  );
+  if (deleted.length === 0) throw notFound("Webhook endpoint not found");
+}
+
+/** A disabled endpoint receives events again (its failure streak starts over). */
+export async function enableWebhookEndpoint(deps: Deps, id: string) {
+  const updated = rowsOf<{ id: string }>(
+    await deps.db.execute(sql`
+      UPDATE ${webhookEndpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
+      WHERE id = ${id} RETURNING id`),
+  );
+  if (updated.length === 0) throw notFound("Webhook endpoint not found");
+  return getEndpoint(deps, id);
+}
+
+export interface WebhookDeliveryRecord {
+  id: string;
+  endpointId: string;
+  eventType: string;
+  status: DeliveryStatus;
+  attempts: number;
+  nextAttemptAt: string | null;
+  retryUntil: string;
+  lastStatusCode: number | null;
+  lastError: string | null;
+  createdAt: string;
+  updatedAt: string;
+  payload: Record<string, unknown>;
+  /** The latest attempts, newest first (at most 20). */
+  attemptLog: { at: string; statusCode: number | null; error: string | null; durationMs: number }[];
+}
+
+interface DeliveryRow {
+  id: string;
+  endpoint_id: string;
+  event_type: string;
+  status: string;
+  attempts: number;
+  next_attempt_at: unknown;
+  retry_until: unknown;
+  last_status_code: number | null;
+  last_error: string | null;
+  created_at: unknown;
+  updated_at: unknown;
+  payload: Record<string, unknown> | string;
+  attempt_log: { at: string; statusCode: number | null; error: string | null; durationMs: number }[] | string | null;
+}
+
+function deliveryRecord(r: DeliveryRow): WebhookDeliveryRecord {
+  return {
+    id: r.id,
+    endpointId: r.endpoint_id,
+    eventType: r.event_type,
+    status: r.status as DeliveryStatus,
+    attempts: Number(r.attempts),
+    nextAttemptAt: toIso(r.next_attempt_at),
+    retryUntil: toIso(r.retry_until) as string,
+    lastStatusCode: r.last_status_code === null ? null : Number(r.last_status_code),
+    lastError: r.last_error,
+    createdAt: toIso(r.created_at) as string,
+    updatedAt: toIso(r.updated_at) as string,
+    payload: jsonOf(r.payload),
+    attemptLog: (jsonOf(r.attempt_log ?? []) ?? []).map((a) => ({ ...a, at: toIso(a.at) as string })),
+  };
+}
+
+const deliverySelect = sql`
+  SELECT d.id, d.endpoint_id, d.event_type, d.status, d.attempts, d.next_attempt_at, d.retry_until, d.last_status_code,
+    d.last_error, d.created_at, d.updated_at, d.payload,
+    (SELECT json_agg(json_build_object('at', a.attempted_at, 'statusCode', a.status_code, 'error', a.error,
+        'durationMs', a.duration_ms) ORDER BY a.attempted_at DESC, a.id DESC)
+       FROM (SELECT * FROM ${webhookAttempts} a WHERE a.delivery_id = d.id ORDER BY a.attempted_at DESC, a.id DESC LIMIT 20) a
+    ) AS attempt_log
+  FROM ${webhookDeliveries} d`;
+
+/** An endpoint's deliveries, newest first, each with its latest attempts. */
+export async function listWebhookDeliveries(
+  deps: Deps,
+  endpointId: string,
+  page: { limit: number; offset: number; status?: string },
+) {
+  const status = page.status ? sql`AND d.status = ${page.status}` : sql``;
+  const [rows, [count], [endpoint]] = await Promise.all([
+    deps.db.execute(sql`${deliverySelect} WHERE d.endpoint_id = ${endpointId} ${status}
+      ORDER BY d.created_at DESC, d.id DESC LIMIT ${page.limit} OFFSET ${page.offset}`),
+    deps.db
+      .execute(sql`SELECT count(*) AS total FROM ${webhookDeliveries} d WHERE d.endpoint_id = ${endpointId} ${status}`)
+      .then((r) => rowsOf<{ total: number | string }>(r)),
+    deps.db
+      .execute(sql`SELECT id FROM ${webhookEndpoints} WHERE id = ${endpointId}`)
+      .then((r) => rowsOf<{ id: string }>(r)),
+  ]);
+  if (!endpoint) throw notFound("Webhook endpoint not found");
+  return { deliveries: rowsOf<DeliveryRow>(rows).map(deliveryRecord), total: Number(count?.total ?? 0) };
+}
+
+/**
+ * Sends a delivery again (the same `webhook-id`, so a receiver that already has it can tell):
+ * back to pending with a new day of retries, its job due now. One statement. A delivery of a
+ * disabled endpoint is a 409 (enable the endpoint first).
+ */
+export async function replayWebhookDelivery(deps: Deps, deliveryId: string) {
+  const now = deps.clock.now().toISOString();
+  const [row] = rowsOf<{ id: string | null; disabled: boolean | null; webhook_jobs: unknown }>(
+    await deps.db.execute(sql`
+      WITH target AS (
+        SELECT d.id, d.project_id, ep.disabled_at IS NOT NULL AS disabled
+        FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} ep ON ep.id = d.endpoint_id WHERE d.id = ${deliveryId}
+      ), upd AS (
+        UPDATE ${webhookDeliveries} SET status = 'pending', next_attempt_at = ${now}::timestamptz,
+          retry_until = ${now}::timestamptz + make_interval(secs => ${WEBHOOK_RETRY_WINDOW_MS / 1000}),
+          updated_at = ${now}::timestamptz
+        WHERE id = (SELECT id FROM target WHERE NOT disabled)
+        RETURNING id, project_id
+      ), wh_j AS (
+        INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+        SELECT 'job_' || replace(gen_random_uuid()::text, '-', ''), 'webhook', 'webhook:' || u.id, u.project_id, NULL,
+          ${now}::timestamptz, jsonb_build_object('deliveryId', u.id), ${now}::timestamptz, ${now}::timestamptz
+        FROM upd u
+        ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, attempts = 0, last_error = NULL,
+          updated_at = EXCLUDED.updated_at
+        RETURNING key, run_at
+      )
+      SELECT (SELECT id FROM target) AS id, (SELECT disabled FROM target) AS disabled,
+        (SELECT coalesce(json_agg(json_build_object('key', key, 'runAt', run_at)), '[]'::json) FROM wh_j) AS webhook_jobs`),
+  );
+  if (!row?.id) throw notFound("Webhook delivery not found");
+  if (row.disabled) throw conflict("The endpoint is disabled: enable it before replaying its deliveries");
+  ringWebhookJobs(deps, row.webhook_jobs);
+  const [delivery] = rowsOf<DeliveryRow>(await deps.db.execute(sql`${deliverySelect} WHERE d.id = ${deliveryId}`));
+  return deliveryRecord(delivery);
+}

@@ -1,0 +1,59 @@
+import { type SQL, sql } from "drizzle-orm";
+import { jsonOf, toDate } from "../db/rows";
+import { jobs, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import type { Deps } from "../deps";
+
+/** The events a project can subscribe an endpoint to. */
+export const WEBHOOK_EVENT_TYPES = [
+  "episode.completed",
+  "episode.failed",
+  "facts.extracted",
+  "thread.compacted",
+  "dataset.erased",
+] as const;
+export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
+
+/** Deliveries are retried for this long after the event (or after a replay). */
+export const WEBHOOK_RETRY_WINDOW_MS = 24 * 60 * 60 * 1000;
+
+/**
+ * CTEs that queue one event, folded into the statement where the event happens (no extra round
+ * trip): for every enabled endpoint of the project subscribed to `type`, a delivery (`msg_…`,
+ * body `{type, timestamp, data}`) and its job (`webhook:<deliveryId>`, due now). `source` is a
+ * SELECT of rows `(project_id, data jsonb)`, usually over an earlier CTE of the same statement;
+ * no row, no event. Follow other CTEs with `, ${webhookEventCtes(…)}` (or start a WITH with it)
+ * and select {@link webhookJobsColumn} to ring the jobs ({@link ringWebhookJobs}).
+ */
+export function webhookEventCtes(type: WebhookEventType, source: SQL, now: string): SQL {
+  return sql`wh_src AS (${source}),
+    wh_d AS (
+      INSERT INTO ${webhookDeliveries} (id, endpoint_id, project_id, event_type, payload, status, next_attempt_at,
+        retry_until, created_at, updated_at)
+      SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), ep.id, ep.project_id, ${type}::text,
+        jsonb_build_object('type', ${type}::text, 'timestamp', ${now}::text, 'data', s.data),
+        'pending', ${now}::timestamptz, ${now}::timestamptz + make_interval(secs => ${WEBHOOK_RETRY_WINDOW_MS / 1000}),
+        ${now}::timestamptz, ${now}::timestamptz
+      FROM wh_src s JOIN ${webhookEndpoints} ep ON ep.project_id = s.project_id
+      WHERE ep.disabled_at IS NULL AND ep.event_types @> jsonb_build_array(${type}::text)
+      RETURNING id, project_id),
+    wh_j AS (
+      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+      SELECT 'job_' || replace(gen_random_uuid()::text, '-', ''), 'webhook', 'webhook:' || d.id, d.project_id, NULL,
+        ${now}::timestamptz, jsonb_build_object('deliveryId', d.id), ${now}::timestamptz, ${now}::timestamptz
+      FROM wh_d d
+      RETURNING key, run_at)`;
+}
+
+/** The jobs {@link webhookEventCtes} queued, as a JSON array of `{key, runAt}` (select it `AS webhook_jobs`). */
+export const webhookJobsColumn = sql`(SELECT coalesce(json_agg(json_build_object('key', key, 'runAt', run_at)), '[]'::json) FROM wh_j)`;
+
+/** Rings the doorbells of the queued deliveries after the response (a lost ring: the sweep delivers). */
+export function ringWebhookJobs(deps: Deps, value: unknown) {
+  const due = jsonOf<{ key: string; runAt: string }[] | null>((value ?? null) as never) ?? [];
+  if (due.length === 0) return;
+  deps.defer(
+    deps.doorbell
+      .ring(due.map((j) => ({ key: j.key, runAt: toDate(j.runAt) as Date })))
+      .catch((err) => deps.log.warn("doorbell failed; the sweep will deliver the webhook", { error: String(err) })),
+  );
+}
