@@ -8,12 +8,14 @@ import { KeysPage } from "./keys";
 import { OverviewPage } from "./overview";
 import { PlaygroundPage } from "./playground";
 import { SettingsPage } from "./settings";
+import { WebhooksPage } from "./webhooks";
 
 const TABS = [
   ["overview", "Overview"],
   ["data", "Memory"],
   ["playground", "Recall playground"],
   ["keys", "API keys"],
+  ["webhooks", "Webhooks"],
   ["settings", "Settings"],
 ] as const;
 
@@ -60,6 +62,8 @@ export function ProjectPage({
         <PlaygroundPage projectId={projectId} query={query} />
       ) : tab === "keys" ? (
         <KeysPage projectId={projectId} />
+      ) : tab === "webhooks" ? (
+        <WebhooksPage projectId={projectId} />
       ) : tab === "settings" ? (
         <SettingsPage projectId={projectId} />
       ) : (
