@@ -4,12 +4,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
+import { sql } from "drizzle-orm";
 import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { createApiKey } from "../../lib/api-keys";
 import { parseConfig } from "../../lib/config";
 import { createPgliteDatabase } from "../../lib/db/pglite";
+import { rowsOf } from "../../lib/db/rows";
 import type { Database } from "../../lib/db/types";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { silentLogger } from "../../lib/log";
@@ -260,6 +262,45 @@ describe("the Worker with QStash: delayed messages to a verified jobs route", ()
     expect(await episodeStatus(WITH_QSTASH, key, episodeId)).toBe("completed");
     // QStash delivers at least once: the duplicate finds nothing left to do.
     expect(await (await qstash.deliver(job, toWorker)).json()).toEqual({ ran: false, key: `episode:${episodeId}` });
+  });
+});
+
+describe("webhooks on the Worker: the delivery job rings QStash like the others", () => {
+  it("publishes the episode.completed delivery's job and runs it on delivery (the literal address check)", async () => {
+    const project = await createProject(node.deps, "edge-webhooks");
+    const { key } = await createApiKey(node.deps, { name: "edge-webhooks-key", projectId: project.id });
+    // Stored directly: the registration check would refuse it. The Worker cannot resolve names, so
+    // what it checks is the URL's literal: a private address is refused without a request.
+    await node.deps.db.execute(sql`
+      INSERT INTO webhook_endpoints (id, project_id, url, secret, event_types)
+      VALUES (${`whk_${project.id}`}, ${project.id}, 'https://10.0.0.1/hook', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw',
+        '["episode.completed"]'::jsonb)`);
+    const threadId = await threadWithMessages(WITH_QSTASH, key, "nina");
+    const episodeId = await endThread(WITH_QSTASH, key, threadId);
+    const toWorker = await transportTo(WITH_QSTASH);
+    expect((await qstash.deliver(await messageFor(`episode:${episodeId}`), toWorker)).status).toBe(200);
+    const [delivery] = rowsOf<{ id: string }>(
+      await node.deps.db.execute(sql`SELECT id FROM webhook_deliveries WHERE project_id = ${project.id}`),
+    );
+    const job = await messageFor(`webhook:${delivery.id}`);
+    expect(job).toMatchObject({ destination: CALLBACK_URL, notBefore: undefined, retries: 3 });
+    const res = await qstash.deliver(job, toWorker);
+    expect(await res.json()).toEqual({ ran: true, key: `webhook:${delivery.id}` });
+    const [attempt] = rowsOf<{ error: string; status_code: number | null }>(
+      await node.deps.db.execute(
+        sql`SELECT error, status_code FROM webhook_attempts WHERE delivery_id = ${delivery.id}`,
+      ),
+    );
+    expect(attempt).toEqual({
+      status_code: null,
+      error: expect.stringMatching(/^Refused: The address 10\.0\.0\.1 is private/),
+    });
+    // The retry is the same job again, rung for its time.
+    await vi.waitFor(() => {
+      const again = qstash.messages.filter((m) => JSON.parse(m.body).key === `webhook:${delivery.id}`);
+      expect(again.length).toBe(2);
+      expect(again[1].notBefore).toBeGreaterThan(Date.now() / 1000);
+    });
   });
 });
 
