@@ -3,6 +3,7 @@ import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { compactThread } from "../lib/compaction";
 import { rowsOf } from "../lib/db/rows";
 import { runDueJobs } from "../lib/jobs/runner";
 import { eraseDataset } from "../lib/recall/dataset";
@@ -153,6 +154,65 @@ describe("webhooks", () => {
     await eraseEvent(t.projectId);
     await runDueJobs(h.svc.deps);
     expect(receiver.received).toHaveLength(1);
+  });
+
+  it("emits episode.failed, facts.extracted and thread.compacted where they happen", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, [
+      "episode.completed",
+      "episode.failed",
+      "facts.extracted",
+      "thread.compacted",
+      "dataset.erased",
+    ]);
+    const types = async () => (await deliveries(endpoint.id)).map((d) => `${d.payload.type}:${d.status}`).sort();
+
+    h.fake.fail({ status: 500, times: 1, endpoint: "chat" });
+    const failing = await t.thread("ds");
+    await t.say(failing, "this summary fails");
+    const { episodeId: failedId } = await t.end(failing);
+    await runDueJobs(h.svc.deps);
+    expect(await types()).toEqual(["episode.failed:succeeded"]);
+    const [failed] = await deliveries(endpoint.id);
+    expect(failed.payload.data).toMatchObject({ episodeId: failedId, dataset: "ds", error: expect.any(String) });
+
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [
+        {
+          subject: "user",
+          predicate: "prefers",
+          object: "aisle seats",
+          objectIsEntity: false,
+          confidence: 0.9,
+          sourceQuote: "I prefer aisle seats",
+          validAt: null,
+        },
+      ],
+      entities: [],
+    }));
+    const facts = await t.thread("ds");
+    await t.say(facts, "I prefer aisle seats");
+    const { episodeId } = await t.end(facts);
+    await runDueJobs(h.svc.deps);
+    expect(await types()).toEqual([
+      "episode.completed:succeeded",
+      "episode.failed:succeeded",
+      "facts.extracted:succeeded",
+    ]);
+    const extracted = (await deliveries(endpoint.id)).find((d) => d.payload.type === "facts.extracted");
+    expect(extracted?.payload.data).toEqual({ episodeId, threadId: facts, dataset: "ds" });
+
+    h.fake.onText(() => "An earlier conversation about seats.");
+    const long = await t.thread("ds");
+    await t.conversation(
+      long,
+      Array.from({ length: 9 }, (_, i) => `message ${i}`),
+    );
+    const compacted = await compactThread(h.svc.deps, t.projectId, long);
+    await runDueJobs(h.svc.deps);
+    const folded = (await deliveries(endpoint.id)).find((d) => d.payload.type === "thread.compacted");
+    expect(folded?.payload.data).toMatchObject({ threadId: long, dataset: "ds", compactedCount: 3 });
+    expect(compacted).toMatchObject({ compactedCount: 3 });
   });
 
   it("retries a failing receiver with exponential backoff until it recovers, recording every attempt", async () => {
