@@ -10,6 +10,7 @@ import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { unstable_readConfig } from "wrangler";
 import { DOCS_RENDERER_URL, TAG_GROUPS } from "../functions/docs";
+import { testLogLevel } from "./helpers/log";
 import { createTestService } from "./helpers/service";
 
 /**
@@ -65,7 +66,11 @@ beforeAll(async () => {
             },
           },
           // /docs makes no query: the database is never reached.
-          env: { DATABASE_URL: { type: "text", value: "postgres://user:pass@localhost/db" } },
+          env: {
+            DATABASE_URL: { type: "text", value: "postgres://user:pass@localhost/db" },
+            // Errors only: request lines are info, the missing provider a warning (TEST_LOG_LEVEL shows all).
+            LOG_LEVEL: { type: "text", value: testLogLevel("error") },
+          },
         },
       },
     ],
