@@ -281,6 +281,20 @@ describe("once per thread", () => {
         .sort(),
     ).toEqual([`idle:${a}`, `idle:${b}`].sort());
   });
+
+  it("stores the batch when the auto-compaction fails (the provider)", async () => {
+    const t = await tenant(10);
+    const threadId = await t.thread();
+    fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "chat" });
+    try {
+      const res = await t.post(`${W}/threads/${threadId}/messages:batch`, { messages: say(12) });
+      expect(res.status).toBe(201);
+      expect(((await res.json()) as { compactedThreadIds: string[] }).compactedThreadIds).toEqual([]);
+      expect(await t.list(threadId)).toHaveLength(12);
+    } finally {
+      fake.clearFailures();
+    }
+  });
 });
 
 describe("Idempotency-Key", () => {
