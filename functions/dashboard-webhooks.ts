@@ -85,10 +85,11 @@ const routes = {
     request: jsonBody(
       z.object({
         projectId: text().min(1),
-        url: text()
-          .min(1)
-          .max(2000)
-          .openapi({ description: "https:// only; no private, loopback or link-local addresses." }),
+        url: text().min(1).max(2000).openapi({
+          format: "uri",
+          example: "https://hooks.example.com/memory",
+          description: "https:// only; no private, loopback or link-local addresses.",
+        }),
         eventTypes: z.array(EventTypeSchema).min(1),
       }),
     ),

@@ -132,6 +132,7 @@ function sample(input: Schema, name = ""): unknown {
     case "string":
       if (schema.format === "date-time") return new Date().toISOString();
       if (schema.format === "date") return new Date().toISOString().slice(0, 10);
+      if (schema.format === "uri") return "https://hooks.example.com/memory";
       if (name === "dataset") return DATASET;
       if (name === "asOf") return new Date().toISOString();
       if (name === "projectId") return dashboardProject.projectId;

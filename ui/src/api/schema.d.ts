@@ -2134,7 +2134,11 @@ export interface paths {
                 content: {
                     "application/json": {
                         projectId: string;
-                        /** @description https:// only; no private, loopback or link-local addresses. */
+                        /**
+                         * Format: uri
+                         * @description https:// only; no private, loopback or link-local addresses.
+                         * @example https://hooks.example.com/memory
+                         */
                         url: string;
                         eventTypes: components["schemas"]["WebhookEventType"][];
                     };
