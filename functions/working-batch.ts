@@ -69,6 +69,13 @@ export function mountBatchRoutes(router: OpenAPIHono<AppEnv>, item: z.ZodObject)
       .max(MAX_BATCH_MESSAGES)
       .openapi({ description: `In order. ${LIMITS}` });
 
+  const responses = {
+    201: batchResponse,
+    400: errorResponses[400],
+    401: errorResponses[401],
+    404: errorResponses[404],
+    413: jsonResponse(z.object({ error: z.string() }), "Body over 5 MB"),
+  };
   const thread = createRoute({
     ...base,
     method: "post",
@@ -84,13 +91,7 @@ export function mountBatchRoutes(router: OpenAPIHono<AppEnv>, item: z.ZodObject)
       }),
       ...jsonBody(z.object({ messages: messagesOf(oneThreadItem) })),
     },
-    responses: {
-      201: batchResponse,
-      400: errorResponses[400],
-      401: errorResponses[401],
-      404: errorResponses[404],
-      413: jsonResponse(z.object({ error: z.string() }), "Body over 5 MB"),
-    },
+    responses,
   });
   const cross = createRoute({
     ...base,
@@ -99,13 +100,7 @@ export function mountBatchRoutes(router: OpenAPIHono<AppEnv>, item: z.ZodObject)
     summary: "Append many messages across threads",
     description: `Each item names its \`threadId\`. ${LIMITS} ${RULES}`,
     request: jsonBody(z.object({ messages: messagesOf(crossThreadItem) })),
-    responses: {
-      201: batchResponse,
-      400: errorResponses[400],
-      401: errorResponses[401],
-      404: errorResponses[404],
-      413: jsonResponse(z.object({ error: z.string() }), "Body over 5 MB"),
-    },
+    responses,
   });
 
   router
