@@ -23,7 +23,8 @@ const STALE_PENDING_MS = 5 * 60 * 1000;
 /** What a job's work leaves to do with its row: delete it (then maybe run another), or run it again later. */
 type JobResult =
   | { next: "done"; runNext?: string }
-  | { next: "later"; runAt: Date; error?: string /** ring the doorbell for the new time */; ring?: boolean };
+  // `ring`: ring the doorbell for the new time.
+  | { next: "later"; runAt: Date; error?: string; ring?: boolean };
 
 /**
  * Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later.
