@@ -1,17 +1,15 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
 import { build } from "vite";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { unstable_readConfig } from "wrangler";
 import { DOCS_RENDERER_URL, TAG_GROUPS } from "../functions/docs";
 import { testLogLevel } from "./helpers/log";
 import { createTestService } from "./helpers/service";
+import { buildWorkerBundle, workerConfig, wranglerAssets } from "./helpers/worker-bundle";
 
 /**
  * `/docs` and its renderer on both hosts, without a browser (tests/e2e/docs.e2e.test.ts renders
@@ -33,38 +31,20 @@ let mf: Miniflare;
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "memsvc-docs-"));
-  const worker = promisify(execFile)(
-    process.execPath,
-    [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", join(dir, "worker")],
-    { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } },
-  );
+  const worker = buildWorkerBundle(join(dir, "worker"));
   await build({
     configFile: join(ROOT, "ui/vite.config.ts"),
     logLevel: "silent",
     build: { outDir: join(dir, "assets/dashboard") },
   });
   service = await createTestService({ dashboardDir: join(dir, "assets") });
-  await worker;
-  const assets = unstable_readConfig({ config: join(ROOT, "wrangler.toml") }).assets;
+  const script = await worker;
   mf = new Miniflare({
     workers: [
       {
         config: {
-          name: "memory-service",
-          compatibilityDate: "2026-11-01",
-          compatibilityFlags: ["nodejs_compat"],
-          assets: {
-            directory: join(dir, "assets"),
-            hasUserWorker: true,
-            htmlHandling: assets?.html_handling,
-            notFoundHandling: assets?.not_found_handling,
-          },
-          manifest: {
-            mainModule: "index.js",
-            modules: {
-              "index.js": { type: "esm", contents: readFileSync(join(dir, "worker/index.js"), "utf8") },
-            },
-          },
+          ...workerConfig(script),
+          assets: wranglerAssets(join(dir, "assets")),
           // /docs makes no query: the database is never reached.
           env: {
             DATABASE_URL: { type: "text", value: "postgres://user:pass@localhost/db" },

@@ -1,9 +1,6 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { sql } from "drizzle-orm";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
@@ -16,13 +13,13 @@ import type { Deps } from "../../lib/deps";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
+import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
 
 /**
  * Idempotency keys on the edge host: the built Worker under workerd (Miniflare), the Neon driver
  * over SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template. Every statement
  * is a round trip here, so they are counted.
  */
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 let buildDir: string;
 let database: Database;
@@ -34,27 +31,17 @@ const sqlRequests: string[][] = [];
 
 beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-idem-worker-"));
-  const build = promisify(execFile)(
-    process.execPath,
-    [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", buildDir],
-    { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } },
-  );
+  const build = buildWorkerBundle(buildDir);
   database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
   deps = { db: database.db, database, clock: systemClock } as Deps;
   endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
-  await build;
+  const script = await build;
   const text = (value: string) => ({ type: "text" as const, value });
   mf = new Miniflare({
     workers: [
       {
         config: {
-          name: "memory-service",
-          compatibilityDate: "2026-11-01",
-          compatibilityFlags: ["nodejs_compat"],
-          manifest: {
-            mainModule: "index.js",
-            modules: { "index.js": { type: "esm", contents: readFileSync(join(buildDir, "index.js"), "utf8") } },
-          },
+          ...workerConfig(script),
           env: {
             DATABASE_URL: text("postgres://user:pass@localhost/db"),
             NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),

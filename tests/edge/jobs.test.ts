@@ -1,9 +1,7 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { sql } from "drizzle-orm";
 import { Miniflare } from "miniflare";
 import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
@@ -20,6 +18,7 @@ import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
 import { testLogLevel } from "../helpers/log";
+import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
 
 /**
  * Background work on the edge host for real: the Worker bundle under workerd (Miniflare), its
@@ -51,11 +50,7 @@ let node: Awaited<ReturnType<typeof createNodeService>>;
 
 beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-jobs-"));
-  const build = promisify(execFile)(
-    process.execPath,
-    [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", buildDir],
-    { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } },
-  );
+  const build = buildWorkerBundle(buildDir);
   database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
   // Projects and keys are made by the Node.js host's code on the same database; no sweep here,
   // so every job below is run by the Worker.
@@ -73,10 +68,9 @@ beforeAll(async () => {
     keyLearnings: [],
   }));
   qstash = await startFakeQStash();
-  await build;
+  const script = await build;
 
   const text = (value: string) => ({ type: "text" as const, value });
-  const script = readFileSync(join(buildDir, "index.js"), "utf8");
   const common = {
     DATABASE_URL: text("postgres://user:pass@localhost/db"),
     NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
@@ -87,13 +81,7 @@ beforeAll(async () => {
     LOG_LEVEL: text(testLogLevel("error")),
   };
   const worker = (name: string, env: Record<string, ReturnType<typeof text>>) => ({
-    config: {
-      name,
-      compatibilityDate: "2026-11-01",
-      compatibilityFlags: ["nodejs_compat"],
-      manifest: { mainModule: "index.js", modules: { "index.js": { type: "esm" as const, contents: script } } },
-      env,
-    },
+    config: { ...workerConfig(script, name), env },
   });
   mf = new Miniflare({
     workers: [

@@ -1,13 +1,10 @@
-import { execFile } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { promisify } from "node:util";
 import { Miniflare } from "miniflare";
 import { build as buildUi } from "vite";
 import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
-import { unstable_readConfig } from "wrangler";
 import { createNodeService } from "../../functions/node";
 import { login } from "../../lib/auth";
 import { parseConfig } from "../../lib/config";
@@ -17,6 +14,7 @@ import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon
 import { silentLogger } from "../../lib/log";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { testLogLevel } from "../helpers/log";
+import { buildWorkerBundle, workerConfig, wranglerAssets } from "../helpers/worker-bundle";
 
 /**
  * The edge host for real: the Worker bundle `wrangler deploy --dry-run` produces, run by workerd
@@ -36,11 +34,7 @@ const sqlRequests: string[][] = [];
 
 beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-"));
-  const build = promisify(execFile)(
-    process.execPath,
-    [join(ROOT, "node_modules/wrangler/bin/wrangler.js"), "deploy", "--dry-run", "--outdir", buildDir],
-    { cwd: ROOT, env: { ...process.env, WRANGLER_SEND_METRICS: "false", NO_COLOR: "1" } },
-  );
+  const build = buildWorkerBundle(buildDir);
 
   database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
   // The admin is bootstrapped by the Node.js host's code on the same database (its password
@@ -58,27 +52,15 @@ beforeAll(async () => {
     logLevel: "silent",
     build: { outDir: join(buildDir, "assets/dashboard") },
   });
-  const assets = unstable_readConfig({ config: join(ROOT, "wrangler.toml") }).assets;
-  await build;
+  const script = await build;
 
   const text = (value: string) => ({ type: "text" as const, value });
   mf = new Miniflare({
     workers: [
       {
         config: {
-          name: "memory-service",
-          compatibilityDate: "2026-11-01",
-          compatibilityFlags: ["nodejs_compat"],
-          assets: {
-            directory: join(buildDir, "assets"),
-            hasUserWorker: true,
-            htmlHandling: assets?.html_handling,
-            notFoundHandling: assets?.not_found_handling,
-          },
-          manifest: {
-            mainModule: "index.js",
-            modules: { "index.js": { type: "esm", contents: readFileSync(join(buildDir, "index.js"), "utf8") } },
-          },
+          ...workerConfig(script),
+          assets: wranglerAssets(join(buildDir, "assets")),
           env: {
             DATABASE_URL: text("postgres://user:pass@localhost/db"),
             NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
