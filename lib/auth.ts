@@ -1,5 +1,6 @@
 import { and, count, eq, sql } from "drizzle-orm";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
+import { commitWithoutFlush } from "./db/commit";
 import { apiKeys, sessions, users } from "./db/schema";
 import type { Deps } from "./deps";
 import { unauthorized } from "./errors";
@@ -23,16 +24,6 @@ export function bearerToken(header: string | undefined | null): string {
   return match[1];
 }
 
-/**
- * Part of the stamping statements' WHERE, evaluated only on the credential's own row: the stamp
- * commits without waiting for its write-ahead log to reach the disk (`synchronous_commit` off for
- * this one transaction). A `lastUsedAt` is advisory, so losing the last stamps to a power cut is
- * harmless, and on a durable host every authenticated request would otherwise pay one more disk
- * flush, reads included. The WAL is sequential: the request's own write commits durably after
- * it, flushing the stamp with it.
- */
-const stampWithoutFlush = sql`set_config('synchronous_commit', 'off', true) IS NOT NULL`;
-
 export interface ApiKeyPrincipal {
   keyId: string;
   projectId: string;
@@ -40,7 +31,8 @@ export interface ApiKeyPrincipal {
 
 /**
  * One statement: find the key by hash and stamp lastUsedAt (only while it is active, and without a
- * disk flush of its own), returning what decides the answer. Revocation is therefore seen by the
+ * disk flush of its own: the stamp is advisory, and on a durable host every request, reads
+ * included, would otherwise pay one more flush), returning what decides the answer. Revocation is therefore seen by the
  * very next request.
  */
 export async function authenticateApiKey(deps: Deps, header: string | undefined | null): Promise<ApiKeyPrincipal> {
@@ -51,7 +43,7 @@ export async function authenticateApiKey(deps: Deps, header: string | undefined 
     .set({
       lastUsedAt: sql`CASE WHEN ${apiKeys.revokedAt} IS NULL THEN ${now.toISOString()}::timestamptz ELSE ${apiKeys.lastUsedAt} END`,
     })
-    .where(and(eq(apiKeys.keyHash, hashToken(token)), stampWithoutFlush))
+    .where(and(eq(apiKeys.keyHash, hashToken(token)), commitWithoutFlush))
     .returning({ id: apiKeys.id, projectId: apiKeys.projectId, revokedAt: apiKeys.revokedAt });
   if (!key) throw unauthorized("Invalid API key");
   if (key.revokedAt) throw unauthorized("API key has been revoked");
@@ -74,7 +66,7 @@ export async function authenticateSession(deps: Deps, header: string | undefined
     .set({
       lastUsedAt: sql`CASE WHEN ${sessions.revokedAt} IS NULL AND ${sessions.expiresAt} > ${now.toISOString()}::timestamptz THEN ${now.toISOString()}::timestamptz ELSE ${sessions.lastUsedAt} END`,
     })
-    .where(and(eq(sessions.tokenHash, hashToken(token)), stampWithoutFlush))
+    .where(and(eq(sessions.tokenHash, hashToken(token)), commitWithoutFlush))
     .returning({
       id: sessions.id,
       userId: sessions.userId,

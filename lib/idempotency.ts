@@ -1,6 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
+import { commitWithoutFlush } from "./db/commit";
 import { rowsOf } from "./db/rows";
 import { idempotencyKeys } from "./db/schema";
 import type { Deps } from "./deps";
@@ -133,7 +134,7 @@ export async function claimKey(
           ELSE 'replay'
         END AS outcome,
         p.response_status, p.response_body, p.response_content_type,
-        set_config('synchronous_commit', 'off', true) AS _sync
+        ${commitWithoutFlush} AS _sync
       FROM (SELECT 1) one LEFT JOIN prior p ON true`),
   );
   switch (row?.outcome) {
@@ -177,7 +178,7 @@ export async function releaseKey(deps: Pick<Deps, "db">, claim: Claim): Promise<
   await deps.db.execute(sql`
     DELETE FROM ${idempotencyKeys}
     WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}
-      AND set_config('synchronous_commit', 'off', true) IS NOT NULL`);
+      AND ${commitWithoutFlush}`);
 }
 
 /** Pushes a running claim's lease ahead; false when the claim is no longer this request's. */
@@ -187,7 +188,7 @@ export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim)
     await deps.db.execute(sql`
       UPDATE ${idempotencyKeys} SET locked_until = ${until}::timestamptz
       WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}
-        AND response_status IS NULL AND set_config('synchronous_commit', 'off', true) IS NOT NULL
+        AND response_status IS NULL AND ${commitWithoutFlush}
       RETURNING key`),
   );
   return rows.length > 0;
