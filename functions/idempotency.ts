@@ -4,6 +4,7 @@ import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode, StatusCode } from "hono/utils/http-status";
 import type { Deps } from "../lib/deps";
 import { conflict } from "../lib/errors";
+import { heartbeat } from "../lib/heartbeat";
 import {
   CLAIM_LEASE_MS,
   CLAIM_RENEW_MS,
@@ -74,13 +75,13 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
   try {
     await next();
   } catch (err) {
-    lease.stop();
+    await lease.stop();
     await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
     throw err;
   }
   const res = c.res;
   if (res.status >= 500) {
-    lease.stop();
+    await lease.stop();
     await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
     return;
   }
@@ -92,16 +93,14 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
       res.body
         .pipeTo(writable)
         .catch(() => {})
-        .then(() => {
-          lease.stop();
-          return releaseKey(deps, claim);
-        })
+        .then(() => lease.stop())
+        .then(() => releaseKey(deps, claim))
         .catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e))),
     );
     c.res = new Response(readable, res);
     return;
   }
-  lease.stop();
+  await lease.stop();
   try {
     await storeResponse(deps, claim, {
       status: res.status,
@@ -116,15 +115,11 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
 
 /** Renews the claim's lease while its request runs, so only a dead holder's claim is taken over. */
 function keepClaim(deps: Deps, claim: Claim) {
-  const timer = setInterval(() => {
-    renewClaim(deps, claim)
-      .then((held) => {
-        if (!held) clearInterval(timer);
-      })
-      .catch((err) => deps.log.warn("idempotency key lease renewal failed", errorFields(err)));
-  }, CLAIM_RENEW_MS);
-  (timer as { unref?: () => void }).unref?.();
-  return { stop: () => clearInterval(timer) };
+  return heartbeat(
+    CLAIM_RENEW_MS,
+    () => renewClaim(deps, claim),
+    (err) => deps.log.warn("idempotency key lease renewal failed", errorFields(err)),
+  );
 }
 
 const headerSchema = z.object({

@@ -5,6 +5,7 @@ import { episodes, jobs, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { processEpisode } from "../episodic/pipeline";
 import { cutEpisode, requeueFailedEpisodes, ringLater } from "../episodic/triggers";
+import { heartbeat } from "../heartbeat";
 import { deleteExpiredKeys } from "../idempotency";
 import { NO_PROVIDER_MESSAGE } from "../llm/client";
 import { errorFields, type Logger } from "../log";
@@ -90,27 +91,16 @@ async function work(deps: Deps, job: Job): Promise<JobResult> {
  */
 export function keepLease(deps: Deps, job: Job, renewEveryMs = LEASE_RENEW_MS) {
   const episodeId = typeof job.payload.episodeId === "string" ? job.payload.episodeId : undefined;
-  let beat: Promise<void> = Promise.resolve();
-  const timer = setInterval(() => {
-    beat = beat
-      .then(async () => {
-        const renewed = await renewLease(deps.db, job, deps.clock.now(), episodeId);
-        if (renewed) {
-          job.lockedUntil = renewed;
-          return;
-        }
-        clearInterval(timer);
-        deps.log.warn("job lost its lease (claimed again meanwhile)", { key: job.key });
-      })
-      .catch((err) => deps.log.warn("job lease renewal failed", { key: job.key, ...errorFields(err) }));
-  }, renewEveryMs);
-  (timer as { unref?: () => void }).unref?.();
-  return {
-    async stop() {
-      clearInterval(timer);
-      await beat;
+  return heartbeat(
+    renewEveryMs,
+    async () => {
+      const renewed = await renewLease(deps.db, job, deps.clock.now(), episodeId);
+      if (renewed) job.lockedUntil = renewed;
+      else deps.log.warn("job lost its lease (claimed again meanwhile)", { key: job.key });
+      return renewed !== null;
     },
-  };
+    (err) => deps.log.warn("job lease renewal failed", { key: job.key, ...errorFields(err) }),
+  );
 }
 
 /**
