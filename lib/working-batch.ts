@@ -1,14 +1,13 @@
-import { type SQL, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { ZodRealError } from "zod";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
 import { rowsOf, toIso } from "./db/rows";
-import { jobs, messages, projects, threads } from "./db/schema";
+import { messages, threads } from "./db/schema";
 import type { Deps } from "./deps";
-import { dueJobsFrom, ringLater } from "./episodic/triggers";
+import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
 import { errorFields } from "./log";
-import { episodicSetting } from "./settings-sql";
 import type { MessageInput, Role } from "./working";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
@@ -60,25 +59,6 @@ function createdAtIssues(items: BatchItem[], now: Date): Issue[] {
     last.set(item.threadId, Math.max(at, previous ?? at));
   });
   return issues;
-}
-
-/**
- * The idle timer for every thread of `th` (id, project_id, dataset, settings), as idleJobSql does
- * for one message; the job id is derived per thread so several threads get distinct ids.
- */
-function idleJobsSql(now: string): SQL {
-  const setting = (key: "enabled" | "autoEpisodeIntervalMs", cast: "bigint" | "boolean") =>
-    episodicSetting(key, sql`th.settings`, sql`p.settings`, cast);
-  return sql`
-    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-    SELECT 'job_' || md5(th.id || ${newId("job")}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
-      ${now}::timestamptz + make_interval(secs => ${setting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
-      jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
-    FROM th JOIN ${projects} p ON p.id = th.project_id
-    WHERE NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = 'idle:' || th.id)
-      AND ${setting("enabled", "boolean")} AND ${setting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
-    ON CONFLICT (key) DO NOTHING
-    RETURNING key, run_at`;
 }
 
 /**
@@ -150,7 +130,7 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
       FROM input JOIN th ON th.id = input.thread_id
       RETURNING 1
     ),
-    timer AS (${idleJobsSql(now)})
+    timer AS (${idleJobSql(now)})
     SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
       (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
       (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,

@@ -106,12 +106,13 @@ export async function endThread(deps: Deps, projectId: string, threadId: string)
  * SQL for the idle timer, folded into the statement that appends a message: one job per thread,
  * keyed by thread, inserted only if none is waiting (a new message does not reschedule it; the job
  * re-reads the thread's last activity when it fires). Nothing when the timer is disabled.
- * `th` must expose the thread's id, project_id, dataset and settings.
+ * `th` must expose the threads' id, project_id, dataset and settings: one thread (add message) or
+ * several (a batch), so the job id is derived per thread.
  */
 export function idleJobSql(now: string): SQL {
   return sql`
     INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-    SELECT ${newId("job")}, 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
+    SELECT 'job_' || md5(th.id || ${newId("job")}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
       ${now}::timestamptz + make_interval(secs => ${threadSetting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
       jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
     FROM th JOIN ${projects} p ON p.id = th.project_id
