@@ -72,17 +72,21 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
   const { claim } = outcome;
   if (outcome.takenOver) deps.log.info("idempotency key taken over (expired, or its holder died)", { key });
   const lease = keepClaim(deps, claim);
+  // Frees the key so a retry runs anew; a failure to free it only delays that to the lease's end.
+  const release = () =>
+    lease
+      .stop()
+      .then(() => releaseKey(deps, claim))
+      .catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
   try {
     await next();
   } catch (err) {
-    await lease.stop();
-    await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
+    await release();
     throw err;
   }
   const res = c.res;
   if (res.status >= 500) {
-    await lease.stop();
-    await releaseKey(deps, claim).catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e)));
+    await release();
     return;
   }
   const contentType = res.headers.get("content-type");
@@ -93,9 +97,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
       res.body
         .pipeTo(writable)
         .catch(() => {})
-        .then(() => lease.stop())
-        .then(() => releaseKey(deps, claim))
-        .catch((e) => deps.log.warn("could not release an idempotency key", errorFields(e))),
+        .then(release),
     );
     c.res = new Response(readable, res);
     return;
