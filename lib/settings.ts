@@ -32,6 +32,13 @@ export const DEFAULT_SETTINGS = {
     contradictionBandMin: 0.8,
     anchorVectorMin: 0.75,
     anchorVectorTopK: 3,
+    vectorWeight: 1,
+    keywordWeight: 0.2,
+    entityWeight: 0.1,
+    timeWeight: 0.1,
+    rerank: false,
+    rerankCandidates: 20,
+    rerankTimeoutMs: 2000,
   },
 };
 
@@ -78,6 +85,23 @@ const semanticShape = {
   ),
   anchorVectorMin: unit().describe("Lowest similarity for an entity near the query to anchor recall."),
   anchorVectorTopK: integerIn(1, 10).describe("Entities nearest the query that may anchor recall."),
+  vectorWeight: numberIn(0, 10).describe("Weight of the query's cosine similarity in a fact's recall score."),
+  keywordWeight: numberIn(0, 10).describe(
+    "Weight of the keyword score (BM25 over the fact and its quote, divided by the best candidate's) in a fact's recall score.",
+  ),
+  entityWeight: numberIn(0, 10).describe(
+    "Boost for a fact touching an entity named in the query (times the similarity for an entity near the query).",
+  ),
+  timeWeight: numberIn(0, 10).describe(
+    'Boost for a fact valid in a time the query names ("in May 2023", "last week").',
+  ),
+  rerank: z
+    .boolean()
+    .describe("Reorder recall's best candidates with the reranker (a /rerank endpoint or the chat model)."),
+  rerankCandidates: integerIn(2, 100).describe("Candidates recall sends to the reranker."),
+  rerankTimeoutMs: integerIn(100, 30_000).describe(
+    "How long recall waits for the reranker before keeping the fused order (ms).",
+  ),
 };
 
 const workingShape = {
