@@ -2,8 +2,16 @@ import { defineConfig } from "vitest/config";
 
 export default defineConfig({
   test: {
-    // Integration tests under tests/; unit tests of pure decisions beside their file in lib/.
-    include: ["tests/**/*.test.ts", "lib/**/*.test.ts"],
+    // Integration tests under tests/; unit tests of pure decisions beside their file in lib/,
+    // bench/ and the client packages; the packages' tests against the service in their own test/.
+    include: [
+      "tests/**/*.test.ts",
+      "lib/**/*.test.ts",
+      "bench/**/*.test.ts",
+      "packages/**/*.test.ts",
+      "examples/**/*.test.ts",
+    ],
+    exclude: ["**/node_modules/**"],
     globalSetup: ["tests/helpers/global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
