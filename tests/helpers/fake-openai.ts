@@ -126,6 +126,11 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
 export interface FakeOpenAIOptions {
   port?: number;
   host?: string;
+  /**
+   * Embeddings from a real model instead of the hashed bag of words (the retrieval-quality
+   * benchmark's offline sentence model), so rankings measured through the service mean something.
+   */
+  embed?: (texts: string[], dimensions: number) => Promise<number[][]>;
 }
 
 export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<FakeOpenAI> {
@@ -281,10 +286,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         }
         const input = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
         const dimensions = fake.nativeEmbeddingSize ?? Number(body.dimensions ?? 1536);
+        const vectors = options.embed
+          ? await options.embed(input, dimensions)
+          : input.map((t) => fakeEmbedding(t, dimensions));
         return send(200, {
           object: "list",
           model: body.model,
-          data: input.map((t, index) => ({ object: "embedding", index, embedding: fakeEmbedding(t, dimensions) })),
+          data: vectors.map((embedding, index) => ({ object: "embedding", index, embedding })),
           usage: { prompt_tokens: input.join(" ").length, total_tokens: input.join(" ").length },
         });
       }
