@@ -23,6 +23,10 @@ export const configSchema = z.object({
   LLM_MODEL: z.string().default("gpt-4o-mini"),
   EMBEDDING_MODEL: z.string().default("text-embedding-3-small"),
   EMBEDDING_DIMENSIONS: intFromEnv(1536, 1),
+  // The reranker projects may turn on (setting `rerank`): a /rerank endpoint when set, else the chat model.
+  RERANK_BASE_URL: optionalString,
+  RERANK_API_KEY: optionalString,
+  RERANK_MODEL: optionalString,
   CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
   RETRY_INTERVAL_MS: intFromEnv(120_000, 1000),
   // How long a stored Idempotency-Key answer is replayed (default 24 hours; at least a minute).
@@ -78,6 +82,12 @@ export interface Config {
     embeddingModel: string;
     embeddingDimensions: number;
   };
+  /**
+   * Recall's optional reranker: `baseUrl` serves `POST {baseUrl}/rerank` (vLLM, llama.cpp server,
+   * Jina, Cohere); unset, the chat model reranks. `model` is omitted from the request when unset
+   * (a server with one model needs none); `apiKey` is sent as a Bearer token when set.
+   */
+  rerank: { baseUrl: string | undefined; apiKey: string | undefined; model: string | undefined };
   corsOrigins: string[];
   retryIntervalMs: number;
   /** How long a key's stored answer is replayed, from its first request (IDEMPOTENCY_TTL_MS). */
@@ -125,6 +135,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
       embeddingModel: e.EMBEDDING_MODEL,
       embeddingDimensions: e.EMBEDDING_DIMENSIONS,
     },
+    rerank: { baseUrl: e.RERANK_BASE_URL, apiKey: e.RERANK_API_KEY, model: e.RERANK_MODEL },
     corsOrigins: e.CORS_ORIGIN.split(",")
       .map((o) => o.trim())
       .filter(Boolean),

@@ -34,6 +34,25 @@ export interface Llm {
    * one Embeddings call of a short probe text, without the size check `embed` makes.
    */
   embeddingSize(): Promise<number>;
+  /**
+   * One call to the rerank endpoint (RERANK_BASE_URL): `POST {base}/rerank` with every document,
+   * no retry (recall waits for it under a deadline). The scores as the endpoint gave them, items
+   * without an integer index or a numeric score left out; a non-2xx answer, a body without a
+   * `results` array or no endpoint configured is a ProviderError.
+   */
+  rerank(request: RerankRequest): Promise<RerankScore[]>;
+}
+
+export interface RerankRequest {
+  query: string;
+  documents: string[];
+  signal?: AbortSignal;
+}
+
+/** One document's relevance as the endpoint scored it: `index` into the request's documents. */
+export interface RerankScore {
+  index: number;
+  score: number;
 }
 
 export interface ChatMessage {
@@ -47,6 +66,10 @@ export interface StructuredRequest<T extends z.ZodType> {
   schema: T;
   system: string;
   user: string;
+  /** Ends the call early (a caller with a deadline, like recall's reranker). */
+  signal?: AbortSignal;
+  /** Retries of a failed request; the client's own setting when absent. */
+  maxRetries?: number;
 }
 
 export interface Completion {
@@ -150,13 +173,13 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   const chatJson = async (
     messages: ChatMessage[],
     responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
-    name: string,
+    request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries">,
   ) => {
-    const response = await openai().chat.completions.create({
-      model: llmModel,
-      messages,
-      response_format: responseFormat,
-    });
+    const { name, signal, maxRetries } = request;
+    const response = await openai().chat.completions.create(
+      { model: llmModel, messages, response_format: responseFormat },
+      { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+    );
     const content = response.choices[0]?.message?.content;
     if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
     return content;
@@ -171,7 +194,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
       { role: "system", content: jsonModeSystem(request) },
       { role: "user", content: request.user },
     ];
-    let content = await chatJson(messages, { type: "json_object" }, request.name);
+    let content = await chatJson(messages, { type: "json_object" }, request);
     onAccepted();
     let checked = checkJson(request.schema, content);
     if (checked.ok) return checked.data;
@@ -182,7 +205,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
         content: `That answer is not valid: ${checked.problem}. Answer again with only the corrected JSON object, matching the schema.`,
       },
     );
-    content = await chatJson(messages, { type: "json_object" }, request.name);
+    content = await chatJson(messages, { type: "json_object" }, request);
     checked = checkJson(request.schema, content);
     if (checked.ok) return checked.data;
     throw new ProviderError(
@@ -205,7 +228,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
               type: "json_schema",
               json_schema: { name: request.name, strict: true, schema: strictJsonSchema(request.schema) },
             },
-            request.name,
+            request,
           );
         } catch (err) {
           // Servers without JSON-schema output refuse the request (400; 422 from some).
@@ -281,7 +304,52 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
         if (!vector) throw new ProviderError("Embedding call returned no vector");
         return vector.length;
       }),
+
+    rerank: (request) => call("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
   };
+}
+
+/** `POST {baseUrl}/rerank` as vLLM, llama.cpp server, Jina and Cohere serve it. */
+async function rerankCall(
+  endpoint: Config["rerank"],
+  request: RerankRequest,
+  fetchImpl: typeof fetch,
+): Promise<RerankScore[]> {
+  if (!endpoint.baseUrl) throw new ProviderError("No rerank endpoint is configured (RERANK_BASE_URL)");
+  const response = await fetchImpl(`${endpoint.baseUrl.replace(/\/+$/, "")}/rerank`, {
+    method: "POST",
+    headers: {
+      "content-type": "application/json",
+      ...(endpoint.apiKey ? { authorization: `Bearer ${endpoint.apiKey}` } : {}),
+    },
+    body: JSON.stringify({
+      ...(endpoint.model ? { model: endpoint.model } : {}),
+      query: request.query,
+      documents: request.documents,
+      top_n: request.documents.length,
+    }),
+    signal: request.signal,
+  });
+  const text = await response.text();
+  if (!response.ok) {
+    throw new ProviderError(`Rerank call failed: endpoint answered ${response.status}: ${text.slice(0, 200)}`);
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    throw new ProviderError(`Rerank call returned invalid JSON: ${text.slice(0, 200)}`);
+  }
+  const results = (body as { results?: unknown } | null)?.results;
+  if (!Array.isArray(results)) throw new ProviderError("Rerank call returned no results array");
+  return results.flatMap((item) => {
+    const { index, relevance_score, score } = (item ?? {}) as Record<string, unknown>;
+    // Jina, Cohere and vLLM name it relevance_score; some servers and gateways, score.
+    const value = typeof relevance_score === "number" ? relevance_score : score;
+    return Number.isInteger(index) && typeof value === "number" && Number.isFinite(value)
+      ? [{ index: index as number, score: value }]
+      : [];
+  });
 }
 
 /** The system prompt of JSON mode: the request's own, then the schema the answer must match. */
