@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { boolean, index, integer, jsonb, pgTable, primaryKey, real, text, uniqueIndex } from "drizzle-orm/pg-core";
+import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, real, text, uniqueIndex } from "drizzle-orm/pg-core";
+import type { ExtractionReport } from "../semantic/report";
 import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
 
 // ---------------------------------------------------------------------------------------------
@@ -165,6 +166,8 @@ export const episodes = pgTable(
     retryCount: integer("retry_count").notNull().default(0),
     semanticRetryCount: integer("semantic_retry_count").notNull().default(0),
     semanticError: text("semantic_error"),
+    /** What the last completed fact extraction proposed, kept and dropped; null before it ran. */
+    extractionReport: jsonb("extraction_report").$type<ExtractionReport>(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
     embedding: embedding("embedding"),
     createdAt: createdAt(),
@@ -230,7 +233,7 @@ export const facts = pgTable(
     invalidAt: timestamptz("invalid_at"),
     embedding: embedding("embedding"),
     search: tsvector("search").generatedAlwaysAs(
-      sql`to_tsvector('english', subject || ' ' || predicate || ' ' || object)`,
+      sql`to_tsvector('english', subject || ' ' || predicate || ' ' || object || ' ' || source_quote)`,
     ),
     createdAt: createdAt(),
   },
@@ -239,6 +242,26 @@ export const facts = pgTable(
     index("facts_episode_idx").on(t.episodeId),
     index("facts_search_idx").using("gin", t.search),
   ],
+);
+
+/**
+ * Keyword statistics per dataset for BM25: how many facts hold each search term (`docs`), and in
+ * the row whose term is '' the number of facts and the sum of their search lengths (`lexemes`).
+ * Kept by statement triggers on facts (migrations/0011_fact_terms.sql), so the writers do not
+ * know about it and a recall reads only its query's terms.
+ */
+export const factTerms = pgTable(
+  "fact_terms",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    term: text("term").notNull(),
+    docs: bigint("docs", { mode: "number" }).notNull(),
+    lexemes: bigint("lexemes", { mode: "number" }).notNull(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
 );
 
 /** Which entities a fact touches (its subject or object), for anchor retrieval. */
