@@ -1,5 +1,5 @@
 import { systemClock } from "../lib/clock";
-import { type Config, parseConfig } from "../lib/config";
+import { type Config, type Env as ConfigEnv, parseConfig } from "../lib/config";
 import { createNeonDatabase } from "../lib/db/neon";
 import type { Deps } from "../lib/deps";
 import { runsSweep } from "../lib/jobs/cron";
@@ -14,15 +14,19 @@ import { createApp } from "./app";
 /**
  * The Cloudflare Worker entry. Configuration comes from the Worker's env (vars and secrets);
  * the Neon client is made per request (HTTP, stateless), never held at module scope.
+ * The env: what wrangler.toml declares (`Env`, generated into worker-configuration.d.ts by
+ * `npm run worker:types`; CI fails when it drifts), plus the secrets and vars set outside it
+ * (`wrangler secret put`, the dashboard), which only lib/config.ts reads.
  */
-type WorkerEnv = Record<string, unknown>;
+type WorkerEnv = Env & Partial<Record<keyof ConfigEnv, string>>;
 
 /** Per isolate: a repeated recall query skips the provider for as long as the isolate lives. */
 const queryEmbeddings = createQueryEmbeddings();
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
-  if (cachedConfig?.env !== env) cachedConfig = { env, config: parseConfig(env) };
+  // A copy: an interface has no index signature, which the parser (any host's env) takes.
+  if (cachedConfig?.env !== env) cachedConfig = { env, config: parseConfig({ ...env }) };
   return cachedConfig.config;
 }
 
