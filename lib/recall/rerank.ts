@@ -55,11 +55,9 @@ export async function rerankCandidates(
   let ranked: number[] = [];
   let failure: { outcome: "timeout" | "failed"; error: string } | undefined;
   try {
-    const work =
-      via === "endpoint"
-        ? endpointRanking(deps, input, controller.signal)
-        : chatRanking(deps, input, controller.signal);
-    ranked = await withDeadline(work, controller.signal);
+    // Both paths end their request on the signal (fetch and the openai SDK), so the deadline holds.
+    const rank = via === "endpoint" ? endpointRanking : chatRanking;
+    ranked = await rank(deps, input, controller.signal);
   } catch (err) {
     failure = controller.signal.aborted
       ? { outcome: "timeout", error: `no answer within ${input.timeoutMs} ms` }
@@ -100,19 +98,6 @@ async function chatRanking(deps: Pick<Deps, "llm">, input: RerankInput, signal: 
     maxRetries: 0,
   });
   return answer.ranking.map((n) => n - 1);
-}
-
-/**
- * Settles with the work or rejects when the signal aborts, whichever comes first: an
- * implementation that does not stop on the signal cannot hold recall past its deadline.
- */
-function withDeadline<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
-  work.catch(() => {});
-  return new Promise<T>((resolve, reject) => {
-    const onAbort = () => reject(new Error("aborted"));
-    signal.addEventListener("abort", onAbort, { once: true });
-    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
-  });
 }
 
 /** The chat path's user message: the query, then the candidates numbered from 1, one per line. */
