@@ -15,6 +15,7 @@ import { notFoundRoute, onError } from "./errors";
 import { healthRoutes } from "./health";
 import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
+import { mcpRoutes } from "./mcp";
 import { recallRoutes } from "./recall";
 import { requestLog } from "./request-log";
 import { createRouter } from "./router";
@@ -92,6 +93,8 @@ export function createApp(options: {
   app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/v1/memory/recall", recallRoutes);
   app.route("/jobs", jobRoutes);
+  // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp.ts).
+  app.route("/mcp", mcpRoutes);
   // The API reference; on the Node.js host also the renderer's file, from the same built assets.
   app.route("/", docsRoutes(options.dashboardAssets));
   documentIdempotencyKeys(app);
