@@ -83,7 +83,7 @@ export interface Config {
     embeddingDimensions: number;
   };
   /**
-   * Recall's optional reranker: `baseUrl` serves `POST {baseUrl}/rerank` (vLLM, llama.cpp server,
+   * Recall's optional reranker: `baseUrl` serves `POST {baseUrl}/rerank` (or is that URL) (vLLM, llama.cpp server,
    * Jina, Cohere); unset, the chat model reranks. `model` is omitted from the request when unset
    * (a server with one model needs none); `apiKey` is sent as a Bearer token when set.
    */

@@ -191,8 +191,11 @@ describe("rerank endpoint (RERANK_BASE_URL)", () => {
     expect(JSON.stringify(withKey.warnings.concat(withoutKey.warnings))).not.toMatch(/rk-secret|test-key/);
   });
 
-  it("a trailing slash on the base URL is tolerated", async () => {
-    const { deps } = viaEndpoint({ RERANK_BASE_URL: `${endpoint.url}/` });
+  it.each([
+    ["with a trailing slash", "/"],
+    ["as the endpoint's own URL", "/rerank"],
+  ])("the base URL %s reaches the same endpoint", async (_name, suffix) => {
+    const { deps } = viaEndpoint({ RERANK_BASE_URL: `${endpoint.url}${suffix}` });
     const result = await rerankCandidates(deps, { query, candidates, timeoutMs: 2000 });
     expect(result.outcome).toBe("reranked");
     expect(endpoint.requests[0].path).toBe("/v1/rerank");

@@ -316,7 +316,9 @@ async function rerankCall(
   fetchImpl: typeof fetch,
 ): Promise<RerankScore[]> {
   if (!endpoint.baseUrl) throw new ProviderError("No rerank endpoint is configured (RERANK_BASE_URL)");
-  const response = await fetchImpl(`${endpoint.baseUrl.replace(/\/+$/, "")}/rerank`, {
+  const base = endpoint.baseUrl.replace(/\/+$/, "");
+  // The endpoint's own URL pasted from a provider's docs (…/v1/rerank) works as well as its base.
+  const response = await fetchImpl(base.endsWith("/rerank") ? base : `${base}/rerank`, {
     method: "POST",
     headers: {
       "content-type": "application/json",
