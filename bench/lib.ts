@@ -3,6 +3,7 @@ import { createApiKey } from "../lib/api-keys";
 import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import type { PgliteDurability, SyncCounter } from "../lib/db/pglite-durability";
+import type { Database } from "../lib/db/types";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
 
@@ -36,6 +37,7 @@ export async function benchService(
   const syncs = (database as unknown as { syncs: SyncCounter }).syncs;
   return {
     service,
+    database,
     call,
     key,
     projectId: project.id,
@@ -43,6 +45,17 @@ export async function benchService(
     /** Host fsync calls made for the database so far (0 in memory or with durability off). */
     syncs: () => syncs.syncs,
     close: () => service.close(),
+  };
+}
+
+/** This process's memory now and at its peak, and the embedded database's WASM memory (MiB). */
+export function memoryNow(database?: Database) {
+  const mib = (bytes: number) => Math.round(bytes / 2 ** 20);
+  const wasm = (database as unknown as { client?: { mod?: { HEAPU8?: Uint8Array } } } | undefined)?.client?.mod?.HEAPU8;
+  return {
+    rssMiB: mib(process.memoryUsage().rss),
+    peakRssMiB: mib(process.resourceUsage().maxRSS * 1024),
+    ...(wasm ? { wasmMiB: mib(wasm.byteLength) } : {}),
   };
 }
 

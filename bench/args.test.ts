@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { DEFAULT_OUT, DEFAULT_SCENARIOS, parseBenchArgs, parseCount, SCENARIOS, UsageError, usage } from "./args";
+
+describe("bench switches", () => {
+  it("defaults: every scenario but the long ones, 1k and 10k facts, 256 dims, latest.json", () => {
+    const a = parseBenchArgs([]);
+    expect(a).toMatchObject({ quick: false, facts: [1_000, 10_000], dims: [256], out: DEFAULT_OUT, disk: false });
+    expect(a.only).toEqual(DEFAULT_SCENARIOS);
+    expect(a.only).not.toContain("hnsw");
+    expect(parseBenchArgs(["--quick"]).facts).toEqual([1_000]);
+  });
+
+  it("reads sizes in 1e6 notation, dimensions, scenarios and the output file", () => {
+    const a = parseBenchArgs([
+      "--facts",
+      "1e3,1e4,100000,1e6",
+      "--dims=256,1536",
+      "--only",
+      "recall,hnsw",
+      "--out",
+      "x.json",
+    ]);
+    expect(a.facts).toEqual([1_000, 10_000, 100_000, 1_000_000]);
+    expect(a.dims).toEqual([256, 1536]);
+    expect(a.only).toEqual(["recall", "hnsw"]);
+    expect(a.out).toBe("x.json");
+  });
+
+  it("reads the HNSW sweep: ef_search values, iterative modes, m and ef_construction", () => {
+    const a = parseBenchArgs([
+      "--ef-search",
+      "40,400",
+      "--iterative",
+      "off,strict_order",
+      "--m",
+      "32",
+      "--ef-construction=128",
+    ]);
+    expect(a).toMatchObject({ efSearch: [40, 400], iterative: ["off", "strict_order"], m: 32, efConstruction: 128 });
+  });
+
+  it.each([
+    [["--big"], /unknown switch: --big/],
+    [["--facts"], /--facts needs a value/],
+    [["--facts", "1e-3"], /not a positive integer/],
+    [["--facts", "0"], /not a positive integer/],
+    [["--facts", "1.5e0"], /not a positive integer/],
+    [["--facts", "lots"], /not a positive integer/],
+    [["--facts", ","], /at least one value/],
+    [["--only", "recall,nope"], /unknown scenario nope/],
+    [["--dims", "5000"], /at most 4000/],
+    [["--iterative", "loose"], /off, relaxed_order or strict_order/],
+  ])("refuses %j", (argv, message) => {
+    expect(() => parseBenchArgs(argv)).toThrow(UsageError);
+    expect(() => parseBenchArgs(argv)).toThrow(message);
+  });
+
+  it("parses counts exactly: 1e6 is a million, 2.5e3 is 2,500", () => {
+    expect(parseCount("1e6", "x")).toBe(1_000_000);
+    expect(parseCount("2.5e3", "x")).toBe(2_500);
+  });
+
+  it("--help is a flag; the usage line names every scenario", () => {
+    expect(parseBenchArgs(["--help"]).help).toBe(true);
+    for (const name of Object.keys(SCENARIOS)) expect(usage()).toContain(name);
+  });
+});

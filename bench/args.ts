@@ -1,0 +1,143 @@
+/**
+ * `npm run bench` switches: which scenarios, at which sizes and dimensions, and where the
+ * machine-readable result goes. A pure parser so it can be tested; run.ts prints `usage()` on an
+ * error or `--help`.
+ */
+export const SCENARIOS = {
+  "add-message": "add message in-process, 1, 8 and 32 clients",
+  durability: "add message on disk, PGLITE_DURABILITY full and fast, in-process and over HTTP",
+  "add-batch": "batch add over HTTP, batches of 100, on disk and in memory",
+  prepare: "prepare (messageLimit 20) on a thread of 10,000 messages",
+  episodes: "episode pipeline, threads ended at once, instant and realistic provider",
+  semantic: "fact extraction against --facts live facts",
+  recall: "recall without and with a query at --facts live facts, --dims dimensions",
+  "recall-provider": "recall with a query at 1,000 facts, embeddings 150 ms",
+  hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
+  load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",
+} as const;
+
+export type Scenario = keyof typeof SCENARIOS;
+export type IterativeScan = "off" | "relaxed_order" | "strict_order";
+
+export interface BenchArgs {
+  help: boolean;
+  quick: boolean;
+  facts: number[];
+  dims: number[];
+  only: Scenario[];
+  out: string;
+  /** hnsw scenario: the settings swept per query, and the index's build parameters. */
+  efSearch: number[];
+  iterative: IterativeScan[];
+  m: number;
+  efConstruction: number;
+  /** Keep the embedded database on disk (a temporary directory) instead of in memory. */
+  disk: boolean;
+}
+
+export const DEFAULT_OUT = "bench/results/latest.json";
+/** Scenarios run without --only; hnsw and load are long and asked for by name. */
+export const DEFAULT_SCENARIOS: Scenario[] = [
+  "add-message",
+  "durability",
+  "add-batch",
+  "prepare",
+  "episodes",
+  "semantic",
+  "recall",
+  "recall-provider",
+];
+
+export function usage(): string {
+  const names = Object.entries(SCENARIOS)
+    .map(([name, what]) => `  ${name.padEnd(16)} ${what}`)
+    .join("\n");
+  return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
+                       [--out ${DEFAULT_OUT}] [--disk]
+                       [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
+                       [--m 16] [--ef-construction 64]
+scenarios (default: all but hnsw and load):
+${names}`;
+}
+
+export class UsageError extends Error {}
+
+/** A positive integer, in plain or 1e6 notation ("100000", "1e5", "1_000" is refused). */
+export function parseCount(text: string, what: string): number {
+  const n = /^\d+(\.\d+)?(e\d+)?$/i.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(n) || n < 1) throw new UsageError(`${what}: not a positive integer: ${text}`);
+  return n;
+}
+
+const list = (text: string) => text.split(",").filter((s) => s !== "");
+
+type Setter = (args: BenchArgs, value: string) => void;
+const WITH_VALUE: Record<string, Setter> = {
+  "--facts": (a, v) => {
+    a.facts = list(v).map((s) => parseCount(s, "--facts"));
+  },
+  "--dims": (a, v) => {
+    a.dims = list(v).map((s) => parseCount(s, "--dims"));
+    const bad = a.dims.find((d) => d > 4000);
+    if (bad) throw new UsageError(`--dims: at most 4000 (pgvector's halfvec index limit): ${bad}`);
+  },
+  "--only": (a, v) => {
+    a.only = list(v).map((s) => {
+      if (!(s in SCENARIOS)) throw new UsageError(`--only: unknown scenario ${s}`);
+      return s as Scenario;
+    });
+  },
+  "--out": (a, v) => {
+    a.out = v;
+  },
+  "--ef-search": (a, v) => {
+    a.efSearch = list(v).map((s) => parseCount(s, "--ef-search"));
+  },
+  "--iterative": (a, v) => {
+    a.iterative = list(v).map((s) => {
+      if (s !== "off" && s !== "relaxed_order" && s !== "strict_order") {
+        throw new UsageError(`--iterative: off, relaxed_order or strict_order: ${s}`);
+      }
+      return s;
+    });
+  },
+  "--m": (a, v) => {
+    a.m = parseCount(v, "--m");
+  },
+  "--ef-construction": (a, v) => {
+    a.efConstruction = parseCount(v, "--ef-construction");
+  },
+};
+
+/** Parses the switches after `npm run bench --`; `--name value` and `--name=value` both work. */
+export function parseBenchArgs(argv: readonly string[]): BenchArgs {
+  const quick = argv.includes("--quick");
+  const args: BenchArgs = {
+    help: false,
+    quick,
+    facts: quick ? [1_000] : [1_000, 10_000],
+    dims: [256],
+    only: DEFAULT_SCENARIOS,
+    out: DEFAULT_OUT,
+    efSearch: [40, 100, 200, 400],
+    iterative: ["relaxed_order"],
+    // pgvector's defaults (the index ensureVectorIndexes builds).
+    m: 16,
+    efConstruction: 64,
+    disk: false,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const [name, inline] = argv[i].split(/=(.*)/s, 2);
+    if (name === "--help" || name === "-h") args.help = true;
+    else if (name === "--quick" || name === "--disk") args[name === "--quick" ? "quick" : "disk"] = true;
+    else if (name in WITH_VALUE) {
+      const value = inline ?? argv[++i];
+      if (value === undefined || value === "") throw new UsageError(`${name} needs a value`);
+      WITH_VALUE[name](args, value);
+    } else throw new UsageError(`unknown switch: ${argv[i]}`);
+    if (args.facts.length === 0 || args.dims.length === 0 || args.only.length === 0) {
+      throw new UsageError(`${name} needs at least one value`);
+    }
+  }
+  return args;
+}

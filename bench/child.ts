@@ -1,0 +1,16 @@
+import type { BenchArgs } from "./args";
+import { memoryNow } from "./lib";
+import { runUnit, type Unit } from "./scenarios";
+
+/**
+ * One unit of `npm run bench` in its own process (started by run.ts), so its peak RSS is its
+ * own: the Node.js host with its embedded database and the bench's in-process client, nothing
+ * left over from the units before it. Prints one line of JSON after RESULT_MARK.
+ */
+export const RESULT_MARK = "@@bench-result@@";
+
+if (process.argv[1]?.endsWith("child.ts")) {
+  const { unit, args } = JSON.parse(process.argv[2]) as { unit: Unit; args: BenchArgs };
+  const r = await runUnit(unit, args);
+  process.stdout.write(`${RESULT_MARK}${JSON.stringify({ ...r, memory: memoryNow() })}\n`);
+}

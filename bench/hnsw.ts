@@ -1,0 +1,98 @@
+import { sql } from "drizzle-orm";
+import { rowsOf } from "../lib/db/rows";
+import { startFakeOpenAI } from "../tests/helpers/fake-openai";
+import type { IterativeScan } from "./args";
+import { benchService, memoryNow, percentile } from "./lib";
+import { type VectorQuality, vectorRecallAt10 } from "./recall";
+import { type HnswBuild, recallQueries, seedFacts } from "./seed";
+
+export interface HnswSetting extends VectorQuality {
+  efSearch: number;
+  iterative: IterativeScan;
+  hnswIndexUsed: boolean;
+  /** Recall with a query (hybrid: vector, keyword and anchors), provider 0 ms. */
+  withQuery: { p50Ms: number; p99Ms: number };
+}
+
+export interface HnswBenchResult {
+  liveFacts: number;
+  dimensions: number;
+  build: HnswBuild;
+  loadSeconds: number;
+  indexSeconds: number;
+  /** The facts HNSW index's size per indexed row (bytes). */
+  indexBytesPerFact: number;
+  settings: HnswSetting[];
+  memory: ReturnType<typeof memoryNow>;
+}
+
+/**
+ * Approximate search quality and its price: `liveFacts` facts (and as many neighbours in the same
+ * table) indexed with `build`, then for each iterative scan mode and ef_search, the vector
+ * signal's recall@10 against exact search (50 queries) and recall's p50 with a query (`calls`).
+ * The settings are session settings, so the service's own statements run under each in turn.
+ */
+export async function benchHnsw(
+  liveFacts: number,
+  dims: number,
+  build: HnswBuild,
+  sweep: { efSearch: number[]; iterative: IterativeScan[]; calls: number },
+  disk?: { dir: string },
+): Promise<HnswBenchResult> {
+  const fake = await startFakeOpenAI();
+  const bench = await benchService(
+    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
+    disk ? { dir: disk.dir, durability: "fast" } : undefined,
+  );
+  try {
+    const db = bench.service.deps.db;
+    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const [size] = rowsOf<{ bytes: string }>(
+      await db.execute(sql.raw(`SELECT pg_relation_size('facts_embedding_hnsw_${dims}') AS bytes`)),
+    );
+    const queries = recallQueries(sweep.calls, entityCount);
+    const settings: HnswSetting[] = [];
+    for (const iterative of sweep.iterative) {
+      for (const efSearch of sweep.efSearch) {
+        await db.execute(sql.raw(`SET hnsw.iterative_scan = ${iterative}`));
+        await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
+        const quality = await vectorRecallAt10(db, projectId, dims, queries.slice(0, 50));
+        for (let i = 0; i < 10; i++)
+          await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
+        const latencies: number[] = [];
+        for (const query of queries) {
+          const started = performance.now();
+          await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${query} ${efSearch} ${iterative}` });
+          latencies.push(performance.now() - started);
+        }
+        latencies.sort((a, b) => a - b);
+        const plan = rowsOf<Record<string, string>>(
+          await db.execute(
+            sql.raw(`EXPLAIN SELECT id FROM facts WHERE vector_dims(embedding) = ${dims}
+            ORDER BY embedding::halfvec(${dims}) <=> (SELECT embedding FROM facts LIMIT 1)::halfvec(${dims}) LIMIT 30`),
+          ),
+        );
+        settings.push({
+          efSearch,
+          iterative,
+          ...quality,
+          hnswIndexUsed: plan.some((r) => Object.values(r)[0].includes(`facts_embedding_hnsw_${dims}`)),
+          withQuery: { p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) },
+        });
+      }
+    }
+    return {
+      liveFacts,
+      dimensions: dims,
+      build,
+      loadSeconds,
+      indexSeconds,
+      indexBytesPerFact: Number(size.bytes) / (2 * liveFacts),
+      settings,
+      memory: memoryNow(bench.database),
+    };
+  } finally {
+    await bench.close();
+    await fake.close();
+  }
+}

@@ -1,0 +1,218 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { sql } from "drizzle-orm";
+import { rowsOf } from "../lib/db/rows";
+import { startFakeOpenAI } from "../tests/helpers/fake-openai";
+import { benchAddBatch } from "./add-batch";
+import { benchAddMessage } from "./add-message";
+import type { BenchArgs, Scenario } from "./args";
+import { benchDurability } from "./durability";
+import { benchEpisodes } from "./episodes";
+import { benchHnsw } from "./hnsw";
+import { benchService, memoryNow } from "./lib";
+import { benchPrepare } from "./prepare";
+import { benchRecall } from "./recall";
+import { seedFacts } from "./seed";
+import { benchSemantic } from "./semantic";
+
+/** One run of a scenario in its own process: at one size and dimension where it has them. */
+export interface Unit {
+  scenario: Scenario;
+  facts?: number;
+  dims?: number;
+}
+
+export interface UnitResult {
+  unit: Unit;
+  rows: string[];
+  result: unknown;
+}
+
+/** The units `args` asks for, in order: the sized scenarios once per size and dimension. */
+export function unitsOf(args: BenchArgs): Unit[] {
+  const sized = new Set<Scenario>(["semantic", "recall", "hnsw", "load"]);
+  return args.only.flatMap((scenario) =>
+    sized.has(scenario)
+      ? args.dims.flatMap((dims) => args.facts.map((facts) => ({ scenario, facts, dims })))
+      : [{ scenario }],
+  );
+}
+
+const n = (x: number) => x.toLocaleString("en");
+const ms = (x: number, digits = 2) => x.toFixed(digits);
+
+/** Runs `fn` with a fresh temporary directory when `disk` (removed afterwards), else without one. */
+async function maybeOnDisk<T>(disk: boolean, fn: (dir?: string) => Promise<T>): Promise<T> {
+  if (!disk) return fn();
+  const dir = mkdtempSync(join(tmpdir(), "memsvc-bench-"));
+  try {
+    return await fn(join(dir, "pglite"));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+type Runner = (unit: Required<Unit>, args: BenchArgs) => Promise<{ rows: string[]; result: unknown }>;
+
+const RUNNERS: Record<Scenario, Runner> = {
+  "add-message": async (_u, args) => {
+    const { runs, ops } = effort(args);
+    const results = [];
+    const rows = [];
+    for (const clients of [1, 8, 32]) {
+      const r = await benchAddMessage(clients, ops, runs);
+      results.push(r);
+      rows.push(
+        `| add message, ${clients} client${clients > 1 ? "s" : ""} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} SQL statements |`,
+      );
+    }
+    return { rows, result: results };
+  },
+  // On disk, durable (the default) against fsync off: the cost of an acknowledged write on disk.
+  durability: async (_u, args) => {
+    const { runs } = effort(args);
+    const results = [];
+    const rows = [];
+    for (const transport of ["in-process", "http"] as const) {
+      for (const clients of [1, 8]) {
+        for (const mode of ["full", "fast"] as const) {
+          const r = await benchDurability(mode, transport, clients, args.quick ? 300 : 1000, runs);
+          results.push(r);
+          rows.push(
+            `| add message on disk, PGLITE_DURABILITY=${mode}, ${transport}, ${clients} client${clients > 1 ? "s" : ""} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | ${Math.round(r.messagesPerSecond)} msg/s | ${r.fsyncsPerWrite.toFixed(2)} fsync/write |`,
+          );
+        }
+      }
+    }
+    return { rows, result: results };
+  },
+  "add-batch": async (_u, args) => {
+    const { runs } = effort(args);
+    const results = [];
+    const rows = [];
+    for (const storage of ["disk", "memory"] as const) {
+      const r = await benchAddBatch(storage, 100, 1, args.quick ? 20 : 50, runs);
+      results.push(r);
+      rows.push(
+        `| add messages in batches of 100 (messages:batch), http, 1 client, ${storage === "disk" ? "on disk, PGLITE_DURABILITY=full" : "in memory"} | ${ms(r.p50Ms)} per batch | ${ms(r.p99Ms)} per batch | ${Math.round(r.messagesPerSecond)} msg/s | ${r.statementsPerRequest.toFixed(1)} SQL statements per batch |`,
+      );
+    }
+    return { rows, result: results };
+  },
+  prepare: async (_u, args) => {
+    const results = [];
+    const rows = [];
+    for (const compacted of [false, true]) {
+      const r = await benchPrepare(10_000, compacted, args.quick ? 100 : 300);
+      results.push(r);
+      rows.push(
+        `| prepare (messageLimit 20), thread of 10,000 messages${compacted ? ", all but 6 compacted" : ""} | ${ms(r.p50Ms)} | ${ms(r.p99Ms)} | | ${r.statementsPerPrepare.toFixed(1)} SQL statements (auth + prepare) |`,
+      );
+    }
+    return { rows, result: results };
+  },
+  episodes: async (_u, args) => {
+    const results = [];
+    const rows = [];
+    for (const [threads, latency] of [
+      [args.quick ? 60 : 200, { chat: 0, embeddings: 0 }],
+      [args.quick ? 20 : 50, { chat: 800, embeddings: 150 }],
+    ] as const) {
+      const runsOf = [];
+      for (let r = 0; r < (args.quick ? 1 : 3); r++) runsOf.push(await benchEpisodes(threads, latency));
+      const r = runsOf.sort((a, b) => a.seconds - b.seconds)[Math.floor(runsOf.length / 2)];
+      results.push(r);
+      const provider = latency.chat ? `chat ${latency.chat} ms, embeddings ${latency.embeddings} ms` : "provider 0 ms";
+      rows.push(
+        `| episode pipeline, ${threads} threads ended at once, ${provider} | | | ${r.episodesPerSecond.toFixed(1)} episodes/s, all done in ${r.seconds.toFixed(2)} s | ${r.chatCallsPerEpisode.toFixed(2)} model calls (summary, extraction) + ${r.embeddingBatchesPerEpisode.toFixed(2)} embedding batch/episode |`,
+      );
+    }
+    return { rows, result: results };
+  },
+  semantic: async ({ facts, dims }) => {
+    const r = await benchSemantic(facts, 30, dims);
+    return {
+      rows: [
+        `| fact extraction, 30 new facts vs ${n(facts)} live facts (${r.dimensions} dims), provider 0 ms | ${ms(r.extractionMs, 0)} | | | ${r.modelCalls} model + ${r.embeddingBatches} embedding call(s) |`,
+      ],
+      result: r,
+    };
+  },
+  recall: ({ facts, dims }, args) =>
+    maybeOnDisk(args.disk, async (dir) => {
+      const r = await benchRecall(facts, { calls: args.quick ? 100 : 200, dims, disk: dir });
+      const at = `${n(facts)} live facts (${r.dimensions} dims)`;
+      const cost = `${r.statementsPerRecall} SQL statements (auth + recall)`;
+      return {
+        rows: [
+          `| recall, no query, ${at} | ${ms(r.noQuery.p50Ms, 1)} | ${ms(r.noQuery.p99Ms, 1)} | | ${cost} |`,
+          `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
+          `| recall, with query + raw + episodes, ${at} | ${ms(r.withQueryAndEpisodes.p50Ms, 1)} | ${ms(r.withQueryAndEpisodes.p99Ms, 1)} | | ${cost} |`,
+        ],
+        result: r,
+      };
+    }),
+  // The same at a realistic provider latency: the embedding round trip dominates.
+  "recall-provider": async (_u, args) => {
+    const r = await benchRecall(1_000, { calls: args.quick ? 20 : 60, embeddingLatencyMs: 150 });
+    return {
+      rows: [
+        `| recall, with query, 1,000 live facts, embeddings 150 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${r.statementsPerRecall} SQL statements, ${r.embeddingCallsPerQuery} embedding call |`,
+      ],
+      result: r,
+    };
+  },
+  hnsw: ({ facts, dims }, args) =>
+    maybeOnDisk(args.disk, async (dir) => {
+      const build = { m: args.m, efConstruction: args.efConstruction };
+      const sweep = { efSearch: args.efSearch, iterative: args.iterative, calls: args.quick ? 50 : 100 };
+      const r = await benchHnsw(facts, dims, build, sweep, dir ? { dir } : undefined);
+      const at = `${n(facts)} facts (${dims} dims), m ${build.m}, ef_construction ${build.efConstruction}`;
+      return {
+        rows: r.settings.map(
+          (s) =>
+            `| recall with query, ${at}, ef_search ${s.efSearch}, iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (index's first 10: ${s.recallAt10Limit10.toFixed(3)}, at half precision ${s.recallAt10SamePrecision.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
+        ),
+        result: r,
+      };
+    }),
+  load: ({ facts, dims }, args) =>
+    maybeOnDisk(args.disk, async (dir) => {
+      const fake = await startFakeOpenAI();
+      const bench = await benchService(
+        { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
+        dir ? { dir, durability: "full" } : undefined,
+      );
+      try {
+        const s = await seedFacts(bench, facts, dims, { m: args.m, efConstruction: args.efConstruction });
+        const [size] = rowsOf<{ bytes: string; facts: string }>(
+          await bench.service.deps.db.execute(sql`
+            SELECT pg_total_relation_size('facts') + pg_total_relation_size('fact_entities') AS bytes,
+              (SELECT count(*) FROM facts) AS facts`),
+        );
+        const bytesPerFact = Number(size.bytes) / Number(size.facts);
+        const rows = [
+          `| bulk load (COPY), ${n(facts)} facts + ${n(facts)} neighbours (${dims} dims)${dir ? ", on disk" : ", in memory"} | | | ${Math.round((2 * facts) / s.loadSeconds)} facts/s: ${s.loadSeconds.toFixed(1)} s + HNSW build ${s.indexSeconds.toFixed(1)} s | ${Math.round(bytesPerFact)} bytes per fact |`,
+        ];
+        return { rows, result: { facts, dims, ...s, bytesPerFact, memory: memoryNow(bench.database) } };
+      } finally {
+        await bench.close();
+        await fake.close();
+      }
+    }),
+};
+
+function effort(args: BenchArgs) {
+  return { runs: args.quick ? 3 : 5, ops: args.quick ? 1000 : 3000 };
+}
+
+export async function runUnit(unit: Unit, args: BenchArgs): Promise<UnitResult> {
+  const full = { facts: unit.facts ?? 0, dims: unit.dims ?? 256, scenario: unit.scenario };
+  return { unit, ...(await RUNNERS[unit.scenario](full, args)) };
+}
+
+/** What a unit's row in the memory table is called. */
+export function unitLabel(unit: Unit): string {
+  return unit.facts ? `${unit.scenario}, ${n(unit.facts)} facts, ${unit.dims} dims` : unit.scenario;
+}
