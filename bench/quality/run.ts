@@ -1,0 +1,88 @@
+/**
+ * The retrieval-quality benchmark: `npm run bench:quality [-- --quick] [--seed N] [--sweep]`.
+ * Prints markdown tables and writes bench/results/quality-latest.json.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { cpus, platform, release, totalmem } from "node:os";
+import { parseArgs } from "node:util";
+import { FULL, QUESTION_KINDS, QUICK } from "./fixture";
+import { runQuality } from "./quality";
+import { longListTable, markdown, qualityTable } from "./report";
+
+const { values } = parseArgs({
+  options: {
+    quick: { type: "boolean", default: false },
+    seed: { type: "string", default: "42" },
+    sweep: { type: "boolean", default: false },
+    out: { type: "string", default: "bench/results/quality-latest.json" },
+  },
+});
+const seed = Number(values.seed);
+if (!Number.isInteger(seed)) throw new Error(`--seed must be an integer, not ${values.seed}`);
+
+const log = (line: string) => console.error(`[bench:quality] ${line}`);
+const result = await runQuality({
+  seed,
+  size: values.quick ? QUICK : FULL,
+  log,
+  sweep: values.sweep,
+});
+
+const kinds = [...QUESTION_KINDS];
+const systems = [
+  { name: "recall (service)", ...result.recall },
+  { name: "dense only (cosine)", ...result.baselines.dense },
+  { name: "BM25 only", ...result.baselines.bm25 },
+  { name: "RRF(dense, BM25)", ...result.baselines.rrf },
+  { name: "ceiling (gold live)", ...result.ceiling.live },
+];
+const s = result.sizes;
+console.log(`## Retrieval quality (seed ${seed}${values.quick ? ", quick" : ""})\n`);
+console.log(
+  `${s.users} users, ${s.sessions} sessions, ${s.messages} messages; ${s.goldFacts} gold facts, ${s.goldStored} stored ` +
+    `(${s.liveFacts} live, ${s.strayStored} stray), ${s.supersessionsApplied}/${s.supersessions} supersessions applied; ` +
+    `${s.questions} questions. Ceiling: ${(result.ceiling.live.all.hit30 * 100).toFixed(1)}% live, ` +
+    `${(result.ceiling.stored.all.hit30 * 100).toFixed(1)}% stored at all.\n`,
+);
+console.log(qualityTable(systems, kinds));
+console.log();
+console.log(longListTable(systems, kinds));
+console.log(
+  `\nBlock: ${result.recall.tokens.median} tokens median, ${result.recall.tokens.max} max (o200k). ` +
+    `Recall latency (query vector cached): p50 ${result.recall.latencyMs.p50.toFixed(1)} ms, ` +
+    `p99 ${result.recall.latencyMs.p99.toFixed(1)} ms. Write ${result.seconds.write.toFixed(0)} s, ` +
+    `evaluate ${result.seconds.evaluate.toFixed(0)} s.`,
+);
+if (result.sweep) {
+  const pct = (x: number) => (x * 100).toFixed(1);
+  console.log("\n### Weight sweep (30-fact recall; hit@8 = rank <= 8)\n");
+  console.log(
+    markdown(
+      ["vector", "keyword", "entity", "time", "hit@1", "hit@8", "hit@30", "MRR"],
+      result.sweep.map((r) => [
+        String(r.vectorWeight),
+        String(r.keywordWeight),
+        String(r.entityWeight),
+        String(r.timeWeight),
+        pct(r.hit1),
+        pct(r.hit8),
+        pct(r.hit30),
+        r.mrr.toFixed(3),
+      ]),
+    ),
+  );
+}
+
+const machine = {
+  cpu: cpus()[0]?.model,
+  cores: cpus().length,
+  memoryGb: Math.round(totalmem() / 2 ** 30),
+  platform: `${platform()} ${release()}`,
+  node: process.version,
+};
+mkdirSync("bench/results", { recursive: true });
+writeFileSync(
+  values.out as string,
+  `${JSON.stringify({ machine, date: new Date().toISOString(), quick: values.quick, ...result }, null, 2)}\n`,
+);
+log(`wrote ${values.out}`);
