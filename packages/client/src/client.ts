@@ -1,0 +1,385 @@
+import createClient from "openapi-fetch";
+import { MemoryValidationError } from "./errors.js";
+import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import type { components, paths } from "./schema.js";
+import { type ChatEvent, readChatEvents } from "./sse.js";
+import { type CallKind, type CallOptions, perform, type RetryEvent, type TransportConfig } from "./transport.js";
+
+type Method = "get" | "post" | "patch" | "delete";
+type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
+/** The JSON body of an operation, as the server's OpenAPI document describes it. */
+export type RequestBody<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends {
+    requestBody?: { content: { "application/json": infer B } };
+  }
+    ? B
+    : never;
+/** The query parameters of an operation. */
+export type QueryParams<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends {
+    parameters: { query?: infer Q };
+  }
+    ? NonNullable<Q>
+    : never;
+/** The success body of an operation. */
+export type ResponseBody<P extends keyof paths, M extends Method> =
+  Operation<P, M> extends {
+    responses: infer R;
+  }
+    ? {
+        [S in keyof R]: S extends 200 | 201
+          ? R[S] extends { content: { "application/json": infer B } }
+            ? B
+            : never
+          : never;
+      }[keyof R]
+    : never;
+
+export type CreateThreadInput = RequestBody<"/v1/threads", "post">;
+export type UpdateThreadInput = RequestBody<"/v1/threads/{id}", "patch">;
+export type AddMessageInput = RequestBody<"/v1/memory/working/threads/{threadId}/messages", "post">;
+export type BatchMessage = RequestBody<
+  "/v1/memory/working/threads/{threadId}/messages:batch",
+  "post"
+>["messages"][number];
+export type CrossThreadMessage = RequestBody<"/v1/memory/working/messages:batch", "post">["messages"][number];
+export type ChatInput = RequestBody<"/v1/memory/working/threads/{threadId}/chat", "post">;
+type ChatReply = components["schemas"]["ChatReply"];
+export type RecallInput = RequestBody<"/v1/memory/recall", "post">;
+export type RecallResult = ResponseBody<"/v1/memory/recall", "post">;
+export type ListMessagesQuery = QueryParams<"/v1/memory/working/threads/{threadId}/messages", "get">;
+export type ListEpisodesQuery = QueryParams<"/v1/memory/episodic/datasets/{dataset}/episodes", "get">;
+export type ListFactsQuery = QueryParams<"/v1/memory/semantic/datasets/{dataset}/facts", "get">;
+
+export interface MemoryClientOptions {
+  /** Where the service is, e.g. `http://localhost:8787` (no `/v1`). */
+  baseUrl: string;
+  /** A project's API key (a server-side secret: never ship it to a browser). */
+  apiKey: string;
+  /** The fetch to use (default: the global one). */
+  fetch?: typeof fetch;
+  /** How long one attempt may take, in ms (default 30 000; 0: no limit). */
+  timeoutMs?: number;
+  /** Attempts after the first for retryable failures (default 2). */
+  retries?: number;
+  /** Backoff: the first wait's ceiling and the longest wait, in ms (defaults 250 and 10 000). */
+  backoff?: { baseDelayMs?: number; maxDelayMs?: number };
+  /** Send an automatic Idempotency-Key on every write (default true), which makes retried writes safe. */
+  idempotencyKeys?: boolean;
+  /** Called before each retry. */
+  onRetry?: (event: RetryEvent) => void;
+  /** Headers sent on every call. */
+  headers?: Record<string, string>;
+}
+
+/** A required string parameter: the service would answer 400 or 404 to an empty one. */
+function required(field: string, value: unknown): string {
+  if (typeof value !== "string" || value.length === 0) {
+    throw new MemoryValidationError(field, "must be a non-empty string");
+  }
+  return value;
+}
+
+function dataset(value: unknown): string {
+  const name = required("dataset", value);
+  if (name.length > 256) throw new MemoryValidationError("dataset", "must be at most 256 characters");
+  return name;
+}
+
+function content(field: string, value: unknown): void {
+  if (typeof value !== "string" || value.length === 0) {
+    throw new MemoryValidationError(field, "must be non-empty text");
+  }
+}
+
+/**
+ * A typed client for the service's `/v1` API. Every method returns the service's JSON body, and
+ * throws a `MemoryApiError` (status and the service's message), `MemoryNetworkError`,
+ * `MemoryTimeoutError` or `MemoryValidationError` (refused before sending).
+ *
+ * Reads (GET, recall, prepare) are retried on 429, 5xx, network errors and timeouts; writes carry
+ * an automatic `Idempotency-Key` and are retried on the same, since the service answers a repeat
+ * from the first answer. A write sent without a key (`idempotencyKey: false`) is never retried.
+ */
+export function createMemoryClient(options: MemoryClientOptions) {
+  required("baseUrl", options.baseUrl);
+  required("apiKey", options.apiKey);
+  const api = createClient<paths>({
+    baseUrl: options.baseUrl,
+    fetch: options.fetch,
+    headers: { ...options.headers, Authorization: `Bearer ${options.apiKey}` },
+  });
+  const retry: RetryPolicy = {
+    retries: options.retries ?? DEFAULT_RETRY.retries,
+    baseDelayMs: options.backoff?.baseDelayMs ?? DEFAULT_RETRY.baseDelayMs,
+    maxDelayMs: options.backoff?.maxDelayMs ?? DEFAULT_RETRY.maxDelayMs,
+  };
+  const config: TransportConfig = {
+    timeoutMs: options.timeoutMs ?? 30_000,
+    retry,
+    idempotencyKeys: options.idempotencyKeys ?? true,
+    onRetry: options.onRetry,
+  };
+  const call = <D>(
+    label: string,
+    kind: CallKind,
+    o: CallOptions | undefined,
+    attempt: Parameters<typeof perform<D>>[4],
+  ) => perform<D>(config, label, kind, o, attempt);
+
+  const threads = {
+    /** A new thread in `dataset` (a new one on every call). */
+    create: (body: CreateThreadInput, o?: CallOptions) => {
+      dataset(body?.dataset);
+      return call("POST /v1/threads", "write", o, (init) => api.POST("/v1/threads", { body, ...init }));
+    },
+    get: (threadId: string, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("GET /v1/threads/{id}", "read", o, (init) =>
+        api.GET("/v1/threads/{id}", { params: { path: { id } }, ...init }),
+      );
+    },
+    /** Tags and the episodic override. */
+    update: (threadId: string, body: UpdateThreadInput, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("PATCH /v1/threads/{id}", "write", o, (init) =>
+        api.PATCH("/v1/threads/{id}", { params: { path: { id } }, body, ...init }),
+      );
+    },
+    /** Ends the thread: its episode (summary, then facts) is extracted in the background. */
+    end: (threadId: string, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("POST /v1/threads/{id}/end", "write", o, (init) =>
+        api.POST("/v1/threads/{id}/end", { params: { path: { id } }, ...init }),
+      );
+    },
+    addMessage: (threadId: string, message: AddMessageInput, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      content("content", message?.content);
+      return call("POST /v1/memory/working/threads/{threadId}/messages", "write", o, (init) =>
+        api.POST("/v1/memory/working/threads/{threadId}/messages", {
+          params: { path: { threadId: id } },
+          body: message,
+          ...init,
+        }),
+      );
+    },
+    /** Many messages in one request, all or nothing (at most 1000). */
+    addMessages: (threadId: string, messages: BatchMessage[], o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      batch(messages);
+      return call("POST /v1/memory/working/threads/{threadId}/messages:batch", "write", o, (init) =>
+        api.POST("/v1/memory/working/threads/{threadId}/messages:batch", {
+          params: { path: { threadId: id } },
+          body: { messages },
+          ...init,
+        }),
+      );
+    },
+    /** Raw messages, cursor-paginated by sequence number (`before`). */
+    messages: (threadId: string, query?: ListMessagesQuery, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("GET /v1/memory/working/threads/{threadId}/messages", "read", o, (init) =>
+        api.GET("/v1/memory/working/threads/{threadId}/messages", {
+          params: { path: { threadId: id }, query },
+          ...init,
+        }),
+      );
+    },
+    /** The LLM-ready window (no model call). */
+    prepare: (threadId: string, query?: { messageLimit?: number }, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("POST /v1/memory/working/threads/{threadId}/prepare", "read", o, (init) =>
+        api.POST("/v1/memory/working/threads/{threadId}/prepare", {
+          params: { path: { threadId: id }, query },
+          ...init,
+        }),
+      );
+    },
+    /** Folds older messages into a summary (one model call). */
+    compact: (threadId: string, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("POST /v1/memory/working/threads/{threadId}/compact", "write", o, (init) =>
+        api.POST("/v1/memory/working/threads/{threadId}/compact", { params: { path: { threadId: id } }, ...init }),
+      );
+    },
+    stats: (threadId: string, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      return call("GET /v1/memory/working/threads/{threadId}/stats", "read", o, (init) =>
+        api.GET("/v1/memory/working/threads/{threadId}/stats", { params: { path: { threadId: id } }, ...init }),
+      );
+    },
+    /**
+     * The service's own reply: stores the message, recalls, calls its model, stores the reply.
+     * Not retried on a 5xx: the user message is already stored then.
+     */
+    chat: (threadId: string, body: ChatInput, o?: CallOptions) => {
+      const id = required("threadId", threadId);
+      content("content", body?.content);
+      // Without `Accept: text/event-stream` the answer is JSON (the document lists both types).
+      return call<ChatReply>(
+        "POST /v1/memory/working/threads/{threadId}/chat",
+        "write-no-5xx",
+        o,
+        (init) =>
+          api.POST("/v1/memory/working/threads/{threadId}/chat", {
+            params: { path: { threadId: id } },
+            body,
+            ...init,
+          }) as Promise<{ data?: ChatReply; error?: unknown; response: Response }>,
+      );
+    },
+    /**
+     * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Only the
+     * request is retried (before the stream starts); an abort closes the stream and stores no reply.
+     */
+    chatStream: async function* (threadId: string, body: ChatInput, o?: CallOptions): AsyncGenerator<ChatEvent> {
+      const id = required("threadId", threadId);
+      content("content", body?.content);
+      // The timeout bounds the wait for the stream to start, not the whole reply.
+      const stream = await call<ReadableStream<Uint8Array>>(
+        "POST /v1/memory/working/threads/{threadId}/chat",
+        "write-no-5xx",
+        { ...o, headers: { ...o?.headers, Accept: "text/event-stream" } },
+        (init) =>
+          api.POST("/v1/memory/working/threads/{threadId}/chat", {
+            params: { path: { threadId: id } },
+            body,
+            parseAs: "stream",
+            ...init,
+          }) as Promise<{ data?: ReadableStream<Uint8Array>; error?: unknown; response: Response }>,
+      );
+      yield* readChatEvents(stream, o?.signal);
+    },
+  };
+
+  /** Messages for many threads in one request, all or nothing; each names its `threadId`. */
+  const addMessages = (messages: CrossThreadMessage[], o?: CallOptions) => {
+    batch(messages);
+    for (const [i, m] of messages.entries()) required(`messages[${i}].threadId`, m?.threadId);
+    return call("POST /v1/memory/working/messages:batch", "write", o, (init) =>
+      api.POST("/v1/memory/working/messages:batch", { body: { messages }, ...init }),
+    );
+  };
+
+  /** What the service knows about a dataset, as a prompt-ready block (`context`). A read: retried. */
+  const recall = (body: RecallInput, o?: CallOptions) => {
+    dataset(body?.dataset);
+    if (body.query !== undefined && body.query.length > 2000) {
+      throw new MemoryValidationError("query", "must be at most 2000 characters");
+    }
+    return call("POST /v1/memory/recall", "read", o, (init) => api.POST("/v1/memory/recall", { body, ...init }));
+  };
+
+  const episodes = {
+    list: (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      return call("GET /v1/memory/episodic/datasets/{dataset}/episodes", "read", o, (init) =>
+        api.GET("/v1/memory/episodic/datasets/{dataset}/episodes", {
+          params: { path: { dataset: d }, query },
+          ...init,
+        }),
+      );
+    },
+    /** Semantic search of completed episodes' summaries. */
+    search: (datasetName: string, q: string, query?: { limit?: number }, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      required("q", q);
+      return call("GET /v1/memory/episodic/datasets/{dataset}/episodes/search", "read", o, (init) =>
+        api.GET("/v1/memory/episodic/datasets/{dataset}/episodes/search", {
+          params: { path: { dataset: d }, query: { ...query, q } },
+          ...init,
+        }),
+      );
+    },
+    get: (episodeId: string, o?: CallOptions) => {
+      const id = required("episodeId", episodeId);
+      return call("GET /v1/memory/episodic/episodes/{episodeId}", "read", o, (init) =>
+        api.GET("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
+      );
+    },
+    /** Archives the episode: it leaves retrieval, its facts remain. */
+    delete: (episodeId: string, o?: CallOptions) => {
+      const id = required("episodeId", episodeId);
+      return call("DELETE /v1/memory/episodic/episodes/{episodeId}", "write", o, (init) =>
+        api.DELETE("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
+      );
+    },
+    /** Re-queues a failed episode now. */
+    retry: (episodeId: string, o?: CallOptions) => {
+      const id = required("episodeId", episodeId);
+      return call("POST /v1/memory/episodic/episodes/{episodeId}/retry", "write", o, (init) =>
+        api.POST("/v1/memory/episodic/episodes/{episodeId}/retry", { params: { path: { episodeId: id } }, ...init }),
+      );
+    },
+  };
+
+  const facts = {
+    list: (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      return call("GET /v1/memory/semantic/datasets/{dataset}/facts", "read", o, (init) =>
+        api.GET("/v1/memory/semantic/datasets/{dataset}/facts", { params: { path: { dataset: d }, query }, ...init }),
+      );
+    },
+    /** Invalidates the fact (it leaves retrieval; the row remains). */
+    delete: (datasetName: string, factId: string, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      const id = required("factId", factId);
+      return call("DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}", "write", o, (init) =>
+        api.DELETE("/v1/memory/semantic/datasets/{dataset}/facts/{factId}", {
+          params: { path: { dataset: d, factId: id } },
+          ...init,
+        }),
+      );
+    },
+  };
+
+  const entities = {
+    list: (datasetName: string, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      return call("GET /v1/memory/semantic/datasets/{dataset}/entities", "read", o, (init) =>
+        api.GET("/v1/memory/semantic/datasets/{dataset}/entities", { params: { path: { dataset: d } }, ...init }),
+      );
+    },
+    /** Live facts linked to an entity (an unknown entity has none). */
+    facts: (datasetName: string, name: string, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      const n = required("name", name);
+      return call("GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", "read", o, (init) =>
+        api.GET("/v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", {
+          params: { path: { dataset: d, name: n } },
+          ...init,
+        }),
+      );
+    },
+  };
+
+  const datasets = {
+    /** Everything in the dataset, unpaginated. */
+    export: (datasetName: string, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      return call("GET /v1/memory/recall/datasets/{dataset}/export", "read", o, (init) =>
+        api.GET("/v1/memory/recall/datasets/{dataset}/export", { params: { path: { dataset: d } }, ...init }),
+      );
+    },
+    /** Hard-erases every thread, message, episode, fact and entity of the dataset. No undo. */
+    delete: (datasetName: string, o?: CallOptions) => {
+      const d = dataset(datasetName);
+      return call("DELETE /v1/memory/recall/datasets/{dataset}", "write", o, (init) =>
+        api.DELETE("/v1/memory/recall/datasets/{dataset}", { params: { path: { dataset: d } }, ...init }),
+      );
+    },
+  };
+
+  return { threads, addMessages, recall, episodes, facts, entities, datasets };
+}
+
+function batch(messages: unknown): void {
+  if (!Array.isArray(messages) || messages.length === 0) {
+    throw new MemoryValidationError("messages", "must be a non-empty array");
+  }
+  if (messages.length > 1000) throw new MemoryValidationError("messages", "at most 1000 per request");
+  for (const [i, m] of messages.entries()) content(`messages[${i}].content`, (m as { content?: unknown })?.content);
+}
+
+export type MemoryClient = ReturnType<typeof createMemoryClient>;

@@ -1,0 +1,66 @@
+/** One issue of a `400 Validation error` body: which field (`path`) and what is wrong with it. */
+export interface ValidationIssue {
+  code?: string;
+  path: (string | number)[];
+  message: string;
+  [detail: string]: unknown;
+}
+
+/** The service's error body (`{error}`, plus `issues` on a validation error). */
+export interface ErrorBody {
+  error: string;
+  issues?: ValidationIssue[];
+}
+
+/** Every error this client throws extends this, so one `instanceof` catches them all. */
+export class MemoryError extends Error {
+  override name = "MemoryError";
+}
+
+/**
+ * The service answered with an error status. `message` is the service's own (`error` in the
+ * body); `issues` name the offending fields of a 400. Messages are not stable: branch on `status`.
+ */
+export class MemoryApiError extends MemoryError {
+  override name = "MemoryApiError";
+  readonly issues: ValidationIssue[];
+
+  constructor(
+    readonly status: number,
+    readonly body: ErrorBody,
+    /** The wait the service asked for (Retry-After), in milliseconds, when it sent one. */
+    readonly retryAfterMs?: number,
+    /** Method and path of the failed call, for logs. */
+    readonly request?: string,
+  ) {
+    super(body.error);
+    this.issues = body.issues ?? [];
+  }
+}
+
+/** The request never got an answer: connection refused or reset, DNS, TLS, a body cut short. */
+export class MemoryNetworkError extends MemoryError {
+  override name = "MemoryNetworkError";
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+  }
+}
+
+/** An attempt took longer than `timeoutMs` and was abandoned. */
+export class MemoryTimeoutError extends MemoryError {
+  override name = "MemoryTimeoutError";
+  constructor(readonly timeoutMs: number) {
+    super(`The memory service did not answer within ${timeoutMs} ms`);
+  }
+}
+
+/** A call the client refused to send: its input is wrong in a way the service would reject (400). */
+export class MemoryValidationError extends MemoryError {
+  override name = "MemoryValidationError";
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(`${field}: ${message}`);
+  }
+}

@@ -1,0 +1,54 @@
+import type { components } from "./schema.js";
+
+/** The events of a streamed chat reply (`Accept: text/event-stream`). */
+export type ChatEvent =
+  | { event: "start"; data: { threadId: string; userMessageId: string; factCount: number } }
+  | { event: "delta"; data: { content: string } }
+  | { event: "done"; data: components["schemas"]["ChatReply"] }
+  | { event: "error"; data: { error: string } };
+
+/**
+ * Server-sent events as they arrive, parsed (`event:` and `data:` lines, a blank line ends one).
+ * Aborting `signal` cancels the stream: the service then stores no reply.
+ */
+export async function* readChatEvents(
+  stream: ReadableStream<Uint8Array>,
+  signal?: AbortSignal,
+): AsyncGenerator<ChatEvent> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  const cancel = () => {
+    reader.cancel(signal?.reason).catch(() => {});
+  };
+  signal?.addEventListener("abort", cancel, { once: true });
+  let buffer = "";
+  try {
+    for (;;) {
+      signal?.throwIfAborted();
+      const { value, done } = await reader.read();
+      signal?.throwIfAborted();
+      if (done) return;
+      buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
+      for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
+        const event = parseEvent(buffer.slice(0, end));
+        buffer = buffer.slice(end + 2);
+        if (event) yield event;
+      }
+    }
+  } finally {
+    signal?.removeEventListener("abort", cancel);
+    reader.releaseLock();
+  }
+}
+
+/** One event block, or undefined for a comment or keep-alive. */
+export function parseEvent(block: string): ChatEvent | undefined {
+  let event = "message";
+  const data: string[] = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+  }
+  if (data.length === 0) return undefined;
+  return { event, data: JSON.parse(data.join("\n")) } as ChatEvent;
+}

@@ -1,0 +1,167 @@
+import { type ErrorBody, MemoryApiError, type MemoryError, MemoryNetworkError, MemoryTimeoutError } from "./errors.js";
+import {
+  backoffMs,
+  type Failure,
+  isRetryable,
+  parseRetryAfter,
+  type Repeatability,
+  type RetryPolicy,
+} from "./retry.js";
+
+/** Per-call options; each overrides the client's own setting for this call only. */
+export interface CallOptions {
+  /** Cancels the call, its retries and the waits between them; the call rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /** How long one attempt may take, in ms (0: no limit). A retry gets a fresh budget. */
+  timeoutMs?: number;
+  /** Attempts after the first. */
+  retries?: number;
+  /**
+   * Writes only: the `Idempotency-Key` to send. Default: a new random key per call, the same for
+   * its retries. `false` sends none, and the write is then never retried.
+   */
+  idempotencyKey?: string | false;
+  /** Extra request headers. */
+  headers?: Record<string, string>;
+}
+
+/** A retry about to happen: for logs and metrics. */
+export interface RetryEvent {
+  request: string;
+  /** 1 for the first retry. */
+  retry: number;
+  delayMs: number;
+  error: MemoryError;
+}
+
+export interface TransportConfig {
+  timeoutMs: number;
+  retry: RetryPolicy;
+  /** Whether writes get an automatic Idempotency-Key (default true). */
+  idempotencyKeys: boolean;
+  onRetry?: (event: RetryEvent) => void;
+}
+
+/** How a call may be repeated: a read, a write, or a write whose 5xx may have written part of it (chat). */
+export type CallKind = "read" | "write" | "write-no-5xx";
+
+type Attempt<D> = (init: {
+  signal: AbortSignal;
+  headers: Record<string, string>;
+}) => Promise<{ data?: D; error?: unknown; response: Response }>;
+
+const TIMEOUT = Symbol("timeout");
+
+/**
+ * One API call: attempts until one succeeds, an error is not retryable, the retries run out or
+ * the caller aborts. `label` ("POST /v1/threads") goes into errors and retry events.
+ */
+export async function perform<D>(
+  config: TransportConfig,
+  label: string,
+  kind: CallKind,
+  options: CallOptions | undefined,
+  attempt: Attempt<D>,
+): Promise<D> {
+  const headers: Record<string, string> = { ...options?.headers };
+  const repeatability = idempotency(config, kind, options, headers);
+  const retries = options?.retries ?? config.retry.retries;
+  const timeoutMs = options?.timeoutMs ?? config.timeoutMs;
+  const signal = options?.signal;
+  for (let n = 0; ; n++) {
+    signal?.throwIfAborted();
+    const outcome = await once(attempt, headers, timeoutMs, signal, label);
+    if (outcome.ok) return outcome.data;
+    const { error, failure } = outcome;
+    if (n >= retries || !isRetryable(failure, repeatability)) throw error;
+    const delayMs = backoffMs(n, config.retry, failure.kind === "status" ? failure.retryAfterMs : undefined);
+    if (delayMs === undefined) throw error;
+    config.onRetry?.({ request: label, retry: n + 1, delayMs, error });
+    await sleep(delayMs, signal);
+  }
+}
+
+/** Sets the Idempotency-Key header of a write and says how the call may be repeated. */
+function idempotency(
+  config: TransportConfig,
+  kind: CallKind,
+  options: CallOptions | undefined,
+  headers: Record<string, string>,
+): Repeatability {
+  if (kind === "read") return "safe";
+  const key = options?.idempotencyKey ?? (config.idempotencyKeys ? newIdempotencyKey() : false);
+  if (key === false || key === "") return "unsafe";
+  headers["Idempotency-Key"] = key;
+  return kind === "write" ? "keyed" : "keyed-no-5xx";
+}
+
+type Outcome<D> = { ok: true; data: D } | { ok: false; error: MemoryError; failure: Failure };
+
+async function once<D>(
+  attempt: Attempt<D>,
+  headers: Record<string, string>,
+  timeoutMs: number,
+  signal: AbortSignal | undefined,
+  label: string,
+): Promise<Outcome<D>> {
+  const controller = new AbortController();
+  const timer = timeoutMs > 0 ? setTimeout(() => controller.abort(TIMEOUT), timeoutMs) : undefined;
+  const onAbort = () => controller.abort(signal?.reason);
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    const { data, error, response } = await attempt({ signal: controller.signal, headers });
+    if (response.ok) return { ok: true, data: data as D };
+    const retryAfterMs = parseRetryAfter(response.headers.get("retry-after"));
+    const body = errorBody(error, response);
+    return {
+      ok: false,
+      error: new MemoryApiError(response.status, body, retryAfterMs, label),
+      failure: { kind: "status", status: response.status, retryAfterMs },
+    };
+  } catch (err) {
+    if (signal?.aborted) throw signal.reason;
+    if (controller.signal.reason === TIMEOUT) {
+      return { ok: false, error: new MemoryTimeoutError(timeoutMs), failure: { kind: "timeout" } };
+    }
+    const reason = err instanceof Error ? err.message : String(err);
+    return {
+      ok: false,
+      error: new MemoryNetworkError(`${label}: ${reason}`, { cause: err }),
+      failure: { kind: "network" },
+    };
+  } finally {
+    clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+/** The spec's `{error, issues?}`, or a stand-in when something other than the service answered (a proxy's page). */
+export function errorBody(parsed: unknown, response: Response): ErrorBody {
+  if (parsed && typeof parsed === "object" && typeof (parsed as ErrorBody).error === "string") {
+    return parsed as ErrorBody;
+  }
+  const text = typeof parsed === "string" ? parsed.trim().slice(0, 200) : "";
+  return { error: text || `${response.status} ${response.statusText}`.trim() };
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    if (signal?.aborted) return reject(signal.reason);
+    const timer = setTimeout(() => {
+      signal?.removeEventListener("abort", onAbort);
+      resolve();
+    }, ms);
+    const onAbort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener("abort", onAbort, { once: true });
+  });
+}
+
+/** A random key (a UUID where the runtime has one: Node, Workers, Deno, browsers in secure contexts). */
+export function newIdempotencyKey(): string {
+  if (typeof globalThis.crypto?.randomUUID === "function") return globalThis.crypto.randomUUID();
+  const bytes = globalThis.crypto.getRandomValues(new Uint8Array(16));
+  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+}

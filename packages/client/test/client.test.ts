@@ -1,0 +1,312 @@
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import {
+  createMemoryClient,
+  type MemoryApiError,
+  MemoryError,
+  MemoryNetworkError,
+  MemoryTimeoutError,
+  MemoryValidationError,
+  type RetryEvent,
+} from "../src/index.js";
+import { type Host, startHost } from "./helpers/host.js";
+import { startFaultProxy } from "./helpers/proxy.js";
+
+/**
+ * The client against the Node.js host over HTTP: every /v1 operation at least once, the service's
+ * errors as typed errors with its own messages, and retries, timeouts and aborts through a real
+ * proxy that injects faults between the two.
+ */
+let host: Host;
+beforeAll(async () => {
+  host = await startHost();
+});
+afterAll(async () => {
+  await host?.close();
+});
+
+async function client(options: Partial<Parameters<typeof createMemoryClient>[0]> = {}) {
+  const { key } = await host.tenant();
+  return createMemoryClient({ baseUrl: host.url, apiKey: key, backoff: { baseDelayMs: 5 }, ...options });
+}
+
+/** Rejects with what the promise throws (fails the test when it does not throw). */
+async function thrown(promise: Promise<unknown>): Promise<Error> {
+  try {
+    await promise;
+  } catch (err) {
+    return err as Error;
+  }
+  throw new Error("expected the call to fail");
+}
+
+describe("every /v1 operation", () => {
+  it("threads, messages, episodes, facts, entities, recall and datasets", async () => {
+    const memory = await client();
+    const dataset = "client/every op"; // a reserved character: the path parameter is encoded
+
+    const thread = await memory.threads.create({ dataset, tags: ["sdk"] });
+    expect(thread).toMatchObject({ dataset, tags: ["sdk"] });
+    expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId, dataset });
+    expect(await memory.threads.update(thread.threadId, { tags: ["sdk", "typed"] })).toMatchObject({
+      tags: ["sdk", "typed"],
+    });
+
+    const added = await memory.threads.addMessage(thread.threadId, {
+      role: "user",
+      content: "Hi! I live in Lisbon and I work as a nurse at Santa Maria.",
+    });
+    expect(added).toMatchObject({ threadId: thread.threadId, sequenceNumber: 1, role: "user" });
+    const batch = await memory.threads.addMessages(thread.threadId, [
+      { role: "assistant", content: "Nice to meet you." },
+      { role: "user", content: "I love hiking in Sintra." },
+    ]);
+    expect(batch.messages.map((m) => m.sequenceNumber)).toEqual([2, 3]);
+    const other = await memory.threads.create({ dataset: "client/other" });
+    const across = await memory.addMessages([
+      { threadId: other.threadId, role: "user", content: "Another thread." },
+      { threadId: thread.threadId, role: "assistant", content: "Sintra is lovely." },
+    ]);
+    expect(across.messages).toHaveLength(2);
+
+    const listed = await memory.threads.messages(thread.threadId, { limit: 2, order: "asc" });
+    expect(listed).toMatchObject({ total: 4, hasMore: true });
+    // The newest page, oldest first.
+    expect(listed.messages.map((m) => m.sequenceNumber)).toEqual([3, 4]);
+    const window = await memory.threads.prepare(thread.threadId, { messageLimit: 3 });
+    expect(window).toMatchObject({ threadId: thread.threadId, dataset, messageCount: 4, truncated: true });
+    expect(await memory.threads.stats(thread.threadId)).toMatchObject({ messageCount: 4 });
+    expect(await memory.threads.compact(thread.threadId)).toMatchObject({ compacted: false });
+
+    host.provider.onText(() => "Lisbon is a fine place for a nurse.");
+    const reply = await memory.threads.chat(thread.threadId, { content: "Where do I live?" });
+    expect(reply.reply).toMatchObject({ content: "Lisbon is a fine place for a nurse." });
+    const events = [];
+    for await (const event of memory.threads.chatStream(thread.threadId, { content: "And where do I work?" })) {
+      events.push(event);
+    }
+    expect(events[0].event).toBe("start");
+    expect(events.filter((e) => e.event === "delta").length).toBeGreaterThan(1);
+    expect(events.at(-1)).toMatchObject({ event: "done", data: { reply: { content: expect.any(String) } } });
+
+    await memory.threads.end(thread.threadId);
+    await host.runJobs();
+    const episodes = await memory.episodes.list(dataset, { limit: 5 });
+    expect(episodes.episodes).toHaveLength(1);
+    const episode = episodes.episodes[0];
+    expect(await memory.episodes.get(episode.episodeId)).toMatchObject({ episode: { status: "completed" } });
+    expect((await memory.episodes.search(dataset, "nurse Lisbon")).episodes[0]?.episodeId).toBe(episode.episodeId);
+
+    const facts = await memory.facts.list(dataset, { limit: 20 });
+    const objects = facts.facts.map((f) => f.object);
+    expect(objects).toEqual(expect.arrayContaining(["Lisbon", "Santa Maria"]));
+    const entities = await memory.entities.list(dataset);
+    expect(entities.entities.map((e) => e.name)).toContain("Lisbon");
+    expect((await memory.entities.facts(dataset, "Lisbon")).facts.map((f) => f.predicate)).toContain("lives_in");
+
+    const recalled = await memory.recall({ dataset, query: "Where does the user live?", include: ["raw"] });
+    expect(recalled.context).toContain("Lisbon");
+    expect(recalled.facts?.length).toBeGreaterThan(0);
+
+    const lisbon = facts.facts.find((f) => f.object === "Lisbon")!;
+    await memory.facts.delete(dataset, lisbon.factId);
+    expect((await memory.facts.list(dataset)).facts.map((f) => f.factId)).not.toContain(lisbon.factId);
+
+    // Retrying a completed episode is refused with the spec's message, typed.
+    const refused = (await thrown(memory.episodes.retry(episode.episodeId))) as MemoryApiError;
+    expect(refused).toMatchObject({
+      name: "MemoryApiError",
+      status: 400,
+      message: "Only failed episodes can be retried",
+    });
+    expect(await memory.episodes.delete(episode.episodeId)).toEqual({ episodeId: episode.episodeId, deleted: true });
+
+    const exported = await memory.datasets.export(dataset);
+    expect(exported.threads.map((t) => t.threadId)).toContain(thread.threadId);
+    const erased = await memory.datasets.delete(dataset);
+    expect(erased).toMatchObject({ dataset, deleted: { threads: 1, episodes: 1 } });
+  });
+});
+
+describe("errors", () => {
+  it("maps the service's errors to MemoryApiError with the spec's message, status and issues", async () => {
+    const memory = await client();
+    const missing = (await thrown(memory.threads.get("thr_missing"))) as MemoryApiError;
+    expect(missing).toBeInstanceOf(MemoryError);
+    expect(missing).toMatchObject({ name: "MemoryApiError", status: 404, message: "Thread not found" });
+    expect((await thrown(memory.facts.delete("d", "fct_missing"))).message).toBe("Fact not found");
+    expect((await thrown(memory.episodes.get("epi_missing"))).message).toBe("Episode not found");
+
+    const invalid = (await thrown(memory.recall({ dataset: "d", limit: 500 }))) as MemoryApiError;
+    expect(invalid).toMatchObject({ status: 400, message: "Validation error" });
+    expect(invalid.issues.map((i) => i.path)).toContainEqual(["limit"]);
+
+    const wrongKey = createMemoryClient({ baseUrl: host.url, apiKey: `mk_${"0".repeat(64)}` });
+    expect(await thrown(wrongKey.threads.get("thr_x"))).toMatchObject({ status: 401, message: "Invalid API key" });
+  });
+
+  it("refuses input the service would reject, before sending anything", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      const cases = [
+        () => memory.threads.get(""),
+        () => memory.threads.create({ dataset: "" }),
+        () => memory.threads.create({ dataset: "x".repeat(257) }),
+        () => memory.threads.addMessage("thr_1", { role: "user", content: "" }),
+        () => memory.threads.addMessages("thr_1", []),
+        () => memory.recall({ dataset: "d", query: "q".repeat(2001) }),
+        () => memory.facts.delete("d", ""),
+        () => memory.episodes.search("d", ""),
+      ];
+      for (const call of cases) expect(() => call()).toThrow(MemoryValidationError);
+      expect(() => createMemoryClient({ baseUrl: host.url, apiKey: "" })).toThrow(MemoryValidationError);
+      expect(proxy.seen).toEqual([]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a connection refused is a MemoryNetworkError", async () => {
+    const proxy = await startFaultProxy(host.url);
+    const url = proxy.url;
+    await proxy.close();
+    const memory = createMemoryClient({ baseUrl: url, apiKey: "mk_x", retries: 0 });
+    const err = await thrown(memory.threads.get("thr_1"));
+    expect(err).toBeInstanceOf(MemoryNetworkError);
+    expect(err.message).toContain("GET /v1/threads/{id}");
+  });
+});
+
+describe("retries", () => {
+  it("a read is retried after a 503 and a 429 (honouring Retry-After) and then succeeds", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const retries: RetryEvent[] = [];
+      const memory = await client({ baseUrl: proxy.url, onRetry: (e) => retries.push(e) });
+      const thread = await memory.threads.create({ dataset: "retry" });
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 503 });
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 429, retryAfter: "1" });
+      const started = performance.now();
+      expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId });
+      expect(performance.now() - started).toBeGreaterThanOrEqual(1000);
+      expect(proxy.seen.filter((s) => s.method === "GET").map((s) => s.status)).toEqual([503, 429, 200]);
+      expect(retries.map((r) => [r.retry, (r.error as MemoryApiError).status])).toEqual([
+        [1, 503],
+        [2, 429],
+      ]);
+      expect(retries[1].delayMs).toBeGreaterThanOrEqual(1000);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a keyed write whose answer was lost is retried with the same key and written once", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      const thread = await memory.threads.create({ dataset: "retry-write" });
+      proxy.fail("POST", `/v1/memory/working/threads/${thread.threadId}/messages`, { kind: "lose-answer" });
+      proxy.fail("POST", `/v1/memory/working/threads/${thread.threadId}/messages`, { kind: "reset" });
+      const added = await memory.threads.addMessage(thread.threadId, { role: "user", content: "only once" });
+      expect(added.sequenceNumber).toBe(1);
+      const posts = proxy.seen.filter((s) => s.path.endsWith("/messages"));
+      expect(posts).toHaveLength(3);
+      expect(new Set(posts.map((s) => s.idempotencyKey)).size).toBe(1);
+      expect(posts[0].idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      // The third attempt is answered from the first one's stored answer.
+      expect(posts[2]).toMatchObject({ status: 201, replayed: true });
+      expect((await memory.threads.messages(thread.threadId)).total).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("never retries a write sent without an idempotency key", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 5 });
+      proxy.fail("POST", "/v1/threads", { kind: "status", status: 503 });
+      const err = (await thrown(
+        memory.threads.create({ dataset: "unkeyed" }, { idempotencyKey: false }),
+      )) as MemoryApiError;
+      expect(err).toMatchObject({ status: 503, message: "Service Unavailable (proxy)" });
+      proxy.fail("POST", "/v1/threads", { kind: "reset" });
+      const noKeys = await client({ baseUrl: proxy.url, retries: 5, idempotencyKeys: false });
+      expect(await thrown(noKeys.threads.create({ dataset: "unkeyed" }))).toBeInstanceOf(MemoryNetworkError);
+      const posts = proxy.seen.filter((s) => s.method === "POST");
+      expect(posts).toHaveLength(2);
+      expect(posts.every((s) => s.idempotencyKey === undefined)).toBe(true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("does not retry a 4xx, nor wait for a Retry-After beyond the longest backoff", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, backoff: { baseDelayMs: 5, maxDelayMs: 500 } });
+      await thrown(memory.threads.get("thr_missing"));
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 429, retryAfter: "60" });
+      const err = (await thrown(memory.threads.get("thr_x"))) as MemoryApiError;
+      expect(err).toMatchObject({ status: 429, retryAfterMs: 60_000 });
+      // A proxy's HTML error page still gives a typed error.
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 502, body: "<html>Bad Gateway</html>" });
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 502, body: "<html>Bad Gateway</html>" });
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 502, body: "<html>Bad Gateway</html>" });
+      expect(await thrown(memory.threads.get("thr_x"))).toMatchObject({
+        status: 502,
+        message: "<html>Bad Gateway</html>",
+      });
+      expect(proxy.seen.map((s) => s.status)).toEqual([404, 429, 502, 502, 502]);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("timeouts and aborts", () => {
+  it("an attempt past timeoutMs is a MemoryTimeoutError; a retry gets a fresh budget", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, timeoutMs: 150 });
+      const thread = await memory.threads.create({ dataset: "timeout" });
+      proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 1000 });
+      const err = await thrown(memory.threads.get(thread.threadId, { retries: 0 }));
+      expect(err).toBeInstanceOf(MemoryTimeoutError);
+      expect(err).toMatchObject({ timeoutMs: 150 });
+      proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 1000 });
+      expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("an AbortSignal cancels the call, and the retries after it", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 5 });
+      proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 2000 });
+      const controller = new AbortController();
+      setTimeout(() => controller.abort(), 100);
+      const started = performance.now();
+      const err = await thrown(memory.threads.get("thr_x", { signal: controller.signal }));
+      expect(err.name).toBe("AbortError");
+      expect(performance.now() - started).toBeLessThan(1500);
+
+      // Aborted while waiting to retry: no further attempt.
+      proxy.fail("GET", "/v1/threads/", { kind: "status", status: 503, retryAfter: "5" });
+      const during = new AbortController();
+      const slow = await client({ baseUrl: proxy.url, backoff: { maxDelayMs: 10_000 } });
+      const call = thrown(slow.threads.get("thr_y", { signal: during.signal }));
+      await new Promise((r) => setTimeout(r, 200));
+      during.abort(new Error("user went away"));
+      expect((await call).message).toBe("user went away");
+      expect(proxy.seen.filter((s) => s.path.endsWith("thr_y"))).toHaveLength(1);
+      // Already aborted: nothing is sent.
+      await thrown(memory.threads.get("thr_z", { signal: AbortSignal.abort() }));
+      expect(proxy.seen.some((s) => s.path.endsWith("thr_z"))).toBe(false);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
