@@ -72,7 +72,8 @@ function rankedIds(dataset: string, facts: RecalledFact[], ids: Map<string, stri
 }
 
 export interface RecallRun {
-  outcomes: Outcome[];
+  /** In the questions' order. */
+  outcomes: (Outcome & { question: string })[];
   tokens: number[];
   latenciesMs: number[];
 }
@@ -93,14 +94,14 @@ export async function runRecall(q: QualityService, fixture: Fixture, questions: 
     };
     const rank = firstGoldRank(rankedIds(question.dataset, long.facts, ids), question.gold);
     if (longOnly) {
-      run.outcomes.push({ kind: question.kind, rank, inBlock: rank !== null && rank <= BLOCK });
+      run.outcomes.push({ question: question.id, kind: question.kind, rank, inBlock: rank !== null && rank <= BLOCK });
       continue;
     }
     const started = performance.now();
     const block = (await q.call("POST", "/v1/memory/recall", body)) as { context: string; facts: RecalledFact[] };
     run.latenciesMs.push(performance.now() - started);
     const inBlock = firstGoldRank(rankedIds(question.dataset, block.facts, ids), question.gold) !== null;
-    run.outcomes.push({ kind: question.kind, rank, inBlock });
+    run.outcomes.push({ question: question.id, kind: question.kind, rank, inBlock });
     run.tokens.push(countTokens(block.context));
   }
   return run;
@@ -157,5 +158,7 @@ export function summariseRecall(run: RecallRun) {
     ...scoreByKind(run.outcomes, QUESTION_KINDS),
     tokens: { median: percentile(tokens, 50), max: tokens.at(-1) ?? 0 },
     latencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99) },
+    /** Each question's rank in the 30-fact list and whether its gold was in the block. */
+    questions: run.outcomes.map(({ question, rank, inBlock }) => ({ question, rank, inBlock })),
   };
 }
