@@ -89,6 +89,13 @@ describe("pipeline", () => {
       error: null,
       retryCount: 0,
       metadata: { trigger: "end" },
+      // Fact extraction ran too; the provider proposed no fact.
+      extractionReport: {
+        proposed: 0,
+        kept: 0,
+        dropped: { notAboutUser: 0, quoteNotFound: 0, emptyPart: 0, duplicate: 0, lowConfidence: 0 },
+        invalidated: 0,
+      },
       createdAt,
       updatedAt: iso(),
     } satisfies Episode);

@@ -30,6 +30,7 @@ const EPISODE_KEYS = [
   "endedAt",
   "episodeId",
   "error",
+  "extractionReport",
   "keyLearnings",
   "messageCount",
   "metadata",

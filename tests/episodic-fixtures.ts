@@ -3,6 +3,7 @@ import { afterAll, afterEach, beforeAll, beforeEach, expect } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { rowsOf, toIso } from "../lib/db/rows";
 import { deleteProject, patchProjectSettings } from "../lib/projects";
+import type { ExtractionReport } from "../lib/semantic/report";
 import { type ChatRequest, type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService, type TestServiceOptions } from "./helpers/service";
 
@@ -30,6 +31,7 @@ export interface Episode {
   error: string | null;
   retryCount: number;
   metadata: Record<string, unknown> | null;
+  extractionReport: ExtractionReport | null;
   createdAt: string | null;
   updatedAt: string | null;
 }

@@ -594,7 +594,7 @@ describe("the database failing a statement leaves no partial write", () => {
     const episodeId = (await t.end(await conversationAbout(t, "ds", ["tea", "cake"]))).episodeId as string;
 
     // The facts insert fails at the driver, after the batch's status update and entity insert ran.
-    failStatements(/^\s*insert into "facts"/, 1);
+    failStatements(/^\s*WITH written AS \(\s*insert into "facts"/, 1);
     await runDueJobs(h.svc.deps);
     expect(await semanticState(episodeId)).toMatchObject({
       status: "completed",

@@ -364,8 +364,9 @@ describe("budget", () => {
     const twelve = await measured(12);
     const shape = (list: string[]) => list.map((s) => s.replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" "));
     // The claim, the candidate search (in one batch with its narrow HNSW setting), then the write
-    // batch (one transaction): the setting, the claim guard (status), entities, facts, links,
-    // invalidations. 2 facts or 12, the same 9 statements in 3 round trips.
+    // batch (one transaction): the setting, the claim guard (status and report), entities, facts
+    // (with the report as written), links, invalidations. 2 facts or 12, the same 9 statements in
+    // 3 round trips.
     const narrow = "SELECT set_config('hnsw.ef_search', $1,";
     expect(shape(two)).toEqual([
       "WITH e AS",
@@ -374,7 +375,7 @@ describe("budget", () => {
       narrow,
       "WITH done AS",
       'insert into "entities"',
-      'insert into "facts"',
+      "WITH written AS",
       'insert into "fact_entities"',
       'UPDATE "facts" f',
     ]);

@@ -150,7 +150,7 @@ interface BrowseEpisodeRow extends EpisodeRow {
 
 const EPISODE_COLUMNS = sql.raw(
   `id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at,
-   ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, created_at, updated_at,
+   ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, extraction_report, created_at, updated_at,
    semantic_status, semantic_error, semantic_retry_count, embedding IS NOT NULL AS summarised`,
 );
 

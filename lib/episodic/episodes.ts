@@ -4,6 +4,7 @@ import { type episodeStatuses, episodes } from "../db/schema";
 import { sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
+import type { ExtractionReport } from "../semantic/report";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -24,12 +25,13 @@ export interface EpisodeRow {
   error: string | null;
   retry_count: number;
   metadata: Record<string, unknown> | null;
+  extraction_report: ExtractionReport | string | null;
   created_at: unknown;
   updated_at: unknown;
 }
 
 const COLUMNS = sql.raw(
-  "id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, created_at, updated_at",
+  "id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, extraction_report, created_at, updated_at",
 );
 
 export function episodeRecord(e: EpisodeRow) {
@@ -50,6 +52,7 @@ export function episodeRecord(e: EpisodeRow) {
     error: e.error,
     retryCount: Number(e.retry_count),
     metadata: e.metadata,
+    extractionReport: e.extraction_report ? jsonOf(e.extraction_report) : null,
     createdAt: toIso(e.created_at),
     updatedAt: toIso(e.updated_at),
   };

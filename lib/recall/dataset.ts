@@ -57,7 +57,7 @@ export async function* exportDataset(deps: Deps, projectId: string, dataset: str
       (after) => sql`
         SELECT id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count,
           started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata,
-          created_at, updated_at, created_at::text AS cursor
+          extraction_report, created_at, updated_at, created_at::text AS cursor
         FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
         ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
     ),

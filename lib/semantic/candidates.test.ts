@@ -1,0 +1,264 @@
+import fc from "fast-check";
+import { describe, expect, it } from "vitest";
+import {
+  decideFacts,
+  factLinks,
+  invalidations,
+  judgeInput,
+  type KeptFact,
+  type ProposedFact,
+  resolveEntities,
+  type StoredNeighbour,
+  screenEntities,
+  screenFacts,
+  stableId,
+} from "./candidates";
+import { DROP_REASONS, tallyReport } from "./report";
+
+const SAID_AT = "2024-05-01T10:00:00.000Z";
+const lines = [
+  { content: "I live in Lisbon. My sister lives in Porto.", created_at: SAID_AT },
+  { content: "I  work at  ‘Acme’ Corp.", created_at: "2024-05-01T10:01:00.000Z" },
+];
+
+function proposed(more: Partial<ProposedFact> = {}): ProposedFact {
+  return {
+    subject: "user",
+    predicate: "lives_in",
+    object: "Lisbon",
+    objectIsEntity: false,
+    confidence: 0.9,
+    sourceQuote: "I live in Lisbon",
+    validAt: null,
+    ...more,
+  };
+}
+
+describe("screenFacts", () => {
+  it("keeps claims about the user quoted from the user, stored with subject user, and gives every other one a reason", () => {
+    const { kept, drops } = screenFacts(
+      [
+        proposed({ subject: "I" }),
+        proposed({
+          subject: "sister",
+          predicate: "lives_in",
+          object: "Porto",
+          sourceQuote: "My sister lives in Porto",
+        }),
+        proposed({ predicate: "works_at", object: "Acme Corp", sourceQuote: "i work at 'acme' corp", subject: "Me" }),
+        proposed({ predicate: "likes", object: "jazz", sourceQuote: "I adore jazz" }),
+        proposed({ predicate: "likes", object: "nothing", sourceQuote: "" }),
+        proposed({ predicate: "  " }),
+        proposed({ subject: "" }),
+        proposed({ subject: "The user", predicate: "LIVES_IN", object: "lisbon" }),
+        proposed({ subject: "Ana", predicate: "born_in", object: "Porto", sourceQuote: "My sister lives in Porto" }),
+      ],
+      lines,
+      ["Ana"],
+    );
+    expect(kept.map((f) => [f.ordinal, f.subject, f.predicate, f.object])).toEqual([
+      [0, "user", "lives_in", "Lisbon"],
+      [2, "user", "works_at", "Acme Corp"],
+      [8, "user", "born_in", "Porto"],
+    ]);
+    expect(drops).toEqual(["notAboutUser", "quoteNotFound", "quoteNotFound", "emptyPart", "emptyPart", "duplicate"]);
+    // No stated time: the time of the user line that holds the quote.
+    expect(kept[1].validAt.toISOString()).toBe("2024-05-01T10:01:00.000Z");
+  });
+
+  it("takes a stated validAt, ignores an unreadable one, and clamps confidence into 0-1", () => {
+    const { kept } = screenFacts(
+      [
+        proposed({ validAt: "2023-03-01", confidence: 7 }),
+        proposed({
+          predicate: "works_at",
+          object: "Acme",
+          sourceQuote: "work at acme",
+          validAt: "soon",
+          confidence: -1,
+        }),
+      ],
+      lines,
+      [],
+    );
+    expect(kept.map((f) => [f.validAt.toISOString(), f.confidence])).toEqual([
+      ["2023-03-01T00:00:00.000Z", 1],
+      ["2024-05-01T10:01:00.000Z", 0],
+    ]);
+  });
+});
+
+describe("screenEntities", () => {
+  it("drops blank names and repeats of the same type and name", () => {
+    expect(
+      screenEntities([
+        { name: " Lisbon ", type: "PLACE" },
+        { name: "lisbon", type: "PLACE" },
+        { name: "Lisbon", type: "ORG" },
+        { name: "  ", type: "PERSON" },
+      ]),
+    ).toEqual([
+      { name: "Lisbon", type: "PLACE" },
+      { name: "Lisbon", type: "ORG" },
+    ]);
+  });
+});
+
+const kept = (predicate: string, object: string, ordinal: number, confidence = 0.9): KeptFact => ({
+  ordinal,
+  subject: "user",
+  predicate,
+  object,
+  objectIsEntity: false,
+  confidence,
+  sourceQuote: `${predicate} ${object}`,
+  validAt: new Date(`2024-01-0${ordinal + 1}T00:00:00.000Z`),
+});
+const near = (i: number, id: string, sim: number): StoredNeighbour => ({
+  i,
+  id,
+  subject: "user",
+  predicate: "lives_in",
+  object: id,
+  sim,
+});
+const S = { factDedupThreshold: 0.9, retrievalMinConfidence: 0.5 };
+
+describe("decideFacts", () => {
+  it("drops a duplicate of a live fact or of an earlier accepted one, and pairs the rest with their neighbours", () => {
+    const facts = [kept("moved_to", "Lisbon", 0), kept("lives_in", "Paris", 1), kept("likes", "tea", 2, 0.2)];
+    const found = {
+      facts: [near(1, "fct_paris", 0.6), near(2, "fct_same", 0.95), near(3, "fct_coffee", 0.7)],
+      twins: [],
+    };
+    const d = decideFacts(facts, [[1], [2], [3]], found, S, "epi_1");
+    expect(d.accepted.map((f) => [f.object, f.id, f.embedding])).toEqual([
+      ["Lisbon", stableId("fct", "epi_1", "0"), [1]],
+      ["tea", stableId("fct", "epi_1", "2"), [3]],
+    ]);
+    expect(d.drops).toEqual(["duplicate"]);
+    // The low-confidence fact is kept but never judged.
+    expect(d.pairs).toEqual([{ pair: 1, oldId: "fct_paris", old: "user lives_in fct_paris", newIndex: 0 }]);
+    expect(judgeInput(d.pairs, d.accepted)).toBe("Pair 1:\nOLD: user lives_in fct_paris\nNEW: user moved_to Lisbon");
+  });
+
+  it("keeps the first of two twins of the batch, and a twin of a dropped fact", () => {
+    const facts = [kept("a", "1", 0), kept("b", "2", 1), kept("c", "3", 2)];
+    // 1 is a duplicate of a live fact; 2 twins 1 (dropped), so 2 stays; 3 twins 2 (kept), so 3 goes.
+    const found = {
+      facts: [near(1, "fct_x", 0.99)],
+      twins: [
+        { i: 1, j: 2 },
+        { i: 2, j: 3 },
+      ],
+    };
+    const d = decideFacts(facts, [[1], [2], [3]], found, S, "epi_1");
+    expect(d.accepted.map((f) => f.predicate)).toEqual(["b"]);
+    expect(d.drops).toEqual(["duplicate", "duplicate"]);
+  });
+});
+
+describe("invalidations", () => {
+  it("ends each contradicted old fact at the earliest new fact that contradicts it, and ignores unknown pairs", () => {
+    const accepted = [kept("moved_to", "Lisbon", 2), kept("moved_to", "Rome", 0)].map((f) => ({
+      ...f,
+      id: `fct_${f.object}`,
+      embedding: [],
+    }));
+    const pairs = [
+      { pair: 1, oldId: "fct_paris", old: "", newIndex: 0 },
+      { pair: 2, oldId: "fct_paris", old: "", newIndex: 1 },
+      { pair: 3, oldId: "fct_tea", old: "", newIndex: 0 },
+    ];
+    const ended = invalidations(
+      pairs,
+      [
+        { pair: 1, contradicts: true },
+        { pair: 2, contradicts: true },
+        { pair: 3, contradicts: false },
+        { pair: 9, contradicts: true },
+      ],
+      accepted,
+    );
+    expect([...ended].map(([id, at]) => [id, at.toISOString()])).toEqual([["fct_paris", "2024-01-01T00:00:00.000Z"]]);
+  });
+});
+
+describe("resolveEntities and factLinks", () => {
+  it("merges into a same-named or close entity, creates the others, and links facts by object and subject", () => {
+    const now = new Date("2024-05-01T00:00:00.000Z");
+    const r = resolveEntities(
+      [
+        { name: "lisbon", type: "PLACE" },
+        { name: "Acme", type: "ORG" },
+        { name: "Initech", type: "ORG" },
+      ],
+      [[1], [2], [3]],
+      [
+        { i: 1, id: "ent_lisbon", sim: 1, sameName: true },
+        { i: 2, id: "ent_acme_inc", sim: 0.5, sameName: false },
+        { i: 3, id: "ent_initech", sim: 0.95, sameName: false },
+      ],
+      0.9,
+      { projectId: "prj_1", dataset: "ds", now },
+    );
+    const acme = stableId("ent", "prj_1", "ds", "ORG", "acme");
+    expect([...r.idByName]).toEqual([
+      ["lisbon", "ent_lisbon"],
+      ["acme", acme],
+      ["initech", "ent_initech"],
+    ]);
+    expect(r.rows).toEqual([
+      { id: acme, projectId: "prj_1", dataset: "ds", name: "Acme", type: "ORG", embedding: [2], createdAt: now },
+    ]);
+    const accepted = [kept("lives_in", "Lisbon", 0), kept("likes", "tea", 1)].map((f) => ({
+      ...f,
+      id: `fct_${f.object}`,
+      embedding: [],
+    }));
+    expect(factLinks(accepted, r.idByName)).toEqual([{ factId: "fct_Lisbon", entityId: "ent_lisbon" }]);
+  });
+});
+
+describe("the report", () => {
+  const subjects = ["user", "I", "me", "The user", "Ana", "sister", "", "  "];
+  const quotes = ["I live in Lisbon", "i work at 'acme' corp", "made up", ""];
+  const words = ["lives_in", "Lisbon", "", " ", "works_at", "Acme Corp"];
+  const arbitraryFact = fc.record({
+    subject: fc.constantFrom(...subjects),
+    predicate: fc.constantFrom(...words),
+    object: fc.constantFrom(...words),
+    objectIsEntity: fc.boolean(),
+    confidence: fc.double({ min: -1, max: 2, noNaN: true }),
+    sourceQuote: fc.constantFrom(...quotes),
+    validAt: fc.constantFrom(null, "2024-01-01", "not a date"),
+  });
+
+  it("accounts for every proposed fact: proposed = kept + the sum of dropped, kept = what is written", () => {
+    fc.assert(
+      fc.property(
+        fc.array(arbitraryFact, { maxLength: 25 }),
+        fc.array(fc.tuple(fc.nat(30), fc.double({ min: 0, max: 1, noNaN: true })), { maxLength: 30 }),
+        fc.array(fc.tuple(fc.nat(30), fc.nat(30)), { maxLength: 30 }),
+        fc.double({ min: 0, max: 1, noNaN: true }),
+        (facts, neighbours, twinPairs, threshold) => {
+          const screened = screenFacts(facts, lines, ["Ana"]);
+          const found = {
+            facts: neighbours.map(([i, sim], n) => near(i + 1, `fct_${n}`, sim)),
+            twins: twinPairs.filter(([a, b]) => a < b).map(([a, b]) => ({ i: a + 1, j: b + 1 })),
+          };
+          const vectors = screened.kept.map(() => [0]);
+          const decided = decideFacts(screened.kept, vectors, found, { ...S, factDedupThreshold: threshold }, "e");
+          const report = tallyReport(facts.length, [...screened.drops, ...decided.drops]);
+          const dropped = DROP_REASONS.reduce((sum, r) => sum + report.dropped[r], 0);
+          expect(report.proposed).toBe(facts.length);
+          expect(report.kept + dropped).toBe(report.proposed);
+          expect(report.kept).toBe(decided.accepted.length);
+          expect(report.dropped.lowConfidence).toBe(0);
+          for (const f of decided.accepted) expect(f.subject).toBe("user");
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+});

@@ -1,0 +1,274 @@
+import { createHash } from "node:crypto";
+import type { z } from "zod";
+import { toDate } from "../db/rows";
+import type { entities } from "../db/schema";
+import type { FactExtractionSchema } from "../llm/prompts";
+import { flushTiny } from "../numbers";
+import type { Settings } from "../settings";
+import type { DropReason } from "./report";
+import { isUserSubject } from "./subject";
+
+/**
+ * The decisions of fact extraction, as pure functions over what the model proposed and what the
+ * database found: which facts to keep (and why each other one is dropped), which pairs to send to
+ * the contradiction judge, which old facts to end, which entities to create and what to link.
+ * lib/semantic/extract.ts reads and writes around them.
+ */
+
+export type ProposedFact = z.infer<typeof FactExtractionSchema>["facts"][number];
+export type ProposedEntity = z.infer<typeof FactExtractionSchema>["entities"][number];
+
+/** A user message of the episode: quotes are checked against these. */
+export interface UserLine {
+  content: string;
+  created_at: string;
+}
+
+/** A proposed fact that passed the checks, its parts trimmed and its subject "user". */
+export interface KeptFact {
+  /** Its position in the model's answer: the fact's id derives from it, so a retry reuses it. */
+  ordinal: number;
+  subject: "user";
+  predicate: string;
+  object: string;
+  objectIsEntity: boolean;
+  confidence: number;
+  sourceQuote: string;
+  validAt: Date;
+}
+
+export interface NewFact extends KeptFact {
+  id: string;
+  embedding: number[];
+}
+
+export const normalise = (s: string) =>
+  s
+    .toLowerCase()
+    .replace(/[\u2018\u2019\u201c\u201d"'`]/g, "")
+    .replace(/\s+/g, " ")
+    .trim();
+
+export const stableId = (prefix: "fct" | "ent", ...parts: string[]) =>
+  `${prefix}_${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 20)}`;
+
+interface QuoteLine {
+  norm: string;
+  created_at: string;
+}
+
+/** One proposed fact, kept as stored or the reason it is dropped (the first that applies). */
+export function screenFact(
+  f: ProposedFact,
+  lines: readonly QuoteLine[],
+  userNames: readonly string[],
+): Omit<KeptFact, "ordinal"> | DropReason {
+  if (!f.subject.trim() || !f.predicate.trim() || !f.object.trim()) return "emptyPart";
+  if (!isUserSubject(f.subject, userNames)) return "notAboutUser";
+  // The quote must really be the user's words: no invented quotes, no assistant lines.
+  const quote = normalise(f.sourceQuote);
+  const said = quote.length > 0 ? lines.find((m) => m.norm.includes(quote)) : undefined;
+  if (!said) return "quoteNotFound";
+  const stated = f.validAt ? new Date(f.validAt) : null;
+  return {
+    subject: "user",
+    predicate: f.predicate.trim(),
+    object: f.object.trim(),
+    objectIsEntity: f.objectIsEntity,
+    // Into 0-1, and below float4's normal range to 0: the column is a `real` (lib/numbers.ts).
+    confidence: flushTiny(Math.min(1, Math.max(0, f.confidence))),
+    sourceQuote: f.sourceQuote.trim(),
+    validAt: stated && !Number.isNaN(stated.getTime()) ? stated : (toDate(said.created_at) as Date),
+  };
+}
+
+/**
+ * Claims about the user whose quote is the user's words, each (predicate, object) once: the
+ * kept facts in the model's order, and one drop reason for every other proposed fact.
+ */
+export function screenFacts(
+  proposed: readonly ProposedFact[],
+  userLines: readonly UserLine[],
+  userNames: readonly string[],
+): { kept: KeptFact[]; drops: DropReason[] } {
+  const lines = userLines.map((m) => ({ norm: normalise(m.content), created_at: m.created_at }));
+  const seen = new Set<string>();
+  const kept: KeptFact[] = [];
+  const drops: DropReason[] = [];
+  proposed.forEach((f, ordinal) => {
+    const screened = screenFact(f, lines, userNames);
+    if (typeof screened === "string") {
+      drops.push(screened);
+      return;
+    }
+    const key = `${normalise(screened.predicate)}\u0000${normalise(screened.object)}`;
+    if (seen.has(key)) {
+      drops.push("duplicate");
+      return;
+    }
+    seen.add(key);
+    kept.push({ ordinal, ...screened });
+  });
+  return { kept, drops };
+}
+
+/** Entities named (not blank), each (type, name) once, names trimmed. */
+export function screenEntities(proposed: readonly ProposedEntity[]): ProposedEntity[] {
+  const seen = new Set<string>();
+  return proposed
+    .map((e) => ({ name: e.name.trim(), type: e.type }))
+    .filter((e) => {
+      const key = `${e.type}\u0000${normalise(e.name)}`;
+      if (!normalise(e.name) || seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+}
+
+/** A live fact near kept fact number `i` (1-based), at or above the contradiction band. */
+export interface StoredNeighbour {
+  i: number;
+  id: string;
+  subject: string | null;
+  predicate: string | null;
+  object: string | null;
+  sim: number;
+}
+
+/** Kept facts `i` < `j` (1-based) at or above the dedup threshold of each other. */
+export interface Twin {
+  i: number;
+  j: number;
+}
+
+export interface JudgePair {
+  pair: number;
+  oldId: string;
+  old: string;
+  /** Index into the accepted facts. */
+  newIndex: number;
+}
+
+/**
+ * Dedup against live facts and within the batch (an earlier kept fact wins), and the contradiction
+ * pairs of the accepted ones. Every similarity comes from the database, so a pair inside one
+ * extraction and the same pair across two extractions meet the thresholds alike.
+ */
+export function decideFacts(
+  kept: readonly KeptFact[],
+  vectors: readonly number[][],
+  found: { facts: readonly StoredNeighbour[]; twins: readonly Twin[] },
+  s: Pick<Settings["semantic"], "factDedupThreshold" | "retrievalMinConfidence">,
+  episodeId: string,
+): { accepted: NewFact[]; pairs: JudgePair[]; drops: DropReason[] } {
+  const accepted: NewFact[] = [];
+  const acceptedIndex = new Set<number>();
+  const pairs: JudgePair[] = [];
+  const drops: DropReason[] = [];
+  kept.forEach((f, i) => {
+    const mine = found.facts.filter((c) => c.i === i + 1);
+    const duplicate =
+      mine.some((c) => c.sim >= s.factDedupThreshold) ||
+      found.twins.some((t) => t.j === i + 1 && acceptedIndex.has(t.i - 1));
+    if (duplicate) {
+      drops.push("duplicate");
+      return;
+    }
+    acceptedIndex.add(i);
+    accepted.push({ ...f, id: stableId("fct", episodeId, String(f.ordinal)), embedding: vectors[i] });
+    // A low-confidence fact can never invalidate, so it is not even judged.
+    if (f.confidence < s.retrievalMinConfidence) return;
+    for (const c of mine.filter((c) => c.sim < s.factDedupThreshold)) {
+      pairs.push({
+        pair: pairs.length + 1,
+        oldId: c.id,
+        old: `${c.subject} ${c.predicate} ${c.object}`,
+        newIndex: accepted.length - 1,
+      });
+    }
+  });
+  return { accepted, pairs, drops };
+}
+
+/** The judge's input: every pair at once. */
+export function judgeInput(pairs: readonly JudgePair[], accepted: readonly NewFact[]): string {
+  return pairs
+    .map((p) => {
+      const n = accepted[p.newIndex];
+      return `Pair ${p.pair}:\nOLD: ${p.old}\nNEW: ${n.subject} ${n.predicate} ${n.object}`;
+    })
+    .join("\n\n");
+}
+
+/**
+ * The old facts a contradiction ends, each with the time it stopped being true: the validAt of
+ * the earliest new fact that contradicts it. Judgements for pairs never asked are ignored.
+ */
+export function invalidations(
+  pairs: readonly JudgePair[],
+  judgements: readonly { pair: number; contradicts: boolean }[],
+  accepted: readonly NewFact[],
+): Map<string, Date> {
+  const ended = new Map<string, Date>();
+  for (const j of judgements) {
+    const p = pairs.find((x) => x.pair === j.pair);
+    if (!j.contradicts || !p) continue;
+    const until = accepted[p.newIndex].validAt;
+    const current = ended.get(p.oldId);
+    if (!current || until < current) ended.set(p.oldId, until);
+  }
+  return ended;
+}
+
+/** The same-type entity named alike or nearest to new entity number `i` (1-based). */
+export interface EntityMatch {
+  i: number;
+  id: string;
+  sim: number;
+  sameName: boolean;
+}
+
+/**
+ * Entity resolution: an existing entity of the same type absorbs the new one when it has the same
+ * name (case-insensitive) or is close enough; the others become rows with ids derived from the
+ * dataset, type and name (so a retry or a twin extraction hits the same row).
+ */
+export function resolveEntities(
+  proposed: readonly ProposedEntity[],
+  vectors: readonly number[][],
+  matches: readonly EntityMatch[],
+  threshold: number,
+  scope: { projectId: string; dataset: string; now: Date },
+): { idByName: Map<string, string>; rows: (typeof entities.$inferInsert)[] } {
+  const idByName = new Map<string, string>();
+  const rows: (typeof entities.$inferInsert)[] = [];
+  proposed.forEach((e, i) => {
+    const match = matches.find((c) => c.i === i + 1);
+    if (match && (match.sameName || match.sim > threshold)) {
+      idByName.set(normalise(e.name), match.id);
+      return;
+    }
+    const id = stableId("ent", scope.projectId, scope.dataset, e.type, normalise(e.name));
+    idByName.set(normalise(e.name), id);
+    rows.push({
+      id,
+      projectId: scope.projectId,
+      dataset: scope.dataset,
+      name: e.name,
+      type: e.type,
+      embedding: vectors[i],
+      createdAt: scope.now,
+    });
+  });
+  return { idByName, rows };
+}
+
+/** A link from each accepted fact to the entity its object or subject names. */
+export function factLinks(accepted: readonly NewFact[], idByName: ReadonlyMap<string, string>) {
+  return accepted.flatMap((f) =>
+    [f.object, f.subject]
+      .map((name) => idByName.get(normalise(name)))
+      .filter((id): id is string => Boolean(id))
+      .map((entityId) => ({ factId: f.id, entityId })),
+  );
+}
