@@ -1,0 +1,226 @@
+import type {
+  LanguageModelV4,
+  LanguageModelV4CallOptions,
+  LanguageModelV4Middleware,
+  LanguageModelV4Prompt,
+  LanguageModelV4StreamPart,
+  LanguageModelV4Usage,
+  SharedV4Warning,
+} from "@ai-sdk/provider";
+import { wrapLanguageModel } from "ai";
+import type { BatchMessage, MemoryClient, RecallInput, RecallResult } from "./client.js";
+
+export interface MemoryMiddlewareOptions {
+  client: MemoryClient;
+  /** The dataset recalled from (the user, tenant or app whose memory this is). */
+  dataset: string;
+  /**
+   * The thread each turn (the user's message and the model's reply) is appended to; a function is
+   * called once per turn. Without one, the middleware only recalls.
+   */
+  threadId?: string | (() => string | undefined | Promise<string | undefined>);
+  /** Recall settings besides the query (limit, minConfidence, include). */
+  recall?: Omit<RecallInput, "dataset" | "query">;
+  /** How long recall may take before the model is called without memory (default 2000 ms; never retried). */
+  recallTimeoutMs?: number;
+  /** The system message the recalled block becomes (default: the block as the service renders it). */
+  formatContext?: (recalled: RecallResult) => string;
+  /**
+   * Called when recall or the append fails; the model call goes on without memory. Default: a
+   * `console.warn`. The failure is also in the call's `warnings`, as an `other` warning.
+   */
+  onMemoryError?: (error: unknown, stage: "recall" | "append") => void;
+  /**
+   * Keeps the append alive after the response is sent (a Worker's `ctx.waitUntil`). The append is
+   * never awaited on the response path.
+   */
+  waitUntil?: (work: Promise<unknown>) => void;
+}
+
+/** What transformParams learnt about a call, for wrapGenerate/wrapStream (keyed by the params object). */
+interface Turn {
+  userText: string;
+  startedAt: number;
+  warning?: SharedV4Warning;
+}
+
+/**
+ * Memory for any AI SDK model: before each call whose last message is the user's, recalls for that
+ * message and adds the block as a system message (one round trip to the service before the model
+ * call); after it, appends the user message and the reply to the thread in one batch request that
+ * nothing on the response path waits for. With streamText the reply is appended when the stream
+ * ends. If the stream is aborted or fails part-way, the user message and the partial reply are
+ * appended (the reply with `metadata.stopReason: "aborted"` or `"error"`), or the user message
+ * alone when no text had arrived; a call aborted before the model was called (during recall)
+ * writes nothing. A recall failure or timeout never fails the call: it proceeds
+ * without memory and reports the failure.
+ */
+export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageModelV4Middleware {
+  const turns = new WeakMap<LanguageModelV4CallOptions, Turn>();
+  const report = (error: unknown, stage: "recall" | "append") => {
+    if (options.onMemoryError) options.onMemoryError(error, stage);
+    else console.warn(`memory ${stage} failed:`, error instanceof Error ? error.message : error);
+  };
+
+  const append = async (turn: Turn, reply: Reply) => {
+    const threadId = typeof options.threadId === "function" ? await options.threadId() : options.threadId;
+    if (!threadId) return;
+    const messages: BatchMessage[] = [{ role: "user", content: turn.userText }];
+    if (reply.text) {
+      messages.push({
+        role: "assistant",
+        content: reply.text,
+        model: reply.modelId,
+        latencyMs: Date.now() - turn.startedAt,
+        tokens: tokensOf(reply.usage),
+        metadata: reply.stopReason ? { stopReason: reply.stopReason } : undefined,
+      });
+    }
+    await options.client.threads.addMessages(threadId, messages);
+  };
+  const appendLater = (turn: Turn, reply: Reply) => {
+    const work = append(turn, reply).catch((err) => report(err, "append"));
+    options.waitUntil?.(work);
+  };
+
+  return {
+    specificationVersion: "v4",
+
+    async transformParams({ params }) {
+      const userText = latestUserText(params.prompt);
+      if (userText === undefined) return params;
+      const turn: Turn = { userText, startedAt: Date.now() };
+      let transformed = params;
+      try {
+        const recalled = await options.client.recall(
+          { ...options.recall, dataset: options.dataset, query: userText.slice(0, 2000) },
+          { timeoutMs: options.recallTimeoutMs ?? 2000, retries: 0, signal: params.abortSignal },
+        );
+        const block = options.formatContext ? options.formatContext(recalled) : recalled.context;
+        if (block) transformed = { ...params, prompt: withSystemMessage(params.prompt, block) };
+      } catch (err) {
+        if (params.abortSignal?.aborted) throw err;
+        report(err, "recall");
+        turn.warning = { type: "other", message: `memory recall failed, answered without memory: ${messageOf(err)}` };
+      }
+      turns.set(transformed, turn);
+      return transformed;
+    },
+
+    async wrapGenerate({ doGenerate, params, model }) {
+      const turn = turns.get(params);
+      const result = await doGenerate();
+      if (!turn) return result;
+      const text = result.content.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("");
+      appendLater(turn, { text, modelId: model.modelId, usage: result.usage, stopReason: result.finishReason.unified });
+      return turn.warning ? { ...result, warnings: [...result.warnings, turn.warning] } : result;
+    },
+
+    async wrapStream({ doStream, params, model }) {
+      const turn = turns.get(params);
+      const result = await doStream();
+      if (!turn) return result;
+      return { ...result, stream: observe(result.stream, turn, model, params.abortSignal, appendLater) };
+    },
+  };
+}
+
+/** `wrapLanguageModel` with the memory middleware: `withMemory(model, { client, dataset, threadId })`. */
+export function withMemory(model: LanguageModelV4, options: MemoryMiddlewareOptions): LanguageModelV4 {
+  return wrapLanguageModel({ model, middleware: memoryMiddleware(options) });
+}
+
+interface Reply {
+  text: string;
+  modelId: string;
+  usage?: LanguageModelV4Usage;
+  stopReason?: string;
+}
+
+/**
+ * The model's stream, passed through part by part while its text is collected; when it ends
+ * (finished, cancelled by the consumer, aborted or failed) the turn is appended, once.
+ */
+function observe(
+  source: ReadableStream<LanguageModelV4StreamPart>,
+  turn: Turn,
+  model: LanguageModelV4,
+  abortSignal: AbortSignal | undefined,
+  appendLater: (turn: Turn, reply: Reply) => void,
+): ReadableStream<LanguageModelV4StreamPart> {
+  const reader = source.getReader();
+  let text = "";
+  let usage: LanguageModelV4Usage | undefined;
+  let finishReason: string | undefined;
+  let ended = false;
+  const end = (stopReason: string | undefined) => {
+    if (ended) return;
+    ended = true;
+    abortSignal?.removeEventListener("abort", onAbort);
+    appendLater(turn, { text, modelId: model.modelId, usage, stopReason });
+  };
+  const onAbort = () => end("aborted");
+  abortSignal?.addEventListener("abort", onAbort, { once: true });
+  return new ReadableStream<LanguageModelV4StreamPart>({
+    async pull(controller) {
+      try {
+        const { value, done } = await reader.read();
+        if (done) {
+          end(finishReason);
+          controller.close();
+          return;
+        }
+        if (value.type === "text-delta") text += value.delta;
+        else if (value.type === "finish") {
+          usage = value.usage;
+          finishReason = value.finishReason.unified;
+        } else if (value.type === "error") end("error");
+        else if (value.type === "stream-start" && turn.warning) {
+          controller.enqueue({ ...value, warnings: [...value.warnings, turn.warning] });
+          return;
+        }
+        controller.enqueue(value);
+      } catch (err) {
+        end(abortSignal?.aborted ? "aborted" : "error");
+        controller.error(err);
+      }
+    },
+    cancel(reason) {
+      end("aborted");
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** The text of the prompt's last message when it is the user's (a new turn); undefined otherwise (a tool step). */
+export function latestUserText(prompt: LanguageModelV4Prompt): string | undefined {
+  const last = prompt.at(-1);
+  if (last?.role !== "user") return undefined;
+  const text = last.content
+    .flatMap((part) => (part.type === "text" ? [part.text] : []))
+    .join("\n")
+    .trim();
+  return text || undefined;
+}
+
+/** The block as a system message after the prompt's own system messages (some providers want those first). */
+export function withSystemMessage(prompt: LanguageModelV4Prompt, content: string): LanguageModelV4Prompt {
+  const at = prompt.findIndex((m) => m.role !== "system");
+  const index = at < 0 ? prompt.length : at;
+  return [...prompt.slice(0, index), { role: "system", content }, ...prompt.slice(index)];
+}
+
+function tokensOf(usage: LanguageModelV4Usage | undefined): BatchMessage["tokens"] {
+  if (!usage) return undefined;
+  const input = usage.inputTokens.total;
+  const output = usage.outputTokens.total;
+  return {
+    input,
+    output,
+    total: input !== undefined && output !== undefined ? input + output : undefined,
+  };
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

@@ -1,0 +1,263 @@
+import type { LanguageModelV4StreamPart } from "@ai-sdk/provider";
+import { generateText, simulateReadableStream, streamText } from "ai";
+import { MockLanguageModelV4 } from "ai/test";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { withMemory } from "../src/ai-sdk.js";
+import { createMemoryClient, type MemoryClient, MemoryTimeoutError } from "../src/index.js";
+import { type Host, startHost } from "./helpers/host.js";
+import { startFaultProxy } from "./helpers/proxy.js";
+
+/**
+ * The AI SDK middleware with the SDK's own mock language model against the real service (the
+ * Node.js host over HTTP): recall before the call, the block as a system message, the turn
+ * appended after it (generateText and streamText, aborted streams included), and a recall that
+ * fails or times out leaving the call to proceed without memory.
+ */
+let host: Host;
+let key: string;
+let memory: MemoryClient;
+const DATASET = "ai-sdk-user";
+
+beforeAll(async () => {
+  host = await startHost();
+  key = (await host.tenant()).key;
+  memory = createMemoryClient({ baseUrl: host.url, apiKey: key });
+  // An earlier conversation: ending it extracts "user lives in Lisbon" into the dataset.
+  const earlier = await memory.threads.create({ dataset: DATASET });
+  await memory.threads.addMessage(earlier.threadId, { role: "user", content: "I live in Lisbon." });
+  await memory.threads.end(earlier.threadId);
+  await host.runJobs();
+});
+afterAll(async () => {
+  await host?.close();
+});
+
+const usage = {
+  inputTokens: { total: 12, noCache: 12, cacheRead: undefined, cacheWrite: undefined },
+  outputTokens: { total: 5, text: 5, reasoning: undefined },
+};
+
+function generating(text: string) {
+  return new MockLanguageModelV4({
+    modelId: "mock-chat",
+    doGenerate: async () => ({
+      content: [{ type: "text", text }],
+      finishReason: { unified: "stop", raw: undefined },
+      usage,
+      warnings: [],
+    }),
+  });
+}
+
+function streaming(deltas: string[], chunkDelayInMs = 0) {
+  const chunks: LanguageModelV4StreamPart[] = [
+    { type: "stream-start", warnings: [] },
+    { type: "text-start", id: "t" },
+    ...deltas.map((delta) => ({ type: "text-delta" as const, id: "t", delta })),
+    { type: "text-end", id: "t" },
+    { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
+  ];
+  return new MockLanguageModelV4({
+    modelId: "mock-chat",
+    doStream: async () => ({ stream: simulateReadableStream({ chunks, chunkDelayInMs }) }),
+  });
+}
+
+/** The thread's messages once `count` have arrived (the append runs after the call returns). */
+async function messagesOf(threadId: string, count: number) {
+  for (let i = 0; i < 100; i++) {
+    const { messages } = await memory.threads.messages(threadId, { order: "asc" });
+    if (messages.length >= count) return messages;
+    await new Promise((r) => setTimeout(r, 30));
+  }
+  throw new Error(`thread ${threadId} never reached ${count} messages`);
+}
+
+const systemOf = (model: MockLanguageModelV4, kind: "generate" | "stream" = "generate") =>
+  (kind === "generate" ? model.doGenerateCalls : model.doStreamCalls)[0].prompt
+    .filter((m) => m.role === "system")
+    .map((m) => m.content)
+    .join("\n");
+
+describe("generateText", () => {
+  it("recalls for the user's message into a system message, then appends the turn", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const model = generating("You live in Lisbon.");
+    const result = await generateText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      system: "You are a helpful assistant.",
+      prompt: "Where do I live?",
+    });
+    expect(result.text).toBe("You live in Lisbon.");
+    const prompt = model.doGenerateCalls[0].prompt;
+    // The app's own system message first, then the recalled block, then the user's message.
+    expect(prompt.map((m) => m.role)).toEqual(["system", "system", "user"]);
+    expect(prompt[1].content).toContain("lives in Lisbon");
+
+    const messages = await messagesOf(thread.threadId, 2);
+    expect(messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "Where do I live?"],
+      ["assistant", "You live in Lisbon."],
+    ]);
+    expect(messages[1]).toMatchObject({ model: "mock-chat", tokens: { input: 12, output: 5, total: 17 } });
+  });
+
+  it("does not wait for the append: the answer returns while the write is still in flight", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const slow = createMemoryClient({ baseUrl: proxy.url, apiKey: key });
+      const thread = await memory.threads.create({ dataset: DATASET });
+      proxy.fail("POST", `/v1/memory/working/threads/${thread.threadId}/messages:batch`, { kind: "delay", ms: 1500 });
+      const started = performance.now();
+      await generateText({
+        model: withMemory(generating("Hi."), { client: slow, dataset: DATASET, threadId: thread.threadId }),
+        prompt: "Hello",
+      });
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect((await memory.threads.messages(thread.threadId)).total).toBe(0);
+      expect(await messagesOf(thread.threadId, 2)).toHaveLength(2);
+      // One recall before the model call, one batch after it: nothing else.
+      expect(proxy.seen.map((s) => `${s.method} ${s.path.replace(thread.threadId, ":id")}`)).toEqual([
+        "POST /v1/memory/recall",
+        "POST /v1/memory/working/threads/:id/messages:batch",
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a recall that times out or fails leaves the call to proceed without memory, and reports it", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const flaky = createMemoryClient({ baseUrl: proxy.url, apiKey: key });
+      const errors: [unknown, string][] = [];
+      const options = {
+        client: flaky,
+        dataset: DATASET,
+        recallTimeoutMs: 200,
+        onMemoryError: (e: unknown, stage: string) => errors.push([e, stage]),
+      };
+      proxy.fail("POST", "/v1/memory/recall", { kind: "delay", ms: 2000 });
+      const model = generating("I do not know.");
+      const result = await generateText({ model: withMemory(model, options), prompt: "Where do I live?" });
+      expect(result.text).toBe("I do not know.");
+      expect(systemOf(model)).toBe("");
+      expect(errors).toHaveLength(1);
+      expect(errors[0][0]).toBeInstanceOf(MemoryTimeoutError);
+      expect(errors[0][1]).toBe("recall");
+      expect(result.warnings).toContainEqual({
+        type: "other",
+        message: "memory recall failed, answered without memory: The memory service did not answer within 200 ms",
+      });
+
+      proxy.fail("POST", "/v1/memory/recall", { kind: "status", status: 503 });
+      const again = await generateText({ model: withMemory(generating("Still fine."), options), prompt: "Hi" });
+      expect(again.text).toBe("Still fine.");
+      expect(errors[1]).toMatchObject([{ status: 503 }, "recall"]);
+      // Recall is not retried before a model call: one attempt each.
+      expect(proxy.seen.filter((s) => s.path === "/v1/memory/recall")).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
+describe("streamText", () => {
+  it("streams the model's reply unchanged and appends the turn when the stream finishes", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const model = streaming(["You ", "live ", "in ", "Lisbon."]);
+    const result = streamText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "Where do I live?",
+    });
+    let text = "";
+    for await (const delta of result.textStream) text += delta;
+    expect(text).toBe("You live in Lisbon.");
+    expect(systemOf(model, "stream")).toContain("lives in Lisbon");
+    const messages = await messagesOf(thread.threadId, 2);
+    expect(messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "Where do I live?"],
+      ["assistant", "You live in Lisbon."],
+    ]);
+    expect(messages[1].metadata).toEqual({ stopReason: "stop" });
+  });
+
+  it("aborted part-way: the user message and the partial reply are appended, marked aborted", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const controller = new AbortController();
+    const result = streamText({
+      model: withMemory(streaming(["one ", "two ", "three ", "four ", "five "], 40), {
+        client: memory,
+        dataset: DATASET,
+        threadId: thread.threadId,
+      }),
+      prompt: "Count to five",
+      abortSignal: controller.signal,
+    });
+    let text = "";
+    try {
+      for await (const delta of result.textStream) {
+        text += delta;
+        if (text === "one two ") controller.abort();
+      }
+    } catch {
+      // streamText may end the loop with the abort; either way the stream stopped here.
+    }
+    const messages = await messagesOf(thread.threadId, 2);
+    expect(messages[0]).toMatchObject({ role: "user", content: "Count to five" });
+    expect(messages[1]).toMatchObject({ role: "assistant", metadata: { stopReason: "aborted" } });
+    expect("one two three ".startsWith(messages[1].content)).toBe(true);
+    expect(messages[1].content.startsWith("one two")).toBe(true);
+  });
+
+  it("aborted before any text: only the user message is appended", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const controller = new AbortController();
+    const model = streaming(["late"], 300);
+    const result = streamText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "Say something",
+      abortSignal: controller.signal,
+    });
+    // Once the model has been called (recall is done), before its first chunk.
+    const timer = setInterval(() => {
+      if (model.doStreamCalls.length > 0) {
+        clearInterval(timer);
+        controller.abort();
+      }
+    }, 5);
+    try {
+      for await (const _ of result.textStream) {
+        // nothing arrives before the abort
+      }
+    } catch {
+      // the abort
+    }
+    const messages = await messagesOf(thread.threadId, 1);
+    await new Promise((r) => setTimeout(r, 200));
+    expect((await memory.threads.messages(thread.threadId)).messages.map((m) => m.role)).toEqual(["user"]);
+    expect(messages[0].content).toBe("Say something");
+  });
+
+  it("a failed recall still streams, with the failure in the stream's warnings", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const client = createMemoryClient({ baseUrl: proxy.url, apiKey: key });
+      proxy.fail("POST", "/v1/memory/recall", { kind: "reset" });
+      const errors: string[] = [];
+      const result = streamText({
+        model: withMemory(streaming(["ok"]), {
+          client,
+          dataset: DATASET,
+          onMemoryError: (_e, stage) => errors.push(stage),
+        }),
+        prompt: "Hi",
+      });
+      expect(await result.text).toBe("ok");
+      expect(errors).toEqual(["recall"]);
+      expect((await result.warnings)?.map((w) => w.type)).toContain("other");
+    } finally {
+      await proxy.close();
+    }
+  });
+});
