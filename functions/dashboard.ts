@@ -82,23 +82,20 @@ const SettingFieldSchema = z
   });
 const fieldsResponse = z.object({ fields: z.array(SettingFieldSchema) });
 
-const SignalRankSchema = z
+const signal = (description: string) => z.number().nullable().openapi({ description });
+const SignalScoresSchema = z
   .object({
     factId: z.string(),
-    vector: z.number().int().nullable(),
-    keyword: z.number().int().nullable(),
-    anchor: z.number().int().nullable(),
-    recency: z
-      .number()
-      .int()
-      .nullable()
-      .openapi({ description: "The recency signal, which ranks only in keyword mode (asOf, or no embedding)." }),
-    fused: z
-      .number()
-      .openapi({ description: "The RRF score: the sum of 1/(60 + rank) over the signals (relevanceScore)." }),
+    vector: signal("Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode)."),
+    keyword: signal("BM25 over the fact and its quote, divided by the best candidate's (0 to 1)."),
+    entity: signal("1 when the fact touches an entity the query names; an entity near the query gives its similarity."),
+    time: signal("1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0."),
+    fused: z.number().openapi({
+      description: "The fact's score (relevanceScore): the signals times their weights (project settings), summed.",
+    }),
   })
-  .openapi("SignalRank", {
-    description: "A fact's 1-based rank in each signal; null when the signal did not find it.",
+  .openapi("SignalScores", {
+    description: "How a fact scored: each signal's value before its weight; null when that signal did not run.",
   });
 
 const routes = {
@@ -427,9 +424,9 @@ const routes = {
     ...base,
     method: "post",
     path: "/projects/{id}/recall",
-    summary: "Recall playground: /v1 recall for any dataset of the project, with each fact's signal ranks",
+    summary: "Recall playground: /v1 recall for any dataset of the project, with each fact's signal scores",
     description:
-      "The same embedding call and the same one SQL statement as POST /v1/memory/recall (`raw` always included); the ranks come from that statement.",
+      "The same embedding call, the same one SQL statement and the same reranker call as POST /v1/memory/recall (`raw` always included); the scores come from that statement.",
     request: { params: idParam, ...jsonBody(RecallRequestSchema) },
     responses: {
       200: jsonResponse(
@@ -437,10 +434,15 @@ const routes = {
           recall: RecallResponseSchema,
           mode: z.enum(["hybrid", "keyword", "recent"]).openapi({
             description:
-              "hybrid: vector, anchors and keyword; keyword: keyword and recency (asOf, or no embedding); recent: no query.",
+              "hybrid: cosine, keyword, entity and time scores; keyword: the same without cosine (no embedding), the newest facts after the matches; recent: no query.",
           }),
-          ranks: z.array(SignalRankSchema).openapi({ description: "One per fact of recall.facts, same order." }),
-          timing: z.array(z.object({ name: z.enum(["embedding", "sql", "synthesis"]), ms: z.number() })),
+          signals: z
+            .array(SignalScoresSchema)
+            .openapi({ description: "One per fact of recall.facts, same order (rank order)." }),
+          rerank: z.enum(["reranked", "timeout", "failed", "skipped"]).nullable().openapi({
+            description: "What the reranker did; null when the project's reranker is off or there is no query.",
+          }),
+          timing: z.array(z.object({ name: z.enum(["embedding", "sql", "rerank", "synthesis"]), ms: z.number() })),
         }),
         "The recall and how it was ranked",
       ),

@@ -45,7 +45,10 @@ export const silentLogger: Logger = { error() {}, warn() {}, info() {}, debug() 
  */
 export function errorFields(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { error: String(err) };
-  return isExpectedError(err) ? { error: err.message } : { error: err.message, stack: err.stack };
+  if (isExpectedError(err)) return { error: err.message };
+  // A driver's error wrapped by the query builder ("Failed query: ...") says why in its cause.
+  const cause = err.cause instanceof Error ? { cause: err.cause.message } : {};
+  return { error: err.message, ...cause, stack: err.stack };
 }
 
 /** Failures the service expects and reports as they are: no stack trace in the logs. */

@@ -13,7 +13,16 @@ import { fakeEmbedding, near } from "./helpers/fake-openai";
 const { h, tenant, call, get, json, measured, expectError, expectValidation, rows, newSession } = useDashboardService();
 
 const P = "/dashboard/projects";
-const rrf = (ranks: (number | null)[]) => ranks.reduce<number>((sum, r) => (r === null ? sum : sum + 1 / (60 + r)), 0);
+/** A fact's score from its signals with the default weights (lib/settings.ts). */
+const fusedOf = (r: Signals) => {
+  const w = DEFAULT_SETTINGS.semantic;
+  return (
+    (r.vector ?? 0) * w.vectorWeight +
+    (r.keyword ?? 0) * w.keywordWeight +
+    (r.entity ?? 0) * w.entityWeight +
+    (r.time ?? 0) * w.timeWeight
+  );
+};
 
 interface SettingField {
   group: "working" | "episodic" | "semantic";
@@ -381,12 +390,12 @@ describe("GET /dashboard/projects/{id}/extraction-failures", () => {
 
 // -------------------------------------------------------------------------------------------------
 
-interface Rank {
+interface Signals {
   factId: string;
   vector: number | null;
   keyword: number | null;
-  anchor: number | null;
-  recency: number | null;
+  entity: number | null;
+  time: number | null;
   fused: number;
 }
 interface Playground {
@@ -398,7 +407,8 @@ interface Playground {
     episodes: unknown;
   };
   mode: string;
-  ranks: Rank[];
+  signals: Signals[];
+  rerank: string | null;
   timing: { name: string; ms: number }[];
 }
 
@@ -449,53 +459,53 @@ describe("POST /dashboard/projects/{id}/recall", () => {
 
   function expectConsistent(p: Playground) {
     expect(p.recall.facts).not.toBeNull();
-    expect(p.ranks.map((r) => r.factId)).toEqual(p.recall.facts?.map((f) => f.factId));
-    for (const [i, r] of p.ranks.entries()) {
+    expect(p.signals.map((r) => r.factId)).toEqual(p.recall.facts?.map((f) => f.factId));
+    for (const [i, r] of p.signals.entries()) {
       expect(r.fused).toBe(p.recall.facts?.[i].relevanceScore);
-      if (p.mode !== "recent") expect(r.fused).toBeCloseTo(rrf([r.vector, r.keyword, r.anchor, r.recency]), 12);
+      if (p.mode !== "recent") expect(r.fused).toBeCloseTo(fusedOf(r), 12);
     }
   }
 
-  it("answers /v1's recall with every fact's signal ranks, from the same one statement", async () => {
+  it("answers /v1's recall with every fact's signal scores, from the same one statement", async () => {
     const { t, ids } = await seeded("playground");
     const m = await measured(`${P}/${t.projectId}/recall`, { method: "POST", json: { dataset: "ds", query } });
     expect(m.status, m.text).toBe(200);
     // The session, then recall's one statement: as /v1 (the API key, then one).
     expect(m.statements).toHaveLength(2);
     const p = JSON.parse(m.text) as Playground;
-    expect(Object.keys(p).sort()).toEqual(["mode", "ranks", "recall", "timing"]);
+    expect(Object.keys(p).sort()).toEqual(["mode", "recall", "rerank", "signals", "timing"]);
+    expect(p.rerank).toBeNull();
     expect(p.mode).toBe("hybrid");
     const v1 = await t.get("/v1/memory/recall", { method: "POST", json: { dataset: "ds", query, include: ["raw"] } });
     expect(p.recall).toEqual(await v1.json());
     expectConsistent(p);
-    const rank = (id: string) => p.ranks.find((r) => r.factId === id);
-    expect(rank(ids.oolong)).toMatchObject({ vector: expect.any(Number), keyword: null, anchor: null, recency: null });
-    expect(rank(ids.coffee)).toMatchObject({ vector: null, keyword: expect.any(Number), anchor: null, recency: null });
-    expect(rank(ids.badge)).toMatchObject({ vector: null, keyword: null, anchor: 1, recency: null });
-    expect(rank(ids.tea)).toMatchObject({ vector: expect.any(Number), keyword: expect.any(Number), anchor: null });
-    // Vector ranks follow similarity: oolong (0.95) above tea (0.9).
-    expect(rank(ids.oolong)?.vector).toBeLessThan(rank(ids.tea)?.vector as number);
+    const of = (id: string) => p.signals.find((r) => r.factId === id);
+    // A fact without an embedding has cosine 0; the keyword score is BM25 over the best candidate's.
+    expect(of(ids.oolong)).toMatchObject({ keyword: 0, entity: 0, time: 0 });
+    expect(of(ids.oolong)?.vector).toBeCloseTo(0.95, 6);
+    expect(of(ids.coffee)).toMatchObject({ vector: 0, entity: 0, time: 0 });
+    expect(of(ids.coffee)?.keyword).toBeGreaterThan(0);
+    expect(of(ids.badge)).toMatchObject({ vector: 0, keyword: 0, entity: 1, time: 0 });
+    expect(of(ids.tea)?.vector).toBeCloseTo(0.9, 6);
+    expect(of(ids.tea)?.keyword).toBeGreaterThan(0);
+    expect(Math.max(...p.signals.map((r) => r.keyword ?? 0))).toBe(1);
     expect(p.timing.map((x) => x.name)).toEqual(["embedding", "sql"]);
     for (const x of p.timing) expect(Object.keys(x).sort()).toEqual(["ms", "name"]);
   });
 
-  it("keyword mode (asOf): keyword and recency ranks; recent mode (no query): no ranks, fused 1", async () => {
+  it("asOf keeps hybrid mode; recent mode (no query): no signals, fused 1", async () => {
     const { t, ids } = await seeded("playground-modes");
     const asOf = await playground(t.projectId, { dataset: "ds", query, asOf: "2026-01-01" });
-    expect(asOf.mode).toBe("keyword");
+    expect(asOf.mode).toBe("hybrid");
     expectConsistent(asOf);
-    expect(asOf.ranks.every((r) => r.vector === null && r.anchor === null && r.recency !== null)).toBe(true);
-    expect(asOf.ranks.find((r) => r.factId === ids.coffee)?.keyword).toEqual(expect.any(Number));
-    expect(asOf.ranks.find((r) => r.factId === ids.oolong)?.keyword).toBeNull();
-    // Newest validAt ranks first by recency.
-    expect(asOf.ranks.find((r) => r.factId === ids.tea)?.recency).toBe(1);
+    expect(asOf.signals.find((r) => r.factId === ids.oolong)?.vector).toBeCloseTo(0.95, 6);
 
     const recent = await playground(t.projectId, { dataset: "ds", limit: 3 });
     expect(recent.mode).toBe("recent");
     expectConsistent(recent);
-    expect(recent.ranks).toHaveLength(3);
+    expect(recent.signals).toHaveLength(3);
     expect(
-      recent.ranks.every((r) => r.fused === 1 && [r.vector, r.keyword, r.anchor, r.recency].every((x) => x === null)),
+      recent.signals.every((r) => r.fused === 1 && [r.vector, r.keyword, r.entity, r.time].every((x) => x === null)),
     ).toBe(true);
     expect(recent.timing.map((x) => x.name)).toEqual(["sql"]);
   });
@@ -506,6 +516,7 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     const p = await playground(t.projectId, { dataset: "ds", query: `${query} today` });
     expect(p.mode).toBe("keyword");
     expectConsistent(p);
+    expect(p.signals.every((r) => r.vector === null)).toBe(true);
   });
 
   it("takes the /v1 body: include, limit, minConfidence; raw is always included", async () => {
@@ -515,10 +526,10 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     expect(p.recall.facts).toHaveLength(2);
     expect(p.recall.groups).not.toBeNull();
     expect(p.recall.episodes).toMatchObject({ episodeCount: 1 });
-    expect(p.ranks).toHaveLength(2);
+    expect(p.signals).toHaveLength(2);
     expectConsistent(p);
     const none = await playground(t.projectId, { dataset: "ds", query, minConfidence: 1 });
-    expect(none).toMatchObject({ recall: { factCount: 0, facts: [] }, ranks: [] });
+    expect(none).toMatchObject({ recall: { factCount: 0, facts: [] }, signals: [] });
   });
 
   it("404 Project not found, 400 for the /v1 validation errors, 401 without a session", async () => {

@@ -627,7 +627,7 @@ describe("project settings", () => {
   const patch = (token: string, projectId: string, body: unknown) =>
     svc.request(`/dashboard/projects/${projectId}/settings`, { method: "PATCH", token, json: body });
 
-  it("returns the spec's 15 values and autoCompactThreshold with the built-in defaults for a new project", async () => {
+  it("returns the spec's 15 values, autoCompactThreshold and the ranking settings with the built-in defaults for a new project", async () => {
     const token = await adminSession(svc);
     const t = await newTenant(svc);
     const res = await svc.request(`/dashboard/projects/${t.projectId}/settings`, { token });
@@ -652,6 +652,13 @@ describe("project settings", () => {
           contradictionBandMin: 0.8,
           anchorVectorMin: 0.75,
           anchorVectorTopK: 3,
+          vectorWeight: 1,
+          keywordWeight: 0.2,
+          entityWeight: 0.1,
+          timeWeight: 0.1,
+          rerank: false,
+          rerankCandidates: 20,
+          rerankTimeoutMs: 2000,
         },
       },
     });

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { newId } from "../lib/ids";
 import { patchProjectSettings } from "../lib/projects";
+import { DEFAULT_SETTINGS } from "../lib/settings";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
@@ -16,7 +17,26 @@ import { createTestService, newTenant, type TestService } from "./helpers/servic
  */
 const RECALL = "/v1/memory/recall";
 const DIMS = TEST_EMBEDDING_DIMENSIONS;
-const rrf = (...ranks: number[]) => ranks.reduce((sum, rank) => sum + 1 / (60 + rank), 0);
+/**
+ * A fact's score with the default weights (lib/settings.ts): cosine + 0.2 × keyword (BM25 over
+ * the best candidate's) + 0.1 × entity + 0.1 × time.
+ */
+const score = ({ cosine = 0, keyword = 0, entity = 0, time = 0 }) =>
+  cosine * DEFAULT_SETTINGS.semantic.vectorWeight +
+  keyword * DEFAULT_SETTINGS.semantic.keywordWeight +
+  entity * DEFAULT_SETTINGS.semantic.entityWeight +
+  time * DEFAULT_SETTINGS.semantic.timeWeight;
+const cosineOf = (a: number[], b: number[]) => {
+  let dot = 0;
+  let na = 0;
+  let nb = 0;
+  for (const [i, x] of a.entries()) {
+    dot += x * (b[i] ?? 0);
+    na += x * x;
+    nb += (b[i] ?? 0) ** 2;
+  }
+  return dot / Math.sqrt(na * nb);
+};
 
 let svc: TestService;
 let fake: FakeOpenAI;
@@ -230,7 +250,7 @@ describe("response shape", () => {
 });
 
 describe("ranking", () => {
-  it("vector alone: facts sharing no word with the query rank by similarity, 1/61 then 1/62 ...", async () => {
+  it("vector alone: facts sharing no word with the query rank by cosine, which is their score", async () => {
     const t = await tenant();
     const q = fakeEmbedding("what does she enjoy drinking", DIMS);
     await t.fact("ds", { predicate: "likes", object: "oolong", embedding: near(q, 0.9, "a") });
@@ -238,7 +258,8 @@ describe("ranking", () => {
     await t.fact("ds", { predicate: "likes", object: "matcha", embedding: near(q, 0.5, "c") });
     const body = await t.recall({ dataset: "ds", query: "what does she enjoy drinking", include: ["raw"] });
     expect(objects(body)).toEqual(["rooibos", "oolong", "matcha"]);
-    expect(body.facts?.map((f) => f.relevanceScore)).toEqual([rrf(1), rrf(2), rrf(3)]);
+    const scores = body.facts?.map((f) => f.relevanceScore) ?? [];
+    for (const [i, cosine] of [0.99, 0.9, 0.5].entries()) expect(scores[i]).toBeCloseTo(score({ cosine }), 6);
   });
 
   it("keyword alone: a stemmed word match on a fact outside vector search ranks, others do not appear", async () => {
@@ -247,7 +268,7 @@ describe("ranking", () => {
     await t.fact("ds", { predicate: "owns", object: "a bicycle", embedding: null });
     const body = await t.recall({ dataset: "ds", query: "Which languages does the user speak?", include: ["raw"] });
     expect(objects(body)).toEqual(["Portuguese"]);
-    expect(body.facts?.[0].relevanceScore).toBe(rrf(1));
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
   });
 
   it("anchor alone: an entity named in the query brings every fact touching it", async () => {
@@ -256,8 +277,9 @@ describe("ranking", () => {
     await t.fact("ds", { predicate: "reports_to", object: "Hank", embedding: null, entities: ["Globex"] });
     await t.fact("ds", { predicate: "plays", object: "chess", embedding: null });
     const body = await t.recall({ dataset: "ds", query: "anything new at globex?", include: ["raw"] });
-    expect(objects(body).sort()).toEqual(["Hank", "train"]);
-    expect(body.facts?.map((f) => f.relevanceScore)).toEqual([rrf(1), rrf(2)]);
+    // The same boost for both: the newer first.
+    expect(objects(body)).toEqual(["Hank", "train"]);
+    expect(body.facts?.map((f) => f.relevanceScore)).toEqual([score({ entity: 1 }), score({ entity: 1 })]);
     expect(body.groups?.map((g) => g.entityName)).toEqual(["Globex"]);
   });
 
@@ -299,15 +321,15 @@ describe("ranking", () => {
     expect(await groups("back to café zoë")).toEqual(["Café Zoë"]);
   });
 
-  it("fusion: ranks from several signals add up as RRF says", async () => {
+  it("fusion: each signal's score times its weight, summed; a keyword or entity hit can lift a less similar fact", async () => {
     const t = await tenant();
     const query = "weekend hiking with Ramona";
     const q = fakeEmbedding(query, DIMS);
-    // vector rank 1 only
+    // the most similar, nothing else
     await t.fact("ds", { predicate: "likes", object: "the seaside", embedding: near(q, 0.99, "v") });
-    // keyword rank 1 (hiking) and vector rank 2
+    // the only keyword match (hiking), less similar
     await t.fact("ds", { predicate: "enjoys", object: "hiking", embedding: near(q, 0.95, "k") });
-    // anchor rank 1 (Ramona) and vector rank 3
+    // touches the entity the query names (Ramona), the least similar
     await t.fact("ds", {
       predicate: "is_married_to",
       object: "someone",
@@ -317,9 +339,9 @@ describe("ranking", () => {
     const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
     expect(objects(body)).toEqual(["hiking", "someone", "the seaside"]);
     const scores = body.facts?.map((f) => f.relevanceScore) ?? [];
-    expect(scores[0]).toBeCloseTo(rrf(1, 2), 12);
-    expect(scores[1]).toBeCloseTo(rrf(1, 3), 12);
-    expect(scores[2]).toBeCloseTo(rrf(1), 12);
+    expect(scores[0]).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), 6);
+    expect(scores[1]).toBeCloseTo(score({ cosine: 0.9, entity: 1 }), 6);
+    expect(scores[2]).toBeCloseTo(score({ cosine: 0.99 }), 6);
     // Groups: the anchored fact under its anchor, the others under the subject; by best score.
     expect(body.groups?.map((g) => [g.entityName, g.facts.map((f) => f.object)])).toEqual([
       ["user", ["hiking", "the seaside"]],
@@ -331,7 +353,7 @@ describe("ranking", () => {
       expect.stringContaining("likes the seaside"),
       expect.stringContaining("is married to someone"),
     ]);
-    expect(body.groups?.[0].groupRelevance).toBeCloseTo(rrf(1, 2), 12);
+    expect(body.groups?.[0].groupRelevance).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), 6);
   });
 
   it("groups by the strongest anchor a fact touches, and lists the entities the block's facts touch", async () => {
@@ -438,13 +460,20 @@ describe("asOf", () => {
     expect(await at()).toEqual(["a trip", "Lisbon"]);
   });
 
-  it("ranks by keyword plus recency and makes no embedding call for facts", async () => {
+  it("keeps the vector signal: the facts valid then, ranked by cosine and keyword as without asOf", async () => {
     const t = await moved();
     const body = await t.recall({ dataset: "ds", asOf: "2026-06-01", query: "trip", include: ["raw"] });
+    expect(fake.embeddingCalls()).toHaveLength(1);
+    const q = fakeEmbedding("trip", DIMS);
     expect(objects(body)).toEqual(["a trip", "Lisbon"]);
-    expect(body.facts?.[0].relevanceScore).toBeCloseTo(rrf(1, 1), 12); // keyword 1, recency 1
-    expect(body.facts?.[1].relevanceScore).toBeCloseTo(rrf(2), 12); // recency 2 only
-    expect(fake.embeddingCalls()).toHaveLength(0);
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(
+      score({ cosine: cosineOf(q, fakeEmbedding("user plans a trip", DIMS)), keyword: 1 }),
+      6,
+    );
+    expect(body.facts?.[1].relevanceScore).toBeCloseTo(
+      score({ cosine: cosineOf(q, fakeEmbedding("user lives_in Lisbon", DIMS)) }),
+      6,
+    );
   });
 
   it("never shows a fact of an erased dataset", async () => {
@@ -522,9 +551,9 @@ describe("degradation (rule 6)", () => {
     await t.fact("ds", { predicate: "likes", object: "poetry", validAt: "2026-01-01T00:00:00.000Z" });
     fake.fail({ status: 500, times: 1, endpoint: "embeddings" });
     const body = await t.recall({ dataset: "ds", query: "sailing trips", include: ["raw"] });
+    // The keyword match first; the newest facts follow, scoring 0 (no cosine without an embedding).
     expect(objects(body)).toEqual(["sailing", "poetry"]);
-    expect(body.facts?.[0].relevanceScore).toBeCloseTo(rrf(1, 2), 12);
-    expect(body.facts?.[1].relevanceScore).toBeCloseTo(rrf(1), 12);
+    expect(body.facts?.map((f) => f.relevanceScore)).toEqual([score({ keyword: 1 }), 0]);
     // A failed embedding is not cached: the next call embeds again.
     await t.recall({ dataset: "ds", query: "sailing trips" });
     expect(fake.embeddingCalls()).toHaveLength(2);
@@ -543,7 +572,7 @@ describe("degradation (rule 6)", () => {
     const t = await tenant();
     await t.fact("ds", { predicate: "likes", object: "jazz" });
     await t.episode("ds", "talked about jazz", "2026-05-01T00:00:00.000Z");
-    failStatementsMatching = /\bplaced\b/;
+    failStatementsMatching = /\bgrouped\b/;
     const body = await t.recall({ dataset: "ds", query: "jazz", include: ["raw", "episodes"] });
     expect(body).toMatchObject({ context: "", factCount: 0, facts: [], groups: [] });
     expect(body.episodes?.episodes.map((e) => e.summary)).toEqual(["talked about jazz"]);

@@ -56,6 +56,28 @@ export function groupFacts(facts: RankedFact[]): FactGroup[] {
 }
 
 /**
+ * The entities the facts touch, in the order the block shows them: by the first fact that touches
+ * each, in rendering order (groupFacts' order: a group where its best fact ranks); a fact's own
+ * entities in the order they come with it.
+ */
+export function touchedEntities(
+  facts: (Pick<RankedFact, "groupName"> & { entities: { name: string; type: string }[] })[],
+): { name: string; type: string }[] {
+  const groupOrder = new Map<string, number>();
+  for (const f of facts) if (!groupOrder.has(f.groupName)) groupOrder.set(f.groupName, groupOrder.size);
+  // A stable sort by group keeps rank order within each group.
+  const placed = [...facts].sort((a, b) => (groupOrder.get(a.groupName) ?? 0) - (groupOrder.get(b.groupName) ?? 0));
+  const seen = new Map<string, { name: string; type: string }>();
+  for (const f of placed) {
+    for (const e of f.entities) {
+      const key = `${e.type}\u0000${e.name}`;
+      if (!seen.has(key)) seen.set(key, { name: e.name, type: e.type });
+    }
+  }
+  return [...seen.values()];
+}
+
+/**
  * The prompt-ready block: deterministic (same rows, same text), no model involved. Facts in
  * group order, then the entities they touch; the empty string when there is no fact.
  * sourceQuote and confidence are stored but not rendered.

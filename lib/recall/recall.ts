@@ -1,8 +1,10 @@
 import type { Deps } from "../deps";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
-import { groupFacts, renderContext } from "./context";
-import { type RankingMode, type Retrieved, retrieve, type SignalRanks } from "./retrieve";
+import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
+import { type RerankOutcome, rerankCandidates } from "./rerank";
+import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
+import { timeRangeOf } from "./time-range";
 
 export type RecallInclude = "episodes" | "synthesis" | "raw";
 
@@ -17,42 +19,41 @@ export interface RecallRequest {
 
 /** A duration for the `Server-Timing` header. */
 export interface Timing {
-  name: "embedding" | "sql" | "synthesis";
+  name: "embedding" | "sql" | "rerank" | "synthesis";
   ms: number;
   description?: string;
 }
 
-export interface RecallOptions {
-  /**
-   * The dashboard's playground: also report the ranking mode, each returned fact's signal ranks
-   * and whether the project exists, from the same statement (see `Retrieval.explain`).
-   */
-  explain?: boolean;
-}
-
+/**
+ * How the facts were ranked, for the dashboard's playground (recall computes it anyway): the
+ * mode, each returned fact's signals and fused score, what the reranker did, and whether the
+ * project exists.
+ */
 export interface RecallExplanation {
   mode: RankingMode;
-  /** One entry per fact of `body.facts` (raw), same order; null when facts are not included. */
-  ranks: (SignalRanks & { fused: number })[] | null;
+  /** One entry per fact, in rank order. */
+  signals: (Signals & { factId: string; fused: number })[];
+  rerank: RerankOutcome | null;
   projectFound: boolean;
 }
 
 /**
  * The read path chat apps call before every model turn: at most one embedding call (none when
  * the query's vector is cached, none without a query), one SQL statement for facts and episodes
- * together, and a model call only for `synthesis`. Each part degrades on its own (spec rule 6):
- * no embedding, keyword plus recency; no facts, an empty block; no episodes, null; no synthesis,
- * null. Only when no data could be read at all does the request fail.
+ * together, a reranker call when the project turned it on, and a model call only for
+ * `synthesis`. Each part degrades on its own (spec rule 6): no embedding, keyword plus recency;
+ * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis, null.
+ * Only when no data could be read at all does the request fail.
  */
-export async function recall(deps: Deps, projectId: string, request: RecallRequest, options: RecallOptions = {}) {
+export async function recall(deps: Deps, projectId: string, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
 
-  // With asOf the facts are ranked without vectors (rule 3); episodes still use one.
-  const wantVector = query !== undefined && (request.asOf === undefined || include.has("episodes"));
-  const vector = wantVector ? await embedQuery(deps, query, timings) : undefined;
-  const mode: RankingMode = !query ? "recent" : vector && !request.asOf ? "hybrid" : "keyword";
+  // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's
+  // rule 3, which dropped it; see the README's notes on the spec).
+  const vector = query !== undefined ? await embedQuery(deps, query, timings) : undefined;
+  const mode: RankingMode = !query ? "recent" : vector ? "hybrid" : "keyword";
 
   const started = performance.now();
   const retrieved = await retrieveDegrading(deps, {
@@ -62,45 +63,76 @@ export async function recall(deps: Deps, projectId: string, request: RecallReque
     query,
     vector,
     asOf: request.asOf,
+    time: timeRangeOf(query, request.asOf ?? deps.clock.now()),
     limit: request.limit,
     minConfidence: request.minConfidence,
     facts: true,
     episodes: include.has("episodes"),
-    ...(options.explain ? { explain: true } : {}),
   });
   timings.push({ name: "sql", ms: performance.now() - started });
 
-  const facts = retrieved.facts ?? [];
+  const reranked = await rerankIfOn(deps, query, retrieved, timings);
+  const facts = reranked.facts;
   const groups = groupFacts(facts);
-  const context = renderContext(groups, retrieved.entities ?? []);
+  const context = renderContext(groups, touchedEntities(facts));
   const synthesis = include.has("synthesis") && context ? await synthesise(deps, context, query, timings) : null;
 
   const raw = include.has("raw");
-  const ranked = raw ? [...facts].sort((a, b) => a.rank - b.rank) : null;
   return {
     body: {
       context,
       factCount: facts.length,
       synthesis,
-      facts: ranked ? ranked.map(({ groupName: _g, rank: _r, ...fact }) => fact) : null,
+      facts: raw ? facts.map(factOfRecall) : null,
       groups: raw ? groups : null,
       episodes: include.has("episodes") ? retrieved.episodes : null,
     },
     timings,
-    ...(options.explain ? { explanation: explain(mode, ranked, retrieved) } : {}),
+    explanation: {
+      mode,
+      signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
+      rerank: reranked.outcome,
+      projectFound: retrieved.settings !== null,
+    } satisfies RecallExplanation,
   };
 }
 
-function explain(mode: RankingMode, ranked: Retrieved["facts"], retrieved: Retrieved): RecallExplanation {
-  const bySignal = new Map((retrieved.ranks ?? []).map((r) => [r.factId, r]));
-  const none = { vector: null, keyword: null, anchor: null, recency: null };
-  return {
-    mode,
-    ranks:
-      ranked?.map((f) => ({ ...none, ...bySignal.get(f.factId), factId: f.factId, fused: f.relevanceScore })) ?? null,
-    projectFound: retrieved.projectFound ?? false,
-  };
+/** The spec's Fact: what recall knows beyond it (group, rank, entities, signals) left out. */
+function factOfRecall({ groupName: _g, rank: _r, entities: _e, signals: _s, ...fact }: RetrievedFact) {
+  return fact;
 }
+
+/**
+ * The reranker, when the project turned it on and there is a query: it reorders the fused top
+ * candidates (the statement fetched max(limit, rerankCandidates)); a timeout or failure keeps the
+ * fused order (logged by rerankCandidates, reported in Server-Timing and the playground). Either
+ * way the block keeps the best `limit`, ranks renumbered from 1.
+ */
+async function rerankIfOn(
+  deps: Deps,
+  query: string | undefined,
+  retrieved: Retrieved,
+  timings: Timing[],
+): Promise<{ facts: RetrievedFact[]; outcome: RerankOutcome | null }> {
+  const all = retrieved.facts ?? [];
+  const settings = retrieved.settings;
+  if (!settings?.rerank || !query || all.length < 2)
+    return { facts: all.slice(0, settings?.limit ?? all.length), outcome: null };
+  const pool = all.slice(0, settings.rerankCandidates);
+  const result = await rerankCandidates(deps, {
+    query,
+    candidates: pool.map((f) => ({ id: f.factId, text: rerankText(f) })),
+    timeoutMs: settings.rerankTimeoutMs,
+  });
+  timings.push({ name: "rerank", ms: result.ms, description: result.outcome });
+  const byId = new Map(pool.map((f) => [f.factId, f]));
+  const order = result.order ? result.order.map((id) => byId.get(id)).filter((f) => f !== undefined) : pool;
+  const facts = [...order, ...all.slice(pool.length)].slice(0, settings.limit).map((f, i) => ({ ...f, rank: i + 1 }));
+  return { facts, outcome: result.outcome };
+}
+
+/** What the reranker reads of a fact: what it says, then the user's own words. */
+const rerankText = (f: RetrievedFact) => `${factText(f)} (said: "${oneLine(f.sourceQuote)}")`;
 
 async function embedQuery(deps: Deps, text: string, timings: Timing[]): Promise<number[] | undefined> {
   const key = { model: deps.config.openai.embeddingModel, dimensions: deps.config.openai.embeddingDimensions, text };
@@ -139,17 +171,11 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   if (facts.status === "rejected" && (!r.episodes || episodes.status === "rejected")) throw facts.reason;
   if (facts.status === "rejected") deps.log.error("recall: fact retrieval failed", errorFields(facts.reason));
   if (episodes.status === "rejected") deps.log.error("recall: episode retrieval failed", errorFields(episodes.reason));
-  const found = [facts, episodes].find((p) => p.status === "fulfilled" && p.value?.projectFound !== undefined);
+  const read = [facts, episodes].find((p) => p.status === "fulfilled" && p.value !== undefined);
   return {
     facts: facts.status === "fulfilled" ? facts.value.facts : [],
-    entities: facts.status === "fulfilled" ? facts.value.entities : [],
     episodes: episodes.status === "fulfilled" && episodes.value ? episodes.value.episodes : null,
-    ...(r.explain
-      ? {
-          ranks: facts.status === "fulfilled" ? facts.value.ranks : null,
-          projectFound: found?.status === "fulfilled" ? found.value?.projectFound : undefined,
-        }
-      : {}),
+    settings: read?.status === "fulfilled" ? (read.value?.settings ?? null) : null,
   };
 }
 

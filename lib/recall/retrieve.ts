@@ -1,23 +1,27 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, projects } from "../db/schema";
+import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { type EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { type FactRow, factRecord } from "../semantic/facts";
+import type { Settings } from "../settings";
 import { projectSetting } from "../settings-sql";
 import type { RankedFact } from "./context";
+import type { TimeRange } from "./time-range";
 
-/** Reciprocal Rank Fusion's constant: a rank-1 hit in one signal scores 1/61. */
-export const RRF_K = 60;
+/** Candidates each query term may bring to the keyword signal (the rarest terms matter most). */
+export const KEYWORD_PER_TERM = 100;
 
-/** The most recent keyword matches ranked by ts_rank per call (see the keyword signal). */
-export const KEYWORD_POOL = 500;
+/** Okapi BM25's term-frequency saturation and length normalisation. */
+export const BM25_K1 = 1.2;
+export const BM25_B = 0.75;
 
 /**
- * How facts are ranked:
- * - `hybrid`: vector, entity anchors and keyword, fused by RRF (a query and its embedding);
- * - `keyword`: keyword and recency, fused by RRF (a query, but asOf or no embedding);
+ * How facts are ranked (see the README's "How recall ranks facts"):
+ * - `hybrid`: a query and its embedding: cosine + keyword + entity + time, as weighted scores;
+ * - `keyword`: a query but no embedding (the provider failed): the same without cosine, the most
+ *   recent facts after the matches;
  * - `recent`: newest validAt first, every score 1 (no query).
  */
 export type RankingMode = "hybrid" | "keyword" | "recent";
@@ -30,27 +34,33 @@ export interface Retrieval {
   /** The query's embedding: required by `hybrid`; used by episodes whenever present. */
   vector?: number[];
   asOf?: Date;
+  /** The time the query names, for the time term (timeRangeOf). */
+  time?: TimeRange | null;
   /** Per-call overrides; the project's settings otherwise (read inside the statement). */
   limit?: number;
   minConfidence?: number;
   /** Which parts the statement computes (a part left out comes back null). */
   facts: boolean;
   episodes: boolean;
-  /**
-   * Also report, for the placed facts only, each signal's rank and whether the project exists
-   * (the dashboard's playground). The same statement: LEFT JOINs on the signal CTEs, so recall
-   * without it is unchanged.
-   */
-  explain?: boolean;
 }
 
-/** Each signal's 1-based rank of a fact; null when the signal did not find it (or did not run). */
-export interface SignalRanks {
-  factId: string;
+/**
+ * Each signal's value for a fact, before its weight: cosine similarity to the query, the keyword
+ * score (BM25 divided by the best candidate's), the entity boost (1 for an entity the query
+ * names, the similarity of an entity near the query) and the time term (1 when the fact became
+ * valid in the time the query names, 0.5 when it was valid then). Null: the signal did not run.
+ */
+export interface Signals {
   vector: number | null;
   keyword: number | null;
-  anchor: number | null;
-  recency: number | null;
+  entity: number | null;
+  time: number | null;
+}
+
+/** A retrieved fact: its record, rank and group, the entities it touches and its signals. */
+export interface RetrievedFact extends RankedFact {
+  entities: { name: string; type: string }[];
+  signals: Signals;
 }
 
 export interface RetrievedEpisode {
@@ -62,59 +72,46 @@ export interface RetrievedEpisode {
   relevanceScore: number;
 }
 
+/** The read-path settings the statement resolved (the per-call values where given). */
+export interface RecallSettings {
+  limit: number;
+  rerank: boolean;
+  rerankCandidates: number;
+  rerankTimeoutMs: number;
+}
+
 export interface Retrieved {
-  facts: RankedFact[] | null;
-  /** The entities the facts touch, in the order they first appear. */
-  entities: { name: string; type: string }[] | null;
+  /**
+   * In rank order: the best `limit` facts, or with the reranker on (and a query) the best
+   * max(limit, rerankCandidates) for it to reorder.
+   */
+  facts: RetrievedFact[] | null;
   episodes: { episodes: RetrievedEpisode[]; episodeCount: number } | null;
-  /** With `explain` (and facts): the signal ranks of the placed facts. */
-  ranks?: SignalRanks[] | null;
-  /** With `explain`: whether the project exists. */
-  projectFound?: boolean;
+  /** Null when the project does not exist. */
+  settings: RecallSettings | null;
 }
 
 /**
- * One statement for a whole recall: the project's read-path settings, the ranked facts with their
- * anchor groups and entities, and (when asked) the ranked episodes with the dataset's count.
+ * One statement for a whole recall: the project's read-path settings, the ranked facts with
+ * their groups, entities and signals, and (when asked) the ranked episodes with the dataset's
+ * count.
  */
 export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
-  const [row] = rowsOf<{
-    facts: unknown;
-    entities: unknown;
-    episodes: unknown;
-    episode_count: unknown;
-    ranks?: unknown;
-    project_found?: unknown;
-  }>(await deps.db.execute(recallSql(deps, r)));
+  const [row] = rowsOf<{ facts: unknown; episodes: unknown; episode_count: unknown; settings: unknown }>(
+    await deps.db.execute(recallSql(deps, r)),
+  );
+  const settings = row?.settings == null ? null : jsonOf<RecallSettings>(row.settings as string);
   const factRows = row?.facts == null ? null : jsonOf<FactJson[]>(row.facts as string);
   return {
-    facts:
-      factRows?.map((f) => ({ ...factRecord(f, Number(f.score)), groupName: f.group_name, rank: Number(f.rank) })) ??
-      null,
-    entities: row?.entities == null ? null : jsonOf<{ name: string; type: string }[]>(row.entities as string),
+    facts: factRows?.map(retrievedFact) ?? null,
     episodes:
       row?.episodes == null
         ? null
         : {
-            episodes: jsonOf<(EpisodeRow & { relevance: number })[]>(row.episodes as string).map((e) => {
-              const record = episodeRecord(e);
-              return {
-                episodeId: record.episodeId,
-                summary: record.summary,
-                keyLearnings: record.keyLearnings,
-                startedAt: record.startedAt,
-                endedAt: record.endedAt,
-                relevanceScore: Number(e.relevance),
-              };
-            }),
+            episodes: jsonOf<EpisodeJson[]>(row.episodes as string).map(retrievedEpisode),
             episodeCount: Number(row.episode_count),
           },
-    ...(r.explain
-      ? {
-          ranks: row?.ranks == null ? null : jsonOf<SignalRanks[]>(row.ranks as string),
-          projectFound: row?.project_found === true || row?.project_found === "t",
-        }
-      : {}),
+    settings,
   };
 }
 
@@ -122,44 +119,52 @@ interface FactJson extends FactRow {
   score: number;
   rank: number;
   group_name: string;
+  entities: { name: string; type: string }[];
+  signals: Signals;
+}
+
+type EpisodeJson = EpisodeRow & { relevance: number };
+
+function retrievedFact(f: FactJson): RetrievedFact {
+  return {
+    ...factRecord(f, Number(f.score)),
+    groupName: f.group_name,
+    rank: Number(f.rank),
+    entities: f.entities,
+    signals: f.signals,
+  };
+}
+
+function retrievedEpisode(e: EpisodeJson): RetrievedEpisode {
+  const record = episodeRecord(e);
+  return {
+    episodeId: record.episodeId,
+    summary: record.summary,
+    keyLearnings: record.keyLearnings,
+    startedAt: record.startedAt,
+    endedAt: record.endedAt,
+    relevanceScore: Number(e.relevance),
+  };
 }
 
 /** Builds the statement; exported for EXPLAIN in the benchmarks. */
 export function recallSql(deps: Deps, r: Retrieval): SQL {
-  const dims = deps.config.openai.embeddingDimensions;
-  // The read-path settings, read in this statement: the defaults, then the project's stored
-  // values that pass their rules (a stored value out of range counts as absent, see
-  // lib/settings-sql.ts). The per-call limit and minConfidence were validated by the route.
-  const own = sql`${projects.settings}`;
-  const cte: SQL[] = [
-    sql`s AS (SELECT
-      coalesce(${r.limit ?? null}::int, ${projectSetting("semantic", "factsInContext", own, "int")}) AS lim,
-      -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
-      -- least FLOAT4_MIN_NORMAL (numberIn, settings-sql), so the cast cannot underflow.
-      coalesce(${r.minConfidence ?? null}::float8,
-        ${projectSetting("semantic", "retrievalMinConfidence", own, "float8")})::real AS min_conf,
-      ${projectSetting("semantic", "anchorVectorMin", own, "float8")} AS anchor_min,
-      ${projectSetting("semantic", "anchorVectorTopK", own, "int")} AS anchor_k,
-      ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
-      ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
-      ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
-      FROM ${projects} WHERE ${projects.id} = ${r.projectId})`,
-  ];
   const select: SQL[] = [];
+  const cte: SQL[] = [settingsCte(r)];
+  select.push(sql`(SELECT jsonb_build_object('limit', lim, 'rerank', rerank, 'rerankCandidates', rerank_n,
+      'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
 
   if (r.facts) {
-    const { ctes, signals } = factCtes(r, dims);
-    cte.push(...ctes);
+    cte.push(...factCtes(r, deps.config.openai.embeddingDimensions));
     select.push(sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
         'id', id, 'subject', subject, 'predicate', predicate, 'object', object,
         'object_is_entity', object_is_entity, 'confidence', confidence, 'source_quote', source_quote,
         'valid_at', valid_at, 'valid_until', valid_until, 'invalid_at', invalid_at, 'episode_id', episode_id,
-        'score', score, 'rank', rank, 'group_name', group_name) ORDER BY position), '[]'::jsonb) FROM placed) AS facts`);
-    select.push(sql`(SELECT coalesce(jsonb_agg(jsonb_build_object('name', name, 'type', type)
-        ORDER BY first_position, lower(name), type), '[]'::jsonb) FROM touched) AS entities`);
-    if (r.explain) select.push(sql`${explainedRanks(signals)} AS ranks`);
+        'score', score, 'rank', rank, 'group_name', group_name, 'entities', entities,
+        'signals', jsonb_build_object('vector', vector, 'keyword', keyword, 'entity', entity, 'time', time_match))
+        ORDER BY rank), '[]'::jsonb) FROM grouped) AS facts`);
   } else {
-    select.push(sql`NULL::jsonb AS facts`, sql`NULL::jsonb AS entities`);
+    select.push(sql`NULL::jsonb AS facts`);
   }
 
   if (r.episodes) {
@@ -183,173 +188,219 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }
 
-  if (r.explain) select.push(sql`EXISTS (SELECT 1 FROM s) AS project_found`);
-
   return sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`;
 }
 
-/** The signal CTE behind each reported rank (the anchor signal ranks facts in `by_anchor`). */
-const SIGNAL_OF = { vector: "by_vector", keyword: "by_keyword", anchor: "by_anchor", recency: "by_recency" } as const;
-
 /**
- * The placed facts (at most `lim`, so at most 100) with each signal's rank: one LEFT JOIN per
- * signal the mode ran, null for the others.
+ * The read-path settings, read in this statement: the defaults, then the project's stored values
+ * that pass their rules (a stored value out of range counts as absent, see lib/settings-sql.ts).
+ * The per-call limit and minConfidence were validated by the route. `fetch_lim`: how many ranked
+ * facts the statement returns (the reranker, when on, reorders more than the block holds).
  */
-function explainedRanks(signals: string[]): SQL {
-  const entries = Object.entries(SIGNAL_OF);
-  const columns = entries.map(([name, cte]) =>
-    sql.raw(signals.includes(cte) ? `'${name}', ${cte}_r.rank` : `'${name}', NULL::bigint`),
-  );
-  const joins = entries
-    .filter(([, cte]) => signals.includes(cte))
-    .map(([, cte]) => sql.raw(` LEFT JOIN ${cte} ${cte}_r ON ${cte}_r.id = p.id`));
-  return sql`(SELECT coalesce(jsonb_agg(jsonb_build_object('factId', p.id, ${sql.join(columns, sql`, `)})
-        ORDER BY p.rank), '[]'::jsonb) FROM placed p${sql.join(joins, sql``)})`;
+function settingsCte(r: Retrieval): SQL {
+  const own = sql`${projects.settings}`;
+  const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
+    projectSetting("semantic", key, own, cast);
+  const reranks = r.mode !== "recent" && r.facts;
+  return sql`s AS (SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
+      coalesce(${r.limit ?? null}::int, ${setting("factsInContext", "int")}) AS lim,
+      -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
+      -- least FLOAT4_MIN_NORMAL (numberIn, settings-sql), so the cast cannot underflow.
+      coalesce(${r.minConfidence ?? null}::float8, ${setting("retrievalMinConfidence", "float8")})::real AS min_conf,
+      ${setting("anchorVectorMin", "float8")} AS anchor_min,
+      ${setting("anchorVectorTopK", "int")} AS anchor_k,
+      ${setting("vectorWeight", "float8")} AS vector_weight,
+      ${setting("keywordWeight", "float8")} AS keyword_weight,
+      ${setting("entityWeight", "float8")} AS entity_weight,
+      ${setting("timeWeight", "float8")} AS time_weight,
+      ${setting("rerank", "boolean")} AS rerank,
+      ${setting("rerankCandidates", "int")} AS rerank_n,
+      ${setting("rerankTimeoutMs", "int")} AS rerank_timeout,
+      ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
+      ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
+      ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
+      FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own)`;
 }
 
 /**
- * The fact part. Each signal ranks at most `depth` candidates, already filtered by tenant,
- * dataset, confidence and time, so a filtered row never takes a rank. Ends with `placed` (the
- * top `lim` facts in rendering order, with scores and groups) and `touched` (their entities).
+ * The fact part: candidates from each signal (each already filtered by tenant, dataset, time
+ * and, where an index serves the search, confidence), one score per candidate, the best
+ * `fetch_lim` with their group and entities. Ends with `grouped`.
  */
-function factCtes(r: Retrieval, dims: number): { ctes: SQL[]; signals: string[] } {
+function factCtes(r: Retrieval, dims: number): SQL[] {
+  const scope = factScope(r);
+  if (r.mode === "recent" || !r.query) return [...recentCtes(scope), ...groupedCtes(sql`anchor AS (${NO_ANCHOR})`)];
+  const vector = r.mode === "hybrid" && r.vector ? r.vector : undefined;
   const D = sql.raw(String(dims));
-  const depth = sql`(SELECT GREATEST(lim * 3, 30) FROM s)`;
+  const q = vector ? vectorParam(vector) : undefined;
+  const qHalf = vector ? sql`${`[${vector.join(",")}]`}::halfvec(${D})` : undefined;
+  const depth = sql`(SELECT GREATEST(fetch_lim * 3, 30) FROM s)`;
+  const signals: SQL[] = [
+    keywordCtes(r, scope),
+    anchorCtes(r, q && qHalf ? { q, qHalf, D } : undefined),
+    sql`by_anchor AS (SELECT f.id FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
+        WHERE ${scope.eligible} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
+  ];
+  const sources = ["by_keyword", "by_anchor"];
+  if (q && qHalf) {
+    // The HNSW index's own expression and predicate (lib/db/vector-indexes.ts), ascending with a
+    // LIMIT, so the index serves it; hnsw.iterative_scan keeps the scan going until the tenant,
+    // time and confidence filters have let `depth` rows through.
+    signals.push(sql`by_vector AS (SELECT f.id FROM ${facts} f
+        WHERE ${scope.eligible} AND vector_dims(f.embedding) = ${D}
+        ORDER BY f.embedding::halfvec(${D}) <=> ${qHalf} LIMIT ${depth})`);
+    sources.push("by_vector");
+  } else {
+    // No embedding: the most recent facts follow the matches (they score 0 and ties go to the newest).
+    signals.push(sql`by_recency AS (SELECT f.id FROM ${facts} f WHERE ${scope.eligible}
+        ORDER BY f.valid_at DESC, f.id LIMIT ${depth})`);
+    sources.push("by_recency");
+  }
+  const cosine = q
+    ? sql`CASE WHEN vector_dims(f.embedding) = ${D} THEN 1 - (f.embedding <=> ${q}) ELSE 0 END`
+    : sql`NULL::float8`;
+  const scored = sql`scored AS (
+      SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
+        f.valid_at, f.valid_until, f.invalid_at, f.episode_id,
+        (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
+        LEAST(coalesce(a.strength, 0), 1)::float8 AS entity, ${timeTerm(r.time)}::float8 AS time_match
+      FROM (${sql.join(
+        sources.map((name) => sql`SELECT id FROM ${sql.raw(name)}`),
+        sql` UNION `,
+      )}) c
+      JOIN ${facts} f ON f.id = c.id
+      LEFT JOIN LATERAL (${bm25Of(sql`f`)}) k ON true
+      LEFT JOIN LATERAL (SELECT max(a.strength) AS strength FROM ${factEntities} fe JOIN anchor a ON a.id = fe.entity_id
+        WHERE fe.fact_id = f.id) a ON true
+      WHERE ${scope.eligible})`;
+  // The keyword score is divided by the best candidate's, so its weight means the same whatever
+  // the query's length and rarity; cosine is used as it is (it already lies in [-1, 1]).
+  const fused = sql`fused AS (
+      SELECT *, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
+        + time_weight * time_match AS score
+      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM scored) x CROSS JOIN s)`;
+  return [...signals, scored, fused, ...groupedCtes(null)];
+}
+
+interface Scope {
+  /** Tenant, dataset and time. */
+  inDataset: SQL;
+  /** And the confidence floor. */
+  eligible: SQL;
+}
+
+function factScope(r: Retrieval): Scope {
   const inScope = r.asOf
     ? sql`f.valid_at <= ${r.asOf.toISOString()}::timestamptz
         AND (f.valid_until IS NULL OR f.valid_until > ${r.asOf.toISOString()}::timestamptz)
         AND (f.invalid_at IS NULL OR f.invalid_at > ${r.asOf.toISOString()}::timestamptz)`
     : sql`f.invalid_at IS NULL`;
   const inDataset = sql`f.project_id = ${r.projectId} AND f.dataset = ${r.dataset} AND ${inScope}`;
-  const confident = sql`f.confidence >= (SELECT min_conf FROM s)`;
-  const eligible = sql`${inDataset} AND ${confident}`;
-  // A signal: its candidates (ORDER BY ... LIMIT inside, so an index can serve it), then ranked.
-  const ranked = (name: string, order: string, candidates: SQL) =>
-    sql`${sql.raw(name)} AS (SELECT id, row_number() OVER (ORDER BY ${sql.raw(order)}) AS rank FROM (${candidates}) c)`;
+  return { inDataset, eligible: sql`${inDataset} AND f.confidence >= (SELECT min_conf FROM s)` };
+}
 
-  const recency = ranked(
-    "by_recency",
-    "valid_at DESC, id",
-    sql`SELECT f.id, f.valid_at FROM ${facts} f WHERE ${eligible} ORDER BY f.valid_at DESC, f.id LIMIT ${depth}`,
-  );
-  // Words of the query, OR-ed: a fact matching any of them is a candidate, ranked by ts_rank.
-  // "user" is left out: it is every fact's subject, so it would match them all and say nothing.
-  const words = [...new Set(r.query?.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [])]
-    .filter((w) => w !== "user")
-    .join(" | ");
-  // ts_rank is computed for at most KEYWORD_POOL matches, the most recent: a word common to
-  // most of a large dataset would otherwise rank every fact on each call. The tsquery is a
-  // constant expression so the planner can estimate it and use the GIN index; the confidence
-  // filter (a value read from settings in this statement, unknown when planning) is applied
-  // after the pool, so it cannot mislead the estimate into a full scan.
-  const tsquery = sql`to_tsquery('english', ${words})`;
-  const keyword = ranked(
-    "by_keyword",
-    "match DESC, valid_at DESC, id",
-    sql`SELECT f.id, f.valid_at, ts_rank(f.search, ${tsquery}) AS match FROM (
-          SELECT f.id, f.valid_at, f.search, f.confidence FROM ${facts} f WHERE ${inDataset} AND f.search @@ ${tsquery}
-          ORDER BY f.valid_at DESC LIMIT ${KEYWORD_POOL}) f
-        WHERE ${confident}
-        ORDER BY match DESC, f.valid_at DESC, f.id LIMIT ${depth}`,
-  );
+/** No query: the newest facts, every score 1, no signals. */
+function recentCtes(scope: Scope): SQL[] {
+  return [
+    sql`fused AS (SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
+        f.valid_at, f.valid_until, f.invalid_at, f.episode_id, 1.0::float8 AS score,
+        NULL::float8 AS vector, NULL::float8 AS keyword, NULL::float8 AS entity, NULL::float8 AS time_match
+      FROM ${facts} f WHERE ${scope.eligible} ORDER BY f.valid_at DESC, f.id LIMIT (SELECT lim FROM s))`,
+  ];
+}
 
-  const ctes: SQL[] = [];
-  let signals: string[];
-  let anchors = sql`anchor AS (SELECT NULL::text AS id, NULL::float8 AS strength WHERE false)`;
-  if (r.mode === "hybrid" && r.vector) {
-    const q = vectorParam(r.vector);
-    const qHalf = sql`${`[${r.vector.join(",")}]`}::halfvec(${D})`;
-    // The HNSW index's own expression and predicate (lib/db/vector-indexes.ts), ascending with a
-    // LIMIT, so the index serves it; hnsw.iterative_scan keeps the scan going until the tenant
-    // and confidence filters have let `depth` rows through. Ranked by full-precision distance.
-    const vector = ranked(
-      "by_vector",
-      "distance, id",
-      sql`SELECT f.id, f.embedding <=> ${q} AS distance FROM ${facts} f
-          WHERE ${eligible} AND vector_dims(f.embedding) = ${D}
-          ORDER BY f.embedding::halfvec(${D}) <=> ${qHalf} LIMIT ${depth}`,
-    );
-    // Anchors: entities named literally in the query (any run of 1-6 of its words equal to an
-    // entity's match_key, normalised by the same expression), strength 2, above any similarity;
-    // and the anchorVectorTopK entities nearest the query, if at least anchorVectorMin similar.
-    anchors = sql`words AS (
-        SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
-      phrases AS (
-        SELECT array_to_string(w[i : i + n], ' ') AS phrase
-        FROM words, generate_series(1, cardinality(w)) i, generate_series(0, 5) n WHERE i + n <= cardinality(w)),
-      anchor AS (
-        SELECT id, max(strength) AS strength FROM (
-          SELECT e.id, 2.0::float8 AS strength FROM ${entities} e
-          WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}
-            AND e.match_key IN (SELECT phrase FROM phrases WHERE phrase <> '')
-          UNION ALL
+const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE false`;
+
+/**
+ * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
+ * `search` column; "user", every fact's subject, left out) with their inverse document
+ * frequency from the dataset's statistics (fact_terms). `by_keyword`: for each term, at most
+ * KEYWORD_PER_TERM facts holding it, so a rare term's facts are always candidates and a term
+ * common to most of a large dataset costs a bounded scan.
+ */
+function keywordCtes(r: Retrieval, scope: Scope): SQL {
+  return sql`stats AS (
+      SELECT docs::float8 AS n, GREATEST(lexemes::float8 / GREATEST(docs, 1), 1) AS avg_len FROM ${factTerms}
+      WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND term = ''),
+    terms AS (
+      SELECT t.term, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${factTerms} t CROSS JOIN stats st
+      WHERE t.project_id = ${r.projectId} AND t.dataset = ${r.dataset} AND t.docs > 0
+        AND t.term IN (SELECT lexeme FROM unnest(to_tsvector('english', ${r.query ?? ""})) WHERE lexeme <> 'user')),
+    by_keyword AS (
+      SELECT DISTINCT m.id FROM terms t CROSS JOIN LATERAL (
+        SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ quote_literal(t.term)::tsquery
+        LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m)`;
+}
+
+/** Okapi BM25 of one fact (its search vector) for the query's terms; null when none occurs. */
+function bm25Of(f: SQL): SQL {
+  const tf = sql`cardinality(u.positions)::float8`;
+  const k1 = sql.raw(`${BM25_K1}::float8`);
+  const b = sql.raw(`${BM25_B}::float8`);
+  return sql`SELECT sum(t.idf * ${tf} * (${k1} + 1) / (${tf} + ${k1} * (1 - ${b} + ${b} * length(${f}.search) / st.avg_len))) AS bm25
+    FROM unnest(${f}.search) u JOIN terms t ON t.term = u.lexeme CROSS JOIN stats st`;
+}
+
+/**
+ * Entities the query points at: each named literally (any run of 1-6 of its words equal to an
+ * entity's match_key, normalised by the same expression), strength 2, above any similarity; and,
+ * with an embedding, the anchorVectorTopK entities nearest the query, if at least anchorVectorMin
+ * similar, their similarity as strength. A fact's entity boost is its strongest, capped at 1.
+ */
+function anchorCtes(r: Retrieval, near: { q: SQL; qHalf: SQL; D: SQL } | undefined): SQL {
+  const nearest = near
+    ? sql`UNION ALL
           SELECT id, similarity FROM (
-            SELECT e.id, 1 - (e.embedding <=> ${q}) AS similarity FROM ${entities} e
-            WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset} AND vector_dims(e.embedding) = ${D}
-            ORDER BY e.embedding::halfvec(${D}) <=> ${qHalf} LIMIT (SELECT anchor_k FROM s)
-          ) near WHERE similarity >= (SELECT anchor_min FROM s)
-        ) a GROUP BY id)`;
-    // Every eligible fact touching an anchor, by the anchor's strength, then its own similarity.
-    const anchored = ranked(
-      "by_anchor",
-      "strength DESC, similarity DESC, valid_at DESC, id",
-      sql`SELECT * FROM (
-          SELECT f.id, f.valid_at, max(a.strength) AS strength,
-            coalesce(max(1 - (f.embedding <=> ${q})) FILTER (WHERE vector_dims(f.embedding) = ${D}), 0) AS similarity
-          FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
-          WHERE ${eligible} GROUP BY f.id, f.valid_at) t
-        ORDER BY strength DESC, similarity DESC, valid_at DESC, id LIMIT ${depth}`,
-    );
-    ctes.push(vector, keyword, anchors, anchored);
-    signals = ["by_vector", "by_keyword", "by_anchor"];
-  } else if (r.mode === "keyword" || r.mode === "hybrid") {
-    ctes.push(keyword, recency, anchors);
-    signals = ["by_keyword", "by_recency"];
-  } else {
-    ctes.push(anchors);
-    signals = [];
-  }
+            SELECT e.id, 1 - (e.embedding <=> ${near.q}) AS similarity FROM ${entities} e
+            WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset} AND vector_dims(e.embedding) = ${near.D}
+            ORDER BY e.embedding::halfvec(${near.D}) <=> ${near.qHalf} LIMIT (SELECT anchor_k FROM s)
+          ) near WHERE similarity >= (SELECT anchor_min FROM s)`
+    : sql``;
+  return sql`words AS (
+      SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
+    phrases AS (
+      SELECT array_to_string(w[i : i + n], ' ') AS phrase
+      FROM words, generate_series(1, cardinality(w)) i, generate_series(0, 5) n WHERE i + n <= cardinality(w)),
+    anchor AS (
+      SELECT id, max(strength) AS strength FROM (
+        SELECT e.id, 2.0::float8 AS strength FROM ${entities} e
+        WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}
+          AND e.match_key IN (SELECT phrase FROM phrases WHERE phrase <> '')
+        ${nearest}
+      ) a GROUP BY id)`;
+}
 
-  const fused =
-    signals.length > 0
-      ? sql`fused AS (
-          SELECT id, sum(1.0::float8 / (${RRF_K} + rank)) AS score FROM (
-            ${sql.join(
-              signals.map((s) => sql`SELECT id, rank FROM ${sql.raw(s)}`),
-              sql` UNION ALL `,
-            )}) r GROUP BY id)`
-      : sql`fused AS (
-          SELECT f.id, 1.0::float8 AS score FROM ${facts} f WHERE ${eligible}
-          ORDER BY f.valid_at DESC, f.id LIMIT (SELECT lim FROM s))`;
+/** 1 when the fact became valid in the named time, 0.5 when it was valid during it, else 0. */
+function timeTerm(time: TimeRange | null | undefined): SQL {
+  if (!time) return sql`0`;
+  const from = sql`${time.from.toISOString()}::timestamptz`;
+  const to = sql`${time.to.toISOString()}::timestamptz`;
+  return sql`CASE WHEN f.valid_at >= ${from} AND f.valid_at < ${to} THEN 1
+      WHEN f.valid_at < ${to} AND coalesce(f.valid_until, 'infinity') > ${from} THEN 0.5 ELSE 0 END`;
+}
 
-  return {
-    signals,
-    ctes: [
-      ...ctes,
-      fused,
-      sql`top AS (
-      SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
-        f.valid_at, f.valid_until, f.invalid_at, f.episode_id, u.score,
-        row_number() OVER (ORDER BY u.score DESC, f.valid_at DESC, f.id) AS rank
-      FROM fused u JOIN ${facts} f ON f.id = u.id
-      ORDER BY u.score DESC, f.valid_at DESC, f.id LIMIT (SELECT lim FROM s))`,
-      // A fact's group: the strongest anchor it touches, else the entity it touches (its object's
-      // first), else its subject ("user").
-      sql`grouped AS (
-      SELECT t.*, coalesce(g.name, t.subject) AS group_name FROM top t LEFT JOIN LATERAL (
+/**
+ * The best `fetch_lim` facts by score (ties: newest, then id), each with its group (the strongest
+ * anchor it touches, else the entity it touches, its object's first, else its subject, "user") and
+ * the entities it touches. `anchorCte` when the query path did not define `anchor`.
+ */
+function groupedCtes(anchorCte: SQL | null): SQL[] {
+  return [
+    ...(anchorCte ? [anchorCte] : []),
+    sql`top AS (
+      SELECT u.*, row_number() OVER (ORDER BY u.score DESC, u.valid_at DESC, u.id) AS rank
+      FROM fused u ORDER BY u.score DESC, u.valid_at DESC, u.id LIMIT (SELECT fetch_lim FROM s))`,
+    sql`grouped AS (
+      SELECT t.*, coalesce(g.name, t.subject) AS group_name, coalesce(te.entities, '[]'::jsonb) AS entities
+      FROM top t LEFT JOIN LATERAL (
         SELECT e.name FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id
         LEFT JOIN anchor a ON a.id = e.id
         WHERE fe.fact_id = t.id
         ORDER BY a.strength DESC NULLS LAST, lower(e.name) = lower(t.object) DESC, lower(e.name), e.name, e.id LIMIT 1
-      ) g ON true)`,
-      // Rendering order: groups where their best fact ranks, facts by rank within a group.
-      sql`placed AS (
-      SELECT *, row_number() OVER (ORDER BY group_rank, rank) AS position FROM (
-        SELECT *, min(rank) OVER (PARTITION BY group_name) AS group_rank FROM grouped) x)`,
-      sql`touched AS (
-      SELECT e.name, e.type, min(p.position) AS first_position
-      FROM placed p JOIN ${factEntities} fe ON fe.fact_id = p.id JOIN ${entities} e ON e.id = fe.entity_id
-      GROUP BY e.id, e.name, e.type)`,
-    ],
-  };
+      ) g ON true
+      LEFT JOIN LATERAL (
+        SELECT jsonb_agg(jsonb_build_object('name', e.name, 'type', e.type) ORDER BY lower(e.name), e.type) AS entities
+        FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id WHERE fe.fact_id = t.id
+      ) te ON true)`,
+  ];
 }

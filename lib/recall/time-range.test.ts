@@ -47,7 +47,15 @@ describe("timeRangeOf", () => {
   });
 
   it("says nothing when no time is named, or the date is impossible", () => {
-    for (const q of ["where do I live?", "my sister's job", "I ran 4000 meters", "in 3000", "2023-02-30", "", "May I ask"]) {
+    for (const q of [
+      "where do I live?",
+      "my sister's job",
+      "I ran 4000 meters",
+      "in 3000",
+      "2023-02-30",
+      "",
+      "May I ask",
+    ]) {
       expect(range(q)).toBeNull();
     }
     expect(timeRangeOf(undefined, NOW)).toBeNull();

@@ -24,9 +24,21 @@ const MONTHS = [
   "november",
   "december",
 ];
-const MONTH_ALT = "jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?";
+const MONTH_ALT =
+  "jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?";
 const SEASONS: Record<string, number> = { spring: 2, summer: 5, autumn: 8, fall: 8, winter: 11 };
-const NUMBERS: Record<string, number> = { a: 1, an: 1, one: 1, two: 2, three: 3, four: 4, five: 5, six: 6, few: 3, couple: 2 };
+const NUMBERS: Record<string, number> = {
+  a: 1,
+  an: 1,
+  one: 1,
+  two: 2,
+  three: 3,
+  four: 4,
+  five: 5,
+  six: 6,
+  few: 3,
+  couple: 2,
+};
 const DAY_MS = 86_400_000;
 /** The earliest and latest instants recall compares validAt with ("before 2022", "since May"). */
 const BEGINNING = new Date("0001-01-01T00:00:00.000Z");
@@ -98,7 +110,10 @@ const RULES: Rule[] = [
     /\b(a|an|one|two|three|four|five|six|few|couple|\d{1,2}) (?:of )?(day|week|month|year)s? ago\b/,
     (m, now) => ago(NUMBERS[m[1] ?? ""] ?? Number(m[1]), m[2] ?? "day", now),
   ],
-  [new RegExp(`\\b(?:in|during|since|last|this) (${MONTH_ALT})\\b`), (m, now) => latestMonth(monthIndex(m[1] ?? ""), now)],
+  [
+    new RegExp(`\\b(?:in|during|since|last|this) (${MONTH_ALT})\\b`),
+    (m, now) => latestMonth(monthIndex(m[1] ?? ""), now),
+  ],
 ];
 
 function day(y: number, m: number, d: number): TimeRange | null {

@@ -596,6 +596,20 @@ export interface paths {
                             anchorVectorMin?: number;
                             /** @description Entities nearest the query that may anchor recall. */
                             anchorVectorTopK?: number;
+                            /** @description Weight of the query's cosine similarity in a fact's recall score. */
+                            vectorWeight?: number;
+                            /** @description Weight of the keyword score (BM25 over the fact and its quote, divided by the best candidate's) in a fact's recall score. */
+                            keywordWeight?: number;
+                            /** @description Boost for a fact touching an entity named in the query (times the similarity for an entity near the query). */
+                            entityWeight?: number;
+                            /** @description Boost for a fact valid in a time the query names ("in May 2023", "last week"). */
+                            timeWeight?: number;
+                            /** @description Reorder recall's best candidates with the reranker (a /rerank endpoint or the chat model). */
+                            rerank?: boolean;
+                            /** @description Candidates recall sends to the reranker. */
+                            rerankCandidates?: number;
+                            /** @description How long recall waits for the reranker before keeping the fused order (ms). */
+                            rerankTimeoutMs?: number;
                         };
                     };
                 };
@@ -1354,8 +1368,8 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Recall playground: /v1 recall for any dataset of the project, with each fact's signal ranks
-         * @description The same embedding call and the same one SQL statement as POST /v1/memory/recall (`raw` always included); the ranks come from that statement.
+         * Recall playground: /v1 recall for any dataset of the project, with each fact's signal scores
+         * @description The same embedding call, the same one SQL statement and the same reranker call as POST /v1/memory/recall (`raw` always included); the scores come from that statement.
          */
         post: {
             parameters: {
@@ -1382,15 +1396,20 @@ export interface paths {
                         "application/json": {
                             recall: components["schemas"]["RecallResponse"];
                             /**
-                             * @description hybrid: vector, anchors and keyword; keyword: keyword and recency (asOf, or no embedding); recent: no query.
+                             * @description hybrid: cosine, keyword, entity and time scores; keyword: the same without cosine (no embedding), the newest facts after the matches; recent: no query.
                              * @enum {string}
                              */
                             mode: "hybrid" | "keyword" | "recent";
-                            /** @description One per fact of recall.facts, same order. */
-                            ranks: components["schemas"]["SignalRank"][];
+                            /** @description One per fact of recall.facts, same order (rank order). */
+                            signals: components["schemas"]["SignalScores"][];
+                            /**
+                             * @description What the reranker did; null when the project's reranker is off or there is no query.
+                             * @enum {string|null}
+                             */
+                            rerank: "reranked" | "timeout" | "failed" | "skipped" | null;
                             timing: {
                                 /** @enum {string} */
-                                name: "embedding" | "sql" | "synthesis";
+                                name: "embedding" | "sql" | "rerank" | "synthesis";
                                 ms: number;
                             }[];
                         };
@@ -4831,15 +4850,18 @@ export interface components {
             /** @description The best relevanceScore in the group; groups are in its order. */
             groupRelevance: number;
         };
-        /** @description A fact's 1-based rank in each signal; null when the signal did not find it. */
-        SignalRank: {
+        /** @description How a fact scored: each signal's value before its weight; null when that signal did not run. */
+        SignalScores: {
             factId: string;
+            /** @description Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode). */
             vector: number | null;
+            /** @description BM25 over the fact and its quote, divided by the best candidate's (0 to 1). */
             keyword: number | null;
-            anchor: number | null;
-            /** @description The recency signal, which ranks only in keyword mode (asOf, or no embedding). */
-            recency: number | null;
-            /** @description The RRF score: the sum of 1/(60 + rank) over the signals (relevanceScore). */
+            /** @description 1 when the fact touches an entity the query names; an entity near the query gives its similarity. */
+            entity: number | null;
+            /** @description 1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0. */
+            time: number | null;
+            /** @description The fact's score (relevanceScore): the signals times their weights (project settings), summed. */
             fused: number;
         };
         RecallRequest: {
@@ -4932,6 +4954,28 @@ export interface components {
                 attempts: number;
             } | null;
         };
+        /** @description What fact extraction did with the episode: facts proposed, kept and dropped by reason. Null until an extraction completes (and for episodes extracted before the report existed). */
+        ExtractionReport: {
+            /** @description Facts the extraction model proposed for the episode. */
+            proposed: number;
+            /** @description Facts written. proposed = kept + the sum of dropped. */
+            kept: number;
+            /** @description Proposed facts not written, by reason (each counted once, under the first that applies). */
+            dropped: {
+                /** @description Subject not the user. "user", "the user", "I", "me", "myself" and the names the user gave count as the user (stored as "user"). */
+                notAboutUser: number;
+                /** @description sourceQuote empty or not found in any of the user's messages of the episode. */
+                quoteNotFound: number;
+                /** @description Subject, predicate or object blank. */
+                emptyPart: number;
+                /** @description The same fact twice in the answer, or a fact at or above factDedupThreshold of a live fact or of an earlier one of the answer. */
+                duplicate: number;
+                /** @description Under a confidence floor at write time. None applies today (always 0): a fact under retrievalMinConfidence is stored, left out of recall and never ends an older fact. */
+                lowConfidence: number;
+            };
+            /** @description Live facts ended because a kept fact contradicts them (not part of proposed). */
+            invalidated: number;
+        } | null;
         Episode: {
             episodeId: string;
             threadId: string;
@@ -4954,6 +4998,7 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             } | null;
+            extractionReport: components["schemas"]["ExtractionReport"];
             createdAt: string | null;
             updatedAt: string | null;
         };

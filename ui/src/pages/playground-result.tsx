@@ -9,13 +9,20 @@ type Answer = paths["/dashboard/projects/{id}/recall"]["post"]["responses"][200]
 
 const MODES: Record<Answer["mode"], string> = {
   hybrid:
-    "Hybrid: vector similarity, entity anchors and keyword search ran in parallel and were fused by rank (Reciprocal Rank Fusion).",
+    "Hybrid: each candidate scored by cosine similarity, keyword match (BM25), the entities the query names and the time it names, weighted and summed.",
   keyword:
-    "Keyword: keyword search plus recency, fused by rank (a query with As of, or the query could not be embedded); correct but ranked more weakly.",
+    "Keyword: the query could not be embedded, so keyword, entity and time scores without cosine; the newest facts follow the matches. Correct but ranked more weakly.",
   recent: "Recent: no query, so the most recent live facts by validAt, each scored 1; nothing was embedded.",
 };
 
-const dash = (n: number | null | undefined) => (n === null || n === undefined ? "—" : formatNumber(n));
+const score = (n: number | null | undefined) => (n === null || n === undefined ? "—" : n.toFixed(3));
+
+const RERANK: Record<NonNullable<Answer["rerank"]>, string> = {
+  reranked: "The reranker reordered the best candidates.",
+  timeout: "The reranker did not answer in time: the fused order was kept.",
+  failed: "The reranker failed: the fused order was kept (see the server log).",
+  skipped: "The reranker had fewer than two candidates to reorder.",
+};
 const ms = (n: number) => `${n < 10 ? n.toFixed(1) : formatNumber(Math.round(n))} ms`;
 
 export function RecallResult({
@@ -27,8 +34,8 @@ export function RecallResult({
   request: Schemas["RecallRequest"];
   roundTripMs: number;
 }) {
-  const { recall, mode, ranks, timing } = body;
-  const rankOf = new Map(ranks.map((r) => [r.factId, r]));
+  const { recall, mode, signals, rerank, timing } = body;
+  const signalsOf = new Map(signals.map((r) => [r.factId, r]));
   const facts = recall.facts ?? [];
   const serverMs = timing.reduce((sum, t) => sum + t.ms, 0);
   const empty = recall.context === "";
@@ -52,6 +59,7 @@ export function RecallResult({
       </p>
       <p class="recall-mode">
         <span class="badge muted">{mode}</span> {MODES[mode]}
+        {rerank ? ` ${RERANK[rerank]}` : ""}
       </p>
 
       <h4>Context block</h4>
@@ -76,9 +84,9 @@ export function RecallResult({
       {facts.length > 0 && (
         <>
           <p class="hint" id="ranked-facts-hint">
-            Each signal's rank for the fact, — when that signal did not find it
-            {mode === "keyword" ? " (recency ranks the rest)" : ""}. Fused score: the sum of 1/(60 + rank) over the
-            signals.
+            Each signal's value for the fact before its weight, — when that signal did not run
+            {mode === "keyword" ? " (the newest facts follow the matches)" : ""}. Score: the signals times their weights
+            (the project's recall settings), summed.
           </p>
           <div class="table-wrap">
             <table class="ranked" aria-describedby="ranked-facts-hint">
@@ -90,16 +98,19 @@ export function RecallResult({
                   </th>
                   <th scope="col">Fact</th>
                   <th scope="col" class="num">
-                    Vector rank
+                    Cosine
                   </th>
                   <th scope="col" class="num">
-                    Keyword rank
+                    Keyword
                   </th>
                   <th scope="col" class="num">
-                    Anchor rank
+                    Entity
                   </th>
                   <th scope="col" class="num">
-                    Fused score
+                    Time
+                  </th>
+                  <th scope="col" class="num">
+                    Score
                   </th>
                   <th scope="col" class="num">
                     Confidence
@@ -109,7 +120,7 @@ export function RecallResult({
               </thead>
               <tbody>
                 {facts.map((f, i) => {
-                  const r = rankOf.get(f.factId) ?? ranks[i];
+                  const r = signalsOf.get(f.factId) ?? signals[i];
                   return (
                     <tr key={f.factId}>
                       <td class="num">{i + 1}</td>
@@ -122,9 +133,10 @@ export function RecallResult({
                           <blockquote>“{f.sourceQuote}”</blockquote>
                         </details>
                       </td>
-                      <td class="num">{dash(r?.vector)}</td>
-                      <td class="num">{dash(r?.keyword)}</td>
-                      <td class="num">{dash(r?.anchor)}</td>
+                      <td class="num mono">{score(r?.vector)}</td>
+                      <td class="num mono">{score(r?.keyword)}</td>
+                      <td class="num mono">{score(r?.entity)}</td>
+                      <td class="num mono">{score(r?.time)}</td>
                       <td class="num mono">{(r?.fused ?? f.relevanceScore ?? 0).toFixed(4)}</td>
                       <td class="num">{f.confidence.toFixed(2)}</td>
                       <td class="nowrap">
