@@ -2,15 +2,15 @@ import { loadEmbedder } from "./embedder";
 import { ceiling, readStoredFacts, runBaselines, runRecall, summariseRecall } from "./evaluate";
 import { type Fixture, type FixtureSize, FULL, generateFixture, type Question } from "./fixture";
 import { episodeStatuses, startQualityService, writeFixture } from "./service";
-import { sweepWeights } from "./sweep";
+import { sampleQuestions, sweepWeights } from "./sweep";
 
 export interface QualityOptions {
   seed: number;
   size?: FixtureSize;
   /** Only these questions (the smoke test's subset); all of the fixture's by default. */
   select?: (questions: Question[]) => Question[];
-  /** After measuring, with the data still in place: the weight sweep. */
-  sweep?: boolean;
+  /** After measuring, with the data still in place: the weight sweep over about this many questions. */
+  sweep?: number;
   log?: (line: string) => void;
 }
 
@@ -36,7 +36,9 @@ export async function runQuality(options: QualityOptions) {
     const recall = summariseRecall(await runRecall(q, fixture, questions));
     const baselines = await runBaselines(questions, stored.live, embedder);
     const evalSeconds = (performance.now() - t1) / 1000;
-    const sweep = options.sweep ? await sweepWeights(q, fixture, questions, undefined, log) : undefined;
+    const sweep = options.sweep
+      ? await sweepWeights(q, fixture, sampleQuestions(questions, options.sweep), undefined, log)
+      : undefined;
     return {
       seed: fixture.seed,
       now: fixture.now,

@@ -1,5 +1,5 @@
 /**
- * The retrieval-quality benchmark: `npm run bench:quality [-- --quick] [--seed N] [--sweep]`.
+ * The retrieval-quality benchmark: `npm run bench:quality [-- --quick] [--seed N] [--sweep [--sweep-questions N]]`.
  * Prints markdown tables and writes bench/results/quality-latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
@@ -14,6 +14,7 @@ const { values } = parseArgs({
     quick: { type: "boolean", default: false },
     seed: { type: "string", default: "42" },
     sweep: { type: "boolean", default: false },
+    "sweep-questions": { type: "string", default: "200" },
     out: { type: "string", default: "bench/results/quality-latest.json" },
   },
 });
@@ -25,7 +26,7 @@ const result = await runQuality({
   seed,
   size: values.quick ? QUICK : FULL,
   log,
-  sweep: values.sweep,
+  sweep: values.sweep ? Number(values["sweep-questions"]) : undefined,
 });
 
 const kinds = [...QUESTION_KINDS];
@@ -55,7 +56,7 @@ console.log(
 );
 if (result.sweep) {
   const pct = (x: number) => (x * 100).toFixed(1);
-  console.log("\n### Weight sweep (30-fact recall; hit@8 = rank <= 8)\n");
+  console.log(`\n### Weight sweep (${result.sweep[0]?.questions ?? 0} questions, 30-fact recall; hit@8 = rank <= 8)\n`);
   console.log(
     markdown(
       ["vector", "keyword", "entity", "time", "hit@1", "hit@8", "hit@30", "MRR"],
