@@ -298,7 +298,7 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(await raw.json()).toEqual({ error: "Invalid API key" });
   });
 
-  it("is stateless: no session id, GET and DELETE are 405 after the key check, and nothing is in /openapi.json", async () => {
+  it("is stateless (no session id; GET and DELETE 405 after the key check), holds the body limit and is not in /openapi.json", async () => {
     const { key } = await newTenant(svc, "mcp-http");
     const headers = { authorization: `Bearer ${key}`, accept: "application/json, text/event-stream" };
     const init = await fetch(`${url}/mcp`, {
@@ -322,6 +322,23 @@ describe("MCP over HTTP on the Node.js host", () => {
       const anonymous = await fetch(`${url}/mcp`, { method });
       expect(anonymous.status, method).toBe(401);
     }
+    // The API's 1 MB body limit holds here too (after the key check).
+    const big = JSON.stringify({
+      jsonrpc: "2.0",
+      id: 2,
+      method: "tools/call",
+      params: {
+        name: "add_messages",
+        arguments: { dataset: "a", messages: [{ role: "user", content: "x".repeat(1024 * 1024) }] },
+      },
+    });
+    const tooLarge = await fetch(`${url}/mcp`, {
+      method: "POST",
+      headers: { ...headers, "content-type": "application/json" },
+      body: big,
+    });
+    expect(tooLarge.status).toBe(413);
+    expect(await tooLarge.json()).toEqual({ error: "Request body too large (limit 1 MB)" });
     const doc = (await (await fetch(`${url}/openapi.json`)).json()) as { paths: Record<string, unknown> };
     expect(Object.keys(doc.paths).filter((p) => p.startsWith("/mcp"))).toEqual([]);
   });

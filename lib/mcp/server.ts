@@ -6,6 +6,7 @@ import {
   McpError,
   type Tool,
 } from "@modelcontextprotocol/sdk/types.js";
+import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { z } from "zod";
 import { version } from "../../package.json";
 import { errorFields } from "../log";
@@ -29,6 +30,16 @@ function toolList(): Tool[] {
 }
 
 /**
+ * The SDK validates elicitation answers with a JSON Schema validator, by default a new Ajv per
+ * server (about a millisecond each, and a server is made per request). This server never elicits.
+ */
+const NO_ELICITATION: jsonSchemaValidator = {
+  getValidator() {
+    throw new Error("This server does not elicit input, so it validates no elicitation answers");
+  },
+};
+
+/**
  * The memory service's MCP server for one request and one project (the API key's). It is the
  * SDK's low-level `Server` rather than `McpServer`: `McpServer` validates tool arguments itself
  * and answers its own message, while these tools answer bad arguments with the API's validation
@@ -38,7 +49,7 @@ function toolList(): Tool[] {
 export function createMemoryMcpServer(ctx: ToolContext): Server {
   const server = new Server(
     { name: "memory-service", title: "Memory service", version },
-    { capabilities: { tools: {} }, instructions: INSTRUCTIONS },
+    { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: NO_ELICITATION },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: toolList() }));
   server.setRequestHandler(CallToolRequestSchema, async (request) => {
