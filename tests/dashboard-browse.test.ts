@@ -372,7 +372,11 @@ describe("GET /dashboard/browse/episodes", () => {
       extraction: { status: "failed", attempts: 1 },
     });
     expect(body.episodes[0].extraction?.error).toEqual(expect.any(String));
-    expect(JSON.stringify(await t.episode(episodeId as string))).not.toMatch(/extraction|semantic/i);
+    // /v1 shows no extraction status or error: only what a completed extraction kept and dropped
+    // (extractionReport, null here).
+    const v1 = JSON.stringify(await t.episode(episodeId as string));
+    expect(v1).not.toMatch(/semantic|"extraction"|"error":"[^"]/i);
+    expect(v1).toMatch(/"extractionReport":null/);
   });
 
   it("400 for a missing projectId, bad paging or an unknown status", async () => {
