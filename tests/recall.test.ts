@@ -3,10 +3,11 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { newId } from "../lib/ids";
-import { patchProjectSettings } from "../lib/projects";
+import { deleteProject, patchProjectSettings } from "../lib/projects";
 import { DEFAULT_SETTINGS } from "../lib/settings";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "./helpers/fake-openai";
+import { type FakeRerank, startFakeRerank } from "./helpers/fake-rerank";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
@@ -40,14 +41,17 @@ const cosineOf = (a: number[], b: number[]) => {
 
 let svc: TestService;
 let fake: FakeOpenAI;
+let reranker: FakeRerank;
 let clock: ReturnType<typeof manualClock>;
 let failStatementsMatching: RegExp | undefined;
 const statements: string[] = [];
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();
+  reranker = await startFakeRerank();
   svc = await createTestService({
     provider: fake,
+    env: { RERANK_BASE_URL: reranker.url },
     manualTime: true,
     onQuery: (statement) => {
       statements.push(statement);
@@ -61,9 +65,11 @@ beforeAll(async () => {
 afterAll(async () => {
   await svc?.close();
   await fake?.close();
+  await reranker?.close();
 });
 beforeEach(() => {
   fake.reset();
+  reranker.reset();
   failStatementsMatching = undefined;
 });
 
@@ -100,6 +106,8 @@ interface FactInput {
   /** The fact's embedding: a vector, the embedding of a text, or none (outside vector search). */
   embedding?: number[] | string | null;
   entities?: string[];
+  /** The user's words; "I said <object>" when absent. */
+  sourceQuote?: string;
 }
 
 async function tenant() {
@@ -137,7 +145,7 @@ async function tenant() {
         INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote,
                            valid_at, valid_until, invalid_at, embedding)
         VALUES (${id}, ${t.projectId}, ${dataset}, 'user', ${f.predicate}, ${f.object}, ${f.confidence ?? 0.9},
-                ${`I said ${f.object}`}, ${f.validAt ?? new Date(Date.UTC(2026, 0, 1, 0, n)).toISOString()}::timestamptz,
+                ${f.sourceQuote ?? `I said ${f.object}`}, ${f.validAt ?? new Date(Date.UTC(2026, 0, 1, 0, n)).toISOString()}::timestamptz,
                 ${f.validUntil ?? null}::timestamptz, ${f.invalidAt ?? null}::timestamptz,
                 ${embedding ? `[${embedding}]` : null}::vector)`);
       for (const name of f.entities ?? []) {
@@ -541,6 +549,168 @@ describe("include", () => {
     expect(prompt).toContain("music taste");
     expect(body.synthesis).toBe(`SYNTHESIS OF ${prompt.length} CHARS`);
     expect(body.facts).toBeNull();
+  });
+});
+
+describe("scores (README: how recall ranks facts)", () => {
+  it("keyword: BM25 weighs a rare word above a common one, and searches the fact's quote too", async () => {
+    const t = await tenant();
+    for (const [i, drink] of ["espresso", "latte", "mocha", "cortado"].entries()) {
+      await t.fact("ds", {
+        predicate: "orders",
+        object: `coffee: ${drink}`,
+        embedding: null,
+        validAt: `2026-0${i + 1}-01`,
+      });
+    }
+    await t.fact("ds", {
+      predicate: "bought",
+      object: "a grinder",
+      embedding: null,
+      sourceQuote: "I finally bought a burr grinder for matcha",
+    });
+    const body = await t.recall({ dataset: "ds", query: "coffee or matcha?", include: ["raw"] });
+    // "matcha" is in one fact of five (and only in its quote), "coffee" in four: the rare word wins.
+    expect(objects(body)[0]).toBe("a grinder");
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
+    expect(objects(body).slice(1).sort()).toEqual([
+      "coffee: cortado",
+      "coffee: espresso",
+      "coffee: latte",
+      "coffee: mocha",
+    ]);
+    for (const f of body.facts?.slice(1) ?? []) {
+      expect(f.relevanceScore).toBeGreaterThan(0);
+      expect(f.relevanceScore).toBeLessThan(score({ keyword: 0.5 }));
+    }
+  });
+
+  it("time: a query naming a time lifts the facts that became valid in it, and those valid during it half as much", async () => {
+    const t = await tenant();
+    const q = fakeEmbedding("what did I do in May 2025?", DIMS);
+    const may = await t.fact("ds", {
+      predicate: "ran",
+      object: "a marathon",
+      embedding: near(q, 0.5, "m"),
+      validAt: "2025-05-18",
+    });
+    const before = await t.fact("ds", {
+      predicate: "lives_in",
+      object: "Porto",
+      embedding: near(q, 0.5, "p"),
+      validAt: "2024-01-01",
+    });
+    const after = await t.fact("ds", {
+      predicate: "visited",
+      object: "Rome",
+      embedding: near(q, 0.5, "r"),
+      validAt: "2025-09-01",
+    });
+    const body = await t.recall({ dataset: "ds", query: "what did I do in May 2025?", include: ["raw"] });
+    const scoreOf = (id: string) => body.facts?.find((f) => f.factId === id)?.relevanceScore;
+    expect(body.facts?.map((f) => f.factId)).toEqual([may, before, after]);
+    expect(scoreOf(may)).toBeCloseTo(score({ cosine: 0.5, time: 1 }), 6);
+    expect(scoreOf(before)).toBeCloseTo(score({ cosine: 0.5, time: 0.5 }), 6);
+    expect(scoreOf(after)).toBeCloseTo(score({ cosine: 0.5 }), 6);
+  });
+
+  it("weights are project settings read in the statement: keywordWeight 0 leaves cosine alone", async () => {
+    const t = await tenant();
+    const q = fakeEmbedding("sailing lessons", DIMS);
+    await t.fact("ds", { predicate: "took", object: "sailing lessons", embedding: near(q, 0.6, "s") });
+    await t.fact("ds", { predicate: "likes", object: "the sea", embedding: near(q, 0.7, "t") });
+    const ranked = async () => objects(await t.recall({ dataset: "ds", query: "sailing lessons", include: ["raw"] }));
+    expect(await ranked()).toEqual(["sailing lessons", "the sea"]);
+    await patchProjectSettings(svc.deps, t.projectId, { semantic: { keywordWeight: 0 } });
+    expect(await ranked()).toEqual(["the sea", "sailing lessons"]);
+  });
+
+  it("the keyword statistics follow every write: insert, a soft delete (kept), a hard delete, a project's deletion", async () => {
+    const t = await tenant();
+    const stats = async () =>
+      (
+        await svc.deps.db.execute(sql`SELECT term, docs::int AS docs FROM fact_terms
+          WHERE project_id = ${t.projectId} AND term IN ('', 'kayak') ORDER BY term`)
+      ).rows;
+    const first = await t.fact("ds", { predicate: "owns", object: "a kayak" });
+    await t.fact("ds", { predicate: "rents", object: "a kayak" });
+    await t.fact("ds", { predicate: "likes", object: "rivers" });
+    expect(await stats()).toEqual([
+      { term: "", docs: 3 },
+      { term: "kayak", docs: 2 },
+    ]);
+    // DELETE /v1/facts/:id invalidates: the row, and what a word's rarity is measured over, stay.
+    expect(
+      (await svc.request(`/v1/memory/semantic/datasets/ds/facts/${first}`, { method: "DELETE", token: t.key })).status,
+    ).toBe(200);
+    expect(await stats()).toEqual([
+      { term: "", docs: 3 },
+      { term: "kayak", docs: 2 },
+    ]);
+    await svc.deps.db.execute(sql`DELETE FROM facts WHERE id = ${first}`);
+    expect(await stats()).toEqual([
+      { term: "", docs: 2 },
+      { term: "kayak", docs: 1 },
+    ]);
+    await deleteProject(svc.deps, t.projectId);
+    expect(await stats()).toEqual([]);
+  });
+});
+
+describe("reranker (project setting rerank)", () => {
+  async function withFacts() {
+    const t = await tenant();
+    const q = fakeEmbedding("where should we eat tonight", DIMS);
+    await t.fact("ds", { predicate: "likes", object: "pizza", embedding: near(q, 0.9, "a") });
+    await t.fact("ds", { predicate: "avoids", object: "gluten", embedding: near(q, 0.8, "b") });
+    await t.fact("ds", { predicate: "loves", object: "ramen", embedding: near(q, 0.7, "c") });
+    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerank: true, rerankCandidates: 3 } });
+    return t;
+  }
+  const query = { dataset: "ds", query: "where should we eat tonight", include: ["raw"], limit: 2 };
+
+  it("reorders the fused top candidates, then keeps the block's limit; still one SQL statement", async () => {
+    const t = await withFacts();
+    reranker.score = (_q, doc) => (doc.includes("ramen") ? 0.9 : doc.includes("gluten") ? 0.5 : 0.1);
+    statements.length = 0;
+    const res = await svc.request(RECALL, { method: "POST", token: t.key, json: query });
+    const body = (await res.json()) as Recall;
+    expect(objects(body)).toEqual(["ramen", "gluten"]);
+    expect(reranker.requests).toHaveLength(1);
+    // The fused order is what the reranker gets: what each fact says, then the user's words.
+    expect(reranker.requests[0]?.body.documents).toEqual([
+      'user likes pizza (said: "I said pizza")',
+      'user avoids gluten (said: "I said gluten")',
+      'user loves ramen (said: "I said ramen")',
+    ]);
+    expect(res.headers.get("server-timing")).toMatch(/rerank;dur=[\d.]+;desc="reranked"/);
+    expect(statements).toHaveLength(2);
+  });
+
+  it("a failure or a timeout keeps the fused order and answers 200", async () => {
+    const t = await withFacts();
+    reranker.fail({ status: 503, times: 1 });
+    const failed = await svc.request(RECALL, { method: "POST", token: t.key, json: query });
+    expect(failed.status).toBe(200);
+    expect(objects((await failed.json()) as Recall)).toEqual(["pizza", "gluten"]);
+    expect(failed.headers.get("server-timing")).toMatch(/rerank;dur=[\d.]+;desc="failed"/);
+
+    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerankTimeoutMs: 200 } });
+    reranker.fail({ hang: true, times: 1 });
+    const started = performance.now();
+    const slow = await svc.request(RECALL, { method: "POST", token: t.key, json: query });
+    expect(performance.now() - started).toBeLessThan(2000);
+    expect(slow.status).toBe(200);
+    expect(objects((await slow.json()) as Recall)).toEqual(["pizza", "gluten"]);
+    expect(slow.headers.get("server-timing")).toMatch(/rerank;dur=[\d.]+;desc="timeout"/);
+  });
+
+  it("is not called without a query, or when the project leaves it off", async () => {
+    const t = await withFacts();
+    await t.recall({ dataset: "ds", include: ["raw"] });
+    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerank: false } });
+    expect(objects(await t.recall(query))).toEqual(["pizza", "gluten"]);
+    expect(reranker.requests).toHaveLength(0);
   });
 });
 
