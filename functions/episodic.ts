@@ -41,7 +41,10 @@ export const ExtractionReportSchema = z
       }),
     invalidated: count("Live facts ended because a kept fact contradicts them (not part of proposed)."),
   })
-  .openapi("ExtractionReport");
+  .openapi("ExtractionReport", {
+    description:
+      "What one fact extraction did with the facts the model proposed: each one is kept or dropped for exactly one reason.",
+  });
 
 export const EpisodeSchema = z
   .object({
@@ -64,7 +67,7 @@ export const EpisodeSchema = z
       .record(z.string(), z.unknown())
       .nullable()
       .openapi({ description: "`{trigger: 'end' | 'idle' | 'sibling'}`: what cut the episode." }),
-    extractionReport: ExtractionReportSchema.nullable().openapi({
+    extractionReport: z.union([ExtractionReportSchema, z.null()]).openapi({
       description:
         "What fact extraction did with the episode: facts proposed, kept and dropped by reason. Null until an extraction completes (and for episodes extracted before the report existed).",
     }),

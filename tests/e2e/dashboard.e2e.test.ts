@@ -283,6 +283,8 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
       async () => (await episode.getByText("completed", { exact: true }).count()) === 2,
       "the episode's fact extraction to show as completed",
     );
+    // What it did with the proposed facts: every one kept.
+    await episode.getByText("3 of 3 kept").waitFor();
     await capture(page, "episodes");
   });
 

@@ -4954,7 +4954,7 @@ export interface components {
                 attempts: number;
             } | null;
         };
-        /** @description What fact extraction did with the episode: facts proposed, kept and dropped by reason. Null until an extraction completes (and for episodes extracted before the report existed). */
+        /** @description What one fact extraction did with the facts the model proposed: each one is kept or dropped for exactly one reason. */
         ExtractionReport: {
             /** @description Facts the extraction model proposed for the episode. */
             proposed: number;
@@ -4975,7 +4975,7 @@ export interface components {
             };
             /** @description Live facts ended because a kept fact contradicts them (not part of proposed). */
             invalidated: number;
-        } | null;
+        };
         Episode: {
             episodeId: string;
             threadId: string;
@@ -4998,7 +4998,8 @@ export interface components {
             metadata: {
                 [key: string]: unknown;
             } | null;
-            extractionReport: components["schemas"]["ExtractionReport"];
+            /** @description What fact extraction did with the episode: facts proposed, kept and dropped by reason. Null until an extraction completes (and for episodes extracted before the report existed). */
+            extractionReport: components["schemas"]["ExtractionReport"] | null;
             createdAt: string | null;
             updatedAt: string | null;
         };

@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
 import { Empty, ErrorMessage, Progress } from "../components/status";
+import { describeExtraction, type ExtractionReport } from "../lib/extraction";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href, navigate } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
@@ -25,7 +26,8 @@ export function StatusBadge({ status }: { status: string }) {
 
 /**
  * `data/<dataset>/episodes`: the dataset's episodes, newest first, with a status filter. Failed
- * ones show their error and can be retried; each shows its fact extraction (which /v1 hides).
+ * ones show their error and can be retried; each shows its fact extraction (which /v1 hides) and,
+ * once it completed, how many proposed facts it kept and why it dropped the others.
  */
 export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
   const offset = offsetOf(query);
@@ -217,6 +219,14 @@ function EpisodeCard({
               )}
             </dd>
           </div>
+          {e.extractionReport && (
+            <div>
+              <dt>Facts</dt>
+              <dd>
+                <ExtractionCounts report={e.extractionReport} />
+              </dd>
+            </div>
+          )}
           <div>
             <dt>Created</dt>
             <dd>{formatDateTime(e.createdAt)}</dd>
@@ -224,5 +234,17 @@ function EpisodeCard({
         </dl>
       </article>
     </li>
+  );
+}
+
+/** "4 of 9 kept; dropped: 2 quote not found, 1 duplicate; ended 1 older fact". */
+function ExtractionCounts({ report }: { report: ExtractionReport }) {
+  const d = describeExtraction(report);
+  return (
+    <span class="extraction-counts">
+      {d.kept}
+      {d.dropped.length > 0 && <span class="hint">; dropped: {d.dropped.join(", ")}</span>}
+      {d.ended && <span class="hint">; {d.ended}</span>}
+    </span>
   );
 }
