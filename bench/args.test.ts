@@ -37,6 +37,10 @@ describe("bench switches", () => {
       "--ef-construction=128",
     ]);
     expect(a).toMatchObject({ efSearch: [40, 400], iterative: ["off", "strict_order"], m: 32, efConstruction: 128 });
+    expect(parseBenchArgs(["--disk", "--shared-buffers", "128MB"])).toMatchObject({
+      disk: true,
+      sharedBuffers: "128MB",
+    });
   });
 
   it.each([
@@ -50,6 +54,7 @@ describe("bench switches", () => {
     [["--only", "recall,nope"], /unknown scenario nope/],
     [["--dims", "5000"], /at most 4000/],
     [["--iterative", "loose"], /off, relaxed_order or strict_order/],
+    [["--shared-buffers", "32"], /a size such as 32MB/],
   ])("refuses %j", (argv, message) => {
     expect(() => parseBenchArgs(argv)).toThrow(UsageError);
     expect(() => parseBenchArgs(argv)).toThrow(message);

@@ -33,6 +33,8 @@ export interface BenchArgs {
   efConstruction: number;
   /** Keep the embedded database on disk (a temporary directory) instead of in memory. */
   disk: boolean;
+  /** Postgres shared_buffers for the embedded database (lib/db/pglite.ts's default unless given). */
+  sharedBuffers?: string;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
@@ -53,7 +55,7 @@ export function usage(): string {
     .map(([name, what]) => `  ${name.padEnd(16)} ${what}`)
     .join("\n");
   return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
-                       [--out ${DEFAULT_OUT}] [--disk]
+                       [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
                        [--m 16] [--ef-construction 64]
 scenarios (default: all but hnsw and load):
@@ -100,6 +102,10 @@ const WITH_VALUE: Record<string, Setter> = {
       }
       return s;
     });
+  },
+  "--shared-buffers": (a, v) => {
+    if (!/^\d+(kB|MB|GB)$/.test(v)) throw new UsageError(`--shared-buffers: a size such as 32MB: ${v}`);
+    a.sharedBuffers = v;
   },
   "--m": (a, v) => {
     a.m = parseCount(v, "--m");

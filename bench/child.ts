@@ -1,5 +1,5 @@
 import type { BenchArgs } from "./args";
-import { memoryNow } from "./lib";
+import { benchDatabaseOptions, memoryNow } from "./lib";
 import { runUnit, type Unit } from "./scenarios";
 
 /**
@@ -11,6 +11,7 @@ export const RESULT_MARK = "@@bench-result@@";
 
 if (process.argv[1]?.endsWith("child.ts")) {
   const { unit, args } = JSON.parse(process.argv[2]) as { unit: Unit; args: BenchArgs };
+  if (args.sharedBuffers) benchDatabaseOptions.sharedBuffers = args.sharedBuffers;
   const r = await runUnit(unit, args);
   process.stdout.write(`${RESULT_MARK}${JSON.stringify({ ...r, memory: memoryNow() })}\n`);
 }

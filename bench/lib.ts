@@ -7,6 +7,9 @@ import type { Database } from "../lib/db/types";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
 
+/** Options for every bench database in this process (bench/child.ts sets them from the switches). */
+export const benchDatabaseOptions: { sharedBuffers?: string } = {};
+
 /**
  * The Node.js host in-process on a fresh embedded database (in memory unless `disk` names a new
  * directory), with a counted driver.
@@ -20,6 +23,7 @@ export async function benchService(
     dir: disk?.dir ?? "memory://",
     durability: disk?.durability,
     onQuery: () => statements++,
+    ...benchDatabaseOptions,
   });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
   const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false });

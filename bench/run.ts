@@ -3,6 +3,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, loadavg, totalmem } from "node:os";
 import { dirname, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { PGLITE_SHARED_BUFFERS } from "../lib/db/pglite";
 import { parseBenchArgs, UsageError, usage } from "./args";
 import { RESULT_MARK } from "./child";
 import { type UnitResult, unitLabel, unitsOf } from "./scenarios";
@@ -55,7 +56,7 @@ for (const unit of unitsOf(args)) {
 console.log(
   `\nMachine: ${machine}; load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)} during the run`,
 );
-console.log(`Command: ${command}\n`);
+console.log(`Command: ${command} (shared_buffers ${args.sharedBuffers ?? PGLITE_SHARED_BUFFERS})\n`);
 console.log("| operation | p50 ms | p99 ms | throughput | cost per operation |");
 console.log("| --- | --- | --- | --- | --- |");
 for (const d of done) for (const row of d.rows) console.log(row);
