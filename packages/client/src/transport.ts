@@ -123,7 +123,9 @@ async function once<D>(
     if (controller.signal.reason === TIMEOUT) {
       return { ok: false, error: new MemoryTimeoutError(timeoutMs), failure: { kind: "timeout" } };
     }
-    const reason = err instanceof Error ? err.message : String(err);
+    // undici says "fetch failed" and puts the reason (ECONNREFUSED, a reset) in its cause.
+    const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : "";
+    const reason = err instanceof Error ? `${err.message}${cause}` : String(err);
     return {
       ok: false,
       error: new MemoryNetworkError(`${label}: ${reason}`, { cause: err }),
