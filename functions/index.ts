@@ -1,3 +1,4 @@
+import { backgroundJobs } from "../lib/background";
 import { systemClock } from "../lib/clock";
 import { type Config, type Env as ConfigEnv, parseConfig } from "../lib/config";
 import { createNeonDatabase } from "../lib/db/neon";
@@ -85,6 +86,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     log: logOf(config),
     llm: createLlm(config),
     doorbell: doorbellFor(config),
+    jobs: backgroundJobs,
     defer: (work) => ctx.waitUntil(work),
     queryEmbeddings,
   };

@@ -1,5 +1,6 @@
 import pLimit from "p-limit";
 import { bootstrapAdmin } from "../lib/auth";
+import { backgroundJobs } from "../lib/background";
 import { type Clock, systemClock } from "../lib/clock";
 import type { Config } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
@@ -79,6 +80,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     log,
     llm,
     doorbell: options.doorbell ?? (timers as Doorbell),
+    jobs: backgroundJobs,
     defer: track,
     queryEmbeddings: createQueryEmbeddings(),
   };

@@ -2,6 +2,7 @@ import type { Clock } from "./clock";
 import type { Config } from "./config";
 import type { Database, Db } from "./db/types";
 import type { Doorbell } from "./jobs/doorbell";
+import type { JobRegistry } from "./jobs/registry";
 import type { Llm } from "./llm/client";
 import type { Logger } from "./log";
 import type { QueryEmbeddings } from "./recall/query-embeddings";
@@ -16,6 +17,8 @@ export interface Deps {
   llm: Llm;
   /** Makes a scheduled job run on time (timers on Node.js, QStash on the edge). */
   doorbell: Doorbell;
+  /** What runs each kind of job, and the sweep's backstops (lib/background.ts). */
+  jobs: JobRegistry;
   /**
    * Work that must finish but not delay the response (the Worker's `waitUntil`; on Node.js the
    * promise simply runs on). Failures are logged by the caller.

@@ -4,9 +4,10 @@ import { autoCompactThresholdSql, compactThread } from "./compaction";
 import { rowsOf, toIso } from "./db/rows";
 import { messages, threads } from "./db/schema";
 import type { Deps } from "./deps";
-import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
+import { idleJobSql } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
+import { dueJobsFromJson, dueJobsJson, ringLater } from "./jobs/schedule";
 import { errorFields } from "./log";
 import type { MessageInput, Role } from "./working";
 
@@ -134,14 +135,14 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
     SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
       (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
       (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
-      (SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM timer) AS timers,
+      ${dueJobsJson("timer")} AS timers,
       (SELECT count(*) FROM msg)::int AS inserted,
       ${autoCompactThresholdSql(projectId)} AS compact_threshold`);
   const [row] = rowsOf<{
     missing: number;
     early: { ord: number; last_at: string }[] | string | null;
     threads: { id: string; last_seq: number; live_count: number; n: number }[] | string | null;
-    timers: { key: string; run_at: string }[] | string | null;
+    timers: unknown;
     compact_threshold: number | null;
   }>(result);
   if (!row || Number(row.missing) > 0) throw notFound("Thread not found");
@@ -159,7 +160,7 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
     );
   }
   const touched = json(row.threads);
-  ringLater(deps, dueJobsFrom(json(row.timers)));
+  ringLater(deps, dueJobsFromJson(row.timers));
 
   // Sequence numbers: each thread's items, in request order, end at its new last_seq.
   const next = new Map(touched.map((t) => [t.id, Number(t.last_seq) - Number(t.n) + 1]));

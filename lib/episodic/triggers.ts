@@ -1,10 +1,12 @@
 import { type SQL, sql } from "drizzle-orm";
 import { rowsOf, toDate } from "../db/rows";
-import { episodes, jobs, messages, projects, threads } from "../db/schema";
+import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import type { DueJob } from "../jobs/doorbell";
+import { jobKeySql } from "../jobs/kinds";
+import { dueJobsFrom, jobExistsSql, ringLater, scheduleJobsSql } from "../jobs/schedule";
 import { episodicSetting } from "../settings-sql";
 
 /** A new thread pulls a waiting sibling's episode forward to at most this long from now. */
@@ -68,14 +70,7 @@ export async function cutEpisode(
       FROM cut, span WHERE span.n > 0
       RETURNING id, project_id, dataset
     ),
-    job AS (
-      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-      SELECT ${newId("job")}, 'episode', 'episode:' || ep.id, ep.project_id, ep.dataset, ${now}::timestamptz,
-        jsonb_build_object('episodeId', ep.id), ${now}::timestamptz, ${now}::timestamptz
-      FROM ep
-      ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at
-      RETURNING key, run_at
-    )
+    job AS (${episodeJobSql(sql`FROM ep`, sql`ep`, now)})
     SELECT (SELECT dataset FROM th) AS dataset, (SELECT count(*) FROM moved)::int AS found,
       (SELECT id FROM ep) AS episode_id, (SELECT key FROM job) AS job_key, (SELECT run_at FROM job) AS job_run_at`);
   const [row] = rowsOf<{
@@ -102,25 +97,38 @@ export async function endThread(deps: Deps, projectId: string, threadId: string)
   return { threadId, dataset: cut.dataset as string, endedAt: cut.endedAt as string, episodeId: cut.episodeId };
 }
 
+/** The processing job of each episode of `from` (aliased `row`), due now. */
+function episodeJobSql(from: SQL, row: SQL, now: string): SQL {
+  // A new episode has no job yet; a requeued one may still have the job of a worker that died.
+  return scheduleJobsSql({ kind: "episode", row, runAt: sql`${now}::timestamptz`, from, now, mode: "reschedule" });
+}
+
+/**
+ * The idle timer of each thread of `from` (aliased `th`, joined to its project `p`), due at
+ * `runAt`, with `payload` beside the thread id; `mode` says what an armed timer does.
+ */
+function idleTimerSql(from: SQL, runAt: SQL, now: string, mode: "keep" | "earlier", payload?: { pulled: true }) {
+  return scheduleJobsSql({ kind: "thread-idle", row: sql`th`, runAt, from, now, mode, payload });
+}
+
 /**
  * SQL for the idle timer, folded into the statement that appends a message: one job per thread,
  * keyed by thread, inserted only if none is waiting (a new message does not reschedule it; the job
  * re-reads the thread's last activity when it fires). Nothing when the timer is disabled.
  * `th` must expose the threads' id, project_id, dataset and settings: one thread (add message) or
- * several (a batch), so the job id is derived per thread.
+ * several (a batch). The probe skips the (costly) speculative insert on the common path; `keep`
+ * covers a race.
  */
 export function idleJobSql(now: string): SQL {
-  return sql`
-    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-    SELECT 'job_' || md5(th.id || ${newId("job")}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset,
-      ${now}::timestamptz + make_interval(secs => ${threadSetting("autoEpisodeIntervalMs", "bigint")} / 1000.0),
-      jsonb_build_object('threadId', th.id), ${now}::timestamptz, ${now}::timestamptz
-    FROM th JOIN ${projects} p ON p.id = th.project_id
-    WHERE NOT EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = 'idle:' || th.id)
-      AND ${threadSetting("enabled", "boolean")} AND ${threadSetting("autoEpisodeIntervalMs", "bigint")} IS NOT NULL
-    -- The probe above skips the (costly) speculative insert on the common path; this covers a race.
-    ON CONFLICT (key) DO NOTHING
-    RETURNING key, run_at`;
+  const interval = threadSetting("autoEpisodeIntervalMs", "bigint");
+  return idleTimerSql(
+    sql`FROM th JOIN ${projects} p ON p.id = th.project_id
+    WHERE NOT ${jobExistsSql("thread-idle", sql`th.id`)}
+      AND ${threadSetting("enabled", "boolean")} AND ${interval} IS NOT NULL`,
+    sql`${now}::timestamptz + make_interval(secs => ${interval} / 1000.0)`,
+    now,
+    "keep",
+  );
 }
 
 /**
@@ -132,31 +140,37 @@ export function idleJobSql(now: string): SQL {
  */
 export function pullForwardSql(now: string): SQL {
   const due = new Date(Date.parse(now) + PULL_FORWARD_MS).toISOString();
-  return sql`
-    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-    SELECT 'job_' || md5(th.id || ${now}), 'thread-idle', 'idle:' || th.id, th.project_id, th.dataset, ${due}::timestamptz,
-      jsonb_build_object('threadId', th.id, 'pulled', true), ${now}::timestamptz, ${now}::timestamptz
-    FROM ${threads} th JOIN nt ON th.project_id = nt.project_id AND th.dataset = nt.dataset AND th.id <> nt.id
+  return idleTimerSql(
+    sql`FROM ${threads} th JOIN nt ON th.project_id = nt.project_id AND th.dataset = nt.dataset AND th.id <> nt.id
       JOIN ${projects} p ON p.id = th.project_id
-    WHERE th.last_seq > th.episode_seq AND ${threadSetting("enabled", "boolean")}
-    ON CONFLICT (key) DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at),
-      payload = ${jobs}.payload || '{"pulled": true}'::jsonb, updated_at = EXCLUDED.updated_at
-    RETURNING key, run_at`;
-}
-
-export function dueJobsFrom(rows: { key: string; run_at: unknown }[]): DueJob[] {
-  return rows.map((r) => ({ key: r.key, runAt: toDate(r.run_at) as Date }));
-}
-
-/** Ring after the response: a lost ring costs latency (the sweep runs the job), never work. */
-export function ringLater(deps: Deps, due: DueJob[]) {
-  if (due.length === 0) return;
-  deps.defer(
-    deps.doorbell
-      .ring(due)
-      .catch((err) => deps.log.warn("doorbell failed; the sweep will run the job", { error: String(err) })),
+    WHERE th.last_seq > th.episode_seq AND ${threadSetting("enabled", "boolean")}`,
+    sql`${due}::timestamptz`,
+    now,
+    "earlier",
+    { pulled: true },
   );
 }
+
+/**
+ * The sleep-time backstop: threads whose idle time has passed with messages not yet in an episode
+ * and no timer waiting (a lost doorbell, a crash before the timer was written) get a due timer.
+ * Disabled together with the timer (null interval). One statement; answers how many it armed.
+ */
+export async function scheduleMissedIdleTimers(deps: Deps, limit: number): Promise<number> {
+  const now = deps.clock.now().toISOString();
+  const interval = threadSetting("autoEpisodeIntervalMs", "bigint");
+  const from = sql`FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
+    WHERE th.last_seq > th.episode_seq
+      AND ${threadSetting("enabled", "boolean")}
+      AND ${interval} IS NOT NULL
+      AND th.last_message_at + make_interval(secs => ${interval} / 1000.0) <= ${now}::timestamptz
+      AND NOT ${jobExistsSql("thread-idle", sql`th.id`)}
+    LIMIT ${limit}`;
+  return rowsOf(await deps.db.execute(idleTimerSql(from, sql`${now}::timestamptz`, now, "keep"))).length;
+}
+
+// Where lib/threads.ts and lib/working.ts found them before lib/jobs/schedule.ts owned them.
+export { dueJobsFrom, ringLater };
 
 /**
  * The CTEs that move the episodes of `target` (failed, locked) to pending with retryCount + 1 and
@@ -169,14 +183,7 @@ function requeueSql(now: string): SQL {
       FROM target WHERE e.id = target.id
       RETURNING e.id, e.project_id, e.dataset
     ),
-    job AS (
-      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-      SELECT 'job_' || md5(r.id || ${now}), 'episode', 'episode:' || r.id, r.project_id, r.dataset, ${now}::timestamptz,
-        jsonb_build_object('episodeId', r.id), ${now}::timestamptz, ${now}::timestamptz
-      FROM requeued r
-      ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at
-      RETURNING key, run_at
-    )`;
+    job AS (${episodeJobSql(sql`FROM requeued r`, sql`r`, now)})`;
 }
 
 /**
@@ -197,7 +204,7 @@ export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: nu
       FOR UPDATE OF e SKIP LOCKED
     ),
     ${requeueSql(now)}
-    SELECT r.id, j.key, j.run_at FROM requeued r JOIN job j ON j.key = 'episode:' || r.id`);
+    SELECT r.id, j.key, j.run_at FROM requeued r JOIN job j ON j.key = ${jobKeySql("episode", sql`r.id`)}`);
   const rows = rowsOf<{ id: string; key: string; run_at: unknown }>(result);
   return { episodeIds: rows.map((r) => r.id), due: dueJobsFrom(rows) };
 }

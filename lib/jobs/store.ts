@@ -2,17 +2,18 @@ import { sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toDate } from "../db/rows";
 import { episodes, jobs } from "../db/schema";
 import type { Db } from "../db/types";
-import { newId } from "../ids";
+import type { JobKind } from "./kinds";
+import { insertJobsSql, type ScheduleMode } from "./schedule";
 
 /**
  * The durable job table is the truth about background work; doorbells (timers, QStash) only make
- * a due job run on time, and the sweep runs whatever a lost doorbell missed.
+ * a due job run on time, and the sweep runs whatever a lost doorbell missed. Rows are written by
+ * one statement (./schedule.ts), claimed, renewed, completed and rescheduled here.
  */
-export type JobKind = "thread-idle" | "episode" | "semantic" | "webhook";
-
 export interface Job {
   id: string;
-  kind: JobKind;
+  /** A {@link JobKind}; a row of another kind (an older or newer version) is dropped when run. */
+  kind: string;
   key: string;
   projectId: string | null;
   dataset: string | null;
@@ -22,6 +23,7 @@ export interface Job {
   payload: Record<string, unknown>;
 }
 
+/** One job scheduled from JS (tests, tools): the key as given. */
 export interface JobSpec {
   kind: JobKind;
   key: string;
@@ -39,12 +41,9 @@ export interface JobSpec {
 export const LEASE_MS = 30_000;
 export const LEASE_RENEW_MS = 10_000;
 
-/** How an upsert treats a job already scheduled under the same key. */
-export type ScheduleMode = "keep" | "earlier" | "replace";
-
 interface JobRow {
   id: string;
-  kind: JobKind;
+  kind: string;
   key: string;
   project_id: string | null;
   dataset: string | null;
@@ -68,25 +67,22 @@ export function jobFromRow(row: JobRow): Job {
   };
 }
 
-/** The SQL of a schedule upsert, for use alone or inside a larger statement. */
-export function scheduleJobSql(spec: JobSpec, mode: ScheduleMode, now: Date) {
-  const runAt = spec.runAt.toISOString();
-  const onConflict =
-    mode === "keep"
-      ? sql`DO NOTHING`
-      : mode === "earlier"
-        ? sql`DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at), updated_at = EXCLUDED.updated_at`
-        : sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, attempts = 0, last_error = NULL, updated_at = EXCLUDED.updated_at`;
-  return sql`
-    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-    VALUES (${newId("job")}, ${spec.kind}, ${spec.key}, ${spec.projectId}, ${spec.dataset}, ${runAt}::timestamptz,
-            ${JSON.stringify(spec.payload ?? {})}::jsonb, ${now.toISOString()}::timestamptz, ${now.toISOString()}::timestamptz)
-    ON CONFLICT (key) ${onConflict}
-    RETURNING id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`;
-}
+const JOB_COLUMNS = sql`id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`;
 
 export async function scheduleJob(db: Db, spec: JobSpec, mode: ScheduleMode, now: Date): Promise<Job | null> {
-  const [row] = rowsOf<JobRow>(await db.execute(scheduleJobSql(spec, mode, now)));
+  const statement = insertJobsSql({
+    kind: sql`${spec.kind}`,
+    key: sql`${spec.key}`,
+    projectId: sql`${spec.projectId}`,
+    dataset: sql`${spec.dataset}`,
+    runAt: sql`${spec.runAt.toISOString()}::timestamptz`,
+    payload: sql`${JSON.stringify(spec.payload ?? {})}::jsonb`,
+    from: sql``,
+    now: now.toISOString(),
+    mode,
+    returning: JOB_COLUMNS,
+  });
+  const [row] = rowsOf<JobRow>(await db.execute(statement));
   return row ? jobFromRow(row) : null;
 }
 
@@ -112,7 +108,7 @@ export async function claimJobs(
       LIMIT ${options.limit}
       FOR UPDATE SKIP LOCKED
     )
-    RETURNING id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`);
+    RETURNING ${JOB_COLUMNS}`);
   return rowsOf<JobRow>(result).map(jobFromRow);
 }
 

@@ -3,8 +3,15 @@ import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { jobs, projects, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, conflict, notFound } from "../errors";
+import { jobKeySql } from "../jobs/kinds";
 import { newWebhookSecret } from "./deliver";
-import { ringWebhookJobs, WEBHOOK_RETRY_WINDOW_MS, type WebhookEventType } from "./events";
+import {
+  ringWebhookJobs,
+  WEBHOOK_RETRY_WINDOW_MS,
+  type WebhookEventType,
+  webhookJobsColumn,
+  webhookJobsSql,
+} from "./events";
 import { checkWebhookUrl } from "./url";
 
 export type DeliveryStatus = "pending" | "succeeded" | "failed";
@@ -130,8 +137,9 @@ export async function deleteWebhookEndpoint(deps: Deps, id: string) {
     await deps.db.execute(sql`
       WITH ep AS (DELETE FROM ${webhookEndpoints} WHERE id = ${id} RETURNING id),
       j AS (
-        DELETE FROM ${jobs} WHERE kind = 'webhook' AND payload->>'deliveryId' IN (
-          SELECT d.id FROM ${webhookDeliveries} d WHERE d.endpoint_id IN (SELECT id FROM ep) AND d.status = 'pending')
+        DELETE FROM ${jobs} WHERE key IN (
+          SELECT ${jobKeySql("webhook", sql`d.id`)} FROM ${webhookDeliveries} d
+          WHERE d.endpoint_id IN (SELECT id FROM ep) AND d.status = 'pending')
           AND locked_until IS NULL
         RETURNING 1)
       SELECT id FROM ep`),
@@ -249,17 +257,9 @@ export async function replayWebhookDelivery(deps: Deps, deliveryId: string) {
           updated_at = ${now}::timestamptz
         WHERE id = (SELECT id FROM target WHERE NOT disabled)
         RETURNING id, project_id
-      ), wh_j AS (
-        INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-        SELECT 'job_' || replace(gen_random_uuid()::text, '-', ''), 'webhook', 'webhook:' || u.id, u.project_id, NULL,
-          ${now}::timestamptz, jsonb_build_object('deliveryId', u.id), ${now}::timestamptz, ${now}::timestamptz
-        FROM upd u
-        ON CONFLICT (key) DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, attempts = 0, last_error = NULL,
-          updated_at = EXCLUDED.updated_at
-        RETURNING key, run_at
-      )
+      ), wh_j AS (${webhookJobsSql(sql`FROM upd u`, sql`u`, now, "replace")})
       SELECT (SELECT id FROM target) AS id, (SELECT disabled FROM target) AS disabled,
-        (SELECT coalesce(json_agg(json_build_object('key', key, 'runAt', run_at)), '[]'::json) FROM wh_j) AS webhook_jobs`),
+        ${webhookJobsColumn} AS webhook_jobs`),
   );
   if (!row?.id) throw notFound("Webhook delivery not found");
   if (row.disabled) throw conflict("The endpoint is disabled: enable it before replaying its deliveries");

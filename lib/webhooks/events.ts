@@ -1,7 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, toDate } from "../db/rows";
-import { jobs, webhookDeliveries, webhookEndpoints } from "../db/schema";
+import { webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
+import { dueJobsFromJson, dueJobsJson, ringLater, scheduleJobsSql } from "../jobs/schedule";
 
 /** The events a project can subscribe an endpoint to. */
 export const WEBHOOK_EVENT_TYPES = [
@@ -36,24 +36,29 @@ export function webhookEventCtes(type: WebhookEventType, source: SQL, now: strin
       FROM wh_src s JOIN ${webhookEndpoints} ep ON ep.project_id = s.project_id
       WHERE ep.disabled_at IS NULL AND ep.event_types @> jsonb_build_array(${type}::text)
       RETURNING id, project_id),
-    wh_j AS (
-      INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
-      SELECT 'job_' || replace(gen_random_uuid()::text, '-', ''), 'webhook', 'webhook:' || d.id, d.project_id, NULL,
-        ${now}::timestamptz, jsonb_build_object('deliveryId', d.id), ${now}::timestamptz, ${now}::timestamptz
-      FROM wh_d d
-      RETURNING key, run_at)`;
+    wh_j AS (${webhookJobsSql(sql`FROM wh_d d`, sql`d`, now, "keep")})`;
+}
+
+/**
+ * The delivery jobs of the deliveries of `from` (aliased `row`, with id and project_id), due now,
+ * for a CTE `wh_j` of the statement (select {@link webhookJobsColumn} to ring them).
+ */
+export function webhookJobsSql(from: SQL, row: SQL, now: string, mode: "keep" | "replace"): SQL {
+  return scheduleJobsSql({
+    kind: "webhook",
+    row,
+    dataset: sql`NULL`,
+    runAt: sql`${now}::timestamptz`,
+    from,
+    now,
+    mode,
+  });
 }
 
 /** The jobs {@link webhookEventCtes} queued, as a JSON array of `{key, runAt}` (select it `AS webhook_jobs`). */
-export const webhookJobsColumn = sql`(SELECT coalesce(json_agg(json_build_object('key', key, 'runAt', run_at)), '[]'::json) FROM wh_j)`;
+export const webhookJobsColumn = dueJobsJson("wh_j");
 
 /** Rings the doorbells of the queued deliveries after the response (a lost ring: the sweep delivers). */
 export function ringWebhookJobs(deps: Deps, value: unknown) {
-  const due = jsonOf<{ key: string; runAt: string }[] | null>((value ?? null) as never) ?? [];
-  if (due.length === 0) return;
-  deps.defer(
-    deps.doorbell
-      .ring(due.map((j) => ({ key: j.key, runAt: toDate(j.runAt) as Date })))
-      .catch((err) => deps.log.warn("doorbell failed; the sweep will deliver the webhook", { error: String(err) })),
-  );
+  ringLater(deps, dueJobsFromJson(value), "deliver the webhook");
 }

@@ -1,0 +1,27 @@
+import { episodeJob, episodicBackstops, idleTimerJob } from "./episodic/jobs";
+import type { JobRegistry } from "./jobs/registry";
+import { processSemantic } from "./semantic/extract";
+import { requeueFailedExtractions, semanticJob } from "./semantic/jobs";
+import { webhookJob } from "./webhooks/jobs";
+
+/**
+ * The service's background work, put together here (the hosts pass it in their Deps): each
+ * folder owns its job kinds and backstops, lib/jobs runs them and imports none of those folders.
+ * A new job kind: add it to JOB_KINDS (lib/jobs/kinds.ts), schedule it with scheduleJobsSql
+ * (lib/jobs/schedule.ts) and give it a handler here; the compiler asks for the handler.
+ */
+export const backgroundJobs: JobRegistry = {
+  handlers: {
+    // Facts follow the summary in the same run.
+    episode: episodeJob(processSemantic),
+    semantic: semanticJob,
+    "thread-idle": idleTimerJob,
+    webhook: webhookJob,
+  },
+  // In this order each sweep (the names are the sweep report's and its log line's fields).
+  backstops: {
+    retried: episodicBackstops.retried,
+    retriedExtractions: (deps) => requeueFailedExtractions(deps),
+    backstop: episodicBackstops.backstop,
+  },
+};

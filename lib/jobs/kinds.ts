@@ -1,0 +1,42 @@
+import { type SQL, sql } from "drizzle-orm";
+
+/**
+ * Every kind of background job: the prefix of its key and the payload field naming its subject
+ * (the row it works on). A job's key is `<prefix>:<subject>`, so there is at most one job per
+ * kind and subject, and scheduling is an upsert on the key. The JS and SQL forms of a key
+ * ({@link jobKey}, {@link jobKeySql}) come from this one table.
+ */
+export const JOB_KINDS = {
+  /** The idle timer of a thread: cuts an episode once the thread has been quiet long enough. */
+  "thread-idle": { prefix: "idle", subject: "threadId" },
+  /** Summarises an episode (then extracts its facts). */
+  episode: { prefix: "episode", subject: "episodeId" },
+  /** Extracts an episode's facts again (after a failed or lost extraction). */
+  semantic: { prefix: "semantic", subject: "episodeId" },
+  /** One attempt of one webhook delivery. */
+  webhook: { prefix: "webhook", subject: "deliveryId" },
+} as const satisfies Record<string, { prefix: string; subject: string }>;
+
+export type JobKind = keyof typeof JOB_KINDS;
+
+export function isJobKind(kind: string): kind is JobKind {
+  return Object.hasOwn(JOB_KINDS, kind);
+}
+
+/** The key of the job of `kind` for `subject`, e.g. `episode:epi_…`. */
+export function jobKey(kind: JobKind, subject: string): string {
+  return `${JOB_KINDS[kind].prefix}:${subject}`;
+}
+
+/** The same key in SQL, over an expression naming the subject (e.g. `'episode:' || ep.id`). */
+export function jobKeySql(kind: JobKind, subject: SQL): SQL {
+  // A constant of the table above, written inline so the statement reads as before (and plans alike).
+  return sql`${sql.raw(`'${JOB_KINDS[kind].prefix}:'`)} || ${subject}`;
+}
+
+/** The subject a job's payload names (the episode, thread or delivery), or undefined. */
+export function jobSubject(job: { kind: string; payload: Record<string, unknown> }): string | undefined {
+  if (!isJobKind(job.kind)) return undefined;
+  const value = job.payload[JOB_KINDS[job.kind].subject];
+  return typeof value === "string" ? value : undefined;
+}

@@ -1,0 +1,127 @@
+import { type SQL, sql } from "drizzle-orm";
+import { jsonOf, toDate } from "../db/rows";
+import { jobs } from "../db/schema";
+import type { Deps } from "../deps";
+import type { DueJob } from "./doorbell";
+import { JOB_KINDS, type JobKind, jobKeySql } from "./kinds";
+
+/**
+ * How scheduling treats a job already waiting under the same key:
+ * - `keep`: leave it (a timer armed once, not pushed back by every message);
+ * - `earlier`: run at the earlier of the two times, with the new payload's fields added;
+ * - `reschedule`: run at the new time, releasing a lease left by a worker that died (a retry);
+ * - `replace`: a new job under the old key (new time and payload, attempts and error cleared).
+ */
+export type ScheduleMode = "keep" | "earlier" | "reschedule" | "replace";
+
+const ON_CONFLICT: Record<ScheduleMode, SQL> = {
+  keep: sql`DO NOTHING`,
+  earlier: sql`DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at),
+    payload = ${jobs}.payload || EXCLUDED.payload, updated_at = EXCLUDED.updated_at`,
+  reschedule: sql`DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at`,
+  replace: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, attempts = 0,
+    last_error = NULL, updated_at = EXCLUDED.updated_at`,
+};
+
+/** The columns of a job row, each an SQL expression over the rows of `from`. */
+export interface JobRowsSql {
+  kind: SQL;
+  key: SQL;
+  projectId: SQL;
+  dataset: SQL;
+  /** A timestamptz. */
+  runAt: SQL;
+  /** A jsonb object. */
+  payload: SQL;
+  /** `FROM … WHERE …` of the rows to schedule, one job each (empty: one row of constants). */
+  from: SQL;
+  /** The statement's time, for created_at and updated_at. */
+  now: string;
+  mode: ScheduleMode;
+  /** Default `key, run_at` (what a doorbell needs). */
+  returning?: SQL;
+}
+
+/**
+ * The one statement that writes job rows: insert, or under an existing key act as `mode` says.
+ * A fragment, so a caller folds it into the statement that makes the work (a CTE) and pays no
+ * extra round trip. The id is random per row, so one statement may schedule many jobs.
+ */
+export function insertJobsSql(rows: JobRowsSql): SQL {
+  return sql`
+    INSERT INTO ${jobs} (id, kind, key, project_id, dataset, run_at, payload, created_at, updated_at)
+    SELECT 'job_' || replace(gen_random_uuid()::text, '-', ''), ${rows.kind}, ${rows.key}, ${rows.projectId},
+      ${rows.dataset}, ${rows.runAt}, ${rows.payload}, ${rows.now}::timestamptz, ${rows.now}::timestamptz
+    ${rows.from}
+    ON CONFLICT (key) ${ON_CONFLICT[rows.mode]}
+    RETURNING ${rows.returning ?? sql`key, run_at`}`;
+}
+
+/** Jobs of one kind for the rows of `from`, each keyed by its row's id (see {@link JOB_KINDS}). */
+export interface ScheduleJobs {
+  kind: JobKind;
+  /**
+   * The alias of the rows in `from` (e.g. `ep`): `id` is each job's subject (its key, and its
+   * payload's subject field), `project_id` and `dataset` are the job's.
+   */
+  row: SQL;
+  /** Instead of the row's dataset (a webhook delivery has none). */
+  dataset?: SQL;
+  runAt: SQL;
+  from: SQL;
+  now: string;
+  mode: ScheduleMode;
+  /** Payload fields beside the subject (e.g. `{ pulled: true }`). */
+  payload?: Record<string, string | number | boolean>;
+  returning?: SQL;
+}
+
+/** {@link insertJobsSql} for typed jobs: the key and payload follow from the kind and the row's id. */
+export function scheduleJobsSql(jobsOf: ScheduleJobs): SQL {
+  const { kind, row, dataset, payload, ...rest } = jobsOf;
+  const subject = sql`${row}.id`;
+  const fields = sql`jsonb_build_object(${sql.raw(`'${JOB_KINDS[kind].subject}'`)}, ${subject})`;
+  return insertJobsSql({
+    ...rest,
+    kind: sql`${kind}`,
+    key: jobKeySql(kind, subject),
+    projectId: sql`${row}.project_id`,
+    dataset: dataset ?? sql`${row}.dataset`,
+    payload: payload ? sql`${fields} || ${JSON.stringify(payload)}::jsonb` : fields,
+  });
+}
+
+/** True when the job of `kind` for `subject` exists (a cheap probe before a speculative insert). */
+export function jobExistsSql(kind: JobKind, subject: SQL): SQL {
+  return sql`EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = ${jobKeySql(kind, subject)})`;
+}
+
+/**
+ * The jobs a CTE of the statement scheduled (its rows have `key` and `run_at`), as a JSON array
+ * of `{key, runAt}` for {@link dueJobsFromJson}: select it as a column.
+ */
+export function dueJobsJson(cte: string): SQL {
+  return sql`(SELECT coalesce(json_agg(json_build_object('key', key, 'runAt', run_at)), '[]'::json) FROM ${sql.identifier(cte)})`;
+}
+
+export function dueJobsFromJson(value: unknown): DueJob[] {
+  const due = jsonOf<{ key: string; runAt: string }[] | null>((value ?? null) as never) ?? [];
+  return due.map((j) => ({ key: j.key, runAt: toDate(j.runAt) as Date }));
+}
+
+export function dueJobsFrom(rows: { key: string; run_at: unknown }[]): DueJob[] {
+  return rows.map((r) => ({ key: r.key, runAt: toDate(r.run_at) as Date }));
+}
+
+/**
+ * Rings the doorbells of scheduled jobs after the response: a lost ring costs latency (the sweep
+ * runs the job), never work. `then` says in the warning what the sweep will do instead.
+ */
+export function ringLater(deps: Deps, due: DueJob[], then = "run the job") {
+  if (due.length === 0) return;
+  deps.defer(
+    deps.doorbell
+      .ring(due)
+      .catch((err) => deps.log.warn(`doorbell failed; the sweep will ${then}`, { error: String(err) })),
+  );
+}

@@ -1,0 +1,109 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { dirname, join, relative, resolve, sep } from "node:path";
+import { describe, expect, it } from "vitest";
+
+/**
+ * How lib/ holds together. Its folders import each other one way: no loop between folders (a file
+ * at lib/'s root is a folder of its own here). Type-only imports are left out: they vanish at run
+ * time, and lib/deps.ts, the interface every folder takes, names types from several folders.
+ */
+const LIB = import.meta.dirname;
+const IMPORT = /^(?:import|export)\s+([^;]*?)\s+from\s+"(\.[^"]+)"/gm;
+
+/** lib/jobs/runner.ts → "jobs"; lib/threads.ts → "threads.ts". */
+const unitOf = (file: string) => relative(LIB, file).split(sep)[0];
+
+function sources(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sources(path);
+    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [path] : [];
+  });
+}
+
+/** Whether an import clause brings in a value (not `import type …`, not only `{ type A, type B }`). */
+function importsValue(clause: string): boolean {
+  if (/^type\s/.test(clause)) return false;
+  const named = clause.match(/^\{([\s\S]*)\}$/);
+  if (!named) return true;
+  const names = named[1]
+    .split(",")
+    .map((n) => n.trim())
+    .filter(Boolean);
+  return names.some((n) => !n.startsWith("type "));
+}
+
+/** Folder → the folders its files import values from. */
+function folderGraph(): Map<string, Set<string>> {
+  const graph = new Map<string, Set<string>>();
+  for (const file of sources(LIB)) {
+    for (const [, clause, specifier] of readFileSync(file, "utf8").matchAll(IMPORT)) {
+      const target = resolve(dirname(file), specifier);
+      if (!importsValue(clause.trim()) || relative(LIB, target).startsWith("..")) continue;
+      const [from, to] = [unitOf(file), unitOf(target.endsWith(".ts") ? target : `${target}.ts`)];
+      if (from === to) continue;
+      graph.set(from, (graph.get(from) ?? new Set()).add(to));
+    }
+  }
+  return graph;
+}
+
+/** The strongly connected components of more than one node (Tarjan): each is a loop. */
+function loops(graph: Map<string, Set<string>>): string[][] {
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const stack: string[] = [];
+  const found: string[][] = [];
+  const visit = (v: string) => {
+    index.set(v, index.size);
+    low.set(v, index.get(v) as number);
+    stack.push(v);
+    for (const w of graph.get(v) ?? []) {
+      if (!index.has(w)) {
+        visit(w);
+        low.set(v, Math.min(low.get(v) as number, low.get(w) as number));
+      } else if (stack.includes(w)) low.set(v, Math.min(low.get(v) as number, index.get(w) as number));
+    }
+    if (low.get(v) !== index.get(v)) return;
+    const component: string[] = [];
+    let w: string;
+    do {
+      w = stack.pop() as string;
+      component.push(w);
+    } while (w !== v);
+    if (component.length > 1) found.push(component.sort());
+  };
+  for (const v of graph.keys()) if (!index.has(v)) visit(v);
+  return found;
+}
+
+describe("lib/ structure", () => {
+  it("has no loop between folders", () => {
+    expect(loops(folderGraph())).toEqual([]);
+  });
+
+  it("lib/jobs runs jobs without knowing what they do: it imports no folder that fills its registry", () => {
+    const jobs = [...(folderGraph().get("jobs") ?? [])];
+    expect(jobs.filter((unit) => ["episodic", "semantic", "webhooks", "background.ts"].includes(unit))).toEqual([]);
+  });
+
+  it("has one statement that writes job rows (lib/jobs/schedule.ts); every other caller embeds it", () => {
+    const writers = sources(LIB).filter((file) => /INSERT INTO \$\{jobs\}/.test(readFileSync(file, "utf8")));
+    expect(writers.map((file) => relative(LIB, file))).toEqual([join("jobs", "schedule.ts")]);
+  });
+
+  it("finds a loop and tells type-only imports from value imports (the check itself)", () => {
+    const graph = new Map([
+      ["a", new Set(["b"])],
+      ["b", new Set(["c"])],
+      ["c", new Set(["a"])],
+      ["d", new Set(["a"])],
+    ]);
+    expect(loops(graph)).toEqual([["a", "b", "c"]]);
+    expect(loops(new Map([["a", new Set(["b"])]]))).toEqual([]);
+    expect(importsValue("type { Deps }")).toBe(false);
+    expect(importsValue("{ type Deps, type Job }")).toBe(false);
+    expect(importsValue("{ type Deps, runJob }")).toBe(true);
+    expect(importsValue("* as schema")).toBe(true);
+  });
+});
