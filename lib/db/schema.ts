@@ -1,5 +1,16 @@
 import { sql } from "drizzle-orm";
-import { bigint, boolean, index, integer, jsonb, pgTable, primaryKey, real, text, uniqueIndex } from "drizzle-orm/pg-core";
+import {
+  bigint,
+  boolean,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  real,
+  text,
+  uniqueIndex,
+} from "drizzle-orm/pg-core";
 import type { ExtractionReport } from "../semantic/report";
 import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
 
