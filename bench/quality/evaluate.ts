@@ -62,6 +62,9 @@ export async function readStoredFacts(q: QualityService, fixture: Fixture) {
       });
     }
   }
+  // By id, so that the baselines break score ties the same way in every run (the export's order
+  // among facts written in one statement is not fixed).
+  all.sort((a, b) => a.id.localeCompare(b.id, "en", { numeric: true }));
   return { all, live: all.filter((f) => f.live) };
 }
 
