@@ -53,6 +53,16 @@ for (const unit of unitsOf(args)) {
   done.push({ ...(JSON.parse(line.slice(RESULT_MARK.length)) as Done), seconds: (performance.now() - started) / 1000 });
 }
 
+// The TypeScript client's cost per call over raw fetch (bench/client.ts), in its own process; not with --only.
+const clientBench = process.argv.includes("--only")
+  ? undefined
+  : spawnSync(
+      process.execPath,
+      ["--import", "tsx", fileURLToPath(new URL("./client.ts", import.meta.url)), ...(args.quick ? ["--quick"] : [])],
+      { stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" },
+    );
+if (clientBench && clientBench.status !== 0) failed.push(`client (exit ${clientBench.status ?? clientBench.signal})`);
+
 console.log(
   `\nMachine: ${machine}; load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)} during the run`,
 );
@@ -60,6 +70,7 @@ console.log(`Command: ${command} (shared_buffers ${args.sharedBuffers ?? PGLITE_
 console.log("| operation | p50 ms | p99 ms | throughput | cost per operation |");
 console.log("| --- | --- | --- | --- | --- |");
 for (const d of done) for (const row of d.rows) console.log(row);
+for (const row of clientBench?.stdout?.split("\n").filter((l) => l.startsWith("| ")) ?? []) console.log(row);
 console.log(
   "\nMemory per scenario, each in its own process (the Node.js host, its embedded database and the bench's client):\n",
 );

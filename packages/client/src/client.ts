@@ -72,6 +72,17 @@ export interface MemoryClientOptions {
   headers?: Record<string, string>;
 }
 
+/** What openapi-fetch reads of its Request (no middleware is used): the URL, the init, the method. */
+class PlainRequest {
+  readonly method: string;
+  constructor(
+    readonly url: string,
+    readonly init: RequestInit,
+  ) {
+    this.method = (init.method ?? "GET").toUpperCase();
+  }
+}
+
 /** A required string parameter: the service would answer 400 or 404 to an empty one. */
 function required(field: string, value: unknown): string {
   if (typeof value !== "string" || value.length === 0) {
@@ -104,9 +115,13 @@ function content(field: string, value: unknown): void {
 export function createMemoryClient(options: MemoryClientOptions) {
   required("baseUrl", options.baseUrl);
   required("apiKey", options.apiKey);
+  const send = options.fetch ?? ((input: string, init?: RequestInit) => globalThis.fetch(input, init));
   const api = createClient<paths>({
     baseUrl: options.baseUrl,
-    fetch: options.fetch,
+    // openapi-fetch builds a Request and fetch builds its own from it: half the client's cost per
+    // call (twice that with a signal). A plain holder of the URL and init makes it one.
+    Request: PlainRequest as unknown as typeof Request,
+    fetch: ((request: PlainRequest) => send(request.url, request.init)) as unknown as typeof fetch,
     headers: { ...options.headers, Authorization: `Bearer ${options.apiKey}` },
   });
   const retry: RetryPolicy = {

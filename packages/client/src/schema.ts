@@ -2431,15 +2431,18 @@ export interface components {
       /** @description The best relevanceScore in the group; groups are in its order. */
       groupRelevance: number;
     };
-    /** @description A fact's 1-based rank in each signal; null when the signal did not find it. */
-    SignalRank: {
+    /** @description How a fact scored: each signal's value before its weight; null when that signal did not run. */
+    SignalScores: {
       factId: string;
+      /** @description Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode). */
       vector: number | null;
+      /** @description BM25 over the fact and its quote, divided by the best candidate's (0 to 1). */
       keyword: number | null;
-      anchor: number | null;
-      /** @description The recency signal, which ranks only in keyword mode (asOf, or no embedding). */
-      recency: number | null;
-      /** @description The RRF score: the sum of 1/(60 + rank) over the signals (relevanceScore). */
+      /** @description 1 when the fact touches an entity the query names; an entity near the query gives its similarity. */
+      entity: number | null;
+      /** @description 1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0. */
+      time: number | null;
+      /** @description The fact's score (relevanceScore): the signals times their weights (project settings), summed. */
       fused: number;
     };
     RecallRequest: {
@@ -2532,6 +2535,28 @@ export interface components {
         attempts: number;
       } | null;
     };
+    /** @description What one fact extraction did with the facts the model proposed: each one is kept or dropped for exactly one reason. */
+    ExtractionReport: {
+      /** @description Facts the extraction model proposed for the episode. */
+      proposed: number;
+      /** @description Facts written. proposed = kept + the sum of dropped. */
+      kept: number;
+      /** @description Proposed facts not written, by reason (each counted once, under the first that applies). */
+      dropped: {
+        /** @description Subject not the user. "user", "the user", "I", "me", "myself" and the names the user gave count as the user (stored as "user"). */
+        notAboutUser: number;
+        /** @description sourceQuote empty or not found in any of the user's messages of the episode. */
+        quoteNotFound: number;
+        /** @description Subject, predicate or object blank. */
+        emptyPart: number;
+        /** @description The same fact twice in the answer, or a fact at or above factDedupThreshold of a live fact or of an earlier one of the answer. */
+        duplicate: number;
+        /** @description Under a confidence floor at write time. None applies today (always 0): a fact under retrievalMinConfidence is stored, left out of recall and never ends an older fact. */
+        lowConfidence: number;
+      };
+      /** @description Live facts ended because a kept fact contradicts them (not part of proposed). */
+      invalidated: number;
+    };
     Episode: {
       episodeId: string;
       threadId: string;
@@ -2554,6 +2579,8 @@ export interface components {
       metadata: {
         [key: string]: unknown;
       } | null;
+      /** @description What fact extraction did with the episode: facts proposed, kept and dropped by reason. Null until an extraction completes (and for episodes extracted before the report existed). */
+      extractionReport: components["schemas"]["ExtractionReport"] | null;
       createdAt: string | null;
       updatedAt: string | null;
     };
