@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../lib/clock";
+import { rowsOf } from "../lib/db/rows";
 import { newId } from "../lib/ids";
 import { deleteProject, patchProjectSettings } from "../lib/projects";
 import { DEFAULT_SETTINGS } from "../lib/settings";
@@ -628,10 +629,10 @@ describe("scores (README: how recall ranks facts)", () => {
   it("the keyword statistics follow every write: insert, a soft delete (kept), a hard delete, a project's deletion", async () => {
     const t = await tenant();
     const stats = async () =>
-      (
+      rowsOf(
         await svc.deps.db.execute(sql`SELECT term, docs::int AS docs FROM fact_terms
-          WHERE project_id = ${t.projectId} AND term IN ('', 'kayak') ORDER BY term`)
-      ).rows;
+          WHERE project_id = ${t.projectId} AND term IN ('', 'kayak') ORDER BY term`),
+      );
     const first = await t.fact("ds", { predicate: "owns", object: "a kayak" });
     await t.fact("ds", { predicate: "rents", object: "a kayak" });
     await t.fact("ds", { predicate: "likes", object: "rivers" });
