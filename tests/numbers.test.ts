@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
-import { intQuery } from "../functions/schemas";
+import { intQuery } from "../functions/schemas/inputs";
 import { rowsOf } from "../lib/db/rows";
 import { FLOAT4_MAX, FLOAT4_MIN_NORMAL, flushTiny, INT4_MAX, INT4_MIN, integerIn, numberIn } from "../lib/numbers";
 import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings, settingRule } from "../lib/settings";
