@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { endThread } from "../lib/episodic/triggers";
-import { threadEpisodicOverride } from "../lib/settings";
+import { threadEpisodicOverride } from "../lib/settings/settings";
 import { createThread, getThread, updateThread } from "../lib/threads";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";

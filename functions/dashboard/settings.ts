@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { projectSettingFields, resetProjectSetting, SETTING_GROUPS } from "../../lib/dashboard/settings";
-import { getProjectSettings, patchProjectSettings } from "../../lib/projects";
-import { settingsPatchSchema } from "../../lib/settings";
+import { projectSettingFields, resetProjectSetting, SETTING_GROUPS } from "../../lib/settings/fields";
+import { settingsPatchSchema } from "../../lib/settings/settings";
+import { getProjectSettings, patchProjectSettings } from "../../lib/settings/store";
 import { operation } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { HttpError } from "../../lib/errors";
-import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../../lib/working-batch";
+import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../../lib/working/batch";
 import { createRouter } from "../router";
 import { errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -101,7 +101,7 @@ const routes = {
 
 /**
  * `POST …/threads/{threadId}/messages:batch` (one thread) and `POST …/messages:batch` (items name
- * their thread): many messages in one request and one statement (lib/working-batch.ts).
+ * their thread): many messages in one request and one statement (lib/working/batch.ts).
  */
 export const batchRoutes = createRouter();
 

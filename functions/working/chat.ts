@@ -1,8 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
-import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/chat";
 import { errorFields } from "../../lib/log";
 import { integerIn } from "../../lib/numbers";
+import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
 import { createRouter } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
-import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/compaction";
-import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working";
+import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
+import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
 import type { AppEnv } from "../env";
 import { createRouter } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";

@@ -6,7 +6,7 @@ import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
-import { resolveProjectSettings, resolveThreadSettings, type ThreadSettings } from "../settings";
+import { resolveProjectSettings, resolveThreadSettings, type ThreadSettings } from "../settings/settings";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 

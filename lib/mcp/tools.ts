@@ -8,7 +8,7 @@ import { integerIn, numberIn } from "../numbers";
 import { recall } from "../recall/recall";
 import { invalidateFact } from "../semantic/facts";
 import { createThread, getThread } from "../threads";
-import { addMessages, MAX_BATCH_MESSAGES } from "../working-batch";
+import { addMessages, MAX_BATCH_MESSAGES } from "../working/batch";
 import { dataset } from "./inputs";
 
 /** Who is calling: the API key's project scopes every tool, as it scopes every /v1 route. */

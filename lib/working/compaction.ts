@@ -1,12 +1,12 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "./db/rows";
-import { messages, projects, threads } from "./db/schema";
-import type { Deps } from "./deps";
-import { notFound } from "./errors";
-import { newId } from "./ids";
-import { COMPACTION_PROMPT } from "./llm/prompts";
-import { projectSetting } from "./settings-sql";
-import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "./webhooks/events";
+import { jsonOf, rowsOf } from "../db/rows";
+import { messages, projects, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { notFound } from "../errors";
+import { newId } from "../ids";
+import { COMPACTION_PROMPT } from "../llm/prompts";
+import { projectSetting } from "../settings/sql";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
 export const COMPACT_KEEP_RECENT = 6;
