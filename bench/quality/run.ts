@@ -45,6 +45,8 @@ console.log(
     `${s.questions} questions. Ceiling: ${(result.ceiling.live.all.hit30 * 100).toFixed(1)}% live, ` +
     `${(result.ceiling.stored.all.hit30 * 100).toFixed(1)}% stored at all.\n`,
 );
+const episodes = result.episodes.map((e) => `${e.episodes} ${e.status}/${e.semanticStatus}`).join(", ");
+console.log(`Episodes (summary/extraction): ${episodes}.\n`);
 console.log(qualityTable(systems, kinds));
 console.log();
 console.log(longListTable(systems, kinds));

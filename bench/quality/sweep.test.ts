@@ -4,8 +4,8 @@ import { sampleQuestions, weightGrid } from "./sweep";
 describe("the weight sweep", () => {
   it("spans distinct combinations with the vector weight fixed", () => {
     const grid = weightGrid();
-    expect(grid).toHaveLength(27);
-    expect(new Set(grid.map((w) => JSON.stringify(w))).size).toBe(27);
+    expect(grid).toHaveLength(48);
+    expect(new Set(grid.map((w) => JSON.stringify(w))).size).toBe(48);
     expect(grid.every((w) => w.vectorWeight === 1)).toBe(true);
     expect(grid).toContainEqual({ vectorWeight: 1, keywordWeight: 0.2, entityWeight: 0.1, timeWeight: 0.1 });
   });

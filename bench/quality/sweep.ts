@@ -11,12 +11,13 @@ export interface Weights {
   timeWeight: number;
 }
 
-/** 3 × 3 × 3 = 27 combinations (the vector weight stays 1: the scores are relative). */
+/** 4 × 3 × 4 = 48 combinations (the vector weight stays 1: the scores are relative). */
 export function weightGrid(): Weights[] {
   const grid: Weights[] = [];
-  for (const keywordWeight of [0, 0.2, 0.5]) {
+  for (const keywordWeight of [0, 0.2, 0.5, 1]) {
     for (const entityWeight of [0, 0.1, 0.3]) {
-      for (const timeWeight of [0, 0.1, 0.3]) grid.push({ vectorWeight: 1, keywordWeight, entityWeight, timeWeight });
+      for (const timeWeight of [0, 0.1, 0.3, 0.6])
+        grid.push({ vectorWeight: 1, keywordWeight, entityWeight, timeWeight });
     }
   }
   return grid;

@@ -62,26 +62,7 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
     else console.warn(`memory ${stage} failed:`, error instanceof Error ? error.message : error);
   };
 
-  const append = async (turn: Turn, reply: Reply) => {
-    const threadId = typeof options.threadId === "function" ? await options.threadId() : options.threadId;
-    if (!threadId) return;
-    const messages: BatchMessage[] = [{ role: "user", content: turn.userText }];
-    if (reply.text) {
-      messages.push({
-        role: "assistant",
-        content: reply.text,
-        model: reply.modelId,
-        latencyMs: Date.now() - turn.startedAt,
-        tokens: tokensOf(reply.usage),
-        metadata: reply.stopReason ? { stopReason: reply.stopReason } : undefined,
-      });
-    }
-    await options.client.threads.addMessages(threadId, messages);
-  };
-  const appendLater = (turn: Turn, reply: Reply) => {
-    const work = append(turn, reply).catch((err) => report(err, "append"));
-    options.waitUntil?.(work);
-  };
+  const appendLater = appender(options, report);
 
   return {
     specificationVersion: "v4",
@@ -128,6 +109,30 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
 /** `wrapLanguageModel` with the memory middleware: `withMemory(model, { client, dataset, threadId })`. */
 export function withMemory(model: LanguageModelV4, options: MemoryMiddlewareOptions): LanguageModelV4 {
   return wrapLanguageModel({ model, middleware: memoryMiddleware(options) });
+}
+
+/** Appends a turn to the thread in one batch request, in the background (never awaited by the caller). */
+function appender(options: MemoryMiddlewareOptions, report: (error: unknown, stage: "append") => void) {
+  const append = async (turn: Turn, reply: Reply) => {
+    const threadId = typeof options.threadId === "function" ? await options.threadId() : options.threadId;
+    if (!threadId) return;
+    const messages: BatchMessage[] = [{ role: "user", content: turn.userText }];
+    if (reply.text) {
+      messages.push({
+        role: "assistant",
+        content: reply.text,
+        model: reply.modelId,
+        latencyMs: Date.now() - turn.startedAt,
+        tokens: tokensOf(reply.usage),
+        metadata: reply.stopReason ? { stopReason: reply.stopReason } : undefined,
+      });
+    }
+    await options.client.threads.addMessages(threadId, messages);
+  };
+  return (turn: Turn, reply: Reply) => {
+    const work = append(turn, reply).catch((err) => report(err, "append"));
+    options.waitUntil?.(work);
+  };
 }
 
 interface Reply {

@@ -1,9 +1,16 @@
-import createClient from "openapi-fetch";
+import createClient, { type Client } from "openapi-fetch";
 import { MemoryValidationError } from "./errors.js";
 import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { components, paths } from "./schema.js";
 import { type ChatEvent, readChatEvents } from "./sse.js";
-import { type CallKind, type CallOptions, perform, type RetryEvent, type TransportConfig } from "./transport.js";
+import {
+  type Attempt,
+  type CallKind,
+  type CallOptions,
+  perform,
+  type RetryEvent,
+  type TransportConfig,
+} from "./transport.js";
 
 type Method = "get" | "post" | "patch" | "delete";
 type Operation<P extends keyof paths, M extends Method> = NonNullable<paths[P][M]>;
@@ -135,14 +142,21 @@ export function createMemoryClient(options: MemoryClientOptions) {
     idempotencyKeys: options.idempotencyKeys ?? true,
     onRetry: options.onRetry,
   };
-  const call = <D>(
-    label: string,
-    kind: CallKind,
-    o: CallOptions | undefined,
-    attempt: Parameters<typeof perform<D>>[4],
-  ) => perform<D>(config, label, kind, o, attempt);
+  const call: Call = (label, kind, o, attempt) => perform(config, label, kind, o, attempt);
+  return {
+    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call) },
+    ...memoryCalls(api, call),
+    episodes: episodeCalls(api, call),
+    ...semanticCalls(api, call),
+  };
+}
 
-  const threads = {
+type Api = Client<paths>;
+type Call = <D>(label: string, kind: CallKind, o: CallOptions | undefined, attempt: Attempt<D>) => Promise<D>;
+
+/** Threads: create, read, tag, end. */
+function threadCalls(api: Api, call: Call) {
+  return {
     /** A new thread in `dataset` (a new one on every call). */
     create: (body: CreateThreadInput, o?: CallOptions) => {
       dataset(body?.dataset);
@@ -168,6 +182,12 @@ export function createMemoryClient(options: MemoryClientOptions) {
         api.POST("/v1/threads/{id}/end", { params: { path: { id } }, ...init }),
       );
     },
+  };
+}
+
+/** A thread's messages and its window. */
+function messageCalls(api: Api, call: Call) {
+  return {
     addMessage: (threadId: string, message: AddMessageInput, o?: CallOptions) => {
       const id = required("threadId", threadId);
       content("content", message?.content);
@@ -224,6 +244,12 @@ export function createMemoryClient(options: MemoryClientOptions) {
         api.GET("/v1/memory/working/threads/{threadId}/stats", { params: { path: { threadId: id } }, ...init }),
       );
     },
+  };
+}
+
+/** The service's own reply, whole or streamed. */
+function chatCalls(api: Api, call: Call) {
+  return {
     /**
      * The service's own reply: stores the message, recalls, calls its model, stores the reply.
      * Not retried on a 5xx: the user message is already stored then.
@@ -267,26 +293,34 @@ export function createMemoryClient(options: MemoryClientOptions) {
       yield* readChatEvents(stream, o?.signal);
     },
   };
+}
 
-  /** Messages for many threads in one request, all or nothing; each names its `threadId`. */
-  const addMessages = (messages: CrossThreadMessage[], o?: CallOptions) => {
-    batch(messages);
-    for (const [i, m] of messages.entries()) required(`messages[${i}].threadId`, m?.threadId);
-    return call("POST /v1/memory/working/messages:batch", "write", o, (init) =>
-      api.POST("/v1/memory/working/messages:batch", { body: { messages }, ...init }),
-    );
+/** Calls on the whole memory: messages across threads, recall. */
+function memoryCalls(api: Api, call: Call) {
+  return {
+    /** Messages for many threads in one request, all or nothing; each names its `threadId`. */
+    addMessages: (messages: CrossThreadMessage[], o?: CallOptions) => {
+      batch(messages);
+      for (const [i, m] of messages.entries()) required(`messages[${i}].threadId`, m?.threadId);
+      return call("POST /v1/memory/working/messages:batch", "write", o, (init) =>
+        api.POST("/v1/memory/working/messages:batch", { body: { messages }, ...init }),
+      );
+    },
+
+    /** What the service knows about a dataset, as a prompt-ready block (`context`). A read: retried. */
+    recall: (body: RecallInput, o?: CallOptions) => {
+      dataset(body?.dataset);
+      if (body.query !== undefined && body.query.length > 2000) {
+        throw new MemoryValidationError("query", "must be at most 2000 characters");
+      }
+      return call("POST /v1/memory/recall", "read", o, (init) => api.POST("/v1/memory/recall", { body, ...init }));
+    },
   };
+}
 
-  /** What the service knows about a dataset, as a prompt-ready block (`context`). A read: retried. */
-  const recall = (body: RecallInput, o?: CallOptions) => {
-    dataset(body?.dataset);
-    if (body.query !== undefined && body.query.length > 2000) {
-      throw new MemoryValidationError("query", "must be at most 2000 characters");
-    }
-    return call("POST /v1/memory/recall", "read", o, (init) => api.POST("/v1/memory/recall", { body, ...init }));
-  };
-
-  const episodes = {
+/** Episodes: list, search, read, archive, retry. */
+function episodeCalls(api: Api, call: Call) {
+  return {
     list: (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
       const d = dataset(datasetName);
       return call("GET /v1/memory/episodic/datasets/{dataset}/episodes", "read", o, (init) =>
@@ -328,65 +362,68 @@ export function createMemoryClient(options: MemoryClientOptions) {
       );
     },
   };
+}
 
-  const facts = {
-    list: (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      return call("GET /v1/memory/semantic/datasets/{dataset}/facts", "read", o, (init) =>
-        api.GET("/v1/memory/semantic/datasets/{dataset}/facts", { params: { path: { dataset: d }, query }, ...init }),
-      );
+/** Facts, entities and whole datasets. */
+function semanticCalls(api: Api, call: Call) {
+  return {
+    facts: {
+      list: (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        return call("GET /v1/memory/semantic/datasets/{dataset}/facts", "read", o, (init) =>
+          api.GET("/v1/memory/semantic/datasets/{dataset}/facts", { params: { path: { dataset: d }, query }, ...init }),
+        );
+      },
+      /** Invalidates the fact (it leaves retrieval; the row remains). */
+      delete: (datasetName: string, factId: string, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        const id = required("factId", factId);
+        return call("DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}", "write", o, (init) =>
+          api.DELETE("/v1/memory/semantic/datasets/{dataset}/facts/{factId}", {
+            params: { path: { dataset: d, factId: id } },
+            ...init,
+          }),
+        );
+      },
     },
-    /** Invalidates the fact (it leaves retrieval; the row remains). */
-    delete: (datasetName: string, factId: string, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      const id = required("factId", factId);
-      return call("DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}", "write", o, (init) =>
-        api.DELETE("/v1/memory/semantic/datasets/{dataset}/facts/{factId}", {
-          params: { path: { dataset: d, factId: id } },
-          ...init,
-        }),
-      );
+
+    entities: {
+      list: (datasetName: string, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        return call("GET /v1/memory/semantic/datasets/{dataset}/entities", "read", o, (init) =>
+          api.GET("/v1/memory/semantic/datasets/{dataset}/entities", { params: { path: { dataset: d } }, ...init }),
+        );
+      },
+      /** Live facts linked to an entity (an unknown entity has none). */
+      facts: (datasetName: string, name: string, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        const n = required("name", name);
+        return call("GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", "read", o, (init) =>
+          api.GET("/v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", {
+            params: { path: { dataset: d, name: n } },
+            ...init,
+          }),
+        );
+      },
+    },
+
+    datasets: {
+      /** Everything in the dataset, unpaginated. */
+      export: (datasetName: string, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        return call("GET /v1/memory/recall/datasets/{dataset}/export", "read", o, (init) =>
+          api.GET("/v1/memory/recall/datasets/{dataset}/export", { params: { path: { dataset: d } }, ...init }),
+        );
+      },
+      /** Hard-erases every thread, message, episode, fact and entity of the dataset. No undo. */
+      delete: (datasetName: string, o?: CallOptions) => {
+        const d = dataset(datasetName);
+        return call("DELETE /v1/memory/recall/datasets/{dataset}", "write", o, (init) =>
+          api.DELETE("/v1/memory/recall/datasets/{dataset}", { params: { path: { dataset: d } }, ...init }),
+        );
+      },
     },
   };
-
-  const entities = {
-    list: (datasetName: string, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      return call("GET /v1/memory/semantic/datasets/{dataset}/entities", "read", o, (init) =>
-        api.GET("/v1/memory/semantic/datasets/{dataset}/entities", { params: { path: { dataset: d } }, ...init }),
-      );
-    },
-    /** Live facts linked to an entity (an unknown entity has none). */
-    facts: (datasetName: string, name: string, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      const n = required("name", name);
-      return call("GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", "read", o, (init) =>
-        api.GET("/v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", {
-          params: { path: { dataset: d, name: n } },
-          ...init,
-        }),
-      );
-    },
-  };
-
-  const datasets = {
-    /** Everything in the dataset, unpaginated. */
-    export: (datasetName: string, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      return call("GET /v1/memory/recall/datasets/{dataset}/export", "read", o, (init) =>
-        api.GET("/v1/memory/recall/datasets/{dataset}/export", { params: { path: { dataset: d } }, ...init }),
-      );
-    },
-    /** Hard-erases every thread, message, episode, fact and entity of the dataset. No undo. */
-    delete: (datasetName: string, o?: CallOptions) => {
-      const d = dataset(datasetName);
-      return call("DELETE /v1/memory/recall/datasets/{dataset}", "write", o, (init) =>
-        api.DELETE("/v1/memory/recall/datasets/{dataset}", { params: { path: { dataset: d } }, ...init }),
-      );
-    },
-  };
-
-  return { threads, addMessages, recall, episodes, facts, entities, datasets };
 }
 
 function batch(messages: unknown): void {

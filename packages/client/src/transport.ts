@@ -45,7 +45,7 @@ export interface TransportConfig {
 /** How a call may be repeated: a read, a write, or a write whose 5xx may have written part of it (chat). */
 export type CallKind = "read" | "write" | "write-no-5xx";
 
-type Attempt<D> = (init: {
+export type Attempt<D> = (init: {
   signal: AbortSignal;
   headers: Record<string, string>;
 }) => Promise<{ data?: D; error?: unknown; response: Response }>;

@@ -107,13 +107,12 @@ describe("generateText", () => {
     try {
       const slow = createMemoryClient({ baseUrl: proxy.url, apiKey: key });
       const thread = await memory.threads.create({ dataset: DATASET });
-      proxy.fail("POST", `/v1/memory/working/threads/${thread.threadId}/messages:batch`, { kind: "delay", ms: 1500 });
-      const started = performance.now();
+      proxy.fail("POST", `/v1/memory/working/threads/${thread.threadId}/messages:batch`, { kind: "delay", ms: 2500 });
       await generateText({
         model: withMemory(generating("Hi."), { client: slow, dataset: DATASET, threadId: thread.threadId }),
         prompt: "Hello",
       });
-      expect(performance.now() - started).toBeLessThan(1000);
+      // Answered while the proxy still holds the append.
       expect((await memory.threads.messages(thread.threadId)).total).toBe(0);
       expect(await messagesOf(thread.threadId, 2)).toHaveLength(2);
       // One recall before the model call, one batch after it: nothing else.

@@ -268,12 +268,12 @@ describe("timeouts and aborts", () => {
   it("an attempt past timeoutMs is a MemoryTimeoutError; a retry gets a fresh budget", async () => {
     const proxy = await startFaultProxy(host.url);
     try {
-      const memory = await client({ baseUrl: proxy.url, timeoutMs: 150 });
+      const memory = await client({ baseUrl: proxy.url, timeoutMs: 300 });
       const thread = await memory.threads.create({ dataset: "timeout" });
       proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 1000 });
       const err = await thrown(memory.threads.get(thread.threadId, { retries: 0 }));
       expect(err).toBeInstanceOf(MemoryTimeoutError);
-      expect(err).toMatchObject({ timeoutMs: 150 });
+      expect(err).toMatchObject({ timeoutMs: 300 });
       proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 1000 });
       expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId });
     } finally {

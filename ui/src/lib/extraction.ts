@@ -1,6 +1,6 @@
-import type { Schemas } from "../api/client";
+import type { components } from "../api/schema";
 
-export type ExtractionReport = Schemas["ExtractionReport"];
+export type ExtractionReport = components["schemas"]["ExtractionReport"];
 
 /** The drop reasons in the order the service checks them, as words. */
 const REASONS: [keyof ExtractionReport["dropped"], string][] = [
