@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { countTokens } from "gpt-tokenizer";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { bm25Index } from "./bm25";
@@ -62,9 +63,11 @@ export async function readStoredFacts(q: QualityService, fixture: Fixture) {
       });
     }
   }
-  // By id, so that the baselines break score ties the same way in every run (the export's order
-  // among facts written in one statement is not fixed).
-  all.sort((a, b) => a.id.localeCompare(b.id, "en", { numeric: true }));
+  // In an order fixed by the ids but unrelated to them, so that the baselines break score ties
+  // alike in every run (the export's order among facts written in one statement is not fixed)
+  // and without favouring the facts the generator made first.
+  const order = (id: string) => createHash("sha256").update(id).digest("hex");
+  all.sort((a, b) => order(a.id).localeCompare(order(b.id)));
   return { all, live: all.filter((f) => f.live) };
 }
 
@@ -113,7 +116,8 @@ export async function runRecall(q: QualityService, fixture: Fixture, questions: 
 /**
  * The offline baselines on the same stored facts: cosine between the model's vectors of the
  * query and of each fact's text (the text the service embeds), Okapi BM25 over predicate, object
- * and quote, and their reciprocal rank fusion (k = 60). Ranks past 30 count as misses.
+ * and quote (matching facts only), and their reciprocal rank fusion (k = 60). Ranks past 30
+ * count as misses.
  */
 export async function runBaselines(questions: Question[], live: StoredFact[], embedder: Embedder) {
   const byDataset = new Map<string, StoredFact[]>();
@@ -130,7 +134,10 @@ export async function runBaselines(questions: Question[], live: StoredFact[], em
       ids,
       factVectors.map((v) => cosine(queryVector, v)),
     );
-    const keyword = rankByScore(ids, indexes.get(question.dataset)?.score(question.query) ?? []);
+    // A keyword search returns the documents that match, not the rest in some order.
+    const bm25 = indexes.get(question.dataset)?.score(question.query) ?? [];
+    const matching = new Set(ids.filter((_, i) => (bm25[i] ?? 0) > 0));
+    const keyword = rankByScore(ids, bm25).filter((id) => matching.has(id));
     const lists = { dense, bm25: keyword, rrf: rrf([dense, keyword]) };
     for (const [name, list] of Object.entries(lists) as [keyof typeof outcomes, string[]][]) {
       const rank = firstGoldRank(list.slice(0, LONG_LIST), question.gold);
