@@ -1,4 +1,4 @@
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { benchService, closedLoop, median } from "./lib";
 
 export interface AddMessageResult {

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createNodeServer } from "../functions/node-host";
 import type { PgliteDurability } from "../lib/db/pglite-durability";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { benchService, closedLoop, median } from "./lib";
 
 export interface DurabilityResult {

@@ -7,7 +7,7 @@ import type { Deps } from "../lib/deps";
 import { HttpError } from "../lib/errors";
 import { authRoutes } from "./auth";
 import { authenticateFirst, unknownRouteIsNotFound } from "./auth-first";
-import { dashboardRoutes } from "./dashboard";
+import { dashboardRoutes } from "./dashboard/routes";
 import { docsRoutes, registerOpenApi } from "./docs";
 import type { AppEnv } from "./env";
 import { episodicRoutes } from "./episodic";
@@ -21,8 +21,8 @@ import { requestLog } from "./request-log";
 import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
-import { workingRoutes } from "./working";
-import { BATCH_PATH, batchBodyLimit } from "./working-batch";
+import { BATCH_PATH, batchBodyLimit } from "./working/batch";
+import { workingRoutes } from "./working/routes";
 
 export const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -77,7 +77,7 @@ export function createApp(options: {
       throw new HttpError(413, "Request body too large (limit 1 MB)");
     },
   });
-  // The message batch routes alone take up to 5 MB (functions/working-batch.ts).
+  // The message batch routes alone take up to 5 MB (functions/working/batch.ts).
   app.use("*", (c, next) =>
     (BATCH_PATH.test(new URL(c.req.url).pathname) ? batchBodyLimit : defaultBodyLimit)(c, next),
   );

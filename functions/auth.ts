@@ -2,11 +2,10 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { login, logout } from "../lib/auth";
 import { requireSession } from "./middleware";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
-
-export const UserSchema = z
-  .object({ id: z.string(), username: z.string(), createdAt: z.string(), updatedAt: z.string() })
-  .openapi("DashboardUser");
+import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { jsonBody, jsonResponse, security } from "./schemas/http";
+import { text } from "./schemas/inputs";
+import { UserSchema } from "./schemas/users";
 
 const loginRoute = createRoute({
   method: "post",

@@ -5,6 +5,7 @@ import { serveStatic } from "@hono/node-server/serve-static";
 import type { MiddlewareHandler } from "hono";
 import { DOCS_ASSET_HEADERS, DOCS_ASSETS_PREFIX } from "./docs-renderer";
 import type { AppEnv } from "./env";
+import { notFoundRoute } from "./errors";
 
 /**
  * Where `npm run build:ui` writes the dashboard (`dashboard/index.html` and `dashboard/assets/*`)
@@ -43,7 +44,7 @@ export function dashboardAssets(dir = DASHBOARD_DIR): MiddlewareHandler<AppEnv> 
   const serve = serveStatic<AppEnv>({ root: dir });
   return async (c) => {
     const served = await serve(c, async () => {});
-    if (!served) return c.json({ error: "Not found" }, 404);
+    if (!served) return notFoundRoute(c);
     // Set on the response itself: serveStatic builds it before its onFound hook runs.
     if (c.req.path.startsWith(DOCS_ASSETS_PREFIX)) {
       for (const [name, value] of Object.entries(DOCS_ASSET_HEADERS)) served.headers.set(name, value);

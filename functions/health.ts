@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { checkHealth } from "../lib/health";
 import { createRouter } from "./router";
-import { jsonResponse } from "./schemas";
+import { jsonResponse } from "./schemas/http";
 
 const HealthSchema = z.object({ status: z.string(), services: z.object({ postgres: z.string() }) }).openapi("Health");
 

@@ -21,7 +21,8 @@ import {
 } from "../lib/idempotency";
 import { errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
-import { ErrorSchema, errorResponses, jsonResponse } from "./schemas";
+import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { jsonResponse } from "./schemas/http";
 
 /** The methods the header applies to (GET is safe and is answered afresh). */
 const WRITE_METHODS = new Set(["POST", "PATCH", "DELETE"]);

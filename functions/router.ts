@@ -1,4 +1,4 @@
-import { OpenAPIHono } from "@hono/zod-openapi";
+import { OpenAPIHono, type RouteConfig, type RouteHandler } from "@hono/zod-openapi";
 import type { AppEnv } from "./env";
 
 /**
@@ -11,4 +11,17 @@ export function createRouter() {
       if (!result.success) throw result.error;
     },
   });
+}
+
+/** A route and its handler, for a group that registers its operations in an order of its own. */
+export interface Operation {
+  register(router: OpenAPIHono<AppEnv>): void;
+}
+
+export function operation<R extends RouteConfig>(route: R, handler: RouteHandler<R, AppEnv>): Operation {
+  return {
+    register(router) {
+      router.openapi(route, handler);
+    },
+  };
 }

@@ -1,29 +1,16 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { endThread } from "../lib/episodic/triggers";
-import { threadEpisodicOverride } from "../lib/settings";
+import { threadEpisodicOverride } from "../lib/settings/settings";
 import { createThread, getThread, updateThread } from "../lib/threads";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { datasetSchema, ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
+import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { jsonBody, jsonResponse, security } from "./schemas/http";
+import { datasetSchema, pathParams, text } from "./schemas/inputs";
+import { ThreadSchema } from "./schemas/threads";
 
 const tags = ["Threads"];
 const base = { tags, security: security.apiKey };
-
-export const ThreadSchema = z
-  .object({
-    threadId: z.string(),
-    dataset: z.string(),
-    tags: z.array(z.string()),
-    settings: z.object({ episodic: z.record(z.string(), z.unknown()).optional() }).openapi({
-      description: "The thread's creation-time episodic override (null values already stripped).",
-    }),
-    messageCount: z.number().int().openapi({ description: "Messages appended so far." }),
-    lastMessageAt: z.string().nullable(),
-    endedAt: z.string().nullable().openapi({ description: "When the thread was last ended, if ever." }),
-    createdAt: z.string(),
-    updatedAt: z.string(),
-  })
-  .openapi("Thread");
 
 const tagsSchema = z
   .array(text().min(1).max(100))
@@ -33,13 +20,6 @@ const tagsSchema = z
 const settingsSchema = z
   .object({ episodic: threadEpisodicOverride.optional() })
   .openapi({ description: "Episodic override for this thread (thread bounds); null values are ignored." });
-
-const threadIdParam = z.object({
-  id: z
-    .string()
-    .min(1)
-    .openapi({ param: { name: "id", in: "path" } }),
-});
 
 const routes = {
   create: createRoute({
@@ -62,7 +42,7 @@ const routes = {
     method: "get",
     path: "/{id}",
     summary: "Get a thread",
-    request: { params: threadIdParam },
+    request: { params: pathParams("id") },
     responses: { 200: jsonResponse(ThreadSchema, "The thread"), 401: errorResponses[401], 404: errorResponses[404] },
   }),
   patch: createRoute({
@@ -72,7 +52,7 @@ const routes = {
     summary: "Update a thread's tags or episodic override",
     description: "`tags` replaces the list; `settings.episodic` is merged into the existing override.",
     request: {
-      params: threadIdParam,
+      params: pathParams("id"),
       ...jsonBody(z.object({ tags: tagsSchema.optional(), settings: settingsSchema.optional() })),
     },
     responses: {
@@ -87,7 +67,7 @@ const routes = {
     method: "post",
     path: "/{id}/end",
     summary: "End a thread: triggers episode extraction",
-    request: { params: threadIdParam },
+    request: { params: pathParams("id") },
     responses: {
       200: jsonResponse(
         z.object({

@@ -6,7 +6,7 @@ import type { Deps } from "./deps";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
-import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings";
+import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings/settings";
 
 type ThreadRow = typeof threads.$inferSelect;
 

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../functions/app";
-import { BATCH_PATH, MAX_BATCH_BODY_BYTES } from "../functions/working-batch";
+import { BATCH_PATH, MAX_BATCH_BODY_BYTES } from "../functions/working/batch";
 import { revokeApiKey } from "../lib/api-keys";
 import { tableCounts } from "./helpers/db-state";
 import { documentedRoutes } from "./helpers/openapi";
@@ -133,7 +133,7 @@ describe.each(routes)("$label", (route) => {
 
 describe.each(routes.filter((r) => r.method !== "GET"))("$label with an oversized body", (route) => {
   it("answers 401 before the body limit", async () => {
-    // The message batch routes take up to 5 MB (functions/working-batch.ts).
+    // The message batch routes take up to 5 MB (functions/working/batch.ts).
     const limit = BATCH_PATH.test(route.url("af-x")) ? MAX_BATCH_BODY_BYTES : MAX_BODY_BYTES;
     const oversized = JSON.stringify({ junk: "x".repeat(limit) });
     await expect401(route, route.url("af-x"), undefined, MISSING, oversized);

@@ -1,10 +1,10 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { COMPACT_KEEP_RECENT } from "../lib/compaction";
 import { rowsOf } from "../lib/db/rows";
 import { runDueJobs } from "../lib/jobs/runner";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
+import { COMPACT_KEEP_RECENT } from "../lib/working/compaction";
 import { type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
 

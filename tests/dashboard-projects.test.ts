@@ -2,7 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { projects } from "../lib/db/schema";
 import { runDueJobs } from "../lib/jobs/runner";
-import { DEFAULT_SETTINGS, MAX_EPISODE_INTERVAL_MS } from "../lib/settings";
+import { DEFAULT_SETTINGS, MAX_EPISODE_INTERVAL_MS } from "../lib/settings/settings";
 import { DIMS, useDashboardService } from "./dashboard-fixtures";
 import { fakeEmbedding, near } from "./helpers/fake-openai";
 
@@ -13,7 +13,7 @@ import { fakeEmbedding, near } from "./helpers/fake-openai";
 const { h, tenant, call, get, json, measured, expectError, expectValidation, rows, newSession } = useDashboardService();
 
 const P = "/dashboard/projects";
-/** A fact's score from its signals with the default weights (lib/settings.ts). */
+/** A fact's score from its signals with the default weights (lib/settings/settings.ts). */
 const fusedOf = (r: Signals) => {
   const w = DEFAULT_SETTINGS.semantic;
   return (

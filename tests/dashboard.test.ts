@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { login } from "../lib/auth";
 import { hashToken } from "../lib/crypto";
 import { apiKeys, jobs, messages, projects, threads, users } from "../lib/db/schema";
-import { DEFAULT_SETTINGS } from "../lib/settings";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import { deleteUser } from "../lib/users";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
 

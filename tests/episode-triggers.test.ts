@@ -2,7 +2,7 @@ import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { PULL_FORWARD_MS } from "../lib/episodic/triggers";
 import { runDueJobs, sweep } from "../lib/jobs/runner";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { type Episode, transcriptTexts, useEpisodicService } from "./episodic-fixtures";
 import { adminSession } from "./helpers/service";
 

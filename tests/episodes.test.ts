@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
 import { runDueJobs, sweep } from "../lib/jobs/runner";
 import { EPISODE_SUMMARY_PROMPT } from "../lib/llm/prompts";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { type Episode, gate, transcriptLines, useEpisodicService } from "./episodic-fixtures";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { fakeEmbedding } from "./helpers/fake-openai";

@@ -2,8 +2,9 @@ import { sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, beforeEach, expect } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { rowsOf, toIso } from "../lib/db/rows";
-import { deleteProject, patchProjectSettings } from "../lib/projects";
+import { deleteProject } from "../lib/projects";
 import type { ExtractionReport } from "../lib/semantic/report";
+import { patchProjectSettings } from "../lib/settings/store";
 import { type ChatRequest, type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService, type TestServiceOptions } from "./helpers/service";
 

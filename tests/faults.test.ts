@@ -4,7 +4,7 @@ import { rowsOf } from "../lib/db/rows";
 import type { Deps } from "../lib/deps";
 import { LEASE_MS, runDueJobs, runJobByKey, sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { gate, type Tenant, transcriptLines } from "./episodic-fixtures";
 import type { ChatRequest } from "./helpers/fake-openai";
 import { fact, judge, useSemanticService } from "./semantic-fixtures";

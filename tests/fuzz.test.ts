@@ -2,7 +2,7 @@ import { eq } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../functions/app";
-import { BATCH_PATH, MAX_BATCH_BODY_BYTES } from "../functions/working-batch";
+import { BATCH_PATH, MAX_BATCH_BODY_BYTES } from "../functions/working/batch";
 import { users } from "../lib/db/schema";
 import { createLlm } from "../lib/llm/client";
 import { insertSession, tableCounts } from "./helpers/db-state";
@@ -900,7 +900,7 @@ describe.each(fuzzed)("$label under hostile input", (route) => {
 
 describe.each(fuzzed.filter((r) => r.method !== "GET"))("$label with a body over 1 MB", (route) => {
   it("answers 413 before anything else", async () => {
-    // The message batch routes take up to 5 MB (functions/working-batch.ts).
+    // The message batch routes take up to 5 MB (functions/working/batch.ts).
     const limit = BATCH_PATH.test(route.path.replace(/\{\w+\}/g, "x")) ? MAX_BATCH_BODY_BYTES : MAX_BODY_BYTES;
     const oversized = [JSON.stringify({ dataset: "x".repeat(limit), content: "x", name: "x" }), "[".repeat(limit + 1)];
     for (const body of oversized) {

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { tableCounts } from "./helpers/db-state";
 import { type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "./helpers/service";

@@ -1,16 +1,16 @@
 import { sql } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
-import { intQuery } from "../functions/schemas";
+import { intQuery } from "../functions/schemas/inputs";
 import { rowsOf } from "../lib/db/rows";
 import { FLOAT4_MAX, FLOAT4_MIN_NORMAL, flushTiny, INT4_MAX, INT4_MIN, integerIn, numberIn } from "../lib/numbers";
-import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings, settingRule } from "../lib/settings";
-import { episodicSetting, projectSetting } from "../lib/settings-sql";
+import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings, settingRule } from "../lib/settings/settings";
+import { episodicSetting, projectSetting } from "../lib/settings/sql";
 import { createTestService, newTenant } from "./helpers/service";
 
 /**
- * The shared numeric schemas (lib/numbers.ts) and the settings read rules (lib/settings.ts in
- * JavaScript, lib/settings-sql.ts inside statements): what they accept, how they normalise, that
+ * The shared numeric schemas (lib/numbers.ts) and the settings read rules (lib/settings/settings.ts in
+ * JavaScript, lib/settings/sql.ts inside statements): what they accept, how they normalise, that
  * every value they let through is one Postgres holds, and that both read paths agree on any stored
  * value.
  */

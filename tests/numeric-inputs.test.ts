@@ -6,7 +6,7 @@ import { newId } from "../lib/ids";
 import { runDueJobs, sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
 import { FLOAT4_MIN_NORMAL, flushTiny } from "../lib/numbers";
-import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings } from "../lib/settings";
+import { DEFAULT_SETTINGS, resolveProjectSettings, resolveThreadSettings } from "../lib/settings/settings";
 import { echoSummary, type ManualClock } from "./episodic-fixtures";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { tableCounts } from "./helpers/db-state";

@@ -4,8 +4,9 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../lib/clock";
 import { rowsOf } from "../lib/db/rows";
 import { newId } from "../lib/ids";
-import { deleteProject, patchProjectSettings } from "../lib/projects";
-import { DEFAULT_SETTINGS } from "../lib/settings";
+import { deleteProject } from "../lib/projects";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
+import { patchProjectSettings } from "../lib/settings/store";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "./helpers/fake-openai";
 import { type FakeRerank, startFakeRerank } from "./helpers/fake-rerank";
@@ -20,7 +21,7 @@ import { createTestService, newTenant, type TestService } from "./helpers/servic
 const RECALL = "/v1/memory/recall";
 const DIMS = TEST_EMBEDDING_DIMENSIONS;
 /**
- * A fact's score with the default weights (lib/settings.ts): cosine + 0.2 × keyword (BM25 over
+ * A fact's score with the default weights (lib/settings/settings.ts): cosine + 0.2 × keyword (BM25 over
  * the best candidate's) + 0.1 × entity + 0.1 × time.
  */
 const score = ({ cosine = 0, keyword = 0, entity = 0, time = 0 }) =>

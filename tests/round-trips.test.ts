@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { patchProjectSettings } from "../lib/projects";
+import { patchProjectSettings } from "../lib/settings/store";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**

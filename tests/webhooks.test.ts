@@ -3,11 +3,11 @@ import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { compactThread } from "../lib/compaction";
 import { rowsOf } from "../lib/db/rows";
 import { runDueJobs } from "../lib/jobs/runner";
 import { eraseDataset } from "../lib/recall/dataset";
 import { DISABLE_AFTER_MS, nextAttemptAt } from "../lib/webhooks/deliver";
+import { compactThread } from "../lib/working/compaction";
 import { useEpisodicService } from "./episodic-fixtures";
 import { adminSession } from "./helpers/service";
 

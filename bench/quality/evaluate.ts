@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { countTokens } from "gpt-tokenizer";
-import { DEFAULT_SETTINGS } from "../../lib/settings";
+import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { bm25Index } from "./bm25";
 import type { Embedder } from "./embedder";
 import { type Fixture, QUESTION_KINDS, type Question } from "./fixture";

@@ -1,4 +1,4 @@
-import { patchProjectSettings } from "../../lib/projects";
+import { patchProjectSettings } from "../../lib/settings/store";
 import { runRecall } from "./evaluate";
 import type { Fixture, Question } from "./fixture";
 import { score } from "./metrics";

@@ -2,12 +2,12 @@ import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, type semanticStatuses, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import { type EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { retryEpisode } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
 import { threadRecord } from "../threads";
-import { messageRecord } from "../working";
+import { messageRecord } from "../working/messages";
 
 /**
  * The dashboard's read-only views of a project's memory (and the two writes an operator needs:
@@ -148,11 +148,9 @@ interface BrowseEpisodeRow extends EpisodeRow {
   summarised: boolean;
 }
 
-const EPISODE_COLUMNS = sql.raw(
-  `id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at,
-   ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, extraction_report, created_at, updated_at,
-   semantic_status, semantic_error, semantic_retry_count, embedding IS NOT NULL AS summarised`,
-);
+/** The /v1 episode's columns and what its extraction needs. */
+const BROWSE_EPISODE_COLUMNS = sql`${EPISODE_COLUMNS},
+  semantic_status, semantic_error, semantic_retry_count, embedding IS NOT NULL AS summarised`;
 
 /**
  * The /v1 episode plus its fact extraction, which only a summarised episode has (a completed
@@ -183,7 +181,7 @@ export async function browseEpisodes(
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
-          SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE ${scope}
+          SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes} WHERE ${scope}
           ORDER BY created_at DESC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
   return { episodes: jsonOf(row.page).map(browseEpisode), total: Number(row.total) };
@@ -192,7 +190,7 @@ export async function browseEpisodes(
 async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
   const [row] = rowsOf<BrowseEpisodeRow>(
     await deps.db.execute(sql`
-      SELECT ${EPISODE_COLUMNS} FROM ${episodes}
+      SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes}
       WHERE id = ${episodeId} AND project_id = ${projectId} AND status <> 'deleted'`),
   );
   if (!row) throw notFound("Episode not found");

@@ -30,7 +30,8 @@ export interface EpisodeRow {
   updated_at: unknown;
 }
 
-const COLUMNS = sql.raw(
+/** The columns `episodeRecord` reads. */
+export const EPISODE_COLUMNS = sql.raw(
   "id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, extraction_report, created_at, updated_at",
 );
 
@@ -68,7 +69,7 @@ export async function listEpisodes(
   const before = q.before?.toISOString() ?? null;
   const result = await deps.db.execute(sql`
     WITH scope AS (
-      SELECT ${COLUMNS} FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
+      SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
     ),
     page AS (
       SELECT * FROM scope WHERE (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
@@ -160,10 +161,10 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
     : sql`0`;
   const ended = r.endedBy ? sql` AND ended_at <= ${at}::timestamptz` : sql``;
   return sql`
-    SELECT ${COLUMNS}, similarity * ${r.similarityWeight}
+    SELECT ${EPISODE_COLUMNS}, similarity * ${r.similarityWeight}
            + (1.0 / (1.0 + GREATEST(EXTRACT(EPOCH FROM (${at}::timestamptz - ended_at)) / 86400.0, 0))) * ${r.recencyWeight} AS relevance
     FROM (
-      SELECT ${COLUMNS}, (${similarity})::float8 AS similarity FROM ${episodes}
+      SELECT ${EPISODE_COLUMNS}, (${similarity})::float8 AS similarity FROM ${episodes}
       WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND status = 'completed'${ended}
     ) candidates
     ORDER BY relevance DESC, id LIMIT ${r.limit}`;
@@ -172,7 +173,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
 export async function getEpisode(deps: Deps, projectId: string, episodeId: string) {
   const [row] = rowsOf<EpisodeRow>(
     await deps.db.execute(
-      sql`SELECT ${COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
+      sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
     ),
   );
   if (!row) throw notFound("Episode not found");

@@ -4,7 +4,7 @@ import { projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobHandler, JobResult } from "../jobs/registry";
 import { type Job, LEASE_MS } from "../jobs/store";
-import { episodicSetting } from "../settings-sql";
+import { episodicSetting } from "../settings/sql";
 import { processEpisode } from "./pipeline";
 import { cutEpisode, requeueFailedEpisodes, scheduleMissedIdleTimers } from "./triggers";
 

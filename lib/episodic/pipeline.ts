@@ -6,7 +6,12 @@ import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
-import { resolveProjectSettings, resolveThreadSettings, type ThreadSettings } from "../settings";
+import {
+  resolveProjectSettings,
+  resolveThreadSettings,
+  type Settings,
+  type ThreadSettings,
+} from "../settings/settings";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 
@@ -16,6 +21,28 @@ import { renderTranscript, type TranscriptMessage } from "./transcript";
  * once that attempt's lease has run out (its worker died).
  */
 export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
+
+/** An episode claimed for summarising, with what the summary needs. */
+interface ClaimedEpisode {
+  id: string;
+  project_id: string;
+  dataset: string;
+  project_settings: Record<string, unknown> | null;
+  thread_settings: ThreadSettings | null;
+  transcript: TranscriptMessage[] | string | null;
+}
+
+/**
+ * The summary call's user message: the transcript (head and tail past maxMessages, as
+ * renderTranscript cuts it). An episode without messages is a failure to record, not a call.
+ */
+export function summaryInput(transcript: TranscriptMessage[], settings: Settings): string {
+  if (transcript.length === 0) throw new Error("The episode has no messages to summarise (the thread was deleted?)");
+  return renderTranscript(transcript, settings.episodic.maxMessages);
+}
+
+/** A completed episode waits for fact extraction unless semantic memory is off for its project. */
+export const semanticStatusAfterSummary = (settings: Settings) => (settings.semantic.enabled ? "pending" : "skipped");
 
 /**
  * Summarise one episode: claim it (pending → processing) in one statement that also returns its
@@ -27,16 +54,39 @@ export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
  * late failure of the attempt that was taken over writes nothing.
  */
 export async function processEpisode(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
-  const now = deps.clock.now().toISOString();
+  const claimedAt = deps.clock.now().toISOString();
+  const episode = await claimEpisode(deps, episodeId, claimedAt);
+  if (!episode) return unclaimedOutcome(deps, episodeId);
+
+  const settings = resolveThreadSettings(
+    resolveProjectSettings(episode.project_settings),
+    episode.thread_settings ?? undefined,
+  );
+  const transcript = jsonOf<TranscriptMessage[]>(episode.transcript ?? []);
+  const claim = { episodeId, claimedAt };
+  try {
+    const summary = await deps.llm.structured({
+      name: "episode_summary",
+      schema: EpisodeSummarySchema,
+      system: EPISODE_SUMMARY_PROMPT,
+      user: summaryInput(transcript, settings),
+    });
+    const [embedding] = await deps.llm.embed([summary.summary]);
+    // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
+    if (!(await writeSummary(deps, claim, summary, embedding, semanticStatusAfterSummary(settings)))) return "skipped";
+    deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
+    return "completed";
+  } catch (err) {
+    if (!(await markFailed(deps, claim, failureText(err)))) return "skipped";
+    deps.log.warn("episode failed", { episodeId, projectId: episode.project_id, ...errorFields(err) });
+    return "failed";
+  }
+}
+
+/** pending → processing (or a processing one whose lease ran out), with transcript and settings. */
+async function claimEpisode(deps: Deps, episodeId: string, now: string): Promise<ClaimedEpisode | undefined> {
   const leaseUntil = new Date(Date.parse(now) + LEASE_MS).toISOString();
-  const claimed = rowsOf<{
-    id: string;
-    project_id: string;
-    dataset: string;
-    project_settings: Record<string, unknown> | null;
-    thread_settings: ThreadSettings | null;
-    transcript: TranscriptMessage[] | string | null;
-  }>(
+  const [claimed] = rowsOf<ClaimedEpisode>(
     await deps.db.execute(sql`
       WITH e AS (
         UPDATE ${episodes} SET status = 'processing', processing_started_at = ${now}::timestamptz,
@@ -54,66 +104,67 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
           WHERE m.thread_id = e.thread_id AND m.seq BETWEEN e.from_seq AND e.to_seq AND NOT m.is_summary) AS transcript
       FROM e`),
   );
-  const episode = claimed[0];
-  if (!episode) {
-    const [current] = rowsOf<{ status: string }>(
-      await deps.db.execute(sql`SELECT status FROM ${episodes} WHERE id = ${episodeId}`),
-    );
-    return current?.status === "processing" ? "busy" : "skipped";
-  }
+  return claimed;
+}
 
-  const settings = resolveThreadSettings(
-    resolveProjectSettings(episode.project_settings),
-    episode.thread_settings ?? undefined,
+/** Not claimable: `busy` while another attempt holds it, else `skipped`. */
+async function unclaimedOutcome(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
+  const [current] = rowsOf<{ status: string }>(
+    await deps.db.execute(sql`SELECT status FROM ${episodes} WHERE id = ${episodeId}`),
   );
-  const transcript = jsonOf<TranscriptMessage[]>(episode.transcript ?? []);
+  return current?.status === "processing" ? "busy" : "skipped";
+}
 
-  try {
-    if (transcript.length === 0) throw new Error("The episode has no messages to summarise (the thread was deleted?)");
-    const text = renderTranscript(transcript, settings.episodic.maxMessages);
-    const summary = await deps.llm.structured({
-      name: "episode_summary",
-      schema: EpisodeSummarySchema,
-      system: EPISODE_SUMMARY_PROMPT,
-      user: text,
-    });
-    const [embedding] = await deps.llm.embed([summary.summary]);
-    const done = deps.clock.now().toISOString();
-    const written = rowsOf<{ id: string; webhook_jobs: unknown }>(
-      await deps.db.execute(sql`
-        WITH u AS (
-          UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
-            key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
-            embedding = ${`[${embedding.join(",")}]`}::vector,
-            semantic_status = ${settings.semantic.enabled ? "pending" : "skipped"},
-            processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
-          WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
-          RETURNING id, project_id, thread_id, dataset, summary
-        ), ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
-        SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
-    );
-    // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
-    if (written.length === 0) return "skipped";
-    ringWebhookJobs(deps, written[0].webhook_jobs);
-    deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
-    return "completed";
-  } catch (err) {
-    const message = failureText(err);
-    const failedAt = deps.clock.now().toISOString();
-    // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
-    const marked = rowsOf<{ id: string; webhook_jobs: unknown }>(
-      await deps.db.execute(sql`
-        WITH u AS (
-          UPDATE ${episodes} SET status = 'failed', error = ${message},
-            processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
-          WHERE id = ${episodeId} AND status = 'processing' AND processing_started_at = ${now}::timestamptz
-          RETURNING id, project_id, thread_id, dataset, error, retry_count
-        ), ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
-        SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
-    );
-    if (marked.length === 0) return "skipped";
-    ringWebhookJobs(deps, marked[0].webhook_jobs);
-    deps.log.warn("episode failed", { episodeId, projectId: episode.project_id, ...errorFields(err) });
-    return "failed";
-  }
+/** This attempt's claim: every write requires the episode to be still processing under it. */
+interface Claim {
+  episodeId: string;
+  claimedAt: string;
+}
+
+/** The summary and its embedding, and the episode.completed event; false if the claim was lost. */
+async function writeSummary(
+  deps: Deps,
+  claim: Claim,
+  summary: { summary: string; keyLearnings: string[] },
+  embedding: number[],
+  semanticStatus: string,
+): Promise<boolean> {
+  const done = deps.clock.now().toISOString();
+  const [written] = rowsOf<{ id: string; webhook_jobs: unknown }>(
+    await deps.db.execute(sql`
+      WITH u AS (
+        UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
+          key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
+          embedding = ${`[${embedding.join(",")}]`}::vector,
+          semantic_status = ${semanticStatus},
+          processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
+        WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz
+        RETURNING id, project_id, thread_id, dataset, summary
+      ), ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
+      SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
+  );
+  if (!written) return false;
+  ringWebhookJobs(deps, written.webhook_jobs);
+  return true;
+}
+
+/**
+ * The failure and the episode.failed event, only while the claim is still ours: a lost claim
+ * must not mark the new owner's run failed. False if it was lost.
+ */
+async function markFailed(deps: Deps, claim: Claim, message: string): Promise<boolean> {
+  const failedAt = deps.clock.now().toISOString();
+  const [marked] = rowsOf<{ id: string; webhook_jobs: unknown }>(
+    await deps.db.execute(sql`
+      WITH u AS (
+        UPDATE ${episodes} SET status = 'failed', error = ${message},
+          processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
+        WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz
+        RETURNING id, project_id, thread_id, dataset, error, retry_count
+      ), ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
+      SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
+  );
+  if (!marked) return false;
+  ringWebhookJobs(deps, marked.webhook_jobs);
+  return true;
 }

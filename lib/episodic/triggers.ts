@@ -7,7 +7,7 @@ import { newId } from "../ids";
 import type { DueJob } from "../jobs/doorbell";
 import { jobKeySql } from "../jobs/kinds";
 import { dueJobsFrom, jobExistsSql, ringLater, scheduleJobsSql } from "../jobs/schedule";
-import { episodicSetting } from "../settings-sql";
+import { episodicSetting } from "../settings/sql";
 
 /** A new thread pulls a waiting sibling's episode forward to at most this long from now. */
 export const PULL_FORWARD_MS = 5 * 60 * 1000;
@@ -169,7 +169,7 @@ export async function scheduleMissedIdleTimers(deps: Deps, limit: number): Promi
   return rowsOf(await deps.db.execute(idleTimerSql(from, sql`${now}::timestamptz`, now, "keep"))).length;
 }
 
-// Where lib/threads.ts and lib/working.ts found them before lib/jobs/schedule.ts owned them.
+// Where lib/threads.ts and lib/working/messages.ts found them before lib/jobs/schedule.ts owned them.
 export { dueJobsFrom, ringLater };
 
 /**

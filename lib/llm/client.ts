@@ -125,11 +125,40 @@ export interface LlmOptions {
   fetch?: typeof fetch;
 }
 
+/** The SDK's client, made on first use; a call without a configured provider is a NoProviderError. */
+type OpenAiOf = () => OpenAI;
+
 export function createLlm(config: Config, options: LlmOptions = {}): Llm {
-  const { apiKey, baseUrl, llmModel, embeddingModel, embeddingDimensions } = config.openai;
-  let client: OpenAI | undefined;
+  const { llmModel } = config.openai;
+  const openai = lazyClient(config, options);
+  const structured = structuredCalls(openai, llmModel);
+  const embeddings = embeddingCalls(openai, config.openai);
+  return {
+    structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
+    complete: (request) =>
+      providerCall("Model call", async () =>
+        completionOf(await openai().chat.completions.create(chatParams(llmModel, request))),
+      ),
+    stream: (request) =>
+      providerCall("Model call", async () => {
+        const stream = await openai().chat.completions.create({
+          ...chatParams(llmModel, request),
+          stream: true,
+          stream_options: { include_usage: true },
+        });
+        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000);
+      }),
+    embed: (texts) => providerCall("Embedding call", () => embeddings.embed(texts)),
+    embeddingSize: () => providerCall("Embedding call", () => embeddings.size()),
+    rerank: (request) => providerCall("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
+  };
+}
+
+function lazyClient(config: Config, options: LlmOptions): OpenAiOf {
+  const { apiKey, baseUrl } = config.openai;
   const configured = providerConfigured(config);
-  const openai = () => {
+  let client: OpenAI | undefined;
+  return () => {
     if (!configured) throw new NoProviderError();
     client ??= new OpenAI({
       apiKey: apiKey ?? PLACEHOLDER_API_KEY,
@@ -140,18 +169,57 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
     });
     return client;
   };
+}
 
-  const call = async <R>(what: string, run: () => Promise<R>): Promise<R> => {
-    try {
-      return await run();
-    } catch (err) {
-      if (err instanceof ProviderError) throw err;
-      throw new ProviderError(`${what} failed: ${describe(err)}`, { cause: err });
-    }
+/** Every failure of a provider call as a ProviderError naming the call. */
+async function providerCall<R>(what: string, run: () => Promise<R>): Promise<R> {
+  try {
+    return await run();
+  } catch (err) {
+    if (err instanceof ProviderError) throw err;
+    throw new ProviderError(`${what} failed: ${describe(err)}`, { cause: err });
+  }
+}
+
+/** A server refusing a request option it does not support (400; 422 from some). */
+export const isRefusal = (err: unknown) => err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
+
+/** The free-text call's parameters: the system prompt first, then the conversation. */
+export function chatParams(model: string, request: { system: string; messages: ChatMessage[]; maxTokens?: number }) {
+  return {
+    model,
+    messages: [{ role: "system" as const, content: request.system }, ...request.messages],
+    ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
   };
+}
 
-  /** Set once the server refused JSON-schema output and answered in JSON mode: skip the refused call. */
-  let jsonMode = false;
+/** The reply and the provider's usage; a reply without text is a failure. */
+export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
+  const text = response.choices[0]?.message?.content;
+  if (!text) throw new ProviderError("Model call returned no content");
+  return {
+    text,
+    model: response.model,
+    tokens: {
+      input: response.usage?.prompt_tokens,
+      output: response.usage?.completion_tokens,
+      total: response.usage?.total_tokens,
+    },
+  };
+}
+
+/** The vectors in input order, each of the configured size, one per text. */
+export function vectorsOf(data: { index: number; embedding: number[] }[], texts: number, dimensions: number) {
+  const vectors = [...data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
+  if (vectors.length !== texts || vectors.some((v) => v.length !== dimensions)) {
+    throw new ProviderError(
+      `Embedding call returned ${vectors.length} vectors of size ${vectors[0]?.length} (expected ${texts} of ${dimensions})`,
+    );
+  }
+  return vectors;
+}
+
+function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions }: Config["openai"]) {
   /**
    * Cleared once the server refused `dimensions` and answered without it (vLLM with a model that
    * is not Matryoshka answers 400 to any `dimensions`): the model's own size is then checked.
@@ -163,150 +231,119 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
     try {
       return await openai().embeddings.create({ ...request, dimensions: embeddingDimensions });
     } catch (err) {
-      if (!(err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422))) throw err;
+      if (!isRefusal(err)) throw err;
       const response = await openai().embeddings.create(request);
       sendDimensions = false;
       return response;
     }
   };
+  return {
+    async embed(texts: string[]) {
+      if (texts.length === 0) return [];
+      return vectorsOf((await embeddings(texts)).data, texts.length, embeddingDimensions);
+    },
+    async size() {
+      const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data[0]?.embedding;
+      if (!vector) throw new ProviderError("Embedding call returned no vector");
+      return vector.length;
+    },
+  };
+}
 
-  const chatJson = async (
-    messages: ChatMessage[],
-    responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
-    request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries">,
-  ) => {
-    const { name, signal, maxRetries } = request;
+type ChatJson = (
+  messages: ChatMessage[],
+  responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
+  request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries">,
+) => Promise<string>;
+
+/** One JSON answer: the content of the first choice, which must not be empty. */
+function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
+  return async (messages, responseFormat, { name, signal, maxRetries }) => {
     const response = await openai().chat.completions.create(
-      { model: llmModel, messages, response_format: responseFormat },
+      { model, messages, response_format: responseFormat },
       { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
     );
     const content = response.choices[0]?.message?.content;
     if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
     return content;
   };
+}
 
-  /** JSON mode: the schema in the prompt, the answer validated, one repair turn with the error. */
-  const structuredJsonMode = async <T extends z.ZodType>(
-    request: StructuredRequest<T>,
-    onAccepted = () => {},
-  ): Promise<z.infer<T>> => {
-    const messages: ChatMessage[] = [
-      { role: "system", content: jsonModeSystem(request) },
-      { role: "user", content: request.user },
-    ];
-    let content = await chatJson(messages, { type: "json_object" }, request);
-    onAccepted();
-    let checked = checkJson(request.schema, content);
-    if (checked.ok) return checked.data;
-    messages.push(
-      { role: "assistant", content },
-      {
-        role: "user",
-        content: `That answer is not valid: ${checked.problem}. Answer again with only the corrected JSON object, matching the schema.`,
-      },
-    );
-    content = await chatJson(messages, { type: "json_object" }, request);
-    checked = checkJson(request.schema, content);
-    if (checked.ok) return checked.data;
-    throw new ProviderError(
-      `Model call (${request.name}) ${checked.invalidJson ? "returned invalid JSON" : "returned JSON that does not match the schema"} in JSON mode, also after one repair: ${checked.problem}`,
-    );
+/** Structured Outputs first; JSON mode where the server refuses or ignores a JSON schema. */
+function structuredCalls(openai: OpenAiOf, model: string) {
+  const chatJson = chatJsonOf(openai, model);
+  /** Set once the server refused JSON-schema output and answered in JSON mode: skip the refused call. */
+  let jsonMode = false;
+  return async <T extends z.ZodType>(request: StructuredRequest<T>): Promise<z.infer<T>> => {
+    if (jsonMode) return structuredJsonMode(chatJson, request);
+    let content: string;
+    try {
+      content = await chatJson(structuredMessages(request), jsonSchemaFormat(request), request);
+    } catch (err) {
+      if (!isRefusal(err)) throw err;
+      // JSON mode accepted where JSON schema was refused: this server's calls skip the refusal.
+      return structuredJsonMode(chatJson, request, () => {
+        jsonMode = true;
+      });
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(content);
+    } catch {
+      // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
+      return structuredJsonMode(chatJson, request);
+    }
+    const result = request.schema.safeParse(parsed);
+    if (!result.success) {
+      throw new ProviderError(`Model call (${request.name}) returned JSON that does not match the schema`);
+    }
+    return result.data;
   };
+}
 
-  return {
-    structured: (request) =>
-      call(`Model call (${request.name})`, async () => {
-        if (jsonMode) return structuredJsonMode(request);
-        let content: string;
-        try {
-          content = await chatJson(
-            [
-              { role: "system", content: request.system },
-              { role: "user", content: request.user },
-            ],
-            {
-              type: "json_schema",
-              json_schema: { name: request.name, strict: true, schema: strictJsonSchema(request.schema) },
-            },
-            request,
-          );
-        } catch (err) {
-          // Servers without JSON-schema output refuse the request (400; 422 from some).
-          if (!(err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422))) throw err;
-          // JSON mode accepted where JSON schema was refused: this server's calls skip the refusal.
-          return structuredJsonMode(request, () => {
-            jsonMode = true;
-          });
-        }
-        let parsed: unknown;
-        try {
-          parsed = JSON.parse(content);
-        } catch {
-          // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
-          return structuredJsonMode(request);
-        }
-        const result = request.schema.safeParse(parsed);
-        if (!result.success) {
-          throw new ProviderError(`Model call (${request.name}) returned JSON that does not match the schema`);
-        }
-        return result.data;
-      }),
+const structuredMessages = (request: StructuredRequest<z.ZodType>): ChatMessage[] => [
+  { role: "system", content: request.system },
+  { role: "user", content: request.user },
+];
 
-    complete: (request) =>
-      call("Model call", async () => {
-        const response = await openai().chat.completions.create({
-          model: llmModel,
-          messages: [{ role: "system", content: request.system }, ...request.messages],
-          ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
-        });
-        const text = response.choices[0]?.message?.content;
-        if (!text) throw new ProviderError("Model call returned no content");
-        return {
-          text,
-          model: response.model,
-          tokens: {
-            input: response.usage?.prompt_tokens,
-            output: response.usage?.completion_tokens,
-            total: response.usage?.total_tokens,
-          },
-        };
-      }),
+/** Structured Outputs' strict JSON-schema response format for the request's schema. */
+export const jsonSchemaFormat = (request: StructuredRequest<z.ZodType>) => ({
+  type: "json_schema" as const,
+  json_schema: { name: request.name, strict: true, schema: strictJsonSchema(request.schema) },
+});
 
-    stream: (request) =>
-      call("Model call", async () => {
-        const stream = await openai().chat.completions.create({
-          model: llmModel,
-          messages: [{ role: "system", content: request.system }, ...request.messages],
-          stream: true,
-          stream_options: { include_usage: true },
-          ...(request.maxTokens ? { max_tokens: request.maxTokens } : {}),
-        });
-        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000);
-      }),
+/** The repair turn of JSON mode: the answer as it was, then what is wrong with it. */
+export function repairTurn(content: string, problem: string): ChatMessage[] {
+  return [
+    { role: "assistant", content },
+    {
+      role: "user",
+      content: `That answer is not valid: ${problem}. Answer again with only the corrected JSON object, matching the schema.`,
+    },
+  ];
+}
 
-    embed: (texts) =>
-      call("Embedding call", async () => {
-        if (texts.length === 0) return [];
-        const response = await embeddings(texts);
-        const vectors = [...response.data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
-        if (vectors.length !== texts.length || vectors.some((v) => v.length !== embeddingDimensions)) {
-          throw new ProviderError(
-            `Embedding call returned ${vectors.length} vectors of size ${vectors[0]?.length} (expected ${texts.length} of ${embeddingDimensions})`,
-          );
-        }
-        return vectors;
-      }),
-
-    embeddingSize: () =>
-      call("Embedding call", async () => {
-        const response = await embeddings([EMBEDDING_PROBE_TEXT]);
-        const vector = response.data[0]?.embedding;
-        if (!vector) throw new ProviderError("Embedding call returned no vector");
-        return vector.length;
-      }),
-
-    rerank: (request) => call("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
-  };
+/** JSON mode: the schema in the prompt, the answer validated, one repair turn with the error. */
+async function structuredJsonMode<T extends z.ZodType>(
+  chatJson: ChatJson,
+  request: StructuredRequest<T>,
+  onAccepted = () => {},
+): Promise<z.infer<T>> {
+  const messages: ChatMessage[] = [
+    { role: "system", content: jsonModeSystem(request) },
+    { role: "user", content: request.user },
+  ];
+  let content = await chatJson(messages, { type: "json_object" }, request);
+  onAccepted();
+  let checked = checkJson(request.schema, content);
+  if (checked.ok) return checked.data;
+  messages.push(...repairTurn(content, checked.problem));
+  content = await chatJson(messages, { type: "json_object" }, request);
+  checked = checkJson(request.schema, content);
+  if (checked.ok) return checked.data;
+  throw new ProviderError(
+    `Model call (${request.name}) ${checked.invalidJson ? "returned invalid JSON" : "returned JSON that does not match the schema"} in JSON mode, also after one repair: ${checked.problem}`,
+  );
 }
 
 /** `POST {baseUrl}/rerank` as vLLM, llama.cpp server, Jina and Cohere serve it. */
@@ -365,7 +402,7 @@ ${JSON.stringify(strictJsonSchema(request.schema))}`;
 type Checked<T> = { ok: true; data: T } | { ok: false; invalidJson: boolean; problem: string };
 
 /** Parse and validate a JSON-mode answer; a code fence around the object is tolerated. */
-function checkJson<T extends z.ZodType>(schema: T, content: string): Checked<z.infer<T>> {
+export function checkJson<T extends z.ZodType>(schema: T, content: string): Checked<z.infer<T>> {
   const fenced = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/i.exec(content);
   let parsed: unknown;
   try {

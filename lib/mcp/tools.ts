@@ -3,12 +3,13 @@ import { z } from "zod";
 import type { Deps } from "../deps";
 import { listEpisodes } from "../episodic/episodes";
 import { endThread } from "../episodic/triggers";
+import { dateInput, text } from "../inputs";
 import { integerIn, numberIn } from "../numbers";
 import { recall } from "../recall/recall";
 import { invalidateFact } from "../semantic/facts";
 import { createThread, getThread } from "../threads";
-import { addMessages, MAX_BATCH_MESSAGES } from "../working-batch";
-import { dataset, dateInput, text } from "./inputs";
+import { addMessages, MAX_BATCH_MESSAGES } from "../working/batch";
+import { dataset } from "./inputs";
 
 /** Who is calling: the API key's project scopes every tool, as it scopes every /v1 route. */
 export interface ToolContext {

@@ -2,7 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import { type EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
@@ -55,9 +55,7 @@ export async function* exportDataset(deps: Deps, projectId: string, dataset: str
     pagesOf<EpisodeRow & { cursor: string }>(
       deps,
       (after) => sql`
-        SELECT id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count,
-          started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata,
-          extraction_report, created_at, updated_at, created_at::text AS cursor
+        SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
         FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
         ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
     ),

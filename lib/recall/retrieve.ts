@@ -5,8 +5,8 @@ import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { type EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { type FactRow, factRecord } from "../semantic/facts";
-import type { Settings } from "../settings";
-import { projectSetting } from "../settings-sql";
+import type { Settings } from "../settings/settings";
+import { projectSetting } from "../settings/sql";
 import type { RankedFact } from "./context";
 import type { TimeRange } from "./time-range";
 
@@ -193,7 +193,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
 
 /**
  * The read-path settings, read in this statement: the defaults, then the project's stored values
- * that pass their rules (a stored value out of range counts as absent, see lib/settings-sql.ts).
+ * that pass their rules (a stored value out of range counts as absent, see lib/settings/sql.ts).
  * The per-call limit and minConfidence were validated by the route. `fetch_lim`: how many ranked
  * facts the statement returns (the reranker, when on, reorders more than the block holds).
  */
@@ -205,7 +205,7 @@ function settingsCte(r: Retrieval): SQL {
   return sql`s AS (SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
       coalesce(${r.limit ?? null}::int, ${setting("factsInContext", "int")}) AS lim,
       -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
-      -- least FLOAT4_MIN_NORMAL (numberIn, settings-sql), so the cast cannot underflow.
+      -- least FLOAT4_MIN_NORMAL (numberIn, lib/settings/sql.ts), so the cast cannot underflow.
       coalesce(${r.minConfidence ?? null}::float8, ${setting("retrievalMinConfidence", "float8")})::real AS min_conf,
       ${setting("anchorVectorMin", "float8")} AS anchor_min,
       ${setting("anchorVectorTopK", "int")} AS anchor_k,

@@ -4,7 +4,7 @@ import { toDate } from "../db/rows";
 import type { entities } from "../db/schema";
 import type { FactExtractionSchema } from "../llm/prompts";
 import { flushTiny } from "../numbers";
-import type { Settings } from "../settings";
+import type { Settings } from "../settings/settings";
 import type { DropReason } from "./report";
 import { isUserSubject } from "./subject";
 

@@ -12,7 +12,12 @@ import {
   FactExtractionSchema,
 } from "../llm/prompts";
 import { errorFields } from "../log";
-import { resolveProjectSettings, resolveThreadSettings, type Settings, type ThreadSettings } from "../settings";
+import {
+  resolveProjectSettings,
+  resolveThreadSettings,
+  type Settings,
+  type ThreadSettings,
+} from "../settings/settings";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import {
   decideFacts,

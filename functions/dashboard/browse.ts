@@ -8,45 +8,31 @@ import {
   browseThreadMessages,
   deleteFact,
   retryBrowseEpisode,
-} from "../lib/dashboard/browse";
-import { semanticStatuses } from "../lib/db/schema";
-import { browseThreads } from "../lib/threads";
-import { EpisodeSchema } from "./episodic";
-import { createRouter } from "./router";
-import {
-  boolQuery,
-  ErrorSchema,
-  errorResponses,
-  Iso,
-  intQuery,
-  jsonResponse,
-  pageQuery,
-  security,
-  text,
-  ValidationErrorSchema,
-} from "./schemas";
-import { FactSchema } from "./semantic";
-import { ThreadSchema } from "./threads";
-import { MessageSchema } from "./working";
+} from "../../lib/dashboard/browse";
+import { semanticStatuses } from "../../lib/db/schema";
+import { browseThreads } from "../../lib/threads";
+import { createRouter } from "../router";
+import { EpisodeSchema } from "../schemas/episodes";
+import { ErrorSchema, errorResponses, ValidationErrorSchema } from "../schemas/errors";
+import { FactSchema } from "../schemas/facts";
+import { jsonResponse, security } from "../schemas/http";
+import { boolQuery, Iso, intQuery, pageQuery, pathParams, text } from "../schemas/inputs";
+import { MessageSchema } from "../schemas/messages";
+import { ThreadSchema } from "../schemas/threads";
 
 /**
  * /dashboard/browse/*: a project's memory as the dashboard shows it. Mounted inside the
- * dashboard router (functions/dashboard.ts), whose requireSession covers it: one session check
+ * dashboard router (functions/dashboard/routes.ts), whose requireSession covers it: one session check
  * per request.
  */
 const base = { tags: ["Internal: dashboard"], security: security.session };
+const idParam = pathParams("id");
 
 const projectId = text().min(1).openapi({ description: "Project id (required)." });
 const dataset = text().min(1).max(256);
 const includeInvalidated = boolQuery
   .default(false)
   .openapi({ description: "Also list superseded and deleted facts (true/false, default false)." });
-const idParam = z.object({
-  id: z
-    .string()
-    .min(1)
-    .openapi({ param: { name: "id", in: "path" } }),
-});
 
 const BrowseDatasetSchema = z
   .object({

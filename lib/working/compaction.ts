@@ -1,12 +1,13 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "./db/rows";
-import { messages, projects, threads } from "./db/schema";
-import type { Deps } from "./deps";
-import { notFound } from "./errors";
-import { newId } from "./ids";
-import { COMPACTION_PROMPT } from "./llm/prompts";
-import { projectSetting } from "./settings-sql";
-import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "./webhooks/events";
+import { jsonOf, rowsOf } from "../db/rows";
+import { messages, projects, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { notFound } from "../errors";
+import { newId } from "../ids";
+import type { Completion } from "../llm/client";
+import { COMPACTION_PROMPT } from "../llm/prompts";
+import { projectSetting } from "../settings/sql";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
 export const COMPACT_KEEP_RECENT = 6;
@@ -51,6 +52,55 @@ interface FoldRow {
   content: string;
 }
 
+/** What compaction reads in its first statement: the thread's counters, active summary and fold. */
+export interface FoldState {
+  compacted_seq: number;
+  live_count: number;
+  summary_id: string | null;
+  summary_content: string | null;
+  summary_from: number | null;
+  fold: FoldRow[];
+}
+
+/** What one compaction folds and asks the model, decided from the state it read. */
+export interface FoldPlan {
+  /** The thread's compacted_seq as read: the write lands only if it is unchanged. */
+  expected: number;
+  fromSeq: number;
+  toSeq: number;
+  count: number;
+  /** The active summary, folded into the new one (and marked compacted with the messages). */
+  previousSummaryId: string | null;
+  /** The model's user message: the previous summary, if any, then the transcript to fold. */
+  prompt: string;
+}
+
+const nothingToCompact = (message: string): NothingToCompact => ({ ok: true, compacted: false, message });
+
+/**
+ * The fold of a compaction: the messages in one line each, after the previous summary; the new
+ * summary covers from the previous summary's start (or the first folded message) to the last.
+ */
+export function planFold(state: FoldState): FoldPlan | NothingToCompact {
+  const { fold } = state;
+  if (fold.length === 0) {
+    return nothingToCompact(
+      `Nothing to compact: ${Number(state.live_count)} message(s) not yet compacted, and the newest ${COMPACT_KEEP_RECENT} are always kept`,
+    );
+  }
+  const transcript = fold.map((m) => `[${m.seq}] ${m.role}: ${m.content.replace(/\s+/g, " ")}`).join("\n");
+  return {
+    expected: Number(state.compacted_seq),
+    fromSeq: state.summary_from === null ? Number(fold[0].seq) : Number(state.summary_from),
+    toSeq: Number(fold[fold.length - 1].seq),
+    count: fold.length,
+    previousSummaryId: state.summary_id,
+    prompt: state.summary_content
+      ? `Earlier summary:\n${state.summary_content}\n\nConversation since:\n${transcript}`
+      : `Conversation:\n${transcript}`,
+  };
+}
+
 /**
  * Folds the thread's older un-compacted messages (all but the newest COMPACT_KEEP_RECENT, at
  * most COMPACT_MAX_FOLD) and its active summary into one new summary message: one statement to
@@ -65,14 +115,26 @@ export async function compactThread(
   projectId: string,
   threadId: string,
 ): Promise<Compacted | NothingToCompact> {
-  const [state] = rowsOf<{
-    compacted_seq: number;
-    live_count: number;
-    summary_id: string | null;
-    summary_content: string | null;
-    summary_from: number | null;
-    fold: FoldRow[] | string;
-  }>(
+  const plan = planFold(await readFold(deps, projectId, threadId));
+  if ("ok" in plan) return plan;
+  const completion = await deps.llm.complete({
+    system: COMPACTION_PROMPT,
+    messages: [{ role: "user", content: plan.prompt }],
+  });
+  const summaryId = await writeSummary(deps, projectId, threadId, plan, completion);
+  if (!summaryId) return nothingToCompact("Nothing to compact: another compaction of this thread landed first");
+  return {
+    threadId,
+    summaryMessageId: summaryId,
+    compactedCount: plan.count,
+    fromSequence: plan.fromSeq,
+    toSequence: plan.toSeq,
+  };
+}
+
+/** The thread's compaction state in one statement; 404 for a thread not in the project. */
+async function readFold(deps: Deps, projectId: string, threadId: string): Promise<FoldState> {
+  const [state] = rowsOf<Omit<FoldState, "fold"> & { fold: FoldRow[] | string }>(
     await deps.db.execute(sql`
       WITH t AS (
         SELECT id, compacted_seq, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
@@ -91,45 +153,36 @@ export async function compactThread(
       FROM t LEFT JOIN summary s ON true`),
   );
   if (!state) throw notFound("Thread not found");
-  const fold = jsonOf(state.fold);
-  if (fold.length === 0) {
-    return {
-      ok: true,
-      compacted: false,
-      message: `Nothing to compact: ${Number(state.live_count)} message(s) not yet compacted, and the newest ${COMPACT_KEEP_RECENT} are always kept`,
-    };
-  }
+  return { ...state, fold: jsonOf(state.fold) };
+}
 
-  const transcript = fold.map((m) => `[${m.seq}] ${m.role}: ${m.content.replace(/\s+/g, " ")}`).join("\n");
-  const completion = await deps.llm.complete({
-    system: COMPACTION_PROMPT,
-    messages: [
-      {
-        role: "user",
-        content: state.summary_content
-          ? `Earlier summary:\n${state.summary_content}\n\nConversation since:\n${transcript}`
-          : `Conversation:\n${transcript}`,
-      },
-    ],
-  });
-
-  const expected = Number(state.compacted_seq);
-  const toSeq = Number(fold[fold.length - 1].seq);
-  const fromSeq = state.summary_from === null ? Number(fold[0].seq) : Number(state.summary_from);
+/**
+ * The summary, the folded rows and the thread's counters in one statement, only while the
+ * thread's compacted_seq is the one read; the new summary's id, or null when another compaction
+ * landed first.
+ */
+async function writeSummary(
+  deps: Deps,
+  projectId: string,
+  threadId: string,
+  plan: FoldPlan,
+  completion: Completion,
+): Promise<string | null> {
+  const { expected, fromSeq, toSeq, count } = plan;
   const now = deps.clock.now().toISOString();
   const summaryId = newId("msg");
   const [written] = rowsOf<{ summary_id: string | null; webhook_jobs: unknown }>(
     await deps.db.execute(sql`
       WITH claim AS (
         UPDATE ${threads}
-        SET compacted_seq = ${toSeq}, live_count = live_count - ${fold.length}, last_seq = last_seq + 1,
+        SET compacted_seq = ${toSeq}, live_count = live_count - ${count}, last_seq = last_seq + 1,
           updated_at = ${now}::timestamptz
         WHERE id = ${threadId} AND project_id = ${projectId} AND compacted_seq = ${expected}
         RETURNING id, dataset, last_seq),
       folded AS (
         UPDATE ${messages} SET compacted_at = ${now}::timestamptz
         WHERE thread_id = (SELECT id FROM claim) AND compacted_at IS NULL
-          AND ((seq > ${expected} AND seq <= ${toSeq} AND NOT is_summary) OR id = ${state.summary_id})
+          AND ((seq > ${expected} AND seq <= ${toSeq} AND NOT is_summary) OR id = ${plan.previousSummaryId})
         RETURNING id),
       summary AS (
         INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, is_summary, summary_from_seq,
@@ -141,7 +194,7 @@ export async function compactThread(
       ${webhookEventCtes(
         "thread.compacted",
         sql`SELECT ${projectId}::text AS project_id, jsonb_build_object('threadId', claim.id, 'dataset', claim.dataset,
-          'summaryMessageId', ${summaryId}::text, 'compactedCount', ${fold.length}::int, 'fromSequence', ${fromSeq}::int,
+          'summaryMessageId', ${summaryId}::text, 'compactedCount', ${count}::int, 'fromSequence', ${fromSeq}::int,
           'toSequence', ${toSeq}::int) AS data FROM claim`,
         now,
       )}
@@ -149,18 +202,5 @@ export async function compactThread(
         ${webhookJobsColumn} AS webhook_jobs`),
   );
   ringWebhookJobs(deps, written?.webhook_jobs);
-  if (!written?.summary_id) {
-    return {
-      ok: true,
-      compacted: false,
-      message: "Nothing to compact: another compaction of this thread landed first",
-    };
-  }
-  return {
-    threadId,
-    summaryMessageId: summaryId,
-    compactedCount: fold.length,
-    fromSequence: fromSeq,
-    toSequence: toSeq,
-  };
+  return written?.summary_id ? summaryId : null;
 }

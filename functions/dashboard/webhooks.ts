@@ -6,24 +6,21 @@ import {
   listWebhookDeliveries,
   listWebhookEndpoints,
   replayWebhookDelivery,
-} from "../lib/webhooks/endpoints";
-import { WEBHOOK_EVENT_TYPES } from "../lib/webhooks/events";
-import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, Iso, jsonBody, jsonResponse, pageQuery, security, text } from "./schemas";
+} from "../../lib/webhooks/endpoints";
+import { WEBHOOK_EVENT_TYPES } from "../../lib/webhooks/events";
+import { createRouter } from "../router";
+import { ErrorSchema, errorResponses } from "../schemas/errors";
+import { jsonBody, jsonResponse, security } from "../schemas/http";
+import { Iso, pageQuery, pathParams, text } from "../schemas/inputs";
 
 /**
  * /dashboard/webhooks/*: a project's webhook endpoints and their deliveries. Mounted inside the
- * dashboard router (functions/dashboard.ts), whose requireSession covers it.
+ * dashboard router (functions/dashboard/routes.ts), whose requireSession covers it.
  */
 const base = { tags: ["Internal: dashboard"], security: security.session };
 
+const idParam = pathParams("id");
 const EventTypeSchema = z.enum(WEBHOOK_EVENT_TYPES).openapi("WebhookEventType");
-const idParam = z.object({
-  id: z
-    .string()
-    .min(1)
-    .openapi({ param: { name: "id", in: "path" } }),
-});
 
 const WebhookEndpointSchema = z
   .object({

@@ -1,10 +1,12 @@
-import { createRoute, type RouteHandler, z } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
-import { chat, RECALL_QUERY_CHARS, startChatStream } from "../lib/chat";
-import { errorFields } from "../lib/log";
-import { integerIn } from "../lib/numbers";
-import type { AppEnv } from "./env";
-import { ErrorSchema, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
+import { errorFields } from "../../lib/log";
+import { integerIn } from "../../lib/numbers";
+import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
+import { createRouter } from "../router";
+import { ErrorSchema, errorResponses } from "../schemas/errors";
+import { jsonBody, jsonResponse, security } from "../schemas/http";
+import { pathParams, text } from "../schemas/inputs";
 
 const chatBody = z.object({
   content: text()
@@ -63,7 +65,7 @@ const ChatReplySchema = z
 
 const FAILED = "Failed to generate reply";
 
-export const chatRoute = createRoute({
+const chatRoute = createRoute({
   tags: ["Working memory"],
   security: security.apiKey,
   method: "post",
@@ -78,12 +80,7 @@ export const chatRoute = createRoute({
     "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
   ].join("\n\n"),
   request: {
-    params: z.object({
-      threadId: z
-        .string()
-        .min(1)
-        .openapi({ param: { name: "threadId", in: "path" } }),
-    }),
+    params: pathParams("threadId"),
     ...jsonBody(chatBody),
   },
   responses: {
@@ -112,7 +109,8 @@ export const chatRoute = createRoute({
   },
 });
 
-export const chatHandler: RouteHandler<typeof chatRoute, AppEnv> = async (c) => {
+/** `POST /threads/{threadId}/chat`: a reply from the model, as JSON or server-sent events. */
+export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   const deps = c.get("deps");
   const projectId = c.get("apiKey").projectId;
   const { threadId } = c.req.valid("param");
@@ -140,4 +138,4 @@ export const chatHandler: RouteHandler<typeof chatRoute, AppEnv> = async (c) => 
       await send("error", { error: FAILED });
     }
   });
-};
+});

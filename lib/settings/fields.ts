@@ -1,9 +1,6 @@
-import { eq } from "drizzle-orm";
 import { z } from "zod";
-import { projects } from "../db/schema";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
-import { changeProjectSettings } from "../projects";
 import {
   DEFAULT_SETTINGS,
   isPlain,
@@ -11,11 +8,12 @@ import {
   projectSemanticPatch,
   projectWorkingPatch,
   resolveProjectSettings,
-} from "../settings";
+} from "./settings";
+import { changeProjectSettings, storedSettings } from "./store";
 
 /**
  * The settings form's fields: what each setting accepts is read from the zod schemas PATCH
- * validates with (as JSON Schema), so a bound is written once, in lib/settings.ts.
+ * validates with (as JSON Schema), so a bound is written once, in lib/settings/settings.ts.
  */
 const GROUP_SCHEMAS = {
   working: projectWorkingPatch,
@@ -103,12 +101,6 @@ export function settingFieldsOf(stored: Stored | null | undefined): SettingField
     value: merged[f.group][f.key] ?? null,
     overridden: isOverridden(stored ?? {}, f.group, f.key),
   }));
-}
-
-async function storedSettings(deps: Deps, projectId: string): Promise<Stored> {
-  const [row] = await deps.db.select({ settings: projects.settings }).from(projects).where(eq(projects.id, projectId));
-  if (!row) throw notFound("Project not found");
-  return row.settings ?? {};
 }
 
 /** GET .../settings/fields: one statement. */

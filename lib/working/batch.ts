@@ -1,15 +1,15 @@
 import { sql } from "drizzle-orm";
 import { ZodRealError } from "zod";
+import { rowsOf, toIso } from "../db/rows";
+import { messages, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { idleJobSql } from "../episodic/triggers";
+import { notFound } from "../errors";
+import { newId } from "../ids";
+import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
+import { errorFields } from "../log";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
-import { rowsOf, toIso } from "./db/rows";
-import { messages, threads } from "./db/schema";
-import type { Deps } from "./deps";
-import { idleJobSql } from "./episodic/triggers";
-import { notFound } from "./errors";
-import { newId } from "./ids";
-import { dueJobsFromJson, dueJobsJson, ringLater } from "./jobs/schedule";
-import { errorFields } from "./log";
-import type { MessageInput, Role } from "./working";
+import type { MessageInput, Role } from "./messages";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
 export const MAX_BATCH_MESSAGES = 1000;

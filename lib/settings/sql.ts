@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import { FLOAT4_MIN_NORMAL, INT4_MAX } from "./numbers";
+import { FLOAT4_MIN_NORMAL, INT4_MAX } from "../numbers";
 import { DEFAULT_SETTINGS, type EpisodicSettings, type SettingRule, type Settings, settingRule } from "./settings";
 
 type Cast = "bigint" | "int" | "boolean" | "float8";
@@ -17,7 +17,7 @@ function name(s: string): SQL {
 }
 
 /**
- * Whether a stored jsonb value passes the setting's rule, the same rule lib/settings.ts applies
+ * Whether a stored jsonb value passes the setting's rule, the same rule lib/settings/settings.ts applies
  * in resolveProjectSettings: right JSON type, inside the bounds, whole when an integer. Never
  * fails itself: the numeric cast runs only on a jsonb number (CASE, not AND, fixes the order).
  */
@@ -48,7 +48,7 @@ function valueSql(value: SQL, rule: SettingRule, cast: Cast): SQL {
 
 /**
  * An effective setting computed inside a statement, with the same precedence and the same rules
- * as lib/settings.ts (defaults, then the project's valid value, then, for the episodic group, the
+ * as lib/settings/settings.ts (defaults, then the project's valid value, then, for the episodic group, the
  * thread's valid non-null override), so a statement can read settings itself instead of a round
  * trip before it. A stored value its rule rejects (out of range, fractional where whole, wrong
  * type: written before a bound existed or straight into the table) counts as absent, so one bad

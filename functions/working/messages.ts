@@ -1,65 +1,17 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
-import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../lib/compaction";
-import { INT4_MAX, numberIn } from "../lib/numbers";
-import { addMessage, listMessages, prepareContext, threadStats } from "../lib/working";
-import type { AppEnv } from "./env";
-import { requireApiKey } from "./middleware";
-import { createRouter } from "./router";
-import { ErrorSchema, errorResponses, intQuery, jsonBody, jsonResponse, security, text } from "./schemas";
-import { mountBatchRoutes } from "./working-batch";
-import { chatHandler, chatRoute } from "./working-chat";
+import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
+import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
+import type { AppEnv } from "../env";
+import { createRouter } from "../router";
+import { ErrorSchema, errorResponses } from "../schemas/errors";
+import { jsonBody, jsonResponse, security } from "../schemas/http";
+import { intQuery, pathParams } from "../schemas/inputs";
+import { addMessageBody, MessageSchema, roleSchema } from "../schemas/messages";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
-
-const threadIdParam = z.object({
-  threadId: z
-    .string()
-    .min(1)
-    .openapi({ param: { name: "threadId", in: "path" } }),
-});
-const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
-/**
- * Caller telemetry. Bounds keep the values storable and summable: latency is a `real` column,
- * token totals are summed by stats. Below about 1.18e-38 a value is stored as 0 (numberIn): a
- * `real` cannot hold 5e-324 or 1e-50 at all.
- */
-const tokenCount = numberIn(0, Number.MAX_SAFE_INTEGER);
-const latency = numberIn(0, INT4_MAX);
-
-export const MessageSchema = z
-  .object({
-    messageId: z.string(),
-    threadId: z.string(),
-    sequenceNumber: z.number().int().openapi({ description: "Server-assigned, gapless, in insert order." }),
-    role: roleSchema,
-    content: z.string(),
-    tokens: z
-      .object({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
-      .nullable(),
-    model: z.string().nullable(),
-    latencyMs: z.number().nullable(),
-    metadata: z.object({ stopReason: z.string().optional(), agentName: z.string().optional() }).nullable(),
-    compactedAt: z.string().nullable(),
-    createdAt: z.string(),
-  })
-  .openapi("Message");
-
-const addMessageBody = z.object({
-  role: roleSchema.openapi({ description: "user, assistant, system or tool." }),
-  content: text().min(1).openapi({ description: "Message text, non-empty." }),
-  tokens: z
-    .object({ input: tokenCount.optional(), output: tokenCount.optional(), total: tokenCount.optional() })
-    .optional()
-    .openapi({ description: "Caller telemetry, stored as given; not computed by the service." }),
-  model: text().max(200).optional().openapi({ description: "Model that produced an assistant turn." }),
-  latencyMs: latency.optional().openapi({ description: "Caller-measured latency in milliseconds." }),
-  metadata: z
-    .object({ stopReason: text().max(200).optional(), agentName: text().max(200).optional() })
-    .optional()
-    .openapi({ description: "Only stopReason and agentName are kept; other keys are dropped." }),
-});
+const threadIdParam = pathParams("threadId");
 
 const messageLimitSchema = intQuery(1, 100).openapi({ description: "How many recent messages (1-100, default 20)." });
 
@@ -237,10 +189,10 @@ const routes = {
   }),
 };
 
-export const workingRoutes = createRouter();
-workingRoutes.use("*", requireApiKey);
+/** A thread's messages and its context window: append, list, prepare, compact, stats. */
+export const messageRoutes = createRouter();
 
-workingRoutes
+messageRoutes
   .openapi(routes.add, async (c) =>
     c.json(
       await addMessage(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, c.req.valid("json")),
@@ -268,6 +220,3 @@ workingRoutes
   .openapi(routes.stats, async (c) =>
     c.json(await threadStats(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
   );
-
-workingRoutes.openapi(chatRoute, chatHandler);
-mountBatchRoutes(workingRoutes, addMessageBody);

@@ -1,12 +1,12 @@
 import { sql } from "drizzle-orm";
+import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { messages, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
+import { notFound } from "../errors";
+import { newId } from "../ids";
+import { errorFields } from "../log";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
-import { jsonOf, rowsOf, toIso } from "./db/rows";
-import { messages, threads } from "./db/schema";
-import type { Deps } from "./deps";
-import { dueJobsFrom, idleJobSql, ringLater } from "./episodic/triggers";
-import { notFound } from "./errors";
-import { newId } from "./ids";
-import { errorFields } from "./log";
 
 export type Role = "user" | "assistant" | "system" | "tool";
 

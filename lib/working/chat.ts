@@ -1,12 +1,12 @@
-import { providerConfigured } from "./config";
-import type { Deps } from "./deps";
-import { HttpError } from "./errors";
-import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "./llm/client";
-import { CHAT_SYSTEM_PROMPT } from "./llm/prompts";
-import { errorFields } from "./log";
-import { recall } from "./recall/recall";
-import { getThread } from "./threads";
-import { addMessage, prepareContext, type Role } from "./working";
+import { providerConfigured } from "../config";
+import type { Deps } from "../deps";
+import { HttpError } from "../errors";
+import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "../llm/client";
+import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
+import { errorFields } from "../log";
+import { recall } from "../recall/recall";
+import { getThread } from "../threads";
+import { addMessage, prepareContext, type Role } from "./messages";
 
 export interface ChatInput {
   /** The user's message. */

@@ -1,9 +1,12 @@
-import { createRoute, type OpenAPIHono, z } from "@hono/zod-openapi";
+import { createRoute, z } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
-import { HttpError } from "../lib/errors";
-import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../lib/working-batch";
-import type { AppEnv } from "./env";
-import { dateInput, errorResponses, jsonBody, jsonResponse, security, text } from "./schemas";
+import { HttpError } from "../../lib/errors";
+import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../../lib/working/batch";
+import { createRouter } from "../router";
+import { errorResponses } from "../schemas/errors";
+import { jsonBody, jsonResponse, security } from "../schemas/http";
+import { dateInput, pathParams, text } from "../schemas/inputs";
+import { addMessageBody } from "../schemas/messages";
 
 /** The batch routes' body limit (the rest of the API: MAX_BODY_BYTES, 1 MB). */
 export const MAX_BATCH_BODY_BYTES = 5 * 1024 * 1024;
@@ -55,45 +58,37 @@ const batchResponse = jsonResponse(
   "Stored, all of them",
 );
 
-/**
- * `POST …/threads/{threadId}/messages:batch` (one thread) and `POST …/messages:batch` (items name
- * their thread): many messages in one request and one statement (lib/working-batch.ts).
- */
-export function mountBatchRoutes(router: OpenAPIHono<AppEnv>, item: z.ZodObject) {
-  const oneThreadItem = item.extend({ createdAt: createdAtSchema });
-  const crossThreadItem = item.extend({ threadId: text().min(1), createdAt: createdAtSchema });
-  const messagesOf = <T extends z.ZodType>(schema: T) =>
-    z
-      .array(schema)
-      .min(1)
-      .max(MAX_BATCH_MESSAGES)
-      .openapi({ description: `In order. ${LIMITS}` });
+const oneThreadItem = addMessageBody.extend({ createdAt: createdAtSchema });
+const crossThreadItem = addMessageBody.extend({ threadId: text().min(1), createdAt: createdAtSchema });
+const messagesOf = <T extends z.ZodType>(schema: T) =>
+  z
+    .array(schema)
+    .min(1)
+    .max(MAX_BATCH_MESSAGES)
+    .openapi({ description: `In order. ${LIMITS}` });
 
-  const responses = {
-    201: batchResponse,
-    400: errorResponses[400],
-    401: errorResponses[401],
-    404: errorResponses[404],
-    413: jsonResponse(z.object({ error: z.string() }), "Body over 5 MB"),
-  };
-  const thread = createRoute({
+const responses = {
+  201: batchResponse,
+  400: errorResponses[400],
+  401: errorResponses[401],
+  404: errorResponses[404],
+  413: jsonResponse(z.object({ error: z.string() }), "Body over 5 MB"),
+};
+
+const routes = {
+  thread: createRoute({
     ...base,
     method: "post",
     path: "/threads/{threadId}/messages:batch",
     summary: "Append many messages to a thread",
     description: `${LIMITS} ${RULES}`,
     request: {
-      params: z.object({
-        threadId: z
-          .string()
-          .min(1)
-          .openapi({ param: { name: "threadId", in: "path" } }),
-      }),
+      params: pathParams("threadId"),
       ...jsonBody(z.object({ messages: messagesOf(oneThreadItem) })),
     },
     responses,
-  });
-  const cross = createRoute({
+  }),
+  cross: createRoute({
     ...base,
     method: "post",
     path: "/messages:batch",
@@ -101,22 +96,28 @@ export function mountBatchRoutes(router: OpenAPIHono<AppEnv>, item: z.ZodObject)
     description: `Each item names its \`threadId\`. ${LIMITS} ${RULES}`,
     request: jsonBody(z.object({ messages: messagesOf(crossThreadItem) })),
     responses,
-  });
+  }),
+};
 
-  router
-    .openapi(thread, async (c) => {
-      const { threadId } = c.req.valid("param");
-      const items = c.req.valid("json").messages.map((m) => ({ ...m, threadId }) as unknown as BatchItem);
-      return c.json(await addMessages(c.get("deps"), c.get("apiKey").projectId, items), 201);
-    })
-    .openapi(cross, async (c) =>
-      c.json(
-        await addMessages(
-          c.get("deps"),
-          c.get("apiKey").projectId,
-          c.req.valid("json").messages as unknown as BatchItem[],
-        ),
-        201,
+/**
+ * `POST …/threads/{threadId}/messages:batch` (one thread) and `POST …/messages:batch` (items name
+ * their thread): many messages in one request and one statement (lib/working/batch.ts).
+ */
+export const batchRoutes = createRouter();
+
+batchRoutes
+  .openapi(routes.thread, async (c) => {
+    const { threadId } = c.req.valid("param");
+    const items = c.req.valid("json").messages.map((m) => ({ ...m, threadId }) as unknown as BatchItem);
+    return c.json(await addMessages(c.get("deps"), c.get("apiKey").projectId, items), 201);
+  })
+  .openapi(routes.cross, async (c) =>
+    c.json(
+      await addMessages(
+        c.get("deps"),
+        c.get("apiKey").projectId,
+        c.req.valid("json").messages as unknown as BatchItem[],
       ),
-    );
-}
+      201,
+    ),
+  );

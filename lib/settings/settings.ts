@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { integerIn, numberIn } from "./numbers";
+import { integerIn, numberIn } from "../numbers";
 
 /**
  * Project settings: stored per project as a partial object, deep-merged over these defaults at
@@ -173,7 +173,7 @@ export function stripNullish<T>(value: T): T {
  * The stored values of one group that its schemas accept, as they accept them (normalised the
  * same way); any other stored value (written before a bound existed, or straight into the
  * table) is left out, so the default applies instead of the value failing a later statement.
- * Unknown keys are left out too. lib/settings-sql.ts applies the same rules inside SQL.
+ * Unknown keys are left out too. lib/settings/sql.ts applies the same rules inside SQL.
  */
 function validGroup(shape: Record<string, z.ZodType>, stored: unknown): Plain {
   const out: Plain = {};

@@ -1,0 +1,29 @@
+import { z } from "@hono/zod-openapi";
+import { jsonResponse } from "./http";
+
+export const ErrorSchema = z
+  .object({ error: z.string().openapi({ description: "What went wrong. Not stable: branch on the HTTP status." }) })
+  .openapi("Error");
+
+export const ValidationErrorSchema = z
+  .object({
+    error: z.literal("Validation error"),
+    issues: z
+      .array(
+        z
+          .object({
+            code: z.string(),
+            path: z.array(z.union([z.string(), z.number()])),
+            message: z.string(),
+          })
+          .passthrough(),
+      )
+      .openapi({ description: "zod issues: code, path naming the field, message and code-specific details." }),
+  })
+  .openapi("ValidationError");
+
+export const errorResponses = {
+  400: jsonResponse(ValidationErrorSchema, "Validation failed"),
+  401: jsonResponse(ErrorSchema, "Missing, invalid or revoked credential"),
+  404: jsonResponse(ErrorSchema, "Not found, or not in the caller's project"),
+} as const;

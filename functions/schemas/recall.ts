@@ -1,0 +1,93 @@
+import { z } from "@hono/zod-openapi";
+import { integerIn, numberIn } from "../../lib/numbers";
+import { EpisodeSchema } from "./episodes";
+import { FactSchema } from "./facts";
+import { datasetSchema, dateInput, text } from "./inputs";
+
+export const RankedFactSchema = FactSchema.extend({
+  relevanceScore: z.number().openapi({
+    description:
+      "Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query.",
+  }),
+}).openapi("RankedFact");
+
+const FactGroupSchema = z
+  .object({
+    entityName: z.string().openapi({
+      description: "The anchor entity; for a fact touching no anchor, the entity it touches, else its subject.",
+    }),
+    facts: z.array(
+      RankedFactSchema.pick({
+        subject: true,
+        predicate: true,
+        object: true,
+        sourceQuote: true,
+        validAt: true,
+        validUntil: true,
+        relevanceScore: true,
+      }),
+    ),
+    groupRelevance: z
+      .number()
+      .openapi({ description: "The best relevanceScore in the group; groups are in its order." }),
+  })
+  .openapi("FactGroup");
+
+const RecallEpisodeSchema = EpisodeSchema.pick({
+  episodeId: true,
+  summary: true,
+  keyLearnings: true,
+  startedAt: true,
+  endedAt: true,
+}).extend({
+  relevanceScore: z.number().openapi({
+    description:
+      "cosineSimilarity × similarityWeight + 1/(1 + daysSince) × recencyWeight (similarity 0 without a query).",
+  }),
+});
+
+export const RecallRequestSchema = z
+  .object({
+    dataset: datasetSchema,
+    query: text().max(2000).optional().openapi({
+      description: "Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts.",
+    }),
+    include: z
+      .array(z.enum(["episodes", "synthesis", "raw"]))
+      .default([])
+      .openapi({ description: "Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call)." }),
+    limit: integerIn(1, 100)
+      .optional()
+      .openapi({ description: "Facts in the block, 1-100; default the project's factsInContext (8)." }),
+    minConfidence: numberIn(0, 1).optional().openapi({
+      description: "0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0.",
+    }),
+    asOf: dateInput.optional().openapi({
+      type: "string",
+      description:
+        "ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency.",
+    }),
+  })
+  .openapi("RecallRequest");
+
+export const RecallResponseSchema = z
+  .object({
+    context: z.string().openapi({ description: "Prompt-ready block; the empty string when nothing matched." }),
+    factCount: z.number().int().openapi({ description: "Facts in `context`." }),
+    synthesis: z.string().nullable().openapi({
+      description: "A model-written paragraph over the block; null unless included, or when context is empty.",
+    }),
+    facts: z.array(RankedFactSchema).nullable().openapi({ description: "The facts of the block, by relevance (raw)." }),
+    groups: z.array(FactGroupSchema).nullable().openapi({ description: "The same facts by anchor entity (raw)." }),
+    episodes: z
+      .object({
+        episodes: z.array(RecallEpisodeSchema).openapi({ description: "The top contextEpisodes completed episodes." }),
+        episodeCount: z
+          .number()
+          .int()
+          .openapi({ description: "Completed episodes of the dataset (at asOf, if given)." }),
+      })
+      .nullable()
+      .openapi({ description: "Null unless included (or if they could not be read); never rendered into context." }),
+  })
+  .openapi("RecallResponse");

@@ -1,0 +1,36 @@
+import { z } from "zod";
+
+/*
+ * Input schemas shared by the HTTP routes (functions/schemas/inputs.ts adds their OpenAPI
+ * descriptions with `.openapi()`) and the MCP tools (lib/mcp/inputs.ts adds `.describe()`), so a
+ * bound is written once.
+ */
+
+/** An unpaired UTF-16 surrogate (JSON bodies can carry one as a `\udXXX` escape). */
+const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
+
+/**
+ * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would
+ * otherwise fail the statement with a 500; here it is a 400 naming the field. Lone surrogates become
+ * U+FFFD, which is what UTF-8 encoding does to them in a `text` column anyway; in `jsonb` (tags,
+ * metadata) Postgres would reject the escape with a 500.
+ */
+export const text = () =>
+  z
+    .string()
+    .overwrite((s) => s.replace(LONE_SURROGATE, "\ufffd"))
+    .refine((s) => !s.includes("\u0000"), "Must not contain NUL characters (\\u0000)");
+
+/** Dataset names: any 1-256 characters (except NUL). */
+export const datasetName = () => text().min(1).max(256);
+
+/**
+ * ISO datetime (with offset) or a plain YYYY-MM-DD date, as a Date. The instant must fall in years
+ * 0001-9999 (UTC): Postgres has no year 0 and an offset can push 0001 or 9999 past the edge, which
+ * would fail the statement with a 500.
+ */
+export const dateInput = () =>
+  z
+    .union([z.iso.datetime({ offset: true }), z.iso.date()])
+    .transform((v) => new Date(v.length === 10 ? `${v}T00:00:00.000Z` : v))
+    .refine((d) => d.getUTCFullYear() >= 1 && d.getUTCFullYear() <= 9999, "Date must be within years 0001-9999 (UTC)");

@@ -1,0 +1,88 @@
+import OpenAI from "openai";
+import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { chatParams, checkJson, completionOf, isRefusal, ProviderError, repairTurn, vectorsOf } from "./client";
+
+describe("chatParams", () => {
+  it("puts the system prompt first and max_tokens only when asked", () => {
+    const messages = [{ role: "user" as const, content: "hi" }];
+    expect(chatParams("m", { system: "be brief", messages })).toEqual({
+      model: "m",
+      messages: [{ role: "system", content: "be brief" }, ...messages],
+    });
+    expect(chatParams("m", { system: "s", messages, maxTokens: 50 })).toMatchObject({ max_tokens: 50 });
+  });
+});
+
+describe("completionOf", () => {
+  it("takes the first choice's text, the model the provider names and its usage", () => {
+    const response = {
+      model: "served-model",
+      choices: [{ message: { content: "Hello" } }],
+      usage: { prompt_tokens: 3, completion_tokens: 1, total_tokens: 4 },
+    } as unknown as OpenAI.ChatCompletion;
+    expect(completionOf(response)).toEqual({
+      text: "Hello",
+      model: "served-model",
+      tokens: { input: 3, output: 1, total: 4 },
+    });
+  });
+
+  it("fails a reply without text", () => {
+    const empty = { model: "m", choices: [{ message: { content: "" } }] } as unknown as OpenAI.ChatCompletion;
+    expect(() => completionOf(empty)).toThrow(ProviderError);
+  });
+});
+
+describe("vectorsOf", () => {
+  it("orders the vectors by index and checks their count and size", () => {
+    const data = [
+      { index: 1, embedding: [0, 1] },
+      { index: 0, embedding: [1, 0] },
+    ];
+    expect(vectorsOf(data, 2, 2)).toEqual([
+      [1, 0],
+      [0, 1],
+    ]);
+    expect(() => vectorsOf(data, 3, 2)).toThrow("Embedding call returned 2 vectors of size 2 (expected 3 of 2)");
+    expect(() => vectorsOf(data, 2, 3)).toThrow(ProviderError);
+  });
+});
+
+describe("checkJson and repairTurn (JSON mode)", () => {
+  const schema = z.object({ n: z.number() });
+
+  it("accepts an object matching the schema, fenced or not", () => {
+    expect(checkJson(schema, '{"n":1}')).toEqual({ ok: true, data: { n: 1 } });
+    expect(checkJson(schema, '```json\n{"n":2}\n```')).toEqual({ ok: true, data: { n: 2 } });
+  });
+
+  it("names what is wrong: invalid JSON, or the paths that do not match", () => {
+    expect(checkJson(schema, "n is 1")).toMatchObject({ ok: false, invalidJson: true });
+    expect(checkJson(schema, '{"n":"1"}')).toMatchObject({
+      ok: false,
+      invalidJson: false,
+      problem: expect.stringContaining("n:"),
+    });
+  });
+
+  it("repairs with the answer as it was, then the problem", () => {
+    expect(repairTurn("{}", "it does not match")).toEqual([
+      { role: "assistant", content: "{}" },
+      {
+        role: "user",
+        content:
+          "That answer is not valid: it does not match. Answer again with only the corrected JSON object, matching the schema.",
+      },
+    ]);
+  });
+});
+
+describe("isRefusal", () => {
+  it("is a 400 or 422 from the provider, nothing else", () => {
+    const apiError = (status: number) =>
+      OpenAI.APIError.generate(status, { error: { message: "no" } }, "no", new Headers());
+    expect([400, 422, 429, 500].map((s) => isRefusal(apiError(s)))).toEqual([true, true, false, false]);
+    expect(isRefusal(new Error("400"))).toBe(false);
+  });
+});

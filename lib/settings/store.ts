@@ -1,0 +1,64 @@
+import { and, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { projects } from "../db/schema";
+import type { Deps } from "../deps";
+import { notFound } from "../errors";
+import { crossFieldIssues, deepMerge, resolveProjectSettings, type Settings, type SettingsPatch } from "./settings";
+
+/*
+ * A project's settings as stored (a partial object in projects.settings) and as they apply
+ * (resolveProjectSettings: the one merge in JavaScript; lib/settings/sql.ts is the same merge
+ * inside a statement).
+ */
+
+type StoredSettings = Record<string, unknown>;
+
+/** The project's own partial settings, as stored (not merged); one statement. */
+export async function storedSettings(deps: Deps, projectId: string): Promise<StoredSettings> {
+  const [row] = await deps.db.select({ settings: projects.settings }).from(projects).where(eq(projects.id, projectId));
+  if (!row) throw notFound("Project not found");
+  return row.settings ?? {};
+}
+
+/** The project's effective settings: the defaults, then its own valid values (resolveProjectSettings). */
+export async function getProjectSettings(deps: Deps, projectId: string): Promise<Settings> {
+  return resolveProjectSettings(await storedSettings(deps, projectId));
+}
+
+/** How many times a settings change is re-applied when another change lands between read and write. */
+const SETTINGS_ATTEMPTS = 5;
+
+/**
+ * Applies `change` to the project's stored partial settings and checks the merged result's
+ * cross-field rule. The write is conditional on the stored object being the one that was read
+ * and checked (optimistic concurrency), so two changes that are each valid alone cannot combine
+ * into settings that break the rule; the loser re-reads, re-checks and either lands or gets 400.
+ * `change` returning the object it was given writes nothing. Answers the stored settings.
+ */
+export async function changeProjectSettings(
+  deps: Deps,
+  projectId: string,
+  change: (current: StoredSettings) => StoredSettings,
+): Promise<StoredSettings> {
+  for (let attempt = 0; attempt < SETTINGS_ATTEMPTS; attempt++) {
+    const current = await storedSettings(deps, projectId);
+    const stored = change(current);
+    if (stored === current) return current;
+    const issues = crossFieldIssues(resolveProjectSettings(stored));
+    // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
+    if (issues.length > 0) throw new z.ZodRealError(issues);
+    const updated = await deps.db
+      .update(projects)
+      .set({ settings: stored })
+      .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
+      .returning({ settings: projects.settings });
+    if (updated.length > 0) return updated[0].settings ?? {};
+  }
+  throw new Error(`settings of project ${projectId} changed concurrently ${SETTINGS_ATTEMPTS} times in a row`);
+}
+
+/** Deep-merges a partial settings object into the project's (see changeProjectSettings). */
+export async function patchProjectSettings(deps: Deps, projectId: string, patch: SettingsPatch): Promise<Settings> {
+  const stored = await changeProjectSettings(deps, projectId, (current) => deepMerge(current, patch as StoredSettings));
+  return resolveProjectSettings(stored);
+}
