@@ -80,7 +80,26 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
   const issues = createdAtIssues(items, nowDate);
   if (issues.length > 0) throw new ZodRealError(issues as never);
 
-  const rows = items.map((item, i) => ({
+  const rows = batchRows(items, now);
+  const [row] = rowsOf<BatchResultRow>(await deps.db.execute(addMessagesSql(projectId, now, rows)));
+  if (!row || Number(row.missing) > 0) throw notFound("Thread not found");
+  const early = earlyIssues(json(row.early), rows);
+  if (early.length > 0) throw new ZodRealError(early as never);
+  const touched = json(row.threads);
+  ringLater(deps, dueJobsFromJson(row.timers));
+
+  const compactedThreadIds: string[] = [];
+  for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
+    if (await compactInline(deps, projectId, threadId)) compactedThreadIds.push(threadId);
+  }
+  return { messages: sequenced(rows, touched), compactedThreadIds };
+}
+
+export type BatchRow = ReturnType<typeof batchRows>[number];
+
+/** The items as the statement's jsonb input: ids drawn, empty objects dropped, createdAt defaulted to `now`. */
+export function batchRows(items: BatchItem[], now: string) {
+  return items.map((item, i) => ({
     ord: i,
     id: newId("msg"),
     thread_id: item.threadId,
@@ -92,7 +111,20 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
     metadata: nonEmpty(item.metadata),
     created_at: item.createdAt?.toISOString() ?? now,
   }));
-  const result = await deps.db.execute(sql`
+}
+
+type TouchedThread = { id: string; last_seq: number; live_count: number; n: number };
+
+type BatchResultRow = {
+  missing: number;
+  early: { ord: number; last_at: string }[] | string | null;
+  threads: TouchedThread[] | string | null;
+  timers: unknown;
+  compact_threshold: number | null;
+};
+
+function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
+  return sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(ord int, id text, thread_id text,
         role text, content text, tokens jsonb, model text, latency_ms real, metadata jsonb, created_at timestamptz)
@@ -137,50 +169,48 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
       (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
       ${dueJobsJson("timer")} AS timers,
       (SELECT count(*) FROM msg)::int AS inserted,
-      ${autoCompactThresholdSql(projectId)} AS compact_threshold`);
-  const [row] = rowsOf<{
-    missing: number;
-    early: { ord: number; last_at: string }[] | string | null;
-    threads: { id: string; last_seq: number; live_count: number; n: number }[] | string | null;
-    timers: unknown;
-    compact_threshold: number | null;
-  }>(result);
-  if (!row || Number(row.missing) > 0) throw notFound("Thread not found");
-  const early = json(row.early);
-  if (early.length > 0) {
-    throw new ZodRealError(
-      early
-        .sort((a, b) => a.ord - b.ord)
-        .map((e) => ({
-          code: "custom" as const,
-          path: ["messages", e.ord, "createdAt"],
-          message: `Must not be before the thread's last message (${toIso(e.last_at)})`,
-          input: rows[e.ord].created_at,
-        })) as never,
-    );
-  }
-  const touched = json(row.threads);
-  ringLater(deps, dueJobsFromJson(row.timers));
+      ${autoCompactThresholdSql(projectId)} AS compact_threshold`;
+}
 
-  // Sequence numbers: each thread's items, in request order, end at its new last_seq.
+/** Items whose createdAt is before their thread's last message, in request order. */
+export function earlyIssues(early: { ord: number; last_at: string }[], rows: Pick<BatchRow, "created_at">[]): Issue[] {
+  return [...early]
+    .sort((a, b) => a.ord - b.ord)
+    .map((e) => ({
+      code: "custom" as const,
+      path: ["messages", e.ord, "createdAt"],
+      message: `Must not be before the thread's last message (${toIso(e.last_at)})`,
+      input: rows[e.ord].created_at,
+    }));
+}
+
+/** Sequence numbers: each thread's items, in request order, end at its new last_seq. */
+export function sequenced(
+  rows: Pick<BatchRow, "id" | "thread_id" | "role" | "created_at">[],
+  touched: Pick<TouchedThread, "id" | "last_seq" | "n">[],
+): BatchMessage[] {
   const next = new Map(touched.map((t) => [t.id, Number(t.last_seq) - Number(t.n) + 1]));
-  const created: BatchMessage[] = rows.map((r) => {
+  return rows.map((r) => {
     const seq = next.get(r.thread_id) as number;
     next.set(r.thread_id, seq + 1);
     return { messageId: r.id, threadId: r.thread_id, sequenceNumber: seq, role: r.role, createdAt: r.created_at };
   });
+}
 
-  const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
-  const compactedThreadIds: string[] = [];
-  if (threshold !== null) {
-    for (const t of touched.sort((a, b) => (a.id < b.id ? -1 : 1))) {
+/** The threads, in id order, whose un-compacted count the batch carried across a multiple of the threshold. */
+export function threadsToCompact(
+  touched: Pick<TouchedThread, "id" | "live_count" | "n">[],
+  compactThreshold: number | string | null,
+): string[] {
+  if (compactThreshold === null) return [];
+  const threshold = Number(compactThreshold);
+  return [...touched]
+    .sort((a, b) => (a.id < b.id ? -1 : 1))
+    .filter((t) => {
       const live = Number(t.live_count);
-      if (Math.floor(live / threshold) > Math.floor((live - Number(t.n)) / threshold)) {
-        if (await compactInline(deps, projectId, t.id)) compactedThreadIds.push(t.id);
-      }
-    }
-  }
-  return { messages: created, compactedThreadIds };
+      return Math.floor(live / threshold) > Math.floor((live - Number(t.n)) / threshold);
+    })
+    .map((t) => t.id);
 }
 
 async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
