@@ -71,7 +71,7 @@ export type ClaimOutcome =
   /** The first request with this key is still running. */
   | { kind: "running" };
 
-type ClaimRow = {
+export type ClaimRow = {
   outcome: "claimed" | "taken-over" | "replay" | "mismatch" | "running";
   response_status: number | string | null;
   response_body: string | null;
@@ -94,18 +94,48 @@ export async function claimKey(
   input: { projectId: string; key: string; fingerprint: string },
 ): Promise<ClaimOutcome> {
   const now = deps.clock.now();
-  const at = now.toISOString();
   const lockedUntil = new Date(now.getTime() + CLAIM_LEASE_MS).toISOString();
   const expiresAt = new Date(now.getTime() + deps.config.idempotencyTtlMs).toISOString();
   const claimId = randomBytes(16).toString("hex");
-  const { projectId, key, fingerprint } = input;
+  const at = { now: now.toISOString(), lockedUntil, expiresAt };
+  const [row] = rowsOf<ClaimRow>(await deps.db.execute(claimSql({ ...input, claimId }, at)));
+  return claimOutcome(row, { projectId: input.projectId, key: input.key, claimId });
+}
+
+/** What a claim statement's row means for the request. */
+export function claimOutcome(row: ClaimRow | undefined, claim: Claim): ClaimOutcome {
+  switch (row?.outcome) {
+    case "claimed":
+    case "taken-over":
+      return { kind: "claimed", claim, takenOver: row.outcome === "taken-over" };
+    case "replay":
+      return {
+        kind: "replay",
+        response: {
+          status: Number(row.response_status),
+          body: row.response_body ?? "",
+          contentType: row.response_content_type,
+        },
+      };
+    case "mismatch":
+      return { kind: "mismatch" };
+    default:
+      return { kind: "running" };
+  }
+}
+
+function claimSql(
+  input: { projectId: string; key: string; fingerprint: string; claimId: string },
+  times: { now: string; lockedUntil: string; expiresAt: string },
+) {
+  const { projectId, key, fingerprint, claimId } = input;
+  const { now: at, lockedUntil, expiresAt } = times;
   /** The row is free to take: expired, or running under a lease that ran out (its holder died). */
   const free = (alias: string) => {
     const r = sql.raw(alias);
     return sql`(${r}.expires_at <= ${at}::timestamptz OR (${r}.response_status IS NULL AND ${r}.locked_until <= ${at}::timestamptz))`;
   };
-  const [row] = rowsOf<ClaimRow>(
-    await deps.db.execute(sql`
+  return sql`
       WITH prior AS (
         SELECT k.* FROM ${idempotencyKeys} k WHERE k.project_id = ${projectId} AND k.key = ${key}
       ),
@@ -135,26 +165,7 @@ export async function claimKey(
         END AS outcome,
         p.response_status, p.response_body, p.response_content_type,
         ${commitWithoutFlush} AS _sync
-      FROM (SELECT 1) one LEFT JOIN prior p ON true`),
-  );
-  switch (row?.outcome) {
-    case "claimed":
-    case "taken-over":
-      return { kind: "claimed", claim: { projectId, key, claimId }, takenOver: row.outcome === "taken-over" };
-    case "replay":
-      return {
-        kind: "replay",
-        response: {
-          status: Number(row.response_status),
-          body: row.response_body ?? "",
-          contentType: row.response_content_type,
-        },
-      };
-    case "mismatch":
-      return { kind: "mismatch" };
-    default:
-      return { kind: "running" };
-  }
+      FROM (SELECT 1) one LEFT JOIN prior p ON true`;
 }
 
 /**

@@ -29,17 +29,50 @@ export async function cutEpisode(
   projectId: string,
   threadId: string,
   trigger: EpisodeTrigger,
-): Promise<{
+): Promise<EpisodeCut> {
+  const now = deps.clock.now().toISOString();
+  const episodeId = newId("epi");
+  const [row] = rowsOf<CutRow>(await deps.db.execute(cutEpisodeSql({ projectId, threadId, trigger, episodeId, now })));
+  return episodeCut(row, trigger, now);
+}
+
+export interface EpisodeCut {
   found: boolean;
   dataset: string | null;
   episodeId: string | null;
   job: DueJob | null;
   endedAt: string | null;
-}> {
-  const now = deps.clock.now().toISOString();
-  const episodeId = newId("epi");
+}
+
+export type CutRow = {
+  dataset: string | null;
+  found: number;
+  episode_id: string | null;
+  job_key: string | null;
+  job_run_at: unknown;
+};
+
+/** The cut statement's row as the caller's result (no row: the thread was not found). */
+export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now: string): EpisodeCut {
+  return {
+    found: Number(row?.found ?? 0) > 0,
+    dataset: row?.dataset ?? null,
+    episodeId: row?.episode_id ?? null,
+    job: row?.job_key ? { key: row.job_key, runAt: toDate(row.job_run_at) as Date } : null,
+    endedAt: trigger === "end" ? now : null,
+  };
+}
+
+function cutEpisodeSql(input: {
+  projectId: string;
+  threadId: string;
+  trigger: EpisodeTrigger;
+  episodeId: string;
+  now: string;
+}) {
+  const { projectId, threadId, trigger, episodeId, now } = input;
   const wholeThreadAgain = trigger === "end";
-  const result = await deps.db.execute(sql`
+  return sql`
     WITH th AS (
       SELECT id, project_id, dataset, settings, last_seq, episode_seq FROM ${threads}
       WHERE id = ${threadId} AND project_id = ${projectId} FOR UPDATE
@@ -72,21 +105,7 @@ export async function cutEpisode(
     ),
     job AS (${episodeJobSql(sql`FROM ep`, sql`ep`, now)})
     SELECT (SELECT dataset FROM th) AS dataset, (SELECT count(*) FROM moved)::int AS found,
-      (SELECT id FROM ep) AS episode_id, (SELECT key FROM job) AS job_key, (SELECT run_at FROM job) AS job_run_at`);
-  const [row] = rowsOf<{
-    dataset: string | null;
-    found: number;
-    episode_id: string | null;
-    job_key: string | null;
-    job_run_at: unknown;
-  }>(result);
-  return {
-    found: Number(row?.found ?? 0) > 0,
-    dataset: row?.dataset ?? null,
-    episodeId: row?.episode_id ?? null,
-    job: row?.job_key ? { key: row.job_key, runAt: toDate(row.job_run_at) as Date } : null,
-    endedAt: trigger === "end" ? now : null,
-  };
+      (SELECT id FROM ep) AS episode_id, (SELECT key FROM job) AS job_key, (SELECT run_at FROM job) AS job_run_at`;
 }
 
 /** `POST /v1/threads/:id/end`: records the end and cuts an episode (processing is asynchronous). */

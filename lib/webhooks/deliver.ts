@@ -109,6 +109,52 @@ export async function attemptDelivery(
   }
 }
 
+export type AttemptOutcome = ReturnType<typeof attemptOutcome>;
+
+/**
+ * What an attempt finished at `done` decides: when to try again (null: succeeded, or the retry
+ * window is over), and the cut-off and reason that disable an endpoint failing for a day.
+ */
+export function attemptOutcome(result: AttemptResult, priorAttempts: number, done: Date, retryUntil: Date) {
+  const ok = result.error === null;
+  return {
+    ok,
+    next: ok ? null : nextAttemptAt(priorAttempts + 1, done, retryUntil),
+    at: done.toISOString(),
+    disableBefore: new Date(done.getTime() - DISABLE_AFTER_MS).toISOString(),
+    reason: `Every attempt failed for a day; the last: ${result.error ?? ""}`.slice(0, MAX_ERROR_LENGTH),
+  };
+}
+
+/** The attempt, the endpoint's failure streak and the delivery's new state, in one statement. */
+function recordAttemptSql(deliveryId: string, endpointId: string, result: AttemptResult, outcome: AttemptOutcome) {
+  const { ok, next, at, disableBefore, reason } = outcome;
+  return sql`
+      WITH a AS (
+        INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
+        VALUES ('wha_' || replace(gen_random_uuid()::text, '-', ''), ${deliveryId}, ${at}::timestamptz,
+          ${result.statusCode}, ${result.error}, ${result.durationMs})
+        RETURNING 1
+      ), ep AS (
+        UPDATE ${webhookEndpoints} SET
+          failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE coalesce(failing_since, ${at}::timestamptz) END,
+          disabled_at = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
+            THEN ${at}::timestamptz ELSE disabled_at END,
+          disabled_reason = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
+            THEN ${reason} ELSE disabled_reason END
+        WHERE id = ${endpointId}
+        RETURNING disabled_at IS NOT NULL AS disabled
+      )
+      UPDATE ${webhookDeliveries} SET attempts = attempts + 1, last_status_code = ${result.statusCode},
+        last_error = ${result.error}, updated_at = ${at}::timestamptz,
+        status = CASE WHEN ${ok}::boolean THEN 'succeeded'
+          WHEN ${next === null}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN 'failed' ELSE 'pending' END,
+        next_attempt_at = CASE WHEN ${ok}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN NULL
+          ELSE ${next?.toISOString() ?? null}::timestamptz END
+      WHERE id = ${deliveryId} AND status = 'pending' AND (SELECT count(*) FROM a) = 1
+      RETURNING status, next_attempt_at`;
+}
+
 /**
  * The `webhook` job: one attempt of one delivery, recorded (status, error, duration) with the
  * delivery's and the endpoint's new state in one statement. Returns when to try again, or null
@@ -144,37 +190,10 @@ export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Da
   }
   const body = JSON.stringify(jsonOf(row.payload));
   const result = await attemptDelivery(deps, row, row.id, body);
-  const done = deps.clock.now();
-  const ok = result.error === null;
-  const next = ok ? null : nextAttemptAt(Number(row.attempts) + 1, done, toDate(row.retry_until) as Date);
-  const at = done.toISOString();
-  const disableBefore = new Date(done.getTime() - DISABLE_AFTER_MS).toISOString();
-  const reason = `Every attempt failed for a day; the last: ${result.error ?? ""}`.slice(0, MAX_ERROR_LENGTH);
+  const outcome = attemptOutcome(result, Number(row.attempts), deps.clock.now(), toDate(row.retry_until) as Date);
+  const { ok, next } = outcome;
   const [written] = rowsOf<{ status: string; next_attempt_at: unknown }>(
-    await deps.db.execute(sql`
-      WITH a AS (
-        INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
-        VALUES ('wha_' || replace(gen_random_uuid()::text, '-', ''), ${deliveryId}, ${at}::timestamptz,
-          ${result.statusCode}, ${result.error}, ${result.durationMs})
-        RETURNING 1
-      ), ep AS (
-        UPDATE ${webhookEndpoints} SET
-          failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE coalesce(failing_since, ${at}::timestamptz) END,
-          disabled_at = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
-            THEN ${at}::timestamptz ELSE disabled_at END,
-          disabled_reason = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
-            THEN ${reason} ELSE disabled_reason END
-        WHERE id = ${row.endpoint_id}
-        RETURNING disabled_at IS NOT NULL AS disabled
-      )
-      UPDATE ${webhookDeliveries} SET attempts = attempts + 1, last_status_code = ${result.statusCode},
-        last_error = ${result.error}, updated_at = ${at}::timestamptz,
-        status = CASE WHEN ${ok}::boolean THEN 'succeeded'
-          WHEN ${next === null}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN 'failed' ELSE 'pending' END,
-        next_attempt_at = CASE WHEN ${ok}::boolean OR coalesce((SELECT disabled FROM ep), true) THEN NULL
-          ELSE ${next?.toISOString() ?? null}::timestamptz END
-      WHERE id = ${deliveryId} AND status = 'pending' AND (SELECT count(*) FROM a) = 1
-      RETURNING status, next_attempt_at`),
+    await deps.db.execute(recordAttemptSql(deliveryId, row.endpoint_id, result, outcome)),
   );
   if (!ok) deps.log.info("webhook attempt failed", { deliveryId, error: result.error, next: next?.toISOString() });
   return written?.status === "pending" ? toDate(written.next_attempt_at) : null;
