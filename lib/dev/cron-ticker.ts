@@ -110,25 +110,15 @@ export function startCronTicker(options: {
   const { baseUrl, schedules, log } = options;
   let stopped = false;
   let timer: ReturnType<typeof setTimeout> | undefined;
-
-  const run = async (cron: string, scheduledTime: Date) => {
-    const res = await fetch(localScheduledUrl(baseUrl, cron, scheduledTime));
-    const text = await res.text();
-    let outcome = text;
-    try {
-      outcome = (JSON.parse(text) as { outcome?: string }).outcome ?? text;
-    } catch {}
-    if (outcome !== "ok") log.error(`cron "${cron}" at ${scheduledTime.toISOString()}: ${outcome} (${res.status})`);
-  };
+  const run = (cron: string, scheduledTime: Date) => runScheduled(baseUrl, log, cron, scheduledTime);
 
   const arm = () => {
     if (stopped) return;
     const at = nextMinute(new Date());
     timer = setTimeout(
       () => {
-        for (const schedule of schedules) {
-          if (!cronMatches(schedule, at)) continue;
-          run(schedule.cron, at).catch((err) => log.error(`cron "${schedule.cron}" could not run: ${err}`));
+        for (const cron of dueCrons(schedules, at)) {
+          run(cron, at).catch((err) => log.error(`cron "${cron}" could not run: ${err}`));
         }
         arm();
       },
@@ -136,28 +126,10 @@ export function startCronTicker(options: {
     );
   };
 
-  const started = (async () => {
-    const deadline = Date.now() + (options.startTimeoutMs ?? 120_000);
-    // The first run doubles as the wait for wrangler: refused connections until it listens.
-    for (const schedule of schedules) {
-      for (;;) {
-        if (stopped) return;
-        try {
-          await run(schedule.cron, new Date());
-          break;
-        } catch (err) {
-          if (Date.now() > deadline) {
-            log.error(
-              `cron "${schedule.cron}": the Worker did not answer at start (${err}); runs from the next minute`,
-            );
-            break;
-          }
-          await new Promise((r) => setTimeout(r, 250));
-        }
-      }
-    }
-    if (schedules.length > 0) log.info(`start-up run of ${schedules.map((s) => `"${s.cron}"`).join(", ")} done`);
-  })();
+  const started = startUpRun(schedules, run, log, {
+    deadline: Date.now() + (options.startTimeoutMs ?? 120_000),
+    stopped: () => stopped,
+  });
   // Minute by minute once the Worker is up (a minute that passed during start-up is covered by
   // the start-up run).
   void started.then(arm);
@@ -169,4 +141,49 @@ export function startCronTicker(options: {
       clearTimeout(timer);
     },
   };
+}
+
+/** The crons of `schedules` that run in the minute that holds `at`, in order. */
+export function dueCrons(schedules: CronSchedule[], at: Date): string[] {
+  return schedules.filter((schedule) => cronMatches(schedule, at)).map((schedule) => schedule.cron);
+}
+
+/** The outcome of a local scheduled run from its answer: its JSON `outcome`, else the text itself. */
+export function scheduledOutcome(text: string): string {
+  try {
+    return (JSON.parse(text) as { outcome?: string }).outcome ?? text;
+  } catch {
+    return text;
+  }
+}
+
+async function runScheduled(baseUrl: string, log: CronTickerLog, cron: string, scheduledTime: Date) {
+  const res = await fetch(localScheduledUrl(baseUrl, cron, scheduledTime));
+  const outcome = scheduledOutcome(await res.text());
+  if (outcome !== "ok") log.error(`cron "${cron}" at ${scheduledTime.toISOString()}: ${outcome} (${res.status})`);
+}
+
+/** The first run of each schedule doubles as the wait for wrangler: refused connections until it listens. */
+async function startUpRun(
+  schedules: CronSchedule[],
+  run: (cron: string, scheduledTime: Date) => Promise<void>,
+  log: CronTickerLog,
+  until: { deadline: number; stopped: () => boolean },
+) {
+  for (const schedule of schedules) {
+    for (;;) {
+      if (until.stopped()) return;
+      try {
+        await run(schedule.cron, new Date());
+        break;
+      } catch (err) {
+        if (Date.now() > until.deadline) {
+          log.error(`cron "${schedule.cron}": the Worker did not answer at start (${err}); runs from the next minute`);
+          break;
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    }
+  }
+  if (schedules.length > 0) log.info(`start-up run of ${schedules.map((s) => `"${s.cron}"`).join(", ")} done`);
 }
