@@ -19,77 +19,98 @@ export const EXPORT_PAGE_ROWS = 500;
 export async function* exportDataset(deps: Deps, projectId: string, dataset: string): AsyncGenerator<string> {
   const exportedAt = deps.clock.now().toISOString();
   yield `{"dataset":${JSON.stringify(dataset)},"exportedAt":"${exportedAt}","threads":[`;
-
-  let openThread: string | null = null;
-  let firstThread = true;
-  let firstMessage = true;
+  let state = THREADS_START;
   for await (const page of threadMessagePages(deps, projectId, dataset)) {
-    let chunk = "";
-    for (const row of page) {
-      if (row.thread_id !== openThread) {
-        if (openThread !== null) chunk += "]}";
-        const head = JSON.stringify({
-          threadId: row.thread_id,
-          tags: jsonOf(row.tags),
-          createdAt: toIso(row.created_at),
-        });
-        chunk += `${firstThread ? "" : ","}${head.slice(0, -1)},"messages":[`;
-        openThread = row.thread_id;
-        firstThread = false;
-        firstMessage = true;
-      }
-      if (row.seq === null) continue;
-      chunk += `${firstMessage ? "" : ","}${JSON.stringify({
-        role: row.role,
-        content: row.content,
-        createdAt: toIso(row.message_created_at),
-      })}`;
-      firstMessage = false;
-    }
-    yield chunk;
+    const next = threadsChunk(state, page);
+    state = next.state;
+    yield next.chunk;
   }
-  if (openThread !== null) yield "]}";
+  if (state.openThread !== null) yield "]}";
 
   yield '],"episodes":[';
-  yield* jsonArrayItems(
-    pagesOf<EpisodeRow & { cursor: string }>(
-      deps,
-      (after) => sql`
-        SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
-        FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
-        ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
-    ),
-    (row) => episodeRecord(row),
-  );
-
+  yield* jsonArrayItems(episodePages(deps, projectId, dataset), (row) => episodeRecord(row));
   yield '],"facts":[';
-  yield* jsonArrayItems(
-    pagesOf<FactRow & { cursor: string }>(
-      deps,
-      (after) => sql`
-        SELECT ${FACT_COLUMNS}, f.created_at::text AS cursor FROM ${facts} f
-        WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${after(sql`f.created_at`, sql`f.id`)}
-        ORDER BY f.created_at, f.id LIMIT ${EXPORT_PAGE_ROWS}`,
-    ),
-    (row) => {
-      const { relevanceScore: _, ...fact } = factRecord(row);
-      return fact;
-    },
-  );
-
+  yield* jsonArrayItems(factPages(deps, projectId, dataset), (row) => {
+    const { relevanceScore: _, ...fact } = factRecord(row);
+    return fact;
+  });
   yield '],"entities":[';
-  yield* jsonArrayItems(
-    pagesOf<{ id: string; name: string; type: string; cursor: string }>(
-      deps,
-      (after) => sql`
-        SELECT id, name, type, created_at::text AS cursor FROM ${entities}
-        WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
-        ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
-    ),
-    (row) => ({ name: row.name, type: row.type }),
-  );
+  yield* jsonArrayItems(entityPages(deps, projectId, dataset), (row) => ({ name: row.name, type: row.type }));
   yield "]}";
 }
+
+export interface ThreadsState {
+  /** The thread whose messages array is open, if any. */
+  openThread: string | null;
+  firstThread: boolean;
+  firstMessage: boolean;
+}
+
+export const THREADS_START: ThreadsState = { openThread: null, firstThread: true, firstMessage: true };
+
+export type ThreadMessageJson = Pick<
+  ThreadMessageRow,
+  "thread_id" | "tags" | "created_at" | "seq" | "role" | "content" | "message_created_at"
+>;
+
+/**
+ * The JSON text of one page of the threads walk: a thread opens when its first row comes (closing
+ * the one before), its messages follow; a thread's messages may span pages, so the walk's state
+ * is carried from page to page.
+ */
+export function threadsChunk(start: ThreadsState, page: ThreadMessageJson[]): { chunk: string; state: ThreadsState } {
+  let { openThread, firstThread, firstMessage } = start;
+  let chunk = "";
+  for (const row of page) {
+    if (row.thread_id !== openThread) {
+      if (openThread !== null) chunk += "]}";
+      const head = JSON.stringify({
+        threadId: row.thread_id,
+        tags: jsonOf(row.tags),
+        createdAt: toIso(row.created_at),
+      });
+      chunk += `${firstThread ? "" : ","}${head.slice(0, -1)},"messages":[`;
+      openThread = row.thread_id;
+      firstThread = false;
+      firstMessage = true;
+    }
+    if (row.seq === null) continue;
+    chunk += `${firstMessage ? "" : ","}${JSON.stringify({
+      role: row.role,
+      content: row.content,
+      createdAt: toIso(row.message_created_at),
+    })}`;
+    firstMessage = false;
+  }
+  return { chunk, state: { openThread, firstThread, firstMessage } };
+}
+
+const episodePages = (deps: Deps, projectId: string, dataset: string) =>
+  pagesOf<EpisodeRow & { cursor: string }>(
+    deps,
+    (after) => sql`
+      SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
+      FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
+      ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
+  );
+
+const factPages = (deps: Deps, projectId: string, dataset: string) =>
+  pagesOf<FactRow & { cursor: string }>(
+    deps,
+    (after) => sql`
+      SELECT ${FACT_COLUMNS}, f.created_at::text AS cursor FROM ${facts} f
+      WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${after(sql`f.created_at`, sql`f.id`)}
+      ORDER BY f.created_at, f.id LIMIT ${EXPORT_PAGE_ROWS}`,
+  );
+
+const entityPages = (deps: Deps, projectId: string, dataset: string) =>
+  pagesOf<{ id: string; name: string; type: string; cursor: string }>(
+    deps,
+    (after) => sql`
+      SELECT id, name, type, created_at::text AS cursor FROM ${entities}
+      WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
+      ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
+  );
 
 type After = (createdAt: SQL, id?: SQL) => SQL;
 
