@@ -1,7 +1,18 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { chatParams, checkJson, completionOf, isRefusal, ProviderError, repairTurn, vectorsOf } from "./client";
+import {
+  chatParams,
+  checkJson,
+  completionOf,
+  isRefusal,
+  ProviderError,
+  repairTurn,
+  type StreamState,
+  streamEndProblem,
+  takeChunk,
+  vectorsOf,
+} from "./client";
 
 describe("chatParams", () => {
   it("puts the system prompt first and max_tokens only when asked", () => {
@@ -84,5 +95,47 @@ describe("isRefusal", () => {
       OpenAI.APIError.generate(status, { error: { message: "no" } }, "no", new Headers());
     expect([400, 422, 429, 500].map((s) => isRefusal(apiError(s)))).toEqual([true, true, false, false]);
     expect(isRefusal(new Error("400"))).toBe(false);
+  });
+});
+
+describe("takeChunk and streamEndProblem (streaming)", () => {
+  const start = (): StreamState => ({
+    text: "",
+    model: "asked",
+    usage: undefined,
+    finished: false,
+    complete: false,
+    aborted: false,
+    stalled: false,
+    consumed: true,
+  });
+  const chunk = (content: string | undefined, extra: Record<string, unknown> = {}) =>
+    ({
+      id: "c",
+      object: "chat.completion.chunk",
+      created: 0,
+      model: "",
+      choices: [{ index: 0, delta: content === undefined ? {} : { content }, finish_reason: null }],
+      ...extra,
+    }) as unknown as OpenAI.ChatCompletionChunk;
+
+  it("gathers the text, the served model, the usage and the finish", () => {
+    const state = start();
+    expect(takeChunk(state, chunk("Hel", { model: "served" }))).toBe("Hel");
+    expect(takeChunk(state, chunk(undefined))).toBeUndefined();
+    expect(takeChunk(state, chunk("lo"))).toBe("lo");
+    const last = chunk(undefined, { usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 } });
+    last.choices[0].finish_reason = "stop";
+    takeChunk(state, last);
+    expect(state).toMatchObject({ text: "Hello", model: "served", finished: true, usage: { total_tokens: 5 } });
+    expect(streamEndProblem(state, 100)).toBeNull();
+  });
+
+  it("a stall, an end before the finish and an empty reply are problems, a stall first", () => {
+    expect(streamEndProblem({ ...start(), stalled: true, finished: true, text: "x" }, 100)).toBe(
+      "Model stream stalled: no data for 100 ms",
+    );
+    expect(streamEndProblem({ ...start(), text: "x" }, 100)).toBe("Model stream ended before the reply was complete");
+    expect(streamEndProblem({ ...start(), finished: true }, 100)).toBe("Model call returned no content");
   });
 });

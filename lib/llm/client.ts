@@ -419,63 +419,67 @@ export function checkJson<T extends z.ZodType>(schema: T, content: string): Chec
   return { ok: false, invalidJson: false, problem: `it does not match the schema (${issues})` };
 }
 
+/** What a completion stream has read so far, and how it stopped. */
+export interface StreamState {
+  text: string;
+  model: string;
+  usage: ChatCompletionChunk["usage"];
+  finished: boolean;
+  complete: boolean;
+  aborted: boolean;
+  stalled: boolean;
+  consumed: boolean;
+}
+
+/** Folds one chunk into the state; returns the text it adds, if any. */
+export function takeChunk(state: StreamState, chunk: ChatCompletionChunk): string | undefined {
+  if (chunk.model) state.model = chunk.model;
+  if (chunk.usage) state.usage = chunk.usage;
+  const choice = chunk.choices[0];
+  if (choice?.finish_reason) state.finished = true;
+  const delta = choice?.delta?.content;
+  if (delta) state.text += delta;
+  return delta || undefined;
+}
+
+/** Why a stream that ended without an abort is not a reply (null: it is one). */
+export function streamEndProblem(state: StreamState, idleMs: number): string | null {
+  if (state.stalled) return `Model stream stalled: no data for ${idleMs} ms`;
+  if (!state.finished) return "Model stream ended before the reply was complete";
+  if (!state.text) return "Model call returned no content";
+  return null;
+}
+
 /**
  * The SDK's timeout ends when the headers arrive, so a stream that stops sending would hang its
  * reader for good: here `idleMs` without a chunk from the provider fails it. Time the consumer
  * spends between reads (writing to a slow client) does not count.
  */
 function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: string, idleMs: number) {
-  const stallError = () => new ProviderError(`Model stream stalled: no data for ${idleMs} ms`);
-  let text = "";
-  let model = requestedModel;
-  let usage: ChatCompletionChunk["usage"];
-  let finished = false;
-  let complete = false;
-  let aborted = false;
-  let stalled = false;
-  let consumed = false;
+  const state: StreamState = {
+    text: "",
+    model: requestedModel,
+    usage: undefined,
+    finished: false,
+    complete: false,
+    aborted: false,
+    stalled: false,
+    consumed: false,
+  };
   const result: CompletionStream = {
     async *[Symbol.asyncIterator]() {
-      if (consumed) throw new Error("A completion stream can be read only once");
-      consumed = true;
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const arm = () => {
-        timer = setTimeout(() => {
-          stalled = true;
-          stream.controller.abort();
-        }, idleMs);
-      };
-      try {
-        arm();
-        for await (const chunk of stream) {
-          clearTimeout(timer);
-          if (chunk.model) model = chunk.model;
-          if (chunk.usage) usage = chunk.usage;
-          const choice = chunk.choices[0];
-          if (choice?.finish_reason) finished = true;
-          const delta = choice?.delta?.content;
-          if (delta) {
-            text += delta;
-            yield delta;
-          }
-          arm();
-        }
-      } catch (err) {
-        if (aborted) return;
-        if (stalled) throw stallError();
-        throw new ProviderError(`Model stream failed: ${describe(err)}`, { cause: err });
-      } finally {
-        clearTimeout(timer);
-      }
+      if (state.consumed) throw new Error("A completion stream can be read only once");
+      state.consumed = true;
+      yield* readChunks(stream, state, idleMs);
       // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
-      if (aborted) return;
-      if (stalled) throw stallError();
-      if (!finished) throw new ProviderError("Model stream ended before the reply was complete");
-      if (!text) throw new ProviderError("Model call returned no content");
-      complete = true;
+      if (state.aborted) return;
+      const problem = streamEndProblem(state, idleMs);
+      if (problem) throw new ProviderError(problem);
+      state.complete = true;
     },
     completion() {
-      if (!complete) throw new ProviderError("Model stream has not completed");
+      if (!state.complete) throw new ProviderError("Model stream has not completed");
+      const { text, model, usage } = state;
       return {
         text,
         model,
@@ -483,11 +487,37 @@ function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: s
       };
     },
     abort() {
-      aborted = true;
+      state.aborted = true;
       stream.controller.abort();
     },
   };
   return result;
+}
+
+/** The provider's deltas, with the stall timer re-armed at each chunk. */
+async function* readChunks(stream: Stream<ChatCompletionChunk>, state: StreamState, idleMs: number) {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const arm = () => {
+    timer = setTimeout(() => {
+      state.stalled = true;
+      stream.controller.abort();
+    }, idleMs);
+  };
+  try {
+    arm();
+    for await (const chunk of stream) {
+      clearTimeout(timer);
+      const delta = takeChunk(state, chunk);
+      if (delta) yield delta;
+      arm();
+    }
+  } catch (err) {
+    if (state.aborted) return;
+    if (state.stalled) throw new ProviderError(streamEndProblem(state, idleMs) as string);
+    throw new ProviderError(`Model stream failed: ${describe(err)}`, { cause: err });
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** zod → JSON Schema as Structured Outputs' strict mode wants it (every key required, closed objects). */
