@@ -3,14 +3,11 @@ import { createMiddleware } from "hono/factory";
 import { matchedRoutes } from "hono/route";
 import type { AppEnv } from "./env";
 import { notFoundRoute } from "./errors";
+import { original } from "./failures";
 import { requireApiKey, requireSession } from "./middleware";
 
 /** The credential checks a route declares, sub-app wide (`use("*", …)`) or per route (`middleware`). */
 const CREDENTIAL_CHECKS: ReadonlySet<MiddlewareHandler<AppEnv>> = new Set([requireApiKey, requireSession]);
-
-/** Hono marks a sub-app handler it had to wrap (a sub-app with its own onError) with the original. */
-const original = (handler: unknown) =>
-  (handler as { __COMPOSED_HANDLER?: unknown }).__COMPOSED_HANDLER ?? (handler as MiddlewareHandler<AppEnv>);
 
 /**
  * What the router found for this method and path: whether any endpoint answers it, and the

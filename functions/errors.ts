@@ -4,6 +4,7 @@ import { ZodError } from "zod";
 import { HttpError } from "../lib/errors";
 import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
+import { declaredFailure } from "./failures";
 
 /** The only place errors become HTTP responses. */
 export function onError(err: Error, c: Context<AppEnv>) {
@@ -51,18 +52,12 @@ function isUnstorableText(err: unknown): boolean {
   return false;
 }
 
-/** The spec names the 500 message of some routes; the rest say "Internal server error". */
+/**
+ * The spec names the 500 message of some routes: each declares it with its 500 response
+ * (`failureResponse`, functions/schemas/errors.ts); the rest say "Internal server error".
+ */
 function failureMessage(c: Context<AppEnv>): string {
-  const { method } = c.req;
-  const path = c.req.path;
-  if (method === "POST" && path === "/v1/threads") return "Failed to create thread";
-  if (method === "POST" && path === "/v1/memory/recall") return "Failed to recall memory";
-  if (method === "POST" && /\/v1\/memory\/working\/threads\/[^/]+\/chat$/.test(path)) return "Failed to generate reply";
-  if (method === "POST" && /\/v1\/memory\/working\/threads\/[^/]+\/compact$/.test(path))
-    return "Failed to compact thread";
-  if (method === "GET" && /\/v1\/memory\/semantic\/datasets\/[^/]+\/entities$/.test(path))
-    return "Failed to list entities";
-  return "Internal server error";
+  return declaredFailure(c) ?? "Internal server error";
 }
 
 export function notFoundRoute(c: Context<AppEnv>) {

@@ -6,7 +6,7 @@ import { recall } from "../lib/recall/recall";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
-import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { errorResponses, failureResponse } from "./schemas/errors";
 import { EntitySchema, FactSchema } from "./schemas/facts";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
 import { datasetSchema, Iso } from "./schemas/inputs";
@@ -47,7 +47,7 @@ const routes = {
       200: jsonResponse(RecallResponseSchema, "The recalled memory"),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: jsonResponse(ErrorSchema, "Failed to recall memory (nothing could be read)"),
+      500: failureResponse("Failed to recall memory", "Failed to recall memory (nothing could be read)"),
     },
   }),
   export: createRoute({

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { entityFacts, invalidateFact, listEntities, listFacts } from "../lib/semantic/facts";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { ErrorSchema, errorResponses, failureResponse } from "./schemas/errors";
 import { EntitySchema, FactSchema } from "./schemas/facts";
 import { jsonResponse, security } from "./schemas/http";
 import { boolQuery, datasetSchema, Iso, intQuery, text } from "./schemas/inputs";
@@ -88,7 +88,7 @@ const routes = {
       ),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: jsonResponse(ErrorSchema, "Failed to list entities"),
+      500: failureResponse("Failed to list entities"),
     },
   }),
   entityFacts: createRoute({

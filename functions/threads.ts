@@ -4,7 +4,7 @@ import { threadEpisodicOverride } from "../lib/settings/settings";
 import { createThread, getThread, updateThread } from "../lib/threads";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
-import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { errorResponses, failureResponse } from "./schemas/errors";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
 import { datasetSchema, pathParams, text } from "./schemas/inputs";
 import { ThreadSchema } from "./schemas/threads";
@@ -34,7 +34,7 @@ const routes = {
       201: jsonResponse(ThreadSchema, "Created"),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: jsonResponse(ErrorSchema, "Failed to create thread"),
+      500: failureResponse("Failed to create thread"),
     },
   }),
   get: createRoute({

@@ -27,3 +27,15 @@ export const errorResponses = {
   401: jsonResponse(ErrorSchema, "Missing, invalid or revoked credential"),
   404: jsonResponse(ErrorSchema, "Not found, or not in the caller's project"),
 } as const;
+
+/**
+ * The `error` a route's unexpected failures answer with, kept on its declared 500 response under a
+ * symbol key: JSON has no symbol keys, so the OpenAPI document shows the description alone.
+ */
+export const FAILURE_MESSAGE = Symbol("failureMessage");
+
+/** A route's 500: `message` is the body's `error`, `description` what the document says of it. */
+export const failureResponse = (message: string, description = message) => ({
+  ...jsonResponse(ErrorSchema, description),
+  [FAILURE_MESSAGE]: message,
+});

@@ -4,7 +4,7 @@ import { errorFields } from "../../lib/log";
 import { integerIn } from "../../lib/numbers";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
 import { createRouter } from "../router";
-import { ErrorSchema, errorResponses } from "../schemas/errors";
+import { ErrorSchema, errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { pathParams, text } from "../schemas/inputs";
 
@@ -101,7 +101,7 @@ const chatRoute = createRoute({
     400: errorResponses[400],
     401: errorResponses[401],
     404: jsonResponse(ErrorSchema, "Thread not found (or not in the caller's project); nothing is stored"),
-    500: jsonResponse(ErrorSchema, `${FAILED}: the provider failed; the user message stays stored`),
+    500: failureResponse(FAILED, `${FAILED}: the provider failed; the user message stays stored`),
     503: jsonResponse(
       ErrorSchema,
       "No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored",

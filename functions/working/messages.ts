@@ -4,7 +4,7 @@ import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/
 import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
 import type { AppEnv } from "../env";
 import { createRouter } from "../router";
-import { ErrorSchema, errorResponses } from "../schemas/errors";
+import { errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { intQuery, pathParams } from "../schemas/inputs";
 import { addMessageBody, MessageSchema, roleSchema } from "../schemas/messages";
@@ -142,7 +142,7 @@ const routes = {
       ),
       401: errorResponses[401],
       404: errorResponses[404],
-      500: jsonResponse(ErrorSchema, "The model call failed; nothing was compacted"),
+      500: failureResponse("Failed to compact thread", "The model call failed; nothing was compacted"),
     },
   }),
   stats: createRoute({
