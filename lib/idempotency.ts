@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { commitWithoutFlush } from "./db/commit";
-import { rowsOf } from "./db/rows";
+import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
 import { idempotencyKeys } from "./db/schema";
 import type { Deps } from "./deps";
 
@@ -71,12 +71,13 @@ export type ClaimOutcome =
   /** The first request with this key is still running. */
   | { kind: "running" };
 
-export type ClaimRow = {
-  outcome: "claimed" | "taken-over" | "replay" | "mismatch" | "running";
-  response_status: number | string | null;
-  response_body: string | null;
-  response_content_type: string | null;
-};
+const ClaimRow = z.object({
+  outcome: z.enum(["claimed", "taken-over", "replay", "mismatch", "running"]),
+  response_status: dbInt.nullable(),
+  response_body: z.string().nullable(),
+  response_content_type: z.string().nullable(),
+});
+export type ClaimRow = z.output<typeof ClaimRow>;
 
 /**
  * One statement. `prior` is the key's row as the statement's snapshot sees it; `taken` takes over
@@ -98,7 +99,7 @@ export async function claimKey(
   const expiresAt = new Date(now.getTime() + deps.config.idempotencyTtlMs).toISOString();
   const claimId = randomBytes(16).toString("hex");
   const at = { now: now.toISOString(), lockedUntil, expiresAt };
-  const [row] = rowsOf<ClaimRow>(await deps.db.execute(claimSql({ ...input, claimId }, at)));
+  const [row] = parsedRowsOf(ClaimRow, await deps.db.execute(claimSql({ ...input, claimId }, at)));
   return claimOutcome(row, { projectId: input.projectId, key: input.key, claimId });
 }
 

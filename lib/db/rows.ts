@@ -1,3 +1,5 @@
+import { z } from "zod";
+
 /** Rows of a raw `db.execute()` result, whatever the driver's result shape. */
 export function rowsOf<T>(result: unknown): T[] {
   if (Array.isArray(result)) return result as T[];
@@ -18,3 +20,21 @@ export function toIso(value: unknown): string | null {
 export function jsonOf<T>(value: T | string): T {
   return typeof value === "string" ? (JSON.parse(value) as T) : value;
 }
+
+/**
+ * Rows of a raw `db.execute()` result checked against `schema` (its output type is the row type,
+ * so no hand-written cast). A row of another shape is a fault of the service, not of the request:
+ * a plain Error (a 500), never the ZodError that onError would answer 400 with.
+ */
+export function parsedRowsOf<S extends z.ZodType>(schema: S, result: unknown): z.output<S>[] {
+  return rowsOf<unknown>(result).map((row) => {
+    const parsed = schema.safeParse(row);
+    if (!parsed.success) throw new Error(`Unexpected row from the database: ${z.prettifyError(parsed.error)}`);
+    return parsed.data;
+  });
+}
+
+/** A count or integer column: a number from pglite and Neon, a string for bigint. */
+export const dbInt = z.union([z.number(), z.string()]).transform(Number);
+/** A timestamp column: a Date from pglite, a string over Neon's HTTP driver. */
+export const dbTimestamp = z.union([z.date(), z.string()]).nullable();

@@ -14,7 +14,7 @@ describe("episodeCut", () => {
     });
   });
 
-  it("a cut: the episode and its job, due at the returned time whatever the driver's type", () => {
+  it("a cut: the episode and its job, due at the returned time", () => {
     const row = { dataset: "default", found: 1, episode_id: "epi_1", job_key: "episode:epi_1", job_run_at: now };
     expect(episodeCut(row, "idle", now)).toEqual({
       found: true,
@@ -28,7 +28,7 @@ describe("episodeCut", () => {
   it("an end records its time, even with nothing new to cut", () => {
     const row = {
       dataset: "default",
-      found: "1" as unknown as number,
+      found: 1,
       episode_id: null,
       job_key: null,
       job_run_at: null,

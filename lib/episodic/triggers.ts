@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
-import { rowsOf, toDate } from "../db/rows";
+import { z } from "zod";
+import { dbInt, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
@@ -32,7 +33,10 @@ export async function cutEpisode(
 ): Promise<EpisodeCut> {
   const now = deps.clock.now().toISOString();
   const episodeId = newId("epi");
-  const [row] = rowsOf<CutRow>(await deps.db.execute(cutEpisodeSql({ projectId, threadId, trigger, episodeId, now })));
+  const [row] = parsedRowsOf(
+    CutRow,
+    await deps.db.execute(cutEpisodeSql({ projectId, threadId, trigger, episodeId, now })),
+  );
   return episodeCut(row, trigger, now);
 }
 
@@ -44,18 +48,19 @@ export interface EpisodeCut {
   endedAt: string | null;
 }
 
-export type CutRow = {
-  dataset: string | null;
-  found: number;
-  episode_id: string | null;
-  job_key: string | null;
-  job_run_at: unknown;
-};
+const CutRow = z.object({
+  dataset: z.string().nullable(),
+  found: dbInt,
+  episode_id: z.string().nullable(),
+  job_key: z.string().nullable(),
+  job_run_at: dbTimestamp,
+});
+export type CutRow = z.output<typeof CutRow>;
 
 /** The cut statement's row as the caller's result (no row: the thread was not found). */
 export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now: string): EpisodeCut {
   return {
-    found: Number(row?.found ?? 0) > 0,
+    found: (row?.found ?? 0) > 0,
     dataset: row?.dataset ?? null,
     episodeId: row?.episode_id ?? null,
     job: row?.job_key ? { key: row.job_key, runAt: toDate(row.job_run_at) as Date } : null,

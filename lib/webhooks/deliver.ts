@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { jsonOf, rowsOf, toDate } from "../db/rows";
+import { z } from "zod";
+import { dbInt, dbTimestamp, jsonOf, parsedRowsOf, toDate } from "../db/rows";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
 import { WEBHOOK_RETRY_WINDOW_MS } from "./events";
@@ -109,6 +110,19 @@ export async function attemptDelivery(
   }
 }
 
+/** A delivery as its job reads it, with its endpoint. */
+const DeliveryToAttempt = z.object({
+  id: z.string(),
+  status: z.string(),
+  payload: z.union([z.record(z.string(), z.unknown()), z.string()]),
+  attempts: dbInt,
+  retry_until: dbTimestamp,
+  endpoint_id: z.string(),
+  url: z.string(),
+  secret: z.string(),
+  disabled_at: dbTimestamp,
+});
+
 export type AttemptOutcome = ReturnType<typeof attemptOutcome>;
 
 /**
@@ -163,17 +177,8 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
  * disables the endpoint with the reason.
  */
 export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Date | null> {
-  const [row] = rowsOf<{
-    id: string;
-    status: string;
-    payload: Record<string, unknown> | string;
-    attempts: number;
-    retry_until: unknown;
-    endpoint_id: string;
-    url: string;
-    secret: string;
-    disabled_at: unknown;
-  }>(
+  const [row] = parsedRowsOf(
+    DeliveryToAttempt,
     await deps.db.execute(sql`
       SELECT d.id, d.status, d.payload, d.attempts, d.retry_until, ep.id AS endpoint_id, ep.url, ep.secret, ep.disabled_at
       FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} ep ON ep.id = d.endpoint_id
@@ -190,9 +195,10 @@ export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Da
   }
   const body = JSON.stringify(jsonOf(row.payload));
   const result = await attemptDelivery(deps, row, row.id, body);
-  const outcome = attemptOutcome(result, Number(row.attempts), deps.clock.now(), toDate(row.retry_until) as Date);
+  const outcome = attemptOutcome(result, row.attempts, deps.clock.now(), toDate(row.retry_until) as Date);
   const { ok, next } = outcome;
-  const [written] = rowsOf<{ status: string; next_attempt_at: unknown }>(
+  const [written] = parsedRowsOf(
+    z.object({ status: z.string(), next_attempt_at: dbTimestamp }),
     await deps.db.execute(recordAttemptSql(deliveryId, row.endpoint_id, result, outcome)),
   );
   if (!ok) deps.log.info("webhook attempt failed", { deliveryId, error: result.error, next: next?.toISOString() });
