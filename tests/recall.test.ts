@@ -587,6 +587,20 @@ describe("scores (README: how recall ranks facts)", () => {
     }
   });
 
+  it("keyword: a word held by most of a large dataset brings no candidates of its own, but still scores", async () => {
+    const t = await tenant();
+    // 101 of 102 facts hold "coffee" (more than KEYWORD_PER_TERM and than 5%): it gathers nothing.
+    for (let i = 0; i < 101; i++) {
+      await t.fact("ds", { predicate: "tried", object: `coffee number ${i}`, embedding: null, sourceQuote: "so" });
+    }
+    const matcha = await t.fact("ds", { predicate: "tried", object: "matcha coffee", embedding: null });
+    expect(objects(await t.recall({ dataset: "ds", query: "coffee", include: ["raw"] }))).toEqual([]);
+    // A rarer word of the query brings its facts, and the common one adds to their score.
+    const body = await t.recall({ dataset: "ds", query: "matcha coffee", include: ["raw"] });
+    expect(body.facts?.map((f) => f.factId)).toEqual([matcha]);
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
+  });
+
   it("time: a query naming a time lifts the facts that became valid in it, and those valid during it half as much", async () => {
     const t = await tenant();
     const q = fakeEmbedding("what did I do in May 2025?", DIMS);

@@ -2,6 +2,7 @@
  * The retrieval-quality benchmark: `npm run bench:quality [-- --quick] [--seed N] [--sweep [--sweep-questions N]]`.
  * Prints markdown tables and writes bench/results/quality-latest.json.
  */
+import { execFileSync } from "node:child_process";
 import { mkdirSync, writeFileSync } from "node:fs";
 import { cpus, platform, release, totalmem } from "node:os";
 import { parseArgs } from "node:util";
@@ -83,9 +84,17 @@ const machine = {
   platform: `${platform()} ${release()}`,
   node: process.version,
 };
+/** The service code measured (the working tree may differ from it). */
+const commit = (() => {
+  try {
+    return execFileSync("git", ["rev-parse", "--short", "HEAD"], { encoding: "utf8" }).trim();
+  } catch {
+    return null;
+  }
+})();
 mkdirSync("bench/results", { recursive: true });
 writeFileSync(
   values.out as string,
-  `${JSON.stringify({ machine, date: new Date().toISOString(), quick: values.quick, ...result }, null, 2)}\n`,
+  `${JSON.stringify({ machine, date: new Date().toISOString(), commit, quick: values.quick, ...result }, null, 2)}\n`,
 );
 log(`wrote ${values.out}`);

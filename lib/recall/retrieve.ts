@@ -13,6 +13,14 @@ import type { TimeRange } from "./time-range";
 /** Candidates each query term may bring to the keyword signal (the rarest terms matter most). */
 export const KEYWORD_PER_TERM = 100;
 
+/**
+ * A term held by more than this share of a dataset's facts (and by more than KEYWORD_PER_TERM of
+ * them) brings no candidates of its own: its BM25 weight is low, and finding its facts means
+ * reading its whole posting list, the costliest part of a recall at 10k facts. It still scores
+ * the candidates the other signals bring.
+ */
+export const KEYWORD_COMMON_SHARE = 0.05;
+
 /** Okapi BM25's term-frequency saturation and length normalisation. */
 export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
@@ -314,22 +322,23 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
 /**
  * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
  * `search` column; "user", every fact's subject, left out) with their inverse document
- * frequency from the dataset's statistics (fact_terms). `by_keyword`: for each term, at most
- * KEYWORD_PER_TERM facts holding it, so a rare term's facts are always candidates and a term
- * common to most of a large dataset costs a bounded scan.
+ * frequency from the dataset's statistics (fact_terms). `by_keyword`: for each term that is not
+ * common (KEYWORD_COMMON_SHARE), at most KEYWORD_PER_TERM facts holding it, so a rare term's facts
+ * are always candidates.
  */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
   return sql`stats AS (
       SELECT docs::float8 AS n, GREATEST(lexemes::float8 / GREATEST(docs, 1), 1) AS avg_len FROM ${factTerms}
       WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND term = ''),
     terms AS (
-      SELECT t.term, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${factTerms} t CROSS JOIN stats st
+      SELECT t.term, t.docs, st.n, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${factTerms} t CROSS JOIN stats st
       WHERE t.project_id = ${r.projectId} AND t.dataset = ${r.dataset} AND t.docs > 0
         AND t.term IN (SELECT lexeme FROM unnest(to_tsvector('english', ${r.query ?? ""})) WHERE lexeme <> 'user')),
     by_keyword AS (
       SELECT DISTINCT m.id FROM terms t CROSS JOIN LATERAL (
         SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ quote_literal(t.term)::tsquery
-        LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m)`;
+        LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m
+      WHERE t.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))}))`;
 }
 
 /** Okapi BM25 of one fact (its search vector) for the query's terms; null when none occurs. */

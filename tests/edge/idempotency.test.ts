@@ -1,19 +1,12 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApiKey } from "../../lib/api-keys";
-import { systemClock } from "../../lib/clock";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import { rowsOf } from "../../lib/db/rows";
 import type { Database } from "../../lib/db/types";
 import type { Deps } from "../../lib/deps";
-import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { createProject } from "../../lib/projects";
-import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
-import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
+import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
 
 /**
  * Idempotency keys on the edge host: the built Worker under workerd (Miniflare), the Neon driver
@@ -21,45 +14,19 @@ import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
  * is a round trip here, so they are counted.
  */
 
-let buildDir: string;
-let database: Database;
-let endpoint: NeonHttpEndpoint;
+let edge: EdgeWorker;
 let mf: Miniflare;
-/** What making a project and a key needs (the database and a clock). */
+let database: Database;
 let deps: Deps;
-const sqlRequests: string[][] = [];
+let sqlRequests: string[][];
 
 beforeAll(async () => {
-  buildDir = mkdtempSync(join(tmpdir(), "memsvc-idem-worker-"));
-  const build = buildWorkerBundle(buildDir);
-  database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
-  deps = { db: database.db, database, clock: systemClock } as Deps;
-  endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
-  const script = await build;
-  const text = (value: string) => ({ type: "text" as const, value });
-  mf = new Miniflare({
-    workers: [
-      {
-        config: {
-          ...workerConfig(script),
-          env: {
-            DATABASE_URL: text("postgres://user:pass@localhost/db"),
-            NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
-            EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
-            LOG_LEVEL: text("error"),
-          },
-        },
-      },
-    ],
-  });
-  await mf.ready;
+  edge = await startEdgeWorker("idem");
+  ({ mf, database, deps, sqlRequests } = edge);
 }, 120_000);
 
 afterAll(async () => {
-  await mf?.dispose();
-  await endpoint?.close();
-  await database?.close();
-  if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+  await edge?.close();
 });
 
 async function call(path: string, init: { method?: string; token: string; key?: string; json?: unknown }) {

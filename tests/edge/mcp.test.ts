@@ -1,68 +1,36 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { sql } from "drizzle-orm";
-import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import type { Miniflare } from "miniflare";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createApiKey } from "../../lib/api-keys";
-import { systemClock } from "../../lib/clock";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import { rowsOf } from "../../lib/db/rows";
 import type { Database } from "../../lib/db/types";
 import type { Deps } from "../../lib/deps";
-import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { newId } from "../../lib/ids";
 import { createProject } from "../../lib/projects";
-import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
-import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
+import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
 
 /**
  * The MCP server on the edge host: the built Worker under workerd (Miniflare), the Neon driver
  * over SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template, and the
  * official MCP client speaking Streamable HTTP to the Worker's fetch handler.
  */
-let buildDir: string;
-let database: Database;
-let endpoint: NeonHttpEndpoint;
+let edge: EdgeWorker;
 let mf: Miniflare;
+let database: Database;
 let deps: Deps;
-const sqlRequests: string[][] = [];
+let sqlRequests: string[][];
 
 beforeAll(async () => {
-  buildDir = mkdtempSync(join(tmpdir(), "memsvc-mcp-worker-"));
-  const build = buildWorkerBundle(buildDir);
-  database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
-  deps = { db: database.db, database, clock: systemClock } as Deps;
-  endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
-  const script = await build;
-  const text = (value: string) => ({ type: "text" as const, value });
-  mf = new Miniflare({
-    workers: [
-      {
-        config: {
-          ...workerConfig(script),
-          env: {
-            DATABASE_URL: text("postgres://user:pass@localhost/db"),
-            NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
-            EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
-            LOG_LEVEL: text("error"),
-          },
-        },
-      },
-    ],
-  });
-  await mf.ready;
+  edge = await startEdgeWorker("mcp");
+  ({ mf, database, deps, sqlRequests } = edge);
 }, 120_000);
 
 afterAll(async () => {
-  await mf?.dispose();
-  await endpoint?.close();
-  await database?.close();
-  if (buildDir) rmSync(buildDir, { recursive: true, force: true });
+  await edge?.close();
 });
 
 /** Every request of the client goes to the Worker's fetch handler. */
