@@ -52,7 +52,8 @@ export function createApp(options: {
     "*",
     cors({
       origin: options.corsOrigins,
-      allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key"],
+      // Mcp-Protocol-Version: what an MCP client in a browser sends to /mcp after initialize.
+      allowHeaders: ["Authorization", "Content-Type", "Idempotency-Key", "Mcp-Protocol-Version"],
       exposeHeaders: ["Idempotent-Replayed"],
       allowMethods: ["GET", "POST", "PATCH", "DELETE", "OPTIONS"],
       maxAge: 600,

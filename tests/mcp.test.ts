@@ -298,6 +298,20 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(await raw.json()).toEqual({ error: "Invalid API key" });
   });
 
+  it("lets an MCP client in a browser on an allowed origin send its protocol header (CORS preflight)", async () => {
+    const res = await fetch(`${url}/mcp`, {
+      method: "OPTIONS",
+      headers: {
+        origin: "http://dashboard.test",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type, mcp-protocol-version",
+      },
+    });
+    expect(res.status).toBe(204);
+    expect(res.headers.get("access-control-allow-origin")).toBe("http://dashboard.test");
+    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("mcp-protocol-version");
+  });
+
   it("is stateless (no session id; GET and DELETE 405 after the key check), holds the body limit and is not in /openapi.json", async () => {
     const { key } = await newTenant(svc, "mcp-http");
     const headers = { authorization: `Bearer ${key}`, accept: "application/json, text/event-stream" };
