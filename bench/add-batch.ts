@@ -1,10 +1,8 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createNodeServer } from "../functions/node-host";
 import { patchProjectSettings } from "../lib/settings/store";
-import { benchService, closedLoop, median } from "./lib";
+import { benchService, closedLoop, median, serveOverHttp } from "./lib";
 
 export interface AddBatchResult {
   storage: "disk" | "memory";
@@ -31,14 +29,7 @@ export async function benchAddBatch(
 ): Promise<AddBatchResult> {
   const dir = storage === "disk" ? mkdtempSync(join(tmpdir(), "memsvc-bench-batch-")) : undefined;
   const bench = await benchService({}, dir ? { dir: join(dir, "pglite"), durability: "full" } : undefined);
-  const server = createNodeServer({
-    fetch: bench.service.app.fetch,
-    hostname: "127.0.0.1",
-    keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
-    headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { base, close } = await serveOverHttp(bench);
   try {
     await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
     const threads = await Promise.all(
@@ -72,7 +63,7 @@ export async function benchAddBatch(
       statementsPerRequest: (bench.statements() - before) / (batchesPerRun * runs),
     };
   } finally {
-    server.close();
+    await close();
     await bench.close();
     if (dir) rmSync(dir, { recursive: true, force: true });
   }

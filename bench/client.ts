@@ -1,8 +1,6 @@
-import type { AddressInfo } from "node:net";
 import { fileURLToPath } from "node:url";
-import { createNodeServer } from "../functions/node-host";
 import { createMemoryClient } from "../packages/client/src/index";
-import { benchService, median } from "./lib";
+import { benchService, median, serveOverHttp } from "./lib";
 
 export interface ClientOverheadResult {
   calls: number;
@@ -26,14 +24,7 @@ export interface ClientOverheadResult {
  */
 export async function benchClient(calls = 2000, runs = 5): Promise<ClientOverheadResult> {
   const bench = await benchService();
-  const server = createNodeServer({
-    fetch: bench.service.app.fetch,
-    hostname: "127.0.0.1",
-    keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
-    headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
-  });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const base = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const { base, close } = await serveOverHttp(bench);
   try {
     const thread = (await bench.call("POST", "/v1/threads", { dataset: "bench" })) as { threadId: string };
     const memory = createMemoryClient({ baseUrl: base, apiKey: bench.key });
@@ -77,8 +68,7 @@ export async function benchClient(calls = 2000, runs = 5): Promise<ClientOverhea
       stubbedRawUs: stubbed.rawUs,
     };
   } finally {
-    server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => resolve()));
+    await close();
     await bench.close();
   }
 }

@@ -1,11 +1,9 @@
 import { mkdtempSync, rmSync } from "node:fs";
-import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createNodeServer } from "../functions/node-host";
 import type { PgliteDurability } from "../lib/db/pglite-durability";
 import { patchProjectSettings } from "../lib/settings/store";
-import { benchService, closedLoop, median } from "./lib";
+import { benchService, closedLoop, median, serveOverHttp } from "./lib";
 
 export interface DurabilityResult {
   durability: PgliteDurability;
@@ -32,17 +30,8 @@ export async function benchDurability(
   const dir = mkdtempSync(join(tmpdir(), "memsvc-bench-durability-"));
   const bench = await benchService({}, { dir: join(dir, "pglite"), durability });
   // Over HTTP: the Node.js host's own server (functions/node-host.ts), as `npm start` runs it.
-  const server =
-    transport === "http"
-      ? createNodeServer({
-          fetch: bench.service.app.fetch,
-          hostname: "127.0.0.1",
-          keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
-          headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
-        })
-      : undefined;
-  if (server) await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
-  const base = server ? `http://127.0.0.1:${(server.address() as AddressInfo).port}` : "";
+  // Over HTTP: the Node.js host's own server, as `npm start` runs it.
+  const server = transport === "http" ? await serveOverHttp(bench) : undefined;
   try {
     await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
     const threads = await Promise.all(
@@ -52,7 +41,7 @@ export async function benchDurability(
       const path = `/v1/memory/working/threads/${threads[i % clients].threadId}/messages`;
       const body = { role: i % 2 ? "assistant" : "user", content: `message ${i}: planning a trip to Lisbon in May` };
       if (!server) return bench.call("POST", path, body);
-      const res = await fetch(`${base}${path}`, {
+      const res = await fetch(`${server.base}${path}`, {
         method: "POST",
         headers: { authorization: `Bearer ${bench.key}`, "content-type": "application/json" },
         body: JSON.stringify(body),
@@ -74,7 +63,7 @@ export async function benchDurability(
       fsyncsPerWrite: (bench.syncs() - before) / (opsPerRun * runs),
     };
   } finally {
-    server?.close();
+    await server?.close();
     await bench.close();
     rmSync(dir, { recursive: true, force: true });
   }

@@ -1,4 +1,6 @@
-import { createNodeService } from "../functions/node";
+import type { AddressInfo } from "node:net";
+import { createNodeService, type NodeServiceOptions } from "../functions/node";
+import { createNodeServer } from "../functions/node-host";
 import { createApiKey } from "../lib/api-keys";
 import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
@@ -17,6 +19,7 @@ export const benchDatabaseOptions: { sharedBuffers?: string } = {};
 export async function benchService(
   env: Record<string, string> = {},
   disk?: { dir: string; durability: PgliteDurability },
+  host: Pick<NodeServiceOptions, "clock" | "doorbell"> = {},
 ) {
   let statements = 0;
   const database = await createPgliteDatabase({
@@ -26,7 +29,7 @@ export async function benchService(
     ...benchDatabaseOptions,
   });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
-  const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false });
+  const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false, ...host });
   const project = await createProject(service.deps, "bench");
   const { key } = await createApiKey(service.deps, { name: "bench", projectId: project.id });
   const call = async (method: string, path: string, body?: unknown) => {
@@ -49,6 +52,29 @@ export async function benchService(
     /** Host fsync calls made for the database so far (0 in memory or with durability off). */
     syncs: () => syncs.syncs,
     close: () => service.close(),
+  };
+}
+
+export type Bench = Awaited<ReturnType<typeof benchService>>;
+
+/**
+ * The bench's service behind the Node.js host's own server (functions/node-host.ts) on a loopback
+ * port, as `npm start` runs it: what the HTTP scenarios measure.
+ */
+export async function serveOverHttp(bench: Bench): Promise<{ base: string; close(): Promise<void> }> {
+  const server = createNodeServer({
+    fetch: bench.service.app.fetch,
+    hostname: "127.0.0.1",
+    keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
+    headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
+  return {
+    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
   };
 }
 

@@ -3,7 +3,7 @@ import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { recallSql } from "../lib/recall/retrieve";
 import { fakeEmbedding, startFakeOpenAI } from "../tests/helpers/fake-openai";
-import { benchService, memoryNow, percentile } from "./lib";
+import { type Bench, benchService, memoryNow, percentile } from "./lib";
 import { type HnswBuild, recallQueries, seedFacts } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
@@ -46,7 +46,7 @@ export interface RecallBenchOptions {
   build?: HnswBuild;
   /** A new directory for an on-disk database (durable, as `npm start` runs it); in memory otherwise. */
   disk?: string;
-  inspect?: (bench: Awaited<ReturnType<typeof benchService>>, projectId: string) => Promise<void>;
+  inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
 export async function benchRecall(liveFacts: number, options: RecallBenchOptions = {}): Promise<RecallBenchResult> {

@@ -3,9 +3,7 @@ import { pgliteClientOf } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
 import { EMBEDDED_TABLES } from "../lib/db/vector-indexes";
 import { fakeEmbedding } from "../tests/helpers/fake-openai";
-import type { benchService } from "./lib";
-
-type Bench = Awaited<ReturnType<typeof benchService>>;
+import type { Bench } from "./lib";
 
 export const ADJECTIVES = [
   "green",

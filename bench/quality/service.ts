@@ -1,14 +1,9 @@
 import { sql } from "drizzle-orm";
-import { createNodeService } from "../../functions/node";
-import { createApiKey } from "../../lib/api-keys";
-import { parseConfig } from "../../lib/config";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs } from "../../lib/jobs/runner";
-import { silentLogger } from "../../lib/log";
-import { createProject } from "../../lib/projects";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { type ChatRequest, startFakeOpenAI } from "../../tests/helpers/fake-openai";
+import { benchService } from "../lib";
 import { type Embedder, MODEL_DIMENSIONS } from "./embedder";
 import type { Fixture, GoldFact, Session } from "./fixture";
 
@@ -21,49 +16,27 @@ import type { Fixture, GoldFact, Session } from "./fixture";
 export async function startQualityService(fixture: Fixture, embedder: Embedder) {
   const fake = await startFakeOpenAI({ embed: (texts, dims) => embedder.embed(texts, dims) });
   scriptProvider(fake, fixture);
-  const database = await createPgliteDatabase({ dir: "memory://" });
-  const config = parseConfig({
-    PGLITE_DIR: "memory://",
-    ADMIN_PASSWORD: "bench-password",
-    OPENAI_API_KEY: "bench",
-    OPENAI_BASE_URL: fake.url,
-    EMBEDDING_DIMENSIONS: String(MODEL_DIMENSIONS),
-  });
   // Shifted, not frozen: "last year" means the fixture's last year, while timers still run.
   const offset = Date.now() - Date.parse(fixture.now);
-  const service = await createNodeService({
-    config,
-    database,
-    log: silentLogger,
-    clock: { now: () => new Date(Date.now() - offset) },
-    doorbell: { ring: async () => {} },
-    sweepIntervalMs: false,
-  });
-  const project = await createProject(service.deps, "quality");
-  const { key } = await createApiKey(service.deps, { name: "quality", projectId: project.id });
-  await patchProjectSettings(service.deps, project.id, {
+  const bench = await benchService(
+    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(MODEL_DIMENSIONS) },
+    undefined,
+    { clock: { now: () => new Date(Date.now() - offset) }, doorbell: { ring: async () => {} } },
+  );
+  await patchProjectSettings(bench.service.deps, bench.projectId, {
     // Episodes are cut by ending each session's thread, never by the idle timer.
     episodic: { autoEpisodeIntervalMs: null },
     // Every earlier home or job is put to the judge (which answers from the fixture), however
     // far apart the two texts embed.
     semantic: { contradictionBandMin: 0.3 },
   });
-  const call = async (method: string, path: string, body?: unknown) => {
-    const res = await service.app.request(path, {
-      method,
-      headers: { authorization: `Bearer ${key}`, ...(body ? { "content-type": "application/json" } : {}) },
-      body: body ? JSON.stringify(body) : undefined,
-    });
-    if (res.status >= 300) throw new Error(`${method} ${path} → ${res.status}: ${await res.text()}`);
-    return res.json() as Promise<Record<string, unknown>>;
-  };
   return {
-    service,
+    service: bench.service,
     fake,
-    call,
-    projectId: project.id,
+    call: bench.call,
+    projectId: bench.projectId,
     async close() {
-      await service.close();
+      await bench.close();
       await fake.close();
     },
   };
