@@ -1,4 +1,3 @@
-import type { AddressInfo } from "node:net";
 import { createNodeService, type NodeServiceOptions } from "../functions/node";
 import { createNodeServer } from "../functions/node-host";
 import { createApiKey } from "../lib/api-keys";
@@ -6,6 +5,7 @@ import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import type { PgliteDurability, SyncCounter } from "../lib/db/pglite-durability";
 import type { Database } from "../lib/db/types";
+import { listen } from "../lib/dev/listen";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
 
@@ -68,9 +68,8 @@ export async function serveOverHttp(bench: Bench): Promise<{ base: string; close
     keepAliveTimeoutMs: bench.service.deps.config.keepAliveTimeoutMs,
     headersTimeoutMs: bench.service.deps.config.headersTimeoutMs,
   });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", () => resolve()));
   return {
-    base: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    base: `http://127.0.0.1:${await listen(server)}`,
     close: async () => {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -1,8 +1,8 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
-import type { AddressInfo } from "node:net";
 import { type PGlite, type QueryOptions, types } from "@electric-sql/pglite";
 import { pgliteClientOf } from "../db/pglite";
 import type { Database } from "../db/types";
+import { listen } from "./listen";
 
 /**
  * A local stand-in for Neon's SQL-over-HTTP endpoint, backed by the embedded database, so the
@@ -103,14 +103,7 @@ export async function startNeonHttpEndpoint(options: NeonHttpEndpointOptions): P
     });
   });
   const host = options.host ?? "127.0.0.1";
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as AddressInfo;
+  const port = await listen(server, options.port, host);
   const url = `http://${host}:${port}`;
   return {
     url,

@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
+import { listen } from "./listen";
 
 /**
  * `npm run dev`'s stand-in for QStash, so the Worker rings its doorbells exactly as deployed:
@@ -233,11 +234,7 @@ export async function startLocalQStash(options: { log: LocalQStashLog; port?: nu
     }
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, "127.0.0.1", () => resolve());
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listen(server, options.port);
   return {
     url: `http://127.0.0.1:${port}`,
     token,

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { listen } from "../../lib/dev/listen";
 
 /**
  * A local OpenAI-compatible server for tests and benchmarks: Chat Completions (plain and
@@ -346,14 +347,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   });
 
   const host = options.host ?? "127.0.0.1";
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off("error", reject);
-      resolve();
-    });
-  });
-  const { port } = server.address() as { port: number };
+  const port = await listen(server, options.port, host);
   fake.url = `http://${host}:${port}/v1`;
   return fake;
 }

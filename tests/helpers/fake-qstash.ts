@@ -1,5 +1,6 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
+import { listen } from "../../lib/dev/listen";
 
 /**
  * A local stand-in for QStash's publish API, as `@upstash/qstash`'s Client calls it
@@ -249,8 +250,6 @@ export async function startFakeQStash(
     return send(201, { messageId, url: destination });
   });
 
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address() as { port: number };
-  fake.url = `http://127.0.0.1:${port}`;
+  fake.url = `http://127.0.0.1:${await listen(server)}`;
   return fake;
 }

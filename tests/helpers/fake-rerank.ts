@@ -1,4 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import { listen } from "../../lib/dev/listen";
 
 /**
  * A local rerank server for tests: `POST /rerank` (also `/v1/rerank` and `/v2/rerank`) answered
@@ -145,9 +146,6 @@ export async function startFakeRerank(options: { apiKey?: string } = {}): Promis
     });
   });
 
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const address = server.address();
-  if (!address || typeof address === "string") throw new Error("fake rerank server has no port");
-  fake.url = `http://127.0.0.1:${address.port}/v1`;
+  fake.url = `http://127.0.0.1:${await listen(server)}/v1`;
   return fake;
 }
