@@ -1,3 +1,6 @@
+import type { z } from "zod";
+import type { ENTITY_TYPES, FactExtractionSchema } from "../lib/llm/prompts";
+
 /**
  * The demo provider's "model": a few sentence patterns over what the user said, so the whole
  * memory loop (summary, facts, contradictions, recall) runs on a machine without any model. It
@@ -10,22 +13,10 @@ export interface Line {
   text: string;
 }
 
-export interface DemoFact {
-  subject: "user";
-  predicate: string;
-  object: string;
-  objectIsEntity: boolean;
-  confidence: number;
-  sourceQuote: string;
-  validAt: string | null;
-}
-
-export type EntityType = "PERSON" | "ORG" | "PLACE" | "PRODUCT" | "EVENT" | "CONCEPT" | "OTHER";
-
-export interface DemoExtraction {
-  facts: DemoFact[];
-  entities: { name: string; type: EntityType }[];
-}
+/** The extraction answer, in the schema the service asks the model for. */
+export type DemoExtraction = z.infer<typeof FactExtractionSchema>;
+export type DemoFact = DemoExtraction["facts"][number];
+export type EntityType = (typeof ENTITY_TYPES)[number];
 
 export function parseTranscript(text: string): Line[] {
   return [...text.matchAll(/^\[\d+\] (\w+): (.*)$/gm)].map((m) => ({ role: m[1], text: m[2] }));
