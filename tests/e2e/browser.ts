@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { type BrowserContext, chromium, type Page, type Request } from "playwright-core";
+import { beforeEach } from "vitest";
 
 /**
  * The browser of the end-to-end tests: the system's Chromium (Debian's `chromium` package),
@@ -213,4 +214,23 @@ export function measureOverflow(limit: number) {
     return `<${el.tagName.toLowerCase()}${cls ? ` class="${cls}"` : ""}> "${text}" (right edge ${right} px)`;
   };
   return { scrollWidth, offenders: innermost.slice(0, 6).map(describe) };
+}
+
+/** The suite whose tests run even after a step failed (clean-up checks, e.g. no CSP errors). */
+export const AFTERWARDS = "afterwards";
+
+/**
+ * The steps of an e2e file build on each other: after the first failure the rest are skipped
+ * (and say which step failed) rather than each waiting out its own timeouts. Tests in a suite
+ * named AFTERWARDS still run. Call it inside the file's describe.
+ */
+export function skipStepsAfterFirstFailure(): void {
+  let failedStep: string | undefined;
+  beforeEach(({ task, skip, onTestFailed }) => {
+    if (task.suite?.name === AFTERWARDS) return;
+    if (failedStep) skip(`an earlier step failed: ${failedStep}`);
+    onTestFailed(() => {
+      failedStep ??= task.name;
+    });
+  });
 }

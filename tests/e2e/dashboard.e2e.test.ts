@@ -2,9 +2,10 @@ import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { sql } from "drizzle-orm";
 import type { Page, Route } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import {
+  AFTERWARDS,
   type Browser,
   capture as captureAt,
   idle,
@@ -12,6 +13,7 @@ import {
   NARROW,
   type Overflow,
   resolveChromium,
+  skipStepsAfterFirstFailure,
 } from "./browser";
 import { ADMIN, buildDashboard, type DashboardService, startDashboardService } from "./service";
 
@@ -25,7 +27,6 @@ import { ADMIN, buildDashboard, type DashboardService, startDashboardService } f
  * Without Chromium the file is skipped with a warning, or fails in CI (see ./browser.ts).
  */
 const chromiumPath = resolveChromium();
-const AFTERWARDS = "afterwards";
 
 const PROJECT = "E2E travel project";
 const KEY_NAME = "e2e-key";
@@ -97,16 +98,7 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     console.info(`e2e set-up (UI build, service, browser): ${Date.now() - started} ms`);
   }, 120_000);
 
-  // The steps build on each other: after the first failure the rest are skipped (and say why)
-  // rather than each waiting out its own timeouts.
-  let failedStep: string | undefined;
-  beforeEach(({ task, skip, onTestFailed }) => {
-    if (task.suite?.name === AFTERWARDS) return;
-    if (failedStep) skip(`an earlier step failed: ${failedStep}`);
-    onTestFailed(() => {
-      failedStep ??= task.name;
-    });
-  });
+  skipStepsAfterFirstFailure();
 
   afterAll(async () => {
     await browser?.close();

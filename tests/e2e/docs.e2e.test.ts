@@ -1,9 +1,17 @@
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import type { Page } from "playwright-core";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
-import { type Browser, idle, launchBrowser, resolveChromium, SCREENSHOT_DIR } from "./browser";
+import {
+  AFTERWARDS,
+  type Browser,
+  idle,
+  launchBrowser,
+  resolveChromium,
+  SCREENSHOT_DIR,
+  skipStepsAfterFirstFailure,
+} from "./browser";
 import { buildDashboard, type DashboardService, startDashboardService } from "./service";
 
 /**
@@ -16,7 +24,6 @@ import { buildDashboard, type DashboardService, startDashboardService } from "./
  * Without Chromium the file is skipped with a warning, or fails in CI (see ./browser.ts).
  */
 const chromiumPath = resolveChromium();
-const AFTERWARDS = "afterwards";
 
 const LOOPBACK = new Set(["127.0.0.1", "localhost", "[::1]"]);
 /** An operation whose request body is a `$ref` (RecallRequest) and whose errors are refs too. */
@@ -62,15 +69,7 @@ describe.skipIf(!chromiumPath)("the API reference in a browser", { timeout: 60_0
     });
   }, 120_000);
 
-  // The steps build on each other: after the first failure the rest are skipped.
-  let failedStep: string | undefined;
-  beforeEach(({ task, skip, onTestFailed }) => {
-    if (task.suite?.name === AFTERWARDS) return;
-    if (failedStep) skip(`an earlier step failed: ${failedStep}`);
-    onTestFailed(() => {
-      failedStep ??= task.name;
-    });
-  });
+  skipStepsAfterFirstFailure();
 
   afterAll(async () => {
     await browser?.close();
