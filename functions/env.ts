@@ -1,4 +1,5 @@
 import type { ApiKeyPrincipal, SessionPrincipal } from "../lib/auth";
+import type { ProjectRef } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 
 /** Hono context variables shared by every sub-app. */
@@ -6,6 +7,8 @@ export type AppEnv = {
   Variables: {
     deps: Deps;
     apiKey: ApiKeyPrincipal;
+    /** A read's project, as SQL that checks its API key (functions/middleware.ts); else unset. */
+    projectScope: ProjectRef;
     session: SessionPrincipal;
   };
 };

@@ -1,7 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { archiveEpisode, getEpisode, listEpisodes, searchEpisodes } from "../lib/episodic/episodes";
 import { retryEpisode } from "../lib/episodic/triggers";
-import { requireApiKey } from "./middleware";
+import { projectOf, requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
 import { ErrorSchema, errorResponses } from "./schemas/errors";
@@ -111,24 +111,18 @@ episodicRoutes.use("*", requireApiKey);
 
 episodicRoutes
   .openapi(routes.list, async (c) =>
-    c.json(
-      await listEpisodes(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").dataset, c.req.valid("query")),
-      200,
-    ),
+    c.json(await listEpisodes(c.get("deps"), projectOf(c), c.req.valid("param").dataset, c.req.valid("query")), 200),
   )
   .openapi(routes.search, async (c) => {
     const { q, limit } = c.req.valid("query");
-    const episodes = await searchEpisodes(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").dataset, {
+    const episodes = await searchEpisodes(c.get("deps"), projectOf(c), c.req.valid("param").dataset, {
       query: q,
       limit,
     });
     return c.json({ episodes }, 200);
   })
   .openapi(routes.get, async (c) =>
-    c.json(
-      { episode: await getEpisode(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").episodeId) },
-      200,
-    ),
+    c.json({ episode: await getEpisode(c.get("deps"), projectOf(c), c.req.valid("param").episodeId) }, 200),
   )
   .openapi(routes.archive, async (c) =>
     c.json(await archiveEpisode(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").episodeId), 200),

@@ -1,7 +1,7 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ZodError } from "zod";
-import { HttpError } from "../lib/errors";
+import { httpErrorOf } from "../lib/errors";
 import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
 import { declaredFailure } from "./failures";
@@ -11,8 +11,9 @@ export function onError(err: Error, c: Context<AppEnv>) {
   if (err instanceof ZodError) {
     return c.json({ error: "Validation error", issues: err.issues }, 400);
   }
-  if (err instanceof HttpError) {
-    return c.json({ error: err.message }, err.status);
+  const refusal = httpErrorOf(err);
+  if (refusal) {
+    return c.json({ error: refusal.message }, refusal.status);
   }
   if (isUnstorableText(err)) {
     // A safety net behind the schemas' own checks: text Postgres cannot store (a NUL character).

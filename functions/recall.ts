@@ -3,7 +3,7 @@ import { setMetric, timing } from "hono/timing";
 import { errorFields } from "../lib/log";
 import { eraseDataset, exportDataset } from "../lib/recall/dataset";
 import { recall } from "../lib/recall/recall";
-import { requireApiKey } from "./middleware";
+import { projectOf, readsOnly, requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
 import { errorResponses, failureResponse } from "./schemas/errors";
@@ -42,6 +42,7 @@ const routes = {
     summary: "What the service knows, as a prompt-ready block",
     description:
       "With a query: one embedding (cached per process for repeated queries) and one SQL statement fusing vector, entity-anchor and keyword signals by Reciprocal Rank Fusion (k = 60). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.",
+    middleware: [readsOnly] as const,
     request: jsonBody(RecallRequestSchema),
     responses: {
       200: jsonResponse(RecallResponseSchema, "The recalled memory"),
@@ -97,13 +98,13 @@ recallRoutes.use("/", timing({ crossOrigin: true }));
 
 recallRoutes
   .openapi(routes.recall, async (c) => {
-    const { body, timings } = await recall(c.get("deps"), c.get("apiKey").projectId, c.req.valid("json"));
+    const { body, timings } = await recall(c.get("deps"), projectOf(c), c.req.valid("json"));
     for (const t of timings) setMetric(c, t.name, t.ms, t.description);
     return c.json(body, 200);
   })
   .openapi(routes.export, async (c) => {
     const deps = c.get("deps");
-    const chunks = exportDataset(deps, c.get("apiKey").projectId, c.req.valid("param").dataset);
+    const chunks = await exportDataset(deps, projectOf(c), c.req.valid("param").dataset);
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {

@@ -1,7 +1,9 @@
-import { and, count, eq, sql } from "drizzle-orm";
+import { and, count, eq, type SQL, sql } from "drizzle-orm";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { commitWithoutFlush } from "./db/commit";
+import { rowsOf } from "./db/rows";
 import { apiKeys, sessions, users } from "./db/schema";
+import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
 import { unauthorized } from "./errors";
 import { newId } from "./ids";
@@ -32,23 +34,63 @@ export interface ApiKeyPrincipal {
 /**
  * One statement: find the key by hash and stamp lastUsedAt (only while it is active, and without a
  * disk flush of its own: the stamp is advisory, and on a durable host every request, reads
- * included, would otherwise pay one more flush), returning what decides the answer. Revocation is therefore seen by the
- * very next request.
+ * included, would otherwise pay one more flush), returning what decides the answer. Revocation is
+ * therefore seen by the very next request. The same statement leads a read's work (`deferApiKey`).
  */
+function apiKeyStamp(keyHash: string, now: Date): SQL {
+  return sql`UPDATE ${apiKeys}
+    SET last_used_at = CASE WHEN revoked_at IS NULL THEN ${now.toISOString()}::timestamptz ELSE last_used_at END
+    WHERE key_hash = ${keyHash} AND ${commitWithoutFlush}
+    RETURNING id AS key_id, project_id, revoked_at`;
+}
+
+/** The spec's 401s, decided from the stamp's row (none: no such key). */
+export function apiKeyPrincipal(row: Record<string, unknown> | undefined): ApiKeyPrincipal {
+  if (!row) throw unauthorized("Invalid API key");
+  if (row.revoked_at !== null && row.revoked_at !== undefined) throw unauthorized("API key has been revoked");
+  if (typeof row.project_id !== "string") throw unauthorized("API key is not linked to a project");
+  return { keyId: String(row.key_id), projectId: row.project_id };
+}
+
 export async function authenticateApiKey(deps: Deps, header: string | undefined | null): Promise<ApiKeyPrincipal> {
-  const token = bearerToken(header);
-  const now = deps.clock.now();
-  const [key] = await deps.db
-    .update(apiKeys)
-    .set({
-      lastUsedAt: sql`CASE WHEN ${apiKeys.revokedAt} IS NULL THEN ${now.toISOString()}::timestamptz ELSE ${apiKeys.lastUsedAt} END`,
-    })
-    .where(and(eq(apiKeys.keyHash, hashToken(token)), commitWithoutFlush))
-    .returning({ id: apiKeys.id, projectId: apiKeys.projectId, revokedAt: apiKeys.revokedAt });
-  if (!key) throw unauthorized("Invalid API key");
-  if (key.revokedAt) throw unauthorized("API key has been revoked");
-  if (!key.projectId) throw unauthorized("API key is not linked to a project");
-  return { keyId: key.id, projectId: key.projectId };
+  const stamp = apiKeyStamp(hashToken(bearerToken(header)), deps.clock.now());
+  return apiKeyPrincipal(rowsOf<Record<string, unknown>>(await deps.db.execute(stamp))[0]);
+}
+
+/** A read whose key is checked in its own round trip: see `deferApiKey`. */
+export interface DeferredApiKey {
+  /** The project, as SQL: the key's project while it is active, otherwise NULL (matching nothing). */
+  projectId: SQL;
+  /** The database the read must use: its first statement carries the key's check. */
+  database: LeadingDatabase;
+  /** The principal, once the check has run (sending it alone if no statement has); throws the 401. */
+  principal(): Promise<ApiKeyPrincipal>;
+}
+
+/**
+ * Authentication folded into a read's first round trip. The stamp statement leads the read's
+ * first statement (on Neon in the same HTTP transaction, so a read is one round trip); the read
+ * is scoped by SQL that finds the key's project itself, so it reads nothing for a key that is
+ * unknown, revoked or orphaned, and the lead's row then yields the spec's exact 401 before the
+ * read's result is used. No cache: a revocation is seen by the very next request.
+ */
+export function deferApiKey(deps: Deps, header: string | undefined | null): DeferredApiKey {
+  const keyHash = hashToken(bearerToken(header));
+  let principal: ApiKeyPrincipal | undefined;
+  const database = deps.database.withLeading({
+    query: compiled(apiKeyStamp(keyHash, deps.clock.now())),
+    accept: (rows) => {
+      principal = apiKeyPrincipal(rows[0]);
+    },
+  });
+  return {
+    projectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash} AND revoked_at IS NULL)`,
+    database,
+    principal: async () => {
+      await database.settle();
+      return principal as ApiKeyPrincipal;
+    },
+  };
 }
 
 export interface SessionPrincipal {

@@ -14,6 +14,24 @@ export class HttpError extends Error {
   }
 }
 
+/**
+ * The HttpError behind `err`, if any: one thrown while a statement ran (a read's API key refused
+ * in the statement's own round trip, lib/auth.ts) reaches the caller wrapped by the driver.
+ */
+export function httpErrorOf(err: unknown): HttpError | undefined {
+  for (let e = err, depth = 0; e && typeof e === "object" && depth < 5; depth++) {
+    if (e instanceof HttpError) return e;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return undefined;
+}
+
+/** A refused request is not a part that failed: rethrown where a failure would be degraded. */
+export function rethrowRefusal(err: unknown): void {
+  const refusal = httpErrorOf(err);
+  if (refusal) throw refusal;
+}
+
 export const badRequest = (message: string) => new HttpError(400, message);
 export const unauthorized = (message: string) => new HttpError(401, message);
 export const notFound = (message: string) => new HttpError(404, message);

@@ -2,6 +2,7 @@ import { and, desc, eq, sql } from "drizzle-orm";
 import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
+import type { ProjectRef } from "./db/types";
 import type { Deps } from "./deps";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
@@ -92,7 +93,7 @@ function fromRaw(r: RawThreadRow): ThreadRow {
   };
 }
 
-export async function getThread(deps: Deps, projectId: string, threadId: string) {
+export async function getThread(deps: Deps, projectId: ProjectRef, threadId: string) {
   const [row] = await deps.db
     .select()
     .from(threads)

@@ -3,6 +3,7 @@ import { createMiddleware } from "hono/factory";
 import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
 import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
 import type { AppEnv } from "../env";
+import { projectOf, readsOnly } from "../middleware";
 import { createRouter } from "../router";
 import { errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -85,7 +86,7 @@ const routes = {
     path: "/threads/{threadId}/prepare",
     summary: "The LLM-ready context window (no model call)",
     description: "`messageLimit` may be sent in the JSON body or the query string; the body wins.",
-    middleware: [emptyBodyIsNoBody] as const,
+    middleware: [readsOnly, emptyBodyIsNoBody] as const,
     request: {
       params: threadIdParam,
       query: z.object({ messageLimit: messageLimitSchema }),
@@ -200,23 +201,17 @@ messageRoutes
     ),
   )
   .openapi(routes.list, async (c) =>
-    c.json(
-      await listMessages(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, c.req.valid("query")),
-      200,
-    ),
+    c.json(await listMessages(c.get("deps"), projectOf(c), c.req.valid("param").threadId, c.req.valid("query")), 200),
   )
   .openapi(routes.prepare, async (c) => {
     // The body is optional here; a present one is validated like any other.
     const body: { messageLimit?: number } = c.req.header("content-type")?.includes("json") ? c.req.valid("json") : {};
     const messageLimit = body.messageLimit ?? c.req.valid("query").messageLimit ?? 20;
-    return c.json(
-      await prepareContext(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, messageLimit),
-      200,
-    );
+    return c.json(await prepareContext(c.get("deps"), projectOf(c), c.req.valid("param").threadId, messageLimit), 200);
   })
   .openapi(routes.compact, async (c) =>
     c.json(await compactThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
   )
   .openapi(routes.stats, async (c) =>
-    c.json(await threadStats(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
+    c.json(await threadStats(c.get("deps"), projectOf(c), c.req.valid("param").threadId), 200),
   );

@@ -1,7 +1,16 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
+import { LeadGate, type LeadingStatement } from "./leading";
 import * as schema from "./schema";
-import { batchInTransaction, type Database, type Db, loggerFrom, type QueryHook } from "./types";
+import {
+  batchInTransaction,
+  type Database,
+  type Db,
+  type LeadingDatabase,
+  loggerFrom,
+  type QueryHook,
+  requestDatabase,
+} from "./types";
 
 /** Any other Postgres URL: a node-postgres pool. */
 export function createPgDatabase(url: string, options: { onQuery?: QueryHook } = {}): Database {
@@ -11,6 +20,31 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
     db,
     kind: "pg",
     batch: (build) => batchInTransaction(db, build),
+    withLeading: (lead) => leadingPool(pool, lead, options.onQuery),
     close: () => pool.end(),
   };
+}
+
+/**
+ * The lead goes just before the request's first statement, on the pool: one more round trip to a
+ * server that is usually beside the host (unlike Neon over HTTP, where it rides along).
+ */
+function leadingPool(pool: pg.Pool, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
+  const gate = new LeadGate(lead, async () => {
+    onQuery?.(lead.query.sql, lead.query.params);
+    return (await pool.query(lead.query.sql, lead.query.params)).rows;
+  });
+  // Still a Pool to drizzle (it checks, to run a transaction on one checked-out connection).
+  const view: pg.Pool = Object.create(pool);
+  view.query = (async (...args: Parameters<pg.Pool["query"]>) => {
+    await gate.settle();
+    return (pool.query as (...a: unknown[]) => unknown)(...args);
+  }) as pg.Pool["query"];
+  view.connect = (async () => {
+    await gate.settle();
+    return pool.connect();
+  }) as pg.Pool["connect"];
+  // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
+  const db = drizzle({ client: view, logger: loggerFrom(onQuery) }) as unknown as Db;
+  return requestDatabase({ db, kind: "pg", batch: (build) => batchInTransaction(db, build) }, gate);
 }

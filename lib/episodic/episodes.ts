@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { type episodeStatuses, episodes } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import { sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
@@ -62,7 +63,7 @@ export function episodeRecord(e: EpisodeRow) {
 /** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
 export async function listEpisodes(
   deps: Deps,
-  projectId: string,
+  projectId: ProjectRef,
   dataset: string,
   q: { limit: number; before?: Date; status: ListableStatus },
 ) {
@@ -92,7 +93,7 @@ export async function listEpisodes(
  */
 export async function searchEpisodes(
   deps: Deps,
-  projectId: string,
+  projectId: ProjectRef,
   dataset: string,
   q: { query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
@@ -110,7 +111,7 @@ export async function searchEpisodes(
  */
 export async function rankEpisodes(
   deps: Deps,
-  projectId: string,
+  projectId: ProjectRef,
   dataset: string,
   vector: number[],
   limit: number,
@@ -135,7 +136,7 @@ export async function rankEpisodes(
 }
 
 export interface EpisodeRanking {
-  projectId: string;
+  projectId: ProjectRef;
   dataset: string;
   /** The query's embedding; without one the similarity term is 0 and recency alone ranks. */
   vector: number[] | null;
@@ -170,7 +171,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
     ORDER BY relevance DESC, id LIMIT ${r.limit}`;
 }
 
-export async function getEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function getEpisode(deps: Deps, projectId: ProjectRef, episodeId: string) {
   const [row] = rowsOf<EpisodeRow>(
     await deps.db.execute(
       sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,

@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
 import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
@@ -11,16 +12,47 @@ export const EXPORT_PAGE_ROWS = 500;
 
 /**
  * The whole dataset as the spec's export document, produced as JSON text chunks, one per page of
- * rows read (keyset pagination: each page is one statement), so a large dataset is never held in
- * memory, let alone twice. Order: threads by creation with their messages by sequence, episodes,
- * facts (live and superseded) and entities by creation. The pages are separate reads, so rows
- * written while an export runs may or may not appear in it.
+ * rows read (keyset pagination), so a large dataset is never held in memory, let alone twice.
+ * Order: threads by creation with their messages by sequence, episodes, facts (live and
+ * superseded) and entities by creation. The first page of every part is read before the answer
+ * starts, in one batch (one round trip over Neon's HTTP driver, with a read's API key check): a
+ * dataset of up to a page per part is one round trip, and a refused key is a 401, not a broken
+ * stream. Later pages are one statement each, so rows written while an export runs may or may not
+ * appear in it.
  */
-export async function* exportDataset(deps: Deps, projectId: string, dataset: string): AsyncGenerator<string> {
+export async function exportDataset(deps: Deps, projectId: ProjectRef, dataset: string) {
+  const pages = {
+    threads: (last?: ThreadMessageRow) => threadMessagePage(projectId, dataset, last),
+    episodes: keysetPage((after) => episodePage(projectId, dataset, after)),
+    facts: keysetPage((after) => factPage(projectId, dataset, after)),
+    entities: keysetPage((after) => entityPage(projectId, dataset, after)),
+  };
+  const first = await deps.database.batch((db) =>
+    [pages.threads(), pages.episodes(), pages.facts(), pages.entities()].map((page) => db.execute(page)),
+  );
+  const [threadRows, episodeRows, factRows, entityRows] = first.map((result) => rowsOf<never>(result));
+  return exportChunks(deps, dataset, {
+    threads: pagesFrom(deps, threadRows as ThreadMessageRow[], pages.threads),
+    episodes: pagesFrom(deps, episodeRows as (EpisodeRow & Keyed)[], pages.episodes),
+    facts: pagesFrom(deps, factRows as (FactRow & Keyed)[], pages.facts),
+    entities: pagesFrom(deps, entityRows as EntityRow[], pages.entities),
+  });
+}
+
+async function* exportChunks(
+  deps: Deps,
+  dataset: string,
+  parts: {
+    threads: AsyncGenerator<ThreadMessageRow[]>;
+    episodes: AsyncGenerator<(EpisodeRow & Keyed)[]>;
+    facts: AsyncGenerator<(FactRow & Keyed)[]>;
+    entities: AsyncGenerator<EntityRow[]>;
+  },
+): AsyncGenerator<string> {
   const exportedAt = deps.clock.now().toISOString();
   yield `{"dataset":${JSON.stringify(dataset)},"exportedAt":"${exportedAt}","threads":[`;
   let state = THREADS_START;
-  for await (const page of threadMessagePages(deps, projectId, dataset)) {
+  for await (const page of parts.threads) {
     const next = threadsChunk(state, page);
     state = next.state;
     yield next.chunk;
@@ -28,14 +60,14 @@ export async function* exportDataset(deps: Deps, projectId: string, dataset: str
   if (state.openThread !== null) yield "]}";
 
   yield '],"episodes":[';
-  yield* jsonArrayItems(episodePages(deps, projectId, dataset), (row) => episodeRecord(row));
+  yield* jsonArrayItems(parts.episodes, (row) => episodeRecord(row));
   yield '],"facts":[';
-  yield* jsonArrayItems(factPages(deps, projectId, dataset), (row) => {
+  yield* jsonArrayItems(parts.facts, (row) => {
     const { relevanceScore: _, ...fact } = factRecord(row);
     return fact;
   });
   yield '],"entities":[';
-  yield* jsonArrayItems(entityPages(deps, projectId, dataset), (row) => ({ name: row.name, type: row.type }));
+  yield* jsonArrayItems(parts.entities, (row) => ({ name: row.name, type: row.type }));
   yield "]}";
 }
 
@@ -85,52 +117,53 @@ export function threadsChunk(start: ThreadsState, page: ThreadMessageJson[]): { 
   return { chunk, state: { openThread, firstThread, firstMessage } };
 }
 
-const episodePages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<EpisodeRow & { cursor: string }>(
-    deps,
-    (after) => sql`
-      SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
-      FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
-      ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
-  );
+/** A keyset position: the row's id and its created_at as Postgres prints it (microseconds kept). */
+interface Keyed {
+  id: string;
+  cursor: string;
+}
 
-const factPages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<FactRow & { cursor: string }>(
-    deps,
-    (after) => sql`
-      SELECT ${FACT_COLUMNS}, f.created_at::text AS cursor FROM ${facts} f
-      WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${after(sql`f.created_at`, sql`f.id`)}
-      ORDER BY f.created_at, f.id LIMIT ${EXPORT_PAGE_ROWS}`,
-  );
-
-const entityPages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<{ id: string; name: string; type: string; cursor: string }>(
-    deps,
-    (after) => sql`
-      SELECT id, name, type, created_at::text AS cursor FROM ${entities}
-      WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
-      ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`,
-  );
+interface EntityRow extends Keyed {
+  name: string;
+  type: string;
+}
 
 type After = (createdAt: SQL, id?: SQL) => SQL;
 
+const episodePage = (projectId: ProjectRef, dataset: string, after: After) => sql`
+  SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
+  FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
+  ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`;
+
+const factPage = (projectId: ProjectRef, dataset: string, after: After) => sql`
+  SELECT ${FACT_COLUMNS}, f.created_at::text AS cursor FROM ${facts} f
+  WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${after(sql`f.created_at`, sql`f.id`)}
+  ORDER BY f.created_at, f.id LIMIT ${EXPORT_PAGE_ROWS}`;
+
+const entityPage = (projectId: ProjectRef, dataset: string, after: After) => sql`
+  SELECT id, name, type, created_at::text AS cursor FROM ${entities}
+  WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
+  ORDER BY created_at, id LIMIT ${EXPORT_PAGE_ROWS}`;
+
 /**
- * Keyset pages over (created_at, id). The cursor is created_at as Postgres prints it, so it keeps
- * its microseconds (a JS Date would round them away and repeat or skip rows).
+ * Keyset pages over (created_at, id): the page after `last`, or the first. The cursor is
+ * created_at as Postgres prints it, so it keeps its microseconds (a JS Date would round them away
+ * and repeat or skip rows).
  */
-async function* pagesOf<T extends { id: string; cursor: string }>(
-  deps: Deps,
-  page: (after: After) => SQL,
-): AsyncGenerator<T[]> {
-  let last: T | undefined;
+function keysetPage(page: (after: After) => SQL) {
+  return (last?: Keyed) =>
+    page((createdAt, id = sql`id`) =>
+      last ? sql` AND (${createdAt}, ${id}) > (${last.cursor}::timestamptz, ${last.id})` : sql``,
+    );
+}
+
+/** `first`, then the pages after it, one statement each, until a page comes back short. */
+async function* pagesFrom<T>(deps: Deps, first: T[], pageAfter: (last: T) => SQL): AsyncGenerator<T[]> {
+  let rows = first;
   for (;;) {
-    const cursor = last;
-    const after: After = (createdAt, id = sql`id`) =>
-      cursor ? sql` AND (${createdAt}, ${id}) > (${cursor.cursor}::timestamptz, ${cursor.id})` : sql``;
-    const rows = rowsOf<T>(await deps.db.execute(page(after)));
     if (rows.length > 0) yield rows;
     if (rows.length < EXPORT_PAGE_ROWS) return;
-    last = rows[rows.length - 1];
+    rows = rowsOf<T>(await deps.db.execute(pageAfter(rows[rows.length - 1])));
   }
 }
 
@@ -155,28 +188,21 @@ interface ThreadMessageRow {
 }
 
 /**
- * Threads with their messages, as one keyset walk over (thread created_at, thread id, seq); a
- * thread without messages is one row with a null seq (0 in the cursor: sequences start at 1).
+ * Threads with their messages, as one keyset walk over (thread created_at, thread id, seq): the
+ * page after `last`, or the first. A thread without messages is one row with a null seq (0 in the
+ * cursor: sequences start at 1).
  */
-async function* threadMessagePages(deps: Deps, projectId: string, dataset: string) {
-  let last: ThreadMessageRow | undefined;
-  for (;;) {
-    const after = last
-      ? sql` AND t.created_at >= ${last.cursor}::timestamptz
-             AND (t.created_at, t.id, coalesce(m.seq, 0)) > (${last.cursor}::timestamptz, ${last.thread_id}, ${last.seq ?? 0})`
-      : sql``;
-    const rows = rowsOf<ThreadMessageRow>(
-      await deps.db.execute(sql`
-        SELECT t.id AS thread_id, to_jsonb(t.tags) AS tags, t.created_at, t.created_at::text AS cursor,
-          m.seq, m.role, m.content, m.created_at AS message_created_at
-        FROM ${threads} t LEFT JOIN ${messages} m ON m.thread_id = t.id
-        WHERE t.project_id = ${projectId} AND t.dataset = ${dataset}${after}
-        ORDER BY t.created_at, t.id, m.seq NULLS FIRST LIMIT ${EXPORT_PAGE_ROWS}`),
-    );
-    if (rows.length > 0) yield rows;
-    if (rows.length < EXPORT_PAGE_ROWS) return;
-    last = rows[rows.length - 1];
-  }
+function threadMessagePage(projectId: ProjectRef, dataset: string, last?: ThreadMessageRow): SQL {
+  const after = last
+    ? sql` AND t.created_at >= ${last.cursor}::timestamptz
+           AND (t.created_at, t.id, coalesce(m.seq, 0)) > (${last.cursor}::timestamptz, ${last.thread_id}, ${last.seq ?? 0})`
+    : sql``;
+  return sql`
+    SELECT t.id AS thread_id, to_jsonb(t.tags) AS tags, t.created_at, t.created_at::text AS cursor,
+      m.seq, m.role, m.content, m.created_at AS message_created_at
+    FROM ${threads} t LEFT JOIN ${messages} m ON m.thread_id = t.id
+    WHERE t.project_id = ${projectId} AND t.dataset = ${dataset}${after}
+    ORDER BY t.created_at, t.id, m.seq NULLS FIRST LIMIT ${EXPORT_PAGE_ROWS}`;
 }
 
 /**

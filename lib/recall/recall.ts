@@ -1,4 +1,6 @@
+import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
+import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
@@ -45,7 +47,7 @@ export interface RecallExplanation {
  * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis, null.
  * Only when no data could be read at all does the request fail.
  */
-export async function recall(deps: Deps, projectId: string, request: RecallRequest) {
+export async function recall(deps: Deps, projectId: ProjectRef, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
@@ -147,6 +149,7 @@ async function embedQuery(deps: Deps, text: string, timings: Timing[]): Promise<
     deps.queryEmbeddings.set(key, vector);
     return vector;
   } catch (err) {
+    rethrowRefusal(err);
     deps.log.warn("recall: query embedding failed; ranking by keyword and recency", errorFields(err));
     return undefined;
   } finally {
@@ -162,6 +165,7 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   try {
     return await retrieve(deps, r);
   } catch (err) {
+    rethrowRefusal(err);
     deps.log.error("recall: retrieval failed; reading facts and episodes apart", errorFields(err));
   }
   const [facts, episodes] = await Promise.allSettled([
@@ -188,6 +192,7 @@ async function synthesise(deps: Deps, context: string, query: string | undefined
     });
     return completion.text.trim();
   } catch (err) {
+    rethrowRefusal(err);
     deps.log.warn("recall: synthesis failed; answering without it", errorFields(err));
     return null;
   } finally {

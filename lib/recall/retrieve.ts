@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { type EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
@@ -35,7 +36,7 @@ export const BM25_B = 0.75;
 export type RankingMode = "hybrid" | "keyword" | "recent";
 
 export interface Retrieval {
-  projectId: string;
+  projectId: ProjectRef;
   dataset: string;
   mode: RankingMode;
   query?: string;

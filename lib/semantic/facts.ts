@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { rowsOf, toIso } from "../db/rows";
 import { entities, factEntities, facts } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
 
@@ -63,7 +64,7 @@ export interface FactListQuery {
  * Facts linked to an entity of the dataset with this name, compared as the entities' unique index
  * does (`lower(name)`), so "café" finds "Café" of any type.
  */
-const linkedTo = (projectId: string, dataset: string, name: string) => sql`EXISTS (
+const linkedTo = (projectId: ProjectRef, dataset: string, name: string) => sql`EXISTS (
   SELECT 1 FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id
   WHERE fe.fact_id = f.id AND e.project_id = ${projectId} AND e.dataset = ${dataset} AND lower(e.name) = lower(${name})
 )`;
@@ -74,7 +75,7 @@ const linkedTo = (projectId: string, dataset: string, name: string) => sql`EXIST
  * window count is evaluated before LIMIT, and when nothing matches there is no row and the total
  * is 0. Live facts only unless `includeInvalidated`. One statement.
  */
-export async function listFacts(deps: Deps, projectId: string, dataset: string, q: FactListQuery = {}) {
+export async function listFacts(deps: Deps, projectId: ProjectRef, dataset: string, q: FactListQuery = {}) {
   const limit = Math.min(Math.max(q.limit ?? FACT_LIST_DEFAULT_LIMIT, 1), FACT_LIST_MAX_LIMIT);
   const live = q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`;
   const episode = q.episodeId === undefined ? sql`` : sql` AND f.episode_id = ${q.episodeId}`;
@@ -111,7 +112,7 @@ export async function invalidateFact(deps: Deps, projectId: string, dataset: str
  * Every entity of the dataset (unpaginated, per the spec), by name case-insensitively, then name
  * and type (one name may exist under two types: Apple ORG and Apple PRODUCT). One statement.
  */
-export async function listEntities(deps: Deps, projectId: string, dataset: string) {
+export async function listEntities(deps: Deps, projectId: ProjectRef, dataset: string) {
   const rows = rowsOf<{ name: string; type: string }>(
     await deps.db.execute(sql`
       SELECT name, type FROM ${entities}
@@ -126,7 +127,7 @@ export async function listEntities(deps: Deps, projectId: string, dataset: strin
  * each once, newest validAt first. An unknown name is no error: `{facts: []}` (the spec's silent
  * outcome 3). One statement.
  */
-export async function entityFacts(deps: Deps, projectId: string, dataset: string, name: string) {
+export async function entityFacts(deps: Deps, projectId: ProjectRef, dataset: string, name: string) {
   const rows = rowsOf<FactRow>(
     await deps.db.execute(sql`
       SELECT ${FACT_COLUMNS} FROM ${facts} f

@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, rowsOf } from "../db/rows";
 import { messages, projects, threads } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
 import { newId } from "../ids";
@@ -32,7 +33,7 @@ export interface NothingToCompact {
  * The project's autoCompactThreshold inside a statement (null: auto-compaction off), so the
  * statement that inserts a message can tell whether it crossed it.
  */
-export function autoCompactThresholdSql(projectId: string): SQL {
+export function autoCompactThresholdSql(projectId: ProjectRef): SQL {
   return sql`(SELECT ${projectSetting("working", "autoCompactThreshold", sql`${projects.settings}`, "int")}
     FROM ${projects} WHERE ${projects.id} = ${projectId})`;
 }

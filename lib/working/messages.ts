@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
 import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
 import { notFound } from "../errors";
@@ -130,7 +131,7 @@ export interface ListMessagesQuery {
  * sorted as `order` asks; `hasMore` says older messages remain, so paging passes the smallest
  * sequenceNumber seen as the next `before`. One statement: thread check, total and page.
  */
-export async function listMessages(deps: Deps, projectId: string, threadId: string, q: ListMessagesQuery) {
+export async function listMessages(deps: Deps, projectId: ProjectRef, threadId: string, q: ListMessagesQuery) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     page AS (
@@ -157,7 +158,7 @@ export async function listMessages(deps: Deps, projectId: string, threadId: stri
  * what a short one does. `warning` when messageLimit is below the project's autoCompactThreshold:
  * un-compacted messages can then be left out.
  */
-export async function prepareContext(deps: Deps, projectId: string, threadId: string, messageLimit: number) {
+export async function prepareContext(deps: Deps, projectId: ProjectRef, threadId: string, messageLimit: number) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
@@ -207,7 +208,7 @@ export async function prepareContext(deps: Deps, projectId: string, threadId: st
  * Counts by role, caller-reported token totals, first/last message time, session duration, and
  * compaction: how many compactions ran, how many messages are folded, the active summary's range.
  */
-export async function threadStats(deps: Deps, projectId: string, threadId: string) {
+export async function threadStats(deps: Deps, projectId: ProjectRef, threadId: string) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     m AS (SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND NOT is_summary)

@@ -1,0 +1,68 @@
+/**
+ * A statement that must run before a request's work, sent in the same round trip as the work's
+ * first statement where the driver can (Neon's HTTP transaction), otherwise just before it on the
+ * same database. Used to check an API key inside a read's round trip (lib/auth.ts): the work is
+ * scoped by SQL that finds the key's project itself, and `accept` decides the answer from the
+ * lead's rows before the work's result is handed back.
+ */
+export interface LeadingStatement {
+  /** Compiled SQL (see `compiled` in lib/db/types.ts): the drivers send it as it is. */
+  query: { sql: string; params: unknown[] };
+  /**
+   * Reads the lead's rows; throwing refuses the request: the work's result is discarded, and
+   * every later statement of the request fails with the same error without being sent.
+   */
+  accept(rows: Record<string, unknown>[]): void;
+}
+
+/**
+ * The lead's one outcome per request. The first statement to come takes the lead along (`take`
+ * returns true: the caller sends both and reports with `settleWith`); statements issued meanwhile,
+ * and every later one, wait for that outcome and go alone. `settle()` sends the lead alone when no
+ * statement took it (a request that ended, or reached a provider call, before its first statement).
+ */
+export class LeadGate {
+  private outcome: Promise<void> | undefined;
+  private report: ((settled: Promise<void>) => void) | undefined;
+
+  constructor(
+    private readonly lead: LeadingStatement,
+    private readonly sendAlone: () => Promise<Record<string, unknown>[]>,
+  ) {}
+
+  /** True for the one caller that must send the lead with its statement. */
+  take(): boolean {
+    if (this.outcome) return false;
+    this.outcome = new Promise<void>((resolve) => {
+      this.report = (settled) => resolve(settled);
+    });
+    return true;
+  }
+
+  /** The taker's report: the lead's rows (accepted or refused here), or the failed round trip. */
+  settleWith(rows: Record<string, unknown>[]): void {
+    this.finish(Promise.resolve().then(() => this.lead.accept(rows)));
+  }
+
+  /**
+   * The combined round trip failed. The work's error must not hide a refused key (a 401 is the
+   * answer to a bad credential, whatever the work did), so the lead is sent alone to tell.
+   */
+  settleAfterFailure(): Promise<void> {
+    const settled = this.sendAlone().then((rows) => this.lead.accept(rows));
+    this.finish(settled);
+    return settled;
+  }
+
+  /** Waits for the lead's outcome, sending it alone if nobody has yet; throws its refusal. */
+  settle(): Promise<void> {
+    if (this.take()) this.finish(this.sendAlone().then((rows) => this.lead.accept(rows)));
+    return this.outcome as Promise<void>;
+  }
+
+  private finish(settled: Promise<void>): void {
+    settled.catch(() => {}); // observed by whoever awaits the outcome
+    this.report?.(settled);
+    this.report = undefined;
+  }
+}
