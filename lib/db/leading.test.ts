@@ -1,0 +1,76 @@
+import { describe, expect, it } from "vitest";
+import { LeadGate, type LeadingStatement } from "./leading";
+
+/** A lead that accepts a row with `ok: true` and refuses anything else. */
+function lead(): LeadingStatement & { seen: Record<string, unknown>[][] } {
+  const seen: Record<string, unknown>[][] = [];
+  return {
+    seen,
+    query: { sql: "SELECT 1", params: [] },
+    accept(rows) {
+      seen.push(rows);
+      if (rows[0]?.ok !== true) throw new Error("refused");
+    },
+  };
+}
+
+describe("LeadGate", () => {
+  it("lets exactly one caller take the lead; the others wait for its outcome", async () => {
+    const l = lead();
+    let sentAlone = 0;
+    const gate = new LeadGate(l, async () => {
+      sentAlone++;
+      return [{ ok: true }];
+    });
+    expect(gate.take()).toBe(true);
+    expect(gate.take()).toBe(false);
+    let waited = false;
+    const waiting = gate.settle().then(() => {
+      waited = true;
+    });
+    await Promise.resolve();
+    expect(waited).toBe(false);
+    gate.settleWith([{ ok: true }]);
+    await waiting;
+    expect(waited).toBe(true);
+    expect(sentAlone).toBe(0);
+    expect(l.seen).toEqual([[{ ok: true }]]);
+  });
+
+  it("a refusal is every later caller's error, and the lead is never sent again", async () => {
+    let sentAlone = 0;
+    const gate = new LeadGate(lead(), async () => {
+      sentAlone++;
+      return [{ ok: true }];
+    });
+    expect(gate.take()).toBe(true);
+    gate.settleWith([{ ok: false }]);
+    await expect(gate.settle()).rejects.toThrow("refused");
+    await expect(gate.settle()).rejects.toThrow("refused");
+    expect(gate.take()).toBe(false);
+    expect(sentAlone).toBe(0);
+  });
+
+  it("sends the lead alone when no statement took it, once", async () => {
+    let sentAlone = 0;
+    const gate = new LeadGate(lead(), async () => {
+      sentAlone++;
+      return [{ ok: true }];
+    });
+    await Promise.all([gate.settle(), gate.settle()]);
+    await gate.settle();
+    expect(sentAlone).toBe(1);
+  });
+
+  it("after a failed combined round trip, the lead alone decides: its refusal wins over the work's error", async () => {
+    const refusing = new LeadGate(lead(), async () => [{ ok: false }]);
+    expect(refusing.take()).toBe(true);
+    await expect(refusing.settleAfterFailure()).rejects.toThrow("refused");
+    await expect(refusing.settle()).rejects.toThrow("refused");
+
+    const accepting = new LeadGate(lead(), async () => [{ ok: true }]);
+    expect(accepting.take()).toBe(true);
+    await accepting.settleAfterFailure();
+    await expect(accepting.settle()).resolves.toBeUndefined();
+  });
+});
