@@ -92,6 +92,7 @@ describe("round trips per /v1 request over the Neon driver", () => {
     t = await seeded("rt-reads");
   });
 
+  // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
   const reads: [name: string, request: () => [string, CallInit?], check: (body: any) => void][] = [
     ["get thread", () => [`/v1/threads/${t.threadId}`], (b) => expect(b.messageCount).toBe(2)],
     [
