@@ -1,4 +1,5 @@
 import { and, desc, eq, sql } from "drizzle-orm";
+import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
@@ -40,7 +41,7 @@ function cleanOverride(settings: ThreadInput["settings"]): ThreadSettings {
  * One statement: insert the thread and pull every waiting sibling in the dataset forward
  * (their episodes become due within 5 minutes); the pulled timers are rung after the response.
  */
-export async function createThread(deps: Deps, projectId: string, input: ThreadInput) {
+export async function createThread({ deps, projectId }: ProjectContext, input: ThreadInput) {
   const now = deps.clock.now().toISOString();
   const result = await deps.db.execute(sql`
     WITH nt AS (
@@ -92,7 +93,7 @@ function fromRaw(r: RawThreadRow): ThreadRow {
   };
 }
 
-export async function getThread(deps: Deps, projectId: string, threadId: string) {
+export async function getThread({ deps, projectId }: ProjectContext, { threadId }: { threadId: string }) {
   const [row] = await deps.db
     .select()
     .from(threads)
@@ -106,10 +107,8 @@ export async function getThread(deps: Deps, projectId: string, threadId: string)
  * (null values are stripped, as at creation). One conditional UPDATE.
  */
 export async function updateThread(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
-  input: Omit<ThreadInput, "dataset">,
+  { deps, projectId }: ProjectContext,
+  { threadId, ...input }: Omit<ThreadInput, "dataset"> & { threadId: string },
 ) {
   const override = cleanOverride(input.settings);
   const [row] = await deps.db

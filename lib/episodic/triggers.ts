@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
+import type { ProjectContext } from "../context";
 import { dbInt, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
@@ -114,7 +115,7 @@ function cutEpisodeSql(input: {
 }
 
 /** `POST /v1/threads/:id/end`: records the end and cuts an episode (processing is asynchronous). */
-export async function endThread(deps: Deps, projectId: string, threadId: string) {
+export async function endThread({ deps, projectId }: ProjectContext, { threadId }: { threadId: string }) {
   const cut = await cutEpisode(deps, projectId, threadId, "end");
   if (!cut.found) throw notFound("Thread not found");
   ringLater(deps, cut.job ? [cut.job] : []);

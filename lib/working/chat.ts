@@ -101,7 +101,7 @@ export async function startChatStream(
  */
 async function requireProvider(deps: Deps, projectId: string, threadId: string) {
   if (providerConfigured(deps.config)) return;
-  await getThread(deps, projectId, threadId);
+  await getThread({ deps, projectId }, { threadId });
   throw new HttpError(503, NO_PROVIDER_MESSAGE);
 }
 
