@@ -208,7 +208,7 @@ describe("webhooks", () => {
       long,
       Array.from({ length: 9 }, (_, i) => `message ${i}`),
     );
-    const compacted = await compactThread(h.svc.deps, t.projectId, long);
+    const compacted = await compactThread({ deps: h.svc.deps, projectId: t.projectId }, { threadId: long });
     await runDueJobs(h.svc.deps);
     const folded = (await deliveries(endpoint.id)).find((d) => d.payload.type === "thread.compacted");
     expect(folded?.payload.data).toMatchObject({ threadId: long, dataset: "ds", compactedCount: 3 });

@@ -74,11 +74,9 @@ const addMessagesTool = defineTool({
     const thread = input.threadId
       ? await existingThread(ctx, input.threadId, input.dataset)
       : { ...(await createThread(ctx, { dataset: input.dataset as string })), created: true };
-    const added = await addMessages(
-      ctx.deps,
-      ctx.projectId,
-      input.messages.map((m) => ({ ...m, threadId: thread.threadId })),
-    );
+    const added = await addMessages(ctx, {
+      messages: input.messages.map((m) => ({ ...m, threadId: thread.threadId })),
+    });
     return {
       result: {
         threadId: thread.threadId,

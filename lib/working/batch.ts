@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { ZodRealError } from "zod";
+import type { ProjectContext } from "../context";
 import { rowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
-import type { Deps } from "../deps";
 import { idleJobSql } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { newId } from "../ids";
@@ -74,7 +74,8 @@ function createdAtIssues(items: BatchItem[], now: Date): Issue[] {
  *
  * An unknown thread (or another project's) is `404 Thread not found`, naming nothing else.
  */
-export async function addMessages(deps: Deps, projectId: string, items: BatchItem[]) {
+export async function addMessages(ctx: ProjectContext, { messages: items }: { messages: BatchItem[] }) {
+  const { deps, projectId } = ctx;
   const nowDate = deps.clock.now();
   const now = nowDate.toISOString();
   const issues = createdAtIssues(items, nowDate);
@@ -90,7 +91,7 @@ export async function addMessages(deps: Deps, projectId: string, items: BatchIte
 
   const compactedThreadIds: string[] = [];
   for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
-    if (await compactInline(deps, projectId, threadId)) compactedThreadIds.push(threadId);
+    if (await compactInline(ctx, threadId)) compactedThreadIds.push(threadId);
   }
   return { messages: sequenced(rows, touched), compactedThreadIds };
 }
@@ -213,11 +214,11 @@ export function threadsToCompact(
     .map((t) => t.id);
 }
 
-async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
   try {
-    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
   } catch (err) {
-    deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
+    ctx.deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
     return false;
   }
 }

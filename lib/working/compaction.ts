@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf } from "../db/rows";
 import { messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
@@ -111,9 +112,8 @@ export function planFold(state: FoldState): FoldPlan | NothingToCompact {
  * `system`; the folded rows (and the previous summary) get `compactedAt`.
  */
 export async function compactThread(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
+  { deps, projectId }: ProjectContext,
+  { threadId }: { threadId: string },
 ): Promise<Compacted | NothingToCompact> {
   const plan = planFold(await readFold(deps, projectId, threadId));
   if ("ok" in plan) return plan;

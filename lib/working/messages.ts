@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
-import type { Deps } from "../deps";
 import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { newId } from "../ids";
@@ -24,7 +24,8 @@ export interface MessageInput {
  * so concurrent appends queue) and its new value is the message's sequence number. Gapless and
  * ordered by insert; no row when the thread is not in the project.
  */
-export async function addMessage(deps: Deps, projectId: string, threadId: string, input: MessageInput) {
+export async function addMessage(ctx: ProjectContext, { threadId, ...input }: MessageInput & { threadId: string }) {
+  const { deps, projectId } = ctx;
   const now = deps.clock.now().toISOString();
   const tokens = jsonOrNull(input.tokens);
   const metadata = jsonOrNull(input.metadata);
@@ -62,8 +63,7 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
   if (!row) throw notFound("Thread not found");
   if (row.timer_key) ringLater(deps, dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]));
   const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
-  const compacted =
-    crossesThreshold(Number(row.live_count), threshold) && (await compactInline(deps, projectId, threadId));
+  const compacted = crossesThreshold(Number(row.live_count), threshold) && (await compactInline(ctx, threadId));
   return {
     messageId: row.id,
     threadId: row.thread_id,
@@ -75,11 +75,11 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
 }
 
 /** Auto-compaction: a failure (the provider, most likely) never fails the insert, which is stored. */
-async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
   try {
-    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
   } catch (err) {
-    deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
+    ctx.deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
     return false;
   }
 }
@@ -130,7 +130,10 @@ export interface ListMessagesQuery {
  * sorted as `order` asks; `hasMore` says older messages remain, so paging passes the smallest
  * sequenceNumber seen as the next `before`. One statement: thread check, total and page.
  */
-export async function listMessages(deps: Deps, projectId: string, threadId: string, q: ListMessagesQuery) {
+export async function listMessages(
+  { deps, projectId }: ProjectContext,
+  { threadId, ...q }: ListMessagesQuery & { threadId: string },
+) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     page AS (
@@ -157,7 +160,10 @@ export async function listMessages(deps: Deps, projectId: string, threadId: stri
  * what a short one does. `warning` when messageLimit is below the project's autoCompactThreshold:
  * un-compacted messages can then be left out.
  */
-export async function prepareContext(deps: Deps, projectId: string, threadId: string, messageLimit: number) {
+export async function prepareContext(
+  { deps, projectId }: ProjectContext,
+  { threadId, messageLimit }: { threadId: string; messageLimit: number },
+) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
@@ -207,7 +213,7 @@ export async function prepareContext(deps: Deps, projectId: string, threadId: st
  * Counts by role, caller-reported token totals, first/last message time, session duration, and
  * compaction: how many compactions ran, how many messages are folded, the active summary's range.
  */
-export async function threadStats(deps: Deps, projectId: string, threadId: string) {
+export async function threadStats({ deps, projectId }: ProjectContext, { threadId }: { threadId: string }) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     m AS (SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND NOT is_summary)
