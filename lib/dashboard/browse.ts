@@ -202,7 +202,7 @@ async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string
  * episode as it now is: two statements.
  */
 export async function retryBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
-  await retryEpisode(deps, projectId, episodeId);
+  await retryEpisode({ deps, projectId }, { episodeId });
   return getBrowseEpisode(deps, projectId, episodeId);
 }
 

@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { type episodeStatuses, episodes } from "../db/schema";
 import { sameDims, vectorParam } from "../db/vectors";
@@ -61,10 +62,8 @@ export function episodeRecord(e: EpisodeRow) {
 
 /** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
 export async function listEpisodes(
-  deps: Deps,
-  projectId: string,
-  dataset: string,
-  q: { limit: number; before?: Date; status: ListableStatus },
+  { deps, projectId }: ProjectContext,
+  { dataset, ...q }: { dataset: string; limit: number; before?: Date; status: ListableStatus },
 ) {
   const before = q.before?.toISOString() ?? null;
   const result = await deps.db.execute(sql`
@@ -91,10 +90,11 @@ export async function listEpisodes(
  * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (0.7 / 0.3 unless given).
  */
 export async function searchEpisodes(
-  deps: Deps,
-  projectId: string,
-  dataset: string,
-  q: { query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
+  { deps, projectId }: ProjectContext,
+  {
+    dataset,
+    ...q
+  }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
   const [vector] = await deps.llm.embed([q.query]);
   return rankEpisodes(deps, projectId, dataset, vector, q.limit, q.similarityWeight ?? 0.7, q.recencyWeight ?? 0.3);
@@ -170,7 +170,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
     ORDER BY relevance DESC, id LIMIT ${r.limit}`;
 }
 
-export async function getEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function getEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const [row] = rowsOf<EpisodeRow>(
     await deps.db.execute(
       sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
@@ -184,7 +184,7 @@ export async function getEpisode(deps: Deps, projectId: string, episodeId: strin
  * Soft delete: archived, out of retrieval; summary, learnings, embedding and facts remain.
  * One statement reports both "not found" and "already archived".
  */
-export async function archiveEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function archiveEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const now = deps.clock.now().toISOString();
   const [row] = rowsOf<{ previous: string; archived: boolean }>(
     await deps.db.execute(sql`

@@ -239,7 +239,7 @@ export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: nu
  * starts asynchronously. One statement also reports the episode's state, so "not found" and "not
  * failed" cost no second round trip.
  */
-export async function retryEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function retryEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const now = deps.clock.now().toISOString();
   const result = await deps.db.execute(sql`
     WITH target AS (

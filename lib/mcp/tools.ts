@@ -176,9 +176,8 @@ const listEpisodesTool = defineTool({
       .describe("Which episodes (default completed)."),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
-  async run({ deps, projectId }, input) {
-    const { dataset: name, ...page } = input;
-    return { result: await listEpisodes(deps, projectId, name, page) };
+  async run(ctx, input) {
+    return { result: await listEpisodes(ctx, input) };
   },
 });
 
