@@ -191,8 +191,8 @@ const forgetFactTool = defineTool({
     factId: text().min(1).describe("The fact's id (`fct_…`) from search_facts or recall."),
   }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-  async run({ deps, projectId }, input) {
-    return { result: await invalidateFact(deps, projectId, input.dataset, input.factId) };
+  async run(ctx, input) {
+    return { result: await invalidateFact(ctx, input) };
   },
 });
 

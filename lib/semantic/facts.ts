@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { rowsOf, toIso } from "../db/rows";
 import { entities, factEntities, facts } from "../db/schema";
-import type { Deps } from "../deps";
 import { notFound } from "../errors";
 
 /** A `facts` row as raw SQL returns it (the columns of `FACT_COLUMNS`). */
@@ -74,7 +74,10 @@ const linkedTo = (projectId: string, dataset: string, name: string) => sql`EXIST
  * window count is evaluated before LIMIT, and when nothing matches there is no row and the total
  * is 0. Live facts only unless `includeInvalidated`. One statement.
  */
-export async function listFacts(deps: Deps, projectId: string, dataset: string, q: FactListQuery = {}) {
+export async function listFacts(
+  { deps, projectId }: ProjectContext,
+  { dataset, ...q }: FactListQuery & { dataset: string },
+) {
   const limit = Math.min(Math.max(q.limit ?? FACT_LIST_DEFAULT_LIMIT, 1), FACT_LIST_MAX_LIMIT);
   const live = q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`;
   const episode = q.episodeId === undefined ? sql`` : sql` AND f.episode_id = ${q.episodeId}`;
@@ -95,7 +98,10 @@ export async function listFacts(deps: Deps, projectId: string, dataset: string, 
  * believing it. Unknown, another dataset's or project's, and already invalidated facts are all
  * "Fact not found" (the spec's lifecycle), so the one conditional UPDATE decides. One statement.
  */
-export async function invalidateFact(deps: Deps, projectId: string, dataset: string, factId: string) {
+export async function invalidateFact(
+  { deps, projectId }: ProjectContext,
+  { dataset, factId }: { dataset: string; factId: string },
+) {
   const now = deps.clock.now().toISOString();
   const [row] = rowsOf<{ id: string; invalid_at: unknown }>(
     await deps.db.execute(sql`
@@ -111,7 +117,7 @@ export async function invalidateFact(deps: Deps, projectId: string, dataset: str
  * Every entity of the dataset (unpaginated, per the spec), by name case-insensitively, then name
  * and type (one name may exist under two types: Apple ORG and Apple PRODUCT). One statement.
  */
-export async function listEntities(deps: Deps, projectId: string, dataset: string) {
+export async function listEntities({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const rows = rowsOf<{ name: string; type: string }>(
     await deps.db.execute(sql`
       SELECT name, type FROM ${entities}
@@ -126,7 +132,10 @@ export async function listEntities(deps: Deps, projectId: string, dataset: strin
  * each once, newest validAt first. An unknown name is no error: `{facts: []}` (the spec's silent
  * outcome 3). One statement.
  */
-export async function entityFacts(deps: Deps, projectId: string, dataset: string, name: string) {
+export async function entityFacts(
+  { deps, projectId }: ProjectContext,
+  { dataset, name }: { dataset: string; name: string },
+) {
   const rows = rowsOf<FactRow>(
     await deps.db.execute(sql`
       SELECT ${FACT_COLUMNS} FROM ${facts} f
