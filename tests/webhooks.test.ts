@@ -95,7 +95,7 @@ async function deliveries(endpointId: string) {
 
 /** An event with no model call: erasing a dataset. */
 async function eraseEvent(projectId: string) {
-  await eraseDataset(h.svc.deps, projectId, "ds");
+  await eraseDataset({ deps: h.svc.deps, projectId }, { dataset: "ds" });
 }
 
 /** Runs the due jobs after moving the clock to the delivery's next attempt. */

@@ -136,8 +136,8 @@ const recallTool = defineTool({
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",
-  async run({ deps, projectId }, input) {
-    const { body } = await recall(deps, projectId, { ...input, include: ["raw", ...input.include] });
+  async run(ctx, input) {
+    const { body } = await recall(ctx, { ...input, include: ["raw", ...input.include] });
     return { result: body, text: body.context || "Nothing is known yet that matches this query." };
   },
 });
@@ -153,8 +153,8 @@ const searchFactsTool = defineTool({
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",
-  async run({ deps, projectId }, input) {
-    const { body } = await recall(deps, projectId, { ...input, include: ["raw"] });
+  async run(ctx, input) {
+    const { body } = await recall(ctx, { ...input, include: ["raw"] });
     return { result: { facts: body.facts ?? [], factCount: body.factCount } };
   },
 });

@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
 import type { Deps } from "../deps";
@@ -16,7 +17,10 @@ export const EXPORT_PAGE_ROWS = 500;
  * facts (live and superseded) and entities by creation. The pages are separate reads, so rows
  * written while an export runs may or may not appear in it.
  */
-export async function* exportDataset(deps: Deps, projectId: string, dataset: string): AsyncGenerator<string> {
+export async function* exportDataset(
+  { deps, projectId }: ProjectContext,
+  { dataset }: { dataset: string },
+): AsyncGenerator<string> {
   const exportedAt = deps.clock.now().toISOString();
   yield `{"dataset":${JSON.stringify(dataset)},"exportedAt":"${exportedAt}","threads":[`;
   let state = THREADS_START;
@@ -185,7 +189,7 @@ async function* threadMessagePages(deps: Deps, projectId: string, dataset: strin
  * pending jobs. Work already running for the dataset finds its rows gone and writes nothing: its
  * final write is conditional on the episode it claimed.
  */
-export async function eraseDataset(deps: Deps, projectId: string, dataset: string) {
+export async function eraseDataset({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
     sql`${table.projectId} = ${projectId} AND ${table.dataset} = ${dataset}`;
   const [row] = rowsOf<{

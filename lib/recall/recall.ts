@@ -1,3 +1,4 @@
+import type { ProjectContext } from "../context";
 import type { Deps } from "../deps";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
@@ -45,7 +46,7 @@ export interface RecallExplanation {
  * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis, null.
  * Only when no data could be read at all does the request fail.
  */
-export async function recall(deps: Deps, projectId: string, request: RecallRequest) {
+export async function recall({ deps, projectId }: ProjectContext, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;

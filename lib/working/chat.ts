@@ -132,7 +132,7 @@ async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
 /** Recall degrades by itself; should it still throw, the reply is generated without facts. */
 async function recallFacts(ctx: ProjectContext, dataset: string, content: string) {
   try {
-    const { body } = await recall(ctx.deps, ctx.projectId, { dataset, query: recallQuery(content), include: [] });
+    const { body } = await recall(ctx, { dataset, query: recallQuery(content), include: [] });
     return { context: body.context, factCount: body.factCount };
   } catch (err) {
     ctx.deps.log.warn("chat: recall failed; replying without facts", { dataset, ...errorFields(err) });
