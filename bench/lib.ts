@@ -30,7 +30,7 @@ export async function benchService(
   });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
   const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false, ...host });
-  const project = await createProject(service.deps, "bench");
+  const project = await createProject(service.deps, { name: "bench" });
   const { key } = await createApiKey(service.deps, { name: "bench", projectId: project.id });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await service.app.request(path, {

@@ -1,4 +1,5 @@
 import { desc, eq, sql } from "drizzle-orm";
+import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf } from "./db/rows";
 import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
@@ -10,7 +11,7 @@ export function projectRecord(p: { id: string; name: string; createdAt: Date }) 
   return { id: p.id, name: p.name, createdAt: new Date(p.createdAt).toISOString() };
 }
 
-export async function createProject(deps: Deps, name: string) {
+export async function createProject(deps: Deps, { name }: { name: string }) {
   const [project] = await deps.db
     .insert(projects)
     .values({ id: newId("prj"), name, createdAt: deps.clock.now() })
@@ -30,7 +31,7 @@ export async function listProjects(deps: Deps, page: { limit: number; offset: nu
 }
 
 /** Irreversible: API keys, threads, messages, episodes, facts, entities and jobs cascade. */
-export async function deleteProject(deps: Deps, projectId: string): Promise<void> {
+export async function deleteProject({ deps, projectId }: ProjectContext): Promise<void> {
   const deleted = await deps.db.delete(projects).where(eq(projects.id, projectId)).returning({ id: projects.id });
   if (deleted.length === 0) throw notFound("Project not found");
 }
@@ -40,7 +41,7 @@ export async function deleteProject(deps: Deps, projectId: string): Promise<void
  * extraction by its internal status (which the `/v1` API never shows: the operator must not be
  * blind to extraction failures), facts live and superseded, entities.
  */
-export async function projectStats(deps: Deps, projectId: string) {
+export async function projectStats({ deps, projectId }: ProjectContext) {
   const [row] = rowsOf<Record<string, unknown>>(
     await deps.db.execute(sql`
       SELECT

@@ -103,7 +103,7 @@ afterAll(async () => {
 
 /** A project and an API key of its own per test. */
 async function newTenant(name: string) {
-  const project = await createProject(svc.deps, name);
+  const project = await createProject(svc.deps, { name });
   const { key } = await createApiKey(svc.deps, { name: `${name}-key`, projectId: project.id });
   return { projectId: project.id, key };
 }

@@ -1,14 +1,14 @@
 import { eq, sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { episodes, facts, projects } from "../db/schema";
-import type { Deps } from "../deps";
 import { notFound } from "../errors";
 import { projectRecord } from "../projects";
 
 const DAY_MS = 86_400_000;
 
 /** GET /dashboard/projects/:id: one statement. */
-export async function getProject(deps: Deps, projectId: string) {
+export async function getProject({ deps, projectId }: ProjectContext) {
   const [row] = await deps.db.select().from(projects).where(eq(projects.id, projectId));
   if (!row) throw notFound("Project not found");
   return projectRecord(row);
@@ -19,7 +19,7 @@ export async function getProject(deps: Deps, projectId: string) {
  * clock), oldest first, days without any included. One statement: the counts by day; the days
  * without a row are filled in here.
  */
-export async function projectActivity(deps: Deps, projectId: string, days: number) {
+export async function projectActivity({ deps, projectId }: ProjectContext, { days }: { days: number }) {
   const today = Date.parse(`${deps.clock.now().toISOString().slice(0, 10)}T00:00:00.000Z`);
   const from = new Date(today - (days - 1) * DAY_MS).toISOString();
   const until = new Date(today + DAY_MS).toISOString();
@@ -50,7 +50,7 @@ export async function projectActivity(deps: Deps, projectId: string, days: numbe
  * first: the error, how many attempts ran (retries included) and when the last one failed. One
  * statement: the project check, the total and the page.
  */
-export async function extractionFailures(deps: Deps, projectId: string, page: { limit: number; offset: number }) {
+export async function extractionFailures({ deps, projectId }: ProjectContext, page: { limit: number; offset: number }) {
   const failed = sql`project_id = ${projectId} AND status = 'completed' AND semantic_status = 'failed'`;
   const [row] = rowsOf<{ found: number; total: number; page: FailureRow[] | string }>(
     await deps.db.execute(sql`

@@ -52,7 +52,7 @@ async function call(path: string, init: { method?: string; token: string; key?: 
 
 describe("Idempotency-Key on the Worker (Neon over HTTP)", () => {
   it("replays, refuses a different request, gives one write for concurrent duplicates, and counts round trips", async () => {
-    const project = await createProject(deps, "edge-idem");
+    const project = await createProject(deps, { name: "edge-idem" });
     const { key: token } = await createApiKey(deps, { name: "edge-idem-key", projectId: project.id });
     const threadCount = async () =>
       Number(

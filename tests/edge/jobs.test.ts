@@ -136,7 +136,7 @@ async function call(name: string, path: string, init: { method?: string; token?:
 }
 
 async function newTenant(name: string) {
-  const project = await createProject(node.deps, name);
+  const project = await createProject(node.deps, { name });
   const { key } = await createApiKey(node.deps, { name: `${name}-key`, projectId: project.id });
   return key;
 }
@@ -255,7 +255,7 @@ describe("the Worker with QStash: delayed messages to a verified jobs route", ()
 
 describe("webhooks on the Worker: the delivery job rings QStash like the others", () => {
   it("publishes the episode.completed delivery's job and runs it on delivery (the literal address check)", async () => {
-    const project = await createProject(node.deps, "edge-webhooks");
+    const project = await createProject(node.deps, { name: "edge-webhooks" });
     const { key } = await createApiKey(node.deps, { name: "edge-webhooks-key", projectId: project.id });
     // Stored directly: the registration check would refuse it. The Worker cannot resolve names, so
     // what it checks is the URL's literal: a private address is refused without a request.
