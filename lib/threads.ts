@@ -3,7 +3,6 @@ import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
 import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
-import type { Deps } from "./deps";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
@@ -130,8 +129,7 @@ export async function updateThread(
 
 /** Dashboard browse: every thread of a project, newest first, offset-paginated. */
 export async function browseThreads(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   page: { limit: number; offset: number; dataset?: string },
 ) {
   const where = page.dataset

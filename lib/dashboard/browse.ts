@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, type semanticStatuses, threads } from "../db/schema";
 import type { Deps } from "../deps";
@@ -38,7 +39,7 @@ interface DatasetRow {
  * episodes leave out deleted ones. Activity: the latest thread creation or message, episode,
  * fact or entity.
  */
-export async function browseDatasets(deps: Deps, projectId: string, page: Page) {
+export async function browseDatasets({ deps, projectId }: ProjectContext, page: Page) {
   const [row] = rowsOf<{ total: number; page: Json<DatasetRow[]> }>(
     await deps.db.execute(sql`
       WITH th AS (
@@ -103,10 +104,8 @@ const THREAD_JSON = sql.raw(`json_build_object('id', id, 'projectId', project_id
  * thread and its active summary. One statement.
  */
 export async function browseThreadMessages(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
-  q: { limit: number; before?: number },
+  { deps, projectId }: ProjectContext,
+  { threadId, ...q }: { threadId: string; limit: number; before?: number },
 ) {
   const before = q.before ?? null;
   const [row] = rowsOf<{
@@ -170,8 +169,7 @@ function browseEpisode(e: BrowseEpisodeRow) {
 
 /** A project's episodes, newest first, any status but deleted (or one status); one statement. */
 export async function browseEpisodes(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   q: Page & { dataset?: string; status?: BrowseStatus },
 ) {
   const scope = sql`project_id = ${projectId} AND status <> 'deleted'${q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`}${
@@ -201,9 +199,9 @@ async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string
  * The /v1 retry (failed episodes only, the cap bypassed, processing asynchronous), then the
  * episode as it now is: two statements.
  */
-export async function retryBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
-  await retryEpisode({ deps, projectId }, { episodeId });
-  return getBrowseEpisode(deps, projectId, episodeId);
+export async function retryBrowseEpisode(ctx: ProjectContext, { episodeId }: { episodeId: string }) {
+  await retryEpisode(ctx, { episodeId });
+  return getBrowseEpisode(ctx.deps, ctx.projectId, episodeId);
 }
 
 // --- Facts and entities ------------------------------------------------------------------------
@@ -234,8 +232,7 @@ const factPage = (from: SQL) =>
 
 /** A dataset's facts, live ones only unless `includeInvalidated`, newest validAt first; one statement. */
 export async function browseFacts(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   q: Page & { dataset: string; includeInvalidated: boolean },
 ) {
   const scope = sql`f.project_id = ${projectId} AND f.dataset = ${q.dataset}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}`;
@@ -252,7 +249,7 @@ export async function browseFacts(
  * Removes a fact of the project permanently; its entity links go with it (the foreign key
  * cascades). Unlike the /v1 delete, which invalidates. One statement.
  */
-export async function deleteFact(deps: Deps, projectId: string, factId: string): Promise<void> {
+export async function deleteFact({ deps, projectId }: ProjectContext, { factId }: { factId: string }): Promise<void> {
   const deleted = rowsOf<{ id: string }>(
     await deps.db.execute(sql`DELETE FROM ${facts} WHERE id = ${factId} AND project_id = ${projectId} RETURNING id`),
   );
@@ -267,7 +264,7 @@ interface EntityRow {
 }
 
 /** A dataset's entities by name, each with its count of live linked facts; one statement. */
-export async function browseEntities(deps: Deps, projectId: string, q: Page & { dataset: string }) {
+export async function browseEntities({ deps, projectId }: ProjectContext, q: Page & { dataset: string }) {
   const scope = sql`project_id = ${projectId} AND dataset = ${q.dataset}`;
   const [row] = rowsOf<{ total: number; page: Json<EntityRow[]> }>(
     await deps.db.execute(sql`
@@ -287,10 +284,8 @@ export async function browseEntities(deps: Deps, projectId: string, q: Page & { 
 
 /** An entity of the project and the facts linked to it (live ones unless asked), one statement. */
 export async function browseEntityFacts(
-  deps: Deps,
-  projectId: string,
-  entityId: string,
-  q: { includeInvalidated: boolean },
+  { deps, projectId }: ProjectContext,
+  { entityId, ...q }: { entityId: string; includeInvalidated: boolean },
 ) {
   const [row] = rowsOf<{ entity: Json<Omit<EntityRow, "facts">> | null; page: Json<BrowseFactRow[]> }>(
     await deps.db.execute(sql`

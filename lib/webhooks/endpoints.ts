@@ -1,4 +1,5 @@
 import { sql } from "drizzle-orm";
+import type { ProjectContext } from "../context";
 import { jsonOf, rowsOf, toIso } from "../db/rows";
 import { jobs, projects, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
@@ -91,8 +92,8 @@ const endpointSelect = (where: ReturnType<typeof sql>) => sql`
 
 /** Registers an endpoint; the secret is returned here and never again. */
 export async function createWebhookEndpoint(
-  deps: Deps,
-  input: { projectId: string; url: string; eventTypes: WebhookEventType[] },
+  { deps, projectId }: ProjectContext,
+  input: { url: string; eventTypes: WebhookEventType[] },
 ) {
   const decision = checkWebhookUrl(input.url, { allowHttp: deps.config.webhooks.allowHttp });
   if (!decision.ok) throw badRequest(`url: ${decision.reason}`);
@@ -105,7 +106,7 @@ export async function createWebhookEndpoint(
       WITH ins AS (
         INSERT INTO ${webhookEndpoints} (id, project_id, url, secret, event_types, created_at)
         SELECT ${id}, p.id, ${decision.url.toString()}, ${secret}, ${JSON.stringify(eventTypes)}::jsonb, ${now}::timestamptz
-        FROM ${projects} p WHERE p.id = ${input.projectId}
+        FROM ${projects} p WHERE p.id = ${projectId}
         RETURNING *
       )
       SELECT ins.id, ins.project_id, ins.url, ins.event_types, ins.created_at, ins.failing_since, ins.disabled_at,
@@ -116,7 +117,7 @@ export async function createWebhookEndpoint(
   return { secret, endpoint: endpointRecord(rows[0]) };
 }
 
-export async function listWebhookEndpoints(deps: Deps, projectId: string) {
+export async function listWebhookEndpoints({ deps, projectId }: ProjectContext) {
   const rows = rowsOf<EndpointRow>(
     await deps.db.execute(
       sql`${endpointSelect(sql`ep.project_id = ${projectId}`)} ORDER BY ep.created_at DESC, ep.id DESC`,
@@ -132,7 +133,7 @@ async function getEndpoint(deps: Deps, id: string) {
 }
 
 /** Deletes the endpoint with its deliveries; their queued jobs find nothing and end. */
-export async function deleteWebhookEndpoint(deps: Deps, id: string) {
+export async function deleteWebhookEndpoint(deps: Deps, { endpointId: id }: { endpointId: string }) {
   const deleted = rowsOf<{ id: string }>(
     await deps.db.execute(sql`
       WITH ep AS (DELETE FROM ${webhookEndpoints} WHERE id = ${id} RETURNING id),
@@ -148,7 +149,7 @@ export async function deleteWebhookEndpoint(deps: Deps, id: string) {
 }
 
 /** A disabled endpoint receives events again (its failure streak starts over). */
-export async function enableWebhookEndpoint(deps: Deps, id: string) {
+export async function enableWebhookEndpoint(deps: Deps, { endpointId: id }: { endpointId: string }) {
   const updated = rowsOf<{ id: string }>(
     await deps.db.execute(sql`
       UPDATE ${webhookEndpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
@@ -221,8 +222,7 @@ const deliverySelect = sql`
 /** An endpoint's deliveries, newest first, each with its latest attempts. */
 export async function listWebhookDeliveries(
   deps: Deps,
-  endpointId: string,
-  page: { limit: number; offset: number; status?: string },
+  { endpointId, ...page }: { endpointId: string; limit: number; offset: number; status?: string },
 ) {
   const status = page.status ? sql`AND d.status = ${page.status}` : sql``;
   const [rows, [count], [endpoint]] = await Promise.all([
@@ -244,7 +244,7 @@ export async function listWebhookDeliveries(
  * back to pending with a new day of retries, its job due now. One statement. A delivery of a
  * disabled endpoint is a 409 (enable the endpoint first).
  */
-export async function replayWebhookDelivery(deps: Deps, deliveryId: string) {
+export async function replayWebhookDelivery(deps: Deps, { deliveryId }: { deliveryId: string }) {
   const now = deps.clock.now().toISOString();
   const [row] = rowsOf<{ id: string | null; disabled: boolean | null; webhook_jobs: unknown }>(
     await deps.db.execute(sql`
