@@ -1,7 +1,8 @@
 import { and, desc, eq, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
-import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
@@ -52,39 +53,42 @@ export async function createThread({ deps, projectId }: ProjectContext, input: T
     pulled AS (${pullForwardSql(now)})
     SELECT nt.*, coalesce((SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM pulled), '[]'::json) AS pulled
     FROM nt`);
-  const [row] = rowsOf<RawThreadRow & { pulled: { key: string; run_at: string }[] | string }>(result);
-  const pulled = jsonOf(row.pulled);
-  ringLater(deps, dueJobsFrom(pulled));
+  const [row] = parsedRowsOf(
+    RawThreadRow.extend({ pulled: dbJson(z.array(z.object({ key: z.string(), run_at: z.string() }))) }),
+    result,
+  );
+  ringLater(deps, dueJobsFrom(row.pulled));
   return threadRecord(fromRaw(row));
 }
 
-interface RawThreadRow {
-  id: string;
-  project_id: string;
-  dataset: string;
-  tags: string[];
-  settings: ThreadSettings | string;
-  last_seq: number;
-  episode_seq: number;
-  compacted_seq: number;
-  live_count: number;
-  last_message_at: unknown;
-  ended_at: unknown;
-  created_at: unknown;
-  updated_at: unknown;
-}
+/** A `threads` row as raw SQL returns it (snake_case, timestamps as the driver gives them). */
+const RawThreadRow = z.object({
+  id: z.string(),
+  project_id: z.string(),
+  dataset: z.string(),
+  tags: z.array(z.string()),
+  settings: dbJson(z.record(z.string(), z.unknown())),
+  last_seq: dbInt,
+  episode_seq: dbInt,
+  compacted_seq: dbInt,
+  live_count: dbInt,
+  last_message_at: dbTimestamp,
+  ended_at: dbTimestamp,
+  created_at: dbTimestampSet,
+  updated_at: dbTimestampSet,
+});
 
-function fromRaw(r: RawThreadRow): ThreadRow {
+function fromRaw(r: z.output<typeof RawThreadRow>): ThreadRow {
   return {
     id: r.id,
     projectId: r.project_id,
     dataset: r.dataset,
     tags: r.tags,
-    settings: jsonOf(r.settings) as Record<string, unknown>,
-    lastSeq: Number(r.last_seq),
-    episodeSeq: Number(r.episode_seq),
-    compactedSeq: Number(r.compacted_seq),
-    liveCount: Number(r.live_count),
+    settings: r.settings,
+    lastSeq: r.last_seq,
+    episodeSeq: r.episode_seq,
+    compactedSeq: r.compacted_seq,
+    liveCount: r.live_count,
     lastMessageAt: toDate(r.last_message_at),
     endedAt: toDate(r.ended_at),
     createdAt: toDate(r.created_at) as Date,
