@@ -1,35 +1,38 @@
 import { type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { ProjectContext } from "../context";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
-import { type episodeStatuses, episodes } from "../db/schema";
+import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf, toIso } from "../db/rows";
+import { episodeStatuses, episodes } from "../db/schema";
 import { sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
-import type { ExtractionReport } from "../semantic/report";
+import { ExtractionReportRow } from "../semantic/report";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
-export interface EpisodeRow {
-  id: string;
-  thread_id: string;
-  dataset: string;
-  project_id: string;
-  status: string;
-  summary: string;
-  key_learnings: string[] | string;
-  message_count: number;
-  token_count: number | null;
-  started_at: unknown;
-  ended_at: unknown;
-  processing_started_at: unknown;
-  processing_completed_at: unknown;
-  error: string | null;
-  retry_count: number;
-  metadata: Record<string, unknown> | null;
-  extraction_report: ExtractionReport | string | null;
-  created_at: unknown;
-  updated_at: unknown;
-}
+/** An `episodes` row as raw SQL or `row_to_json` gives it (the columns of `EPISODE_COLUMNS`). */
+export const EpisodeRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  dataset: z.string(),
+  project_id: z.string(),
+  status: z.enum(episodeStatuses),
+  summary: z.string(),
+  key_learnings: dbJson(z.array(z.string())),
+  message_count: dbInt,
+  token_count: dbInt.nullable(),
+  started_at: dbTimestamp,
+  ended_at: dbTimestamp,
+  processing_started_at: dbTimestamp,
+  processing_completed_at: dbTimestamp,
+  error: z.string().nullable(),
+  retry_count: dbInt,
+  metadata: dbJson(z.record(z.string(), z.unknown()).nullable()),
+  extraction_report: dbJson(ExtractionReportRow.nullable()),
+  created_at: dbTimestamp,
+  updated_at: dbTimestamp,
+});
+export type EpisodeRow = z.output<typeof EpisodeRow>;
 
 /** The columns `episodeRecord` reads. */
 export const EPISODE_COLUMNS = sql.raw(
@@ -42,19 +45,19 @@ export function episodeRecord(e: EpisodeRow) {
     threadId: e.thread_id,
     dataset: e.dataset,
     projectId: e.project_id,
-    status: e.status as (typeof episodeStatuses)[number],
+    status: e.status,
     summary: e.summary,
-    keyLearnings: typeof e.key_learnings === "string" ? (JSON.parse(e.key_learnings) as string[]) : e.key_learnings,
-    messageCount: Number(e.message_count),
-    tokenCount: e.token_count === null ? null : Number(e.token_count),
+    keyLearnings: e.key_learnings,
+    messageCount: e.message_count,
+    tokenCount: e.token_count,
     startedAt: toIso(e.started_at),
     endedAt: toIso(e.ended_at),
     processingStartedAt: toIso(e.processing_started_at),
     processingCompletedAt: toIso(e.processing_completed_at),
     error: e.error,
-    retryCount: Number(e.retry_count),
+    retryCount: e.retry_count,
     metadata: e.metadata,
-    extractionReport: e.extraction_report ? jsonOf(e.extraction_report) : null,
+    extractionReport: e.extraction_report,
     createdAt: toIso(e.created_at),
     updatedAt: toIso(e.updated_at),
   };
@@ -76,11 +79,11 @@ export async function listEpisodes(
     )
     SELECT (SELECT count(*) FROM scope)::int AS total,
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
-  const [row] = rowsOf<{ total: number; page: EpisodeRow[] | string }>(result);
-  const page = jsonOf(row.page);
+  const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(EpisodeRow)) }), result);
+  const { page } = row;
   return {
     episodes: page.slice(0, q.limit).map(episodeRecord),
-    total: Number(row.total),
+    total: row.total,
     hasMore: page.length > q.limit,
   };
 }
@@ -128,9 +131,9 @@ export async function rankEpisodes(
       limit: sql`${limit}`,
     }),
   );
-  return rowsOf<EpisodeRow & { relevance: number }>(result).map((r) => ({
+  return parsedRowsOf(EpisodeRow.extend({ relevance: dbNumber }), result).map((r) => ({
     ...episodeRecord(r),
-    relevanceScore: Number(r.relevance),
+    relevanceScore: r.relevance,
   }));
 }
 
@@ -171,7 +174,8 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
 }
 
 export async function getEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
-  const [row] = rowsOf<EpisodeRow>(
+  const [row] = parsedRowsOf(
+    EpisodeRow,
     await deps.db.execute(
       sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
     ),
@@ -186,7 +190,8 @@ export async function getEpisode({ deps, projectId }: ProjectContext, { episodeI
  */
 export async function archiveEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const now = deps.clock.now().toISOString();
-  const [row] = rowsOf<{ previous: string; archived: boolean }>(
+  const [row] = parsedRowsOf(
+    z.object({ previous: z.string().nullable(), archived: z.boolean() }),
     await deps.db.execute(sql`
       WITH target AS (SELECT id, status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}),
       done AS (

@@ -1,7 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext } from "../context";
-import { dbInt, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "../db/rows";
+import { dbInt, dbTimestamp, dbTimestampSet, parsedRowsOf, rowsOf, toDate } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
@@ -230,7 +230,7 @@ export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: nu
     ),
     ${requeueSql(now)}
     SELECT r.id, j.key, j.run_at FROM requeued r JOIN job j ON j.key = ${jobKeySql("episode", sql`r.id`)}`);
-  const rows = rowsOf<{ id: string; key: string; run_at: unknown }>(result);
+  const rows = parsedRowsOf(z.object({ id: z.string(), key: z.string(), run_at: dbTimestampSet }), result);
   return { episodeIds: rows.map((r) => r.id), due: dueJobsFrom(rows) };
 }
 
@@ -251,7 +251,10 @@ export async function retryEpisode({ deps, projectId }: ProjectContext, { episod
     SELECT cur.status AS previous, j.key, j.run_at
     FROM (SELECT status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}) cur
       LEFT JOIN job j ON true`);
-  const [row] = rowsOf<{ previous: string; key: string | null; run_at: unknown }>(result);
+  const [row] = parsedRowsOf(
+    z.object({ previous: z.string(), key: z.string().nullable(), run_at: dbTimestamp }),
+    result,
+  );
   if (!row) throw notFound("Episode not found");
   // Failed when the statement began but requeued meanwhile by the background retry: pending all the same.
   if (!row.key && row.previous !== "failed") throw badRequest("Only failed episodes can be retried");
