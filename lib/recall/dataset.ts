@@ -1,10 +1,11 @@
 import { type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { ProjectContext } from "../context";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
 import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
-import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
+import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Rows per statement while exporting: bounds memory whatever the dataset's size. */
@@ -70,7 +71,7 @@ export function threadsChunk(start: ThreadsState, page: ThreadMessageJson[]): { 
       if (openThread !== null) chunk += "]}";
       const head = JSON.stringify({
         threadId: row.thread_id,
-        tags: jsonOf(row.tags),
+        tags: row.tags,
         createdAt: toIso(row.created_at),
       });
       chunk += `${firstThread ? "" : ","}${head.slice(0, -1)},"messages":[`;
@@ -90,8 +91,9 @@ export function threadsChunk(start: ThreadsState, page: ThreadMessageJson[]): { 
 }
 
 const episodePages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<EpisodeRow & { cursor: string }>(
+  pagesOf(
     deps,
+    EpisodeRow.extend({ cursor: z.string() }),
     (after) => sql`
       SELECT ${EPISODE_COLUMNS}, created_at::text AS cursor
       FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
@@ -99,8 +101,9 @@ const episodePages = (deps: Deps, projectId: string, dataset: string) =>
   );
 
 const factPages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<FactRow & { cursor: string }>(
+  pagesOf(
     deps,
+    FactRow.extend({ cursor: z.string() }),
     (after) => sql`
       SELECT ${FACT_COLUMNS}, f.created_at::text AS cursor FROM ${facts} f
       WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${after(sql`f.created_at`, sql`f.id`)}
@@ -108,8 +111,9 @@ const factPages = (deps: Deps, projectId: string, dataset: string) =>
   );
 
 const entityPages = (deps: Deps, projectId: string, dataset: string) =>
-  pagesOf<{ id: string; name: string; type: string; cursor: string }>(
+  pagesOf(
     deps,
+    z.object({ id: z.string(), name: z.string(), type: z.string(), cursor: z.string() }),
     (after) => sql`
       SELECT id, name, type, created_at::text AS cursor FROM ${entities}
       WHERE project_id = ${projectId} AND dataset = ${dataset}${after(sql`created_at`)}
@@ -124,6 +128,7 @@ type After = (createdAt: SQL, id?: SQL) => SQL;
  */
 async function* pagesOf<T extends { id: string; cursor: string }>(
   deps: Deps,
+  row: z.ZodType<T>,
   page: (after: After) => SQL,
 ): AsyncGenerator<T[]> {
   let last: T | undefined;
@@ -131,7 +136,7 @@ async function* pagesOf<T extends { id: string; cursor: string }>(
     const cursor = last;
     const after: After = (createdAt, id = sql`id`) =>
       cursor ? sql` AND (${createdAt}, ${id}) > (${cursor.cursor}::timestamptz, ${cursor.id})` : sql``;
-    const rows = rowsOf<T>(await deps.db.execute(page(after)));
+    const rows = parsedRowsOf(row, await deps.db.execute(page(after)));
     if (rows.length > 0) yield rows;
     if (rows.length < EXPORT_PAGE_ROWS) return;
     last = rows[rows.length - 1];
@@ -147,16 +152,18 @@ async function* jsonArrayItems<T>(pages: AsyncGenerator<T[]>, record: (row: T) =
   }
 }
 
-interface ThreadMessageRow {
-  thread_id: string;
-  tags: string[] | string;
-  created_at: unknown;
-  cursor: string;
-  seq: number | null;
-  role: string | null;
-  content: string | null;
-  message_created_at: unknown;
-}
+/** A row of the threads walk: a thread and one of its messages (all null for a thread without any). */
+const ThreadMessageRow = z.object({
+  thread_id: z.string(),
+  tags: dbJson(z.array(z.string())),
+  created_at: dbTimestampSet,
+  cursor: z.string(),
+  seq: dbInt.nullable(),
+  role: z.string().nullable(),
+  content: z.string().nullable(),
+  message_created_at: dbTimestamp,
+});
+type ThreadMessageRow = z.output<typeof ThreadMessageRow>;
 
 /**
  * Threads with their messages, as one keyset walk over (thread created_at, thread id, seq); a
@@ -169,7 +176,8 @@ async function* threadMessagePages(deps: Deps, projectId: string, dataset: strin
       ? sql` AND t.created_at >= ${last.cursor}::timestamptz
              AND (t.created_at, t.id, coalesce(m.seq, 0)) > (${last.cursor}::timestamptz, ${last.thread_id}, ${last.seq ?? 0})`
       : sql``;
-    const rows = rowsOf<ThreadMessageRow>(
+    const rows = parsedRowsOf(
+      ThreadMessageRow,
       await deps.db.execute(sql`
         SELECT t.id AS thread_id, to_jsonb(t.tags) AS tags, t.created_at, t.created_at::text AS cursor,
           m.seq, m.role, m.content, m.created_at AS message_created_at
@@ -192,13 +200,8 @@ async function* threadMessagePages(deps: Deps, projectId: string, dataset: strin
 export async function eraseDataset({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
     sql`${table.projectId} = ${projectId} AND ${table.dataset} = ${dataset}`;
-  const [row] = rowsOf<{
-    threads: unknown;
-    episodes: unknown;
-    facts: unknown;
-    entities: unknown;
-    webhook_jobs: unknown;
-  }>(
+  const [row] = parsedRowsOf(
+    z.object({ threads: dbInt, episodes: dbInt, facts: dbInt, entities: dbInt, webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH t AS (DELETE FROM ${threads} WHERE ${scope(threads)} RETURNING 1),
         e AS (DELETE FROM ${episodes} WHERE ${scope(episodes)} RETURNING 1),
@@ -220,10 +223,10 @@ export async function eraseDataset({ deps, projectId }: ProjectContext, { datase
   return {
     dataset,
     deleted: {
-      threads: Number(row.threads),
-      episodes: Number(row.episodes),
-      facts: Number(row.facts),
-      entities: Number(row.entities),
+      threads: row.threads,
+      episodes: row.episodes,
+      facts: row.facts,
+      entities: row.entities,
     },
   };
 }
