@@ -58,11 +58,11 @@ export async function createThread({ deps, projectId }: ProjectContext, input: T
     result,
   );
   ringLater(deps, dueJobsFrom(row.pulled));
-  return threadRecord(fromRaw(row));
+  return threadRecord(threadFromRaw(row));
 }
 
-/** A `threads` row as raw SQL returns it (snake_case, timestamps as the driver gives them). */
-const RawThreadRow = z.object({
+/** A `threads` row as raw SQL or `row_to_json` gives it (snake_case, timestamps as the driver gives them). */
+export const RawThreadRow = z.object({
   id: z.string(),
   project_id: z.string(),
   dataset: z.string(),
@@ -78,7 +78,7 @@ const RawThreadRow = z.object({
   updated_at: dbTimestampSet,
 });
 
-function fromRaw(r: z.output<typeof RawThreadRow>): ThreadRow {
+export function threadFromRaw(r: z.output<typeof RawThreadRow>): ThreadRow {
   return {
     id: r.id,
     projectId: r.project_id,

@@ -1,6 +1,7 @@
 import { eq, sql } from "drizzle-orm";
+import { z } from "zod";
 import type { ProjectContext } from "../context";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { episodes, facts, projects } from "../db/schema";
 import { notFound } from "../errors";
 import { projectRecord } from "../projects";
@@ -27,21 +28,18 @@ export async function projectActivity({ deps, projectId }: ProjectContext, { day
     SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*)::int AS n FROM ${table}
     WHERE project_id = ${projectId} AND created_at >= ${from}::timestamptz AND created_at < ${until}::timestamptz
     GROUP BY 1`;
-  const [row] = rowsOf<{
-    found: number;
-    episodes: Record<string, number> | string;
-    facts: Record<string, number> | string;
-  }>(
+  const perDayCounts = dbJson(z.record(z.string(), z.number()));
+  const [row] = parsedRowsOf(
+    z.object({ found: dbInt, episodes: perDayCounts, facts: perDayCounts }),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(episodes)}) e) AS episodes,
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(facts)}) f) AS facts`),
   );
-  if (!row || Number(row.found) === 0) throw notFound("Project not found");
-  const byDay = { episodes: jsonOf(row.episodes), facts: jsonOf(row.facts) };
+  if (!row || row.found === 0) throw notFound("Project not found");
   return Array.from({ length: days }, (_, i) => {
     const day = new Date(today - (days - 1 - i) * DAY_MS).toISOString().slice(0, 10);
-    return { day, episodes: Number(byDay.episodes[day] ?? 0), facts: Number(byDay.facts[day] ?? 0) };
+    return { day, episodes: row.episodes[day] ?? 0, facts: row.facts[day] ?? 0 };
   });
 }
 
@@ -52,7 +50,8 @@ export async function projectActivity({ deps, projectId }: ProjectContext, { day
  */
 export async function extractionFailures({ deps, projectId }: ProjectContext, page: { limit: number; offset: number }) {
   const failed = sql`project_id = ${projectId} AND status = 'completed' AND semantic_status = 'failed'`;
-  const [row] = rowsOf<{ found: number; total: number; page: FailureRow[] | string }>(
+  const [row] = parsedRowsOf(
+    z.object({ found: dbInt, total: dbInt, page: dbJson(z.array(FailureRow)) }),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
         (SELECT count(*) FROM ${episodes} WHERE ${failed})::int AS total,
@@ -60,26 +59,26 @@ export async function extractionFailures({ deps, projectId }: ProjectContext, pa
           SELECT id, thread_id, dataset, semantic_error, semantic_retry_count, updated_at FROM ${episodes}
           WHERE ${failed} ORDER BY updated_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
-  if (!row || Number(row.found) === 0) throw notFound("Project not found");
+  if (!row || row.found === 0) throw notFound("Project not found");
   return {
-    failures: jsonOf(row.page).map((f) => ({
+    failures: row.page.map((f) => ({
       episodeId: f.id,
       threadId: f.thread_id,
       dataset: f.dataset,
       error: f.semantic_error,
       // The first run plus every re-queue (a failed extraction's count of attempts).
-      attempts: Number(f.semantic_retry_count) + 1,
+      attempts: f.semantic_retry_count + 1,
       failedAt: toIso(f.updated_at),
     })),
-    total: Number(row.total),
+    total: row.total,
   };
 }
 
-interface FailureRow {
-  id: string;
-  thread_id: string;
-  dataset: string;
-  semantic_error: string | null;
-  semantic_retry_count: number;
-  updated_at: unknown;
-}
+const FailureRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  dataset: z.string(),
+  semantic_error: z.string().nullable(),
+  semantic_retry_count: z.number(),
+  updated_at: z.string(),
+});
