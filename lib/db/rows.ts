@@ -31,7 +31,7 @@ export function jsonOf<T>(value: T | string): T {
  * a plain Error (a 500), never the ZodError that onError would answer 400 with.
  */
 export function parsedRowsOf<S extends z.ZodType>(schema: S, result: unknown): z.output<S>[] {
-  return rowsOf<unknown>(result).map((row) => {
+  return rowsOf(result).map((row) => {
     const parsed = schema.safeParse(row);
     if (!parsed.success) throw new Error(`Unexpected row from the database: ${z.prettifyError(parsed.error)}`);
     return parsed.data;
