@@ -18,13 +18,17 @@ import { renderTranscript, type TranscriptMessage } from "./transcript";
  */
 export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
 
-/** An episode claimed for summarising, with what the summary needs. */
-const ClaimedEpisode = z.object({
+/** A claimed episode and the settings it runs with (the summary's claim, and fact extraction's). */
+export const ClaimedEpisodeRow = z.object({
   id: z.string(),
   project_id: z.string(),
   dataset: z.string(),
   project_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
   thread_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
+});
+
+/** An episode claimed for summarising, with what the summary needs. */
+const ClaimedEpisode = ClaimedEpisodeRow.extend({
   transcript: dbJson(z.array(z.object({ seq: z.number(), role: z.string(), content: z.string() })).nullable()),
 });
 type ClaimedEpisode = z.output<typeof ClaimedEpisode>;

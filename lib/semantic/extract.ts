@@ -3,6 +3,8 @@ import { z } from "zod";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
+import { ExtractionReportRow } from "../episodic/episodes";
+import { ClaimedEpisodeRow } from "../episodic/pipeline";
 import { renderTranscript, type TranscriptMessage } from "../episodic/transcript";
 import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
@@ -26,7 +28,7 @@ import {
   screenEntities,
   screenFacts,
 } from "./candidates";
-import { type ExtractionReport, ExtractionReportRow, reportFields, tallyReport } from "./report";
+import { type ExtractionReport, reportFields, tallyReport } from "./report";
 import { NAME_PREDICATE, userNames } from "./subject";
 
 /** Semantic extraction is retried by the sweep at most this many times (a fixed cap, per spec). */
@@ -37,12 +39,7 @@ const CANDIDATES_PER_FACT = 5;
 export type SemanticOutcome = "completed" | "failed" | "skipped";
 
 /** What the claim statement reads of an episode (claimEpisode). */
-const ClaimedRow = z.object({
-  id: z.string(),
-  project_id: z.string(),
-  dataset: z.string(),
-  project_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
-  thread_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
+const ClaimedRow = ClaimedEpisodeRow.extend({
   transcript: dbJson(
     z.array(z.object({ seq: z.number(), role: z.string(), content: z.string(), created_at: z.string() })).nullable(),
   ),

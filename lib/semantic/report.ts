@@ -1,5 +1,3 @@
-import { z } from "zod";
-
 /**
  * What one extraction did with the facts the model proposed: every proposed fact is either kept
  * (written) or dropped for exactly one counted reason, so `proposed = kept + sum(dropped)`.
@@ -14,20 +12,6 @@ export interface ExtractionReport {
   /** Live facts this extraction ended because a kept fact contradicts them (not a drop). */
   invalidated: number;
 }
-
-/** A stored report (episodes.extraction_report), as the database returns it. */
-export const ExtractionReportRow = z.object({
-  proposed: z.number(),
-  kept: z.number(),
-  dropped: z.object({
-    notAboutUser: z.number(),
-    quoteNotFound: z.number(),
-    emptyPart: z.number(),
-    duplicate: z.number(),
-    lowConfidence: z.number(),
-  }),
-  invalidated: z.number(),
-}) satisfies z.ZodType<ExtractionReport>;
 
 /** The report of `proposed` facts of which the ones in `drops` were dropped, the rest kept. */
 export function tallyReport(proposed: number, drops: readonly DropReason[], invalidated = 0): ExtractionReport {
