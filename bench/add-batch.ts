@@ -31,7 +31,10 @@ export async function benchAddBatch(
   const bench = await benchService({}, dir ? { dir: join(dir, "pglite"), durability: "full" } : undefined);
   const { base, close } = await serveOverHttp(bench);
   try {
-    await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
+    await patchProjectSettings(
+      { deps: bench.service.deps, projectId: bench.projectId },
+      { working: { autoCompactThreshold: null } },
+    );
     const threads = await Promise.all(
       Array.from({ length: clients }, () => bench.call("POST", "/v1/threads", { dataset: "bench" })),
     );

@@ -17,7 +17,10 @@ export interface AddMessageResult {
 export async function benchAddMessage(clients: number, opsPerRun: number, runs: number): Promise<AddMessageResult> {
   const bench = await benchService();
   try {
-    await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
+    await patchProjectSettings(
+      { deps: bench.service.deps, projectId: bench.projectId },
+      { working: { autoCompactThreshold: null } },
+    );
     const threads = await Promise.all(
       Array.from({ length: clients }, () => bench.call("POST", "/v1/threads", { dataset: "bench" })),
     );

@@ -33,7 +33,10 @@ export async function benchDurability(
   // Over HTTP: the Node.js host's own server, as `npm start` runs it.
   const server = transport === "http" ? await serveOverHttp(bench) : undefined;
   try {
-    await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
+    await patchProjectSettings(
+      { deps: bench.service.deps, projectId: bench.projectId },
+      { working: { autoCompactThreshold: null } },
+    );
     const threads = await Promise.all(
       Array.from({ length: clients }, () => bench.call("POST", "/v1/threads", { dataset: "bench" })),
     );

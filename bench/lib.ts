@@ -30,8 +30,8 @@ export async function benchService(
   });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
   const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false, ...host });
-  const project = await createProject(service.deps, "bench");
-  const { key } = await createApiKey(service.deps, { name: "bench", projectId: project.id });
+  const project = await createProject(service.deps, { name: "bench" });
+  const { key } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: "bench" });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await service.app.request(path, {
       method,

@@ -1,7 +1,8 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { archiveEpisode, getEpisode, listEpisodes, searchEpisodes } from "../lib/episodic/episodes";
 import { retryEpisode } from "../lib/episodic/triggers";
-import { projectOf, requireApiKey } from "./middleware";
+import { projectContext, readContext } from "./context";
+import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
 import { ErrorSchema, errorResponses } from "./schemas/errors";
@@ -111,22 +112,17 @@ episodicRoutes.use("*", requireApiKey);
 
 episodicRoutes
   .openapi(routes.list, async (c) =>
-    c.json(await listEpisodes(c.get("deps"), projectOf(c), c.req.valid("param").dataset, c.req.valid("query")), 200),
+    c.json(await listEpisodes(readContext(c), { ...c.req.valid("param"), ...c.req.valid("query") }), 200),
   )
   .openapi(routes.search, async (c) => {
     const { q, limit } = c.req.valid("query");
-    const episodes = await searchEpisodes(c.get("deps"), projectOf(c), c.req.valid("param").dataset, {
+    const episodes = await searchEpisodes(readContext(c), {
+      dataset: c.req.valid("param").dataset,
       query: q,
       limit,
     });
     return c.json({ episodes }, 200);
   })
-  .openapi(routes.get, async (c) =>
-    c.json({ episode: await getEpisode(c.get("deps"), projectOf(c), c.req.valid("param").episodeId) }, 200),
-  )
-  .openapi(routes.archive, async (c) =>
-    c.json(await archiveEpisode(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").episodeId), 200),
-  )
-  .openapi(routes.retry, async (c) =>
-    c.json(await retryEpisode(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").episodeId), 200),
-  );
+  .openapi(routes.get, async (c) => c.json({ episode: await getEpisode(readContext(c), c.req.valid("param")) }, 200))
+  .openapi(routes.archive, async (c) => c.json(await archiveEpisode(projectContext(c), c.req.valid("param")), 200))
+  .openapi(routes.retry, async (c) => c.json(await retryEpisode(projectContext(c), c.req.valid("param")), 200));

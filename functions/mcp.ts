@@ -1,5 +1,6 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { createMemoryMcpServer } from "../lib/mcp/server";
+import { projectContext } from "./context";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 
@@ -16,7 +17,7 @@ export const mcpRoutes = createRouter();
 mcpRoutes.use("*", requireApiKey);
 
 mcpRoutes.post("/", async (c) => {
-  const server = createMemoryMcpServer({ deps: c.get("deps"), projectId: c.get("apiKey").projectId });
+  const server = createMemoryMcpServer(projectContext(c));
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
     enableJsonResponse: true,

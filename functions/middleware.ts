@@ -2,7 +2,6 @@ import type { Context } from "hono";
 import { createMiddleware } from "hono/factory";
 import { matchedRoutes } from "hono/route";
 import { authenticateApiKey, authenticateSession, deferApiKey } from "../lib/auth";
-import type { ProjectRef } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import type { Llm } from "../lib/llm/client";
 import type { AppEnv } from "./env";
@@ -43,11 +42,6 @@ export const requireApiKey = createMiddleware<AppEnv>(async function requireApiK
   // refused key answers 401 instead: thrown here, it takes the one error path.
   await principal();
 });
-
-/** The request's project: SQL that checks its key for a read, the key's project id otherwise. */
-export function projectOf(c: Context<AppEnv>): ProjectRef {
-  return c.get("projectScope") ?? c.get("apiKey").projectId;
-}
 
 /** `/dashboard/*` and `/auth/me|logout`: a session token. */
 export const requireSession = createMiddleware<AppEnv>(async function requireSession(c, next) {

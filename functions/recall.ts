@@ -3,7 +3,8 @@ import { setMetric, timing } from "hono/timing";
 import { errorFields } from "../lib/log";
 import { eraseDataset, exportDataset } from "../lib/recall/dataset";
 import { recall } from "../lib/recall/recall";
-import { projectOf, readsOnly, requireApiKey } from "./middleware";
+import { projectContext, readContext } from "./context";
+import { readsOnly, requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
 import { errorResponses, failureResponse } from "./schemas/errors";
@@ -98,13 +99,13 @@ recallRoutes.use("/", timing({ crossOrigin: true }));
 
 recallRoutes
   .openapi(routes.recall, async (c) => {
-    const { body, timings } = await recall(c.get("deps"), projectOf(c), c.req.valid("json"));
+    const { body, timings } = await recall(readContext(c), c.req.valid("json"));
     for (const t of timings) setMetric(c, t.name, t.ms, t.description);
     return c.json(body, 200);
   })
   .openapi(routes.export, async (c) => {
-    const deps = c.get("deps");
-    const chunks = await exportDataset(deps, projectOf(c), c.req.valid("param").dataset);
+    const ctx = readContext(c);
+    const chunks = await exportDataset(ctx, c.req.valid("param"));
     const encoder = new TextEncoder();
     const body = new ReadableStream<Uint8Array>({
       async pull(controller) {
@@ -113,7 +114,7 @@ recallRoutes
           if (next.done) controller.close();
           else controller.enqueue(encoder.encode(next.value));
         } catch (err) {
-          deps.log.error("export failed midway", errorFields(err));
+          ctx.deps.log.error("export failed midway", errorFields(err));
           controller.error(err);
         }
       },
@@ -123,6 +124,4 @@ recallRoutes
     });
     return c.body(body, 200, { "content-type": "application/json; charset=utf-8" }) as never;
   })
-  .openapi(routes.erase, async (c) =>
-    c.json(await eraseDataset(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").dataset), 200),
-  );
+  .openapi(routes.erase, async (c) => c.json(await eraseDataset(projectContext(c), c.req.valid("param")), 200));

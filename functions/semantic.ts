@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { entityFacts, invalidateFact, listEntities, listFacts } from "../lib/semantic/facts";
-import { projectOf, requireApiKey } from "./middleware";
+import { projectContext, readContext } from "./context";
+import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { ErrorSchema, errorResponses, failureResponse } from "./schemas/errors";
 import { EntitySchema, FactSchema } from "./schemas/facts";
@@ -121,16 +122,8 @@ semanticRoutes.use("*", requireApiKey);
 
 semanticRoutes
   .openapi(routes.listFacts, async (c) =>
-    c.json(await listFacts(c.get("deps"), projectOf(c), c.req.valid("param").dataset, c.req.valid("query")), 200),
+    c.json(await listFacts(readContext(c), { ...c.req.valid("param"), ...c.req.valid("query") }), 200),
   )
-  .openapi(routes.deleteFact, async (c) => {
-    const { dataset, factId } = c.req.valid("param");
-    return c.json(await invalidateFact(c.get("deps"), c.get("apiKey").projectId, dataset, factId), 200);
-  })
-  .openapi(routes.listEntities, async (c) =>
-    c.json(await listEntities(c.get("deps"), projectOf(c), c.req.valid("param").dataset), 200),
-  )
-  .openapi(routes.entityFacts, async (c) => {
-    const { dataset, name } = c.req.valid("param");
-    return c.json(await entityFacts(c.get("deps"), projectOf(c), dataset, name), 200);
-  });
+  .openapi(routes.deleteFact, async (c) => c.json(await invalidateFact(projectContext(c), c.req.valid("param")), 200))
+  .openapi(routes.listEntities, async (c) => c.json(await listEntities(readContext(c), c.req.valid("param")), 200))
+  .openapi(routes.entityFacts, async (c) => c.json(await entityFacts(readContext(c), c.req.valid("param")), 200));

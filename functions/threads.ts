@@ -2,7 +2,8 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { endThread } from "../lib/episodic/triggers";
 import { threadEpisodicOverride } from "../lib/settings/settings";
 import { createThread, getThread, updateThread } from "../lib/threads";
-import { projectOf, requireApiKey } from "./middleware";
+import { projectContext, readContext } from "./context";
+import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { errorResponses, failureResponse } from "./schemas/errors";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
@@ -91,16 +92,11 @@ export const threadRoutes = createRouter();
 threadRoutes.use("*", requireApiKey);
 
 threadRoutes
-  .openapi(routes.create, async (c) =>
-    c.json(await createThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("json")), 201),
-  )
-  .openapi(routes.get, async (c) => c.json(await getThread(c.get("deps"), projectOf(c), c.req.valid("param").id), 200))
+  .openapi(routes.create, async (c) => c.json(await createThread(projectContext(c), c.req.valid("json")), 201))
+  .openapi(routes.get, async (c) => c.json(await getThread(readContext(c), { threadId: c.req.valid("param").id }), 200))
   .openapi(routes.patch, async (c) =>
-    c.json(
-      await updateThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").id, c.req.valid("json")),
-      200,
-    ),
+    c.json(await updateThread(projectContext(c), { threadId: c.req.valid("param").id, ...c.req.valid("json") }), 200),
   )
   .openapi(routes.end, async (c) =>
-    c.json(await endThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").id), 200),
+    c.json(await endThread(projectContext(c), { threadId: c.req.valid("param").id }), 200),
   );

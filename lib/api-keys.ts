@@ -1,4 +1,5 @@
 import { and, desc, eq, isNull } from "drizzle-orm";
+import type { ProjectContext } from "./context";
 import { hashToken, keyPreview, newApiKey } from "./crypto";
 import { pageWithTotal } from "./db/paging";
 import { toIso } from "./db/rows";
@@ -22,8 +23,8 @@ export function apiKeyRecord(k: ApiKeyRow) {
 }
 
 /** The plaintext key is returned here and never again; only its hash is stored. */
-export async function createApiKey(deps: Deps, input: { name: string; projectId: string }) {
-  const [project] = await deps.db.select({ id: projects.id }).from(projects).where(eq(projects.id, input.projectId));
+export async function createApiKey({ deps, projectId }: ProjectContext, input: { name: string }) {
+  const [project] = await deps.db.select({ id: projects.id }).from(projects).where(eq(projects.id, projectId));
   if (!project) throw notFound("Project not found");
   const key = newApiKey();
   const [row] = await deps.db
@@ -33,14 +34,14 @@ export async function createApiKey(deps: Deps, input: { name: string; projectId:
       name: input.name,
       keyHash: hashToken(key),
       keyPreview: keyPreview(key),
-      projectId: input.projectId,
+      projectId,
       createdAt: deps.clock.now(),
     })
     .returning();
   return { key, apiKey: apiKeyRecord(row) };
 }
 
-export async function listApiKeys(deps: Deps, projectId: string, page: { limit: number; offset: number }) {
+export async function listApiKeys({ deps, projectId }: ProjectContext, page: { limit: number; offset: number }) {
   const { rows, total } = await pageWithTotal(
     deps.db,
     apiKeys,
@@ -52,7 +53,7 @@ export async function listApiKeys(deps: Deps, projectId: string, page: { limit: 
 }
 
 /** Revocation is permanent and idempotent: revoking twice keeps the first revokedAt. */
-export async function revokeApiKey(deps: Deps, id: string) {
+export async function revokeApiKey(deps: Deps, { apiKeyId: id }: { apiKeyId: string }) {
   const [revoked] = await deps.db
     .update(apiKeys)
     .set({ revokedAt: deps.clock.now() })

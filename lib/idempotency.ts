@@ -196,7 +196,7 @@ export async function releaseKey(deps: Pick<Deps, "db">, claim: Claim): Promise<
 /** Pushes a running claim's lease ahead; false when the claim is no longer this request's. */
 export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim): Promise<boolean> {
   const until = new Date(deps.clock.now().getTime() + CLAIM_LEASE_MS).toISOString();
-  const rows = rowsOf<{ key: string }>(
+  const rows = rowsOf(
     await deps.db.execute(sql`
       UPDATE ${idempotencyKeys} SET locked_until = ${until}::timestamptz
       WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}
@@ -209,7 +209,7 @@ export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim)
 /** The sweep's step: one bounded DELETE of expired keys (oldest first); returns how many went. */
 export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit: number): Promise<number> {
   const now = deps.clock.now().toISOString();
-  return rowsOf<{ key: string }>(
+  return rowsOf(
     await deps.db.execute(sql`
       DELETE FROM ${idempotencyKeys} k
       WHERE (k.project_id, k.key) IN (

@@ -1,6 +1,8 @@
 import { desc, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
-import { jsonOf, rowsOf } from "./db/rows";
+import { dbInt, dbJson, parsedRowsOf } from "./db/rows";
 import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
 import type { Deps } from "./deps";
 import { notFound } from "./errors";
@@ -10,7 +12,7 @@ export function projectRecord(p: { id: string; name: string; createdAt: Date }) 
   return { id: p.id, name: p.name, createdAt: new Date(p.createdAt).toISOString() };
 }
 
-export async function createProject(deps: Deps, name: string) {
+export async function createProject(deps: Deps, { name }: { name: string }) {
   const [project] = await deps.db
     .insert(projects)
     .values({ id: newId("prj"), name, createdAt: deps.clock.now() })
@@ -30,7 +32,7 @@ export async function listProjects(deps: Deps, page: { limit: number; offset: nu
 }
 
 /** Irreversible: API keys, threads, messages, episodes, facts, entities and jobs cascade. */
-export async function deleteProject(deps: Deps, projectId: string): Promise<void> {
+export async function deleteProject({ deps, projectId }: ProjectContext): Promise<void> {
   const deleted = await deps.db.delete(projects).where(eq(projects.id, projectId)).returning({ id: projects.id });
   if (deleted.length === 0) throw notFound("Project not found");
 }
@@ -40,8 +42,9 @@ export async function deleteProject(deps: Deps, projectId: string): Promise<void
  * extraction by its internal status (which the `/v1` API never shows: the operator must not be
  * blind to extraction failures), facts live and superseded, entities.
  */
-export async function projectStats(deps: Deps, projectId: string) {
-  const [row] = rowsOf<Record<string, unknown>>(
+export async function projectStats({ deps, projectId }: ProjectContext) {
+  const [row] = parsedRowsOf(
+    StatsRow,
     await deps.db.execute(sql`
       SELECT
         (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
@@ -59,17 +62,27 @@ export async function projectStats(deps: Deps, projectId: string) {
         (SELECT count(*) FILTER (WHERE invalid_at IS NOT NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_superseded,
         (SELECT count(*) FROM ${entities} WHERE project_id = ${projectId})::int AS entities`),
   );
-  if (!row || Number(row.found) === 0) throw notFound("Project not found");
-  const counts = (v: unknown, keys: readonly string[]) => {
-    const parsed = jsonOf((v ?? {}) as Record<string, number> | string);
-    return Object.fromEntries(keys.map((k) => [k, Number(parsed[k] ?? 0)]));
-  };
+  if (!row || row.found === 0) throw notFound("Project not found");
+  const counts = (byKey: Record<string, number>, keys: readonly string[]) =>
+    Object.fromEntries(keys.map((k) => [k, byKey[k] ?? 0]));
   return {
-    threads: Number(row.threads),
-    messages: Number(row.messages),
+    threads: row.threads,
+    messages: row.messages,
     episodes: counts(row.episodes, ["pending", "processing", "completed", "failed", "archived"]),
     extraction: counts(row.extraction, ["pending", "processing", "completed", "failed", "skipped"]),
-    facts: { live: Number(row.facts_live), superseded: Number(row.facts_superseded) },
-    entities: Number(row.entities),
+    facts: { live: row.facts_live, superseded: row.facts_superseded },
+    entities: row.entities,
   };
 }
+
+const countsByKey = dbJson(z.record(z.string(), z.number()));
+const StatsRow = z.object({
+  found: dbInt,
+  threads: dbInt,
+  messages: dbInt,
+  episodes: countsByKey,
+  extraction: countsByKey,
+  facts_live: dbInt,
+  facts_superseded: dbInt,
+  entities: dbInt,
+});

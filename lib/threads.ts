@@ -1,9 +1,9 @@
 import { and, desc, eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { ProjectContext, ReadContext } from "./context";
 import { pageWithTotal } from "./db/paging";
-import { jsonOf, rowsOf, toDate, toIso } from "./db/rows";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate, toIso } from "./db/rows";
 import { threads } from "./db/schema";
-import type { ProjectRef } from "./db/types";
-import type { Deps } from "./deps";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
@@ -41,7 +41,7 @@ function cleanOverride(settings: ThreadInput["settings"]): ThreadSettings {
  * One statement: insert the thread and pull every waiting sibling in the dataset forward
  * (their episodes become due within 5 minutes); the pulled timers are rung after the response.
  */
-export async function createThread(deps: Deps, projectId: string, input: ThreadInput) {
+export async function createThread({ deps, projectId }: ProjectContext, input: ThreadInput) {
   const now = deps.clock.now().toISOString();
   const result = await deps.db.execute(sql`
     WITH nt AS (
@@ -53,39 +53,42 @@ export async function createThread(deps: Deps, projectId: string, input: ThreadI
     pulled AS (${pullForwardSql(now)})
     SELECT nt.*, coalesce((SELECT json_agg(json_build_object('key', key, 'run_at', run_at)) FROM pulled), '[]'::json) AS pulled
     FROM nt`);
-  const [row] = rowsOf<RawThreadRow & { pulled: { key: string; run_at: string }[] | string }>(result);
-  const pulled = jsonOf(row.pulled);
-  ringLater(deps, dueJobsFrom(pulled));
-  return threadRecord(fromRaw(row));
+  const [row] = parsedRowsOf(
+    RawThreadRow.extend({ pulled: dbJson(z.array(z.object({ key: z.string(), run_at: z.string() }))) }),
+    result,
+  );
+  ringLater(deps, dueJobsFrom(row.pulled));
+  return threadRecord(threadFromRaw(row));
 }
 
-interface RawThreadRow {
-  id: string;
-  project_id: string;
-  dataset: string;
-  tags: string[];
-  settings: ThreadSettings | string;
-  last_seq: number;
-  episode_seq: number;
-  compacted_seq: number;
-  live_count: number;
-  last_message_at: unknown;
-  ended_at: unknown;
-  created_at: unknown;
-  updated_at: unknown;
-}
+/** A `threads` row as raw SQL or `row_to_json` gives it (snake_case, timestamps as the driver gives them). */
+export const RawThreadRow = z.object({
+  id: z.string(),
+  project_id: z.string(),
+  dataset: z.string(),
+  tags: z.array(z.string()),
+  settings: dbJson(z.record(z.string(), z.unknown())),
+  last_seq: dbInt,
+  episode_seq: dbInt,
+  compacted_seq: dbInt,
+  live_count: dbInt,
+  last_message_at: dbTimestamp,
+  ended_at: dbTimestamp,
+  created_at: dbTimestampSet,
+  updated_at: dbTimestampSet,
+});
 
-function fromRaw(r: RawThreadRow): ThreadRow {
+export function threadFromRaw(r: z.output<typeof RawThreadRow>): ThreadRow {
   return {
     id: r.id,
     projectId: r.project_id,
     dataset: r.dataset,
     tags: r.tags,
-    settings: jsonOf(r.settings) as Record<string, unknown>,
-    lastSeq: Number(r.last_seq),
-    episodeSeq: Number(r.episode_seq),
-    compactedSeq: Number(r.compacted_seq),
-    liveCount: Number(r.live_count),
+    settings: r.settings,
+    lastSeq: r.last_seq,
+    episodeSeq: r.episode_seq,
+    compactedSeq: r.compacted_seq,
+    liveCount: r.live_count,
     lastMessageAt: toDate(r.last_message_at),
     endedAt: toDate(r.ended_at),
     createdAt: toDate(r.created_at) as Date,
@@ -93,7 +96,7 @@ function fromRaw(r: RawThreadRow): ThreadRow {
   };
 }
 
-export async function getThread(deps: Deps, projectId: ProjectRef, threadId: string) {
+export async function getThread({ deps, projectId }: ReadContext, { threadId }: { threadId: string }) {
   const [row] = await deps.db
     .select()
     .from(threads)
@@ -107,10 +110,8 @@ export async function getThread(deps: Deps, projectId: ProjectRef, threadId: str
  * (null values are stripped, as at creation). One conditional UPDATE.
  */
 export async function updateThread(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
-  input: Omit<ThreadInput, "dataset">,
+  { deps, projectId }: ProjectContext,
+  { threadId, ...input }: Omit<ThreadInput, "dataset"> & { threadId: string },
 ) {
   const override = cleanOverride(input.settings);
   const [row] = await deps.db
@@ -132,8 +133,7 @@ export async function updateThread(
 
 /** Dashboard browse: every thread of a project, newest first, offset-paginated. */
 export async function browseThreads(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   page: { limit: number; offset: number; dataset?: string },
 ) {
   const where = page.dataset

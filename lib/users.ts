@@ -41,7 +41,10 @@ export async function createUser(deps: Deps, input: { username: string; password
  * plain count would let two operators deleting each other at once both see two users and empty
  * the table; with the lock the second delete waits, recounts without the deleted row and stops.
  */
-export async function deleteUser(deps: Deps, actingUserId: string, id: string): Promise<void> {
+export async function deleteUser(
+  deps: Deps,
+  { actingUserId, userId: id }: { actingUserId: string; userId: string },
+): Promise<void> {
   if (id === actingUserId) throw badRequest("You cannot delete your own account");
   const deleted = await deps.db
     .delete(users)

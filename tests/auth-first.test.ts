@@ -22,7 +22,7 @@ const MISSING = "Missing or invalid Authorization header";
 
 const tenant = await newTenant(svc, "auth-first");
 const revoked = await newTenant(svc, "auth-first-revoked");
-await revokeApiKey(svc.deps, revoked.keyId);
+await revokeApiKey(svc.deps, { apiKeyId: revoked.keyId });
 const session = await adminSession(svc);
 
 interface Route {

@@ -50,7 +50,10 @@ async function json<T>(res: Response, status: number): Promise<T> {
 async function tenant(threshold?: number | null) {
   const t = await newTenant(svc, `compact-${randomUUID().slice(0, 6)}`);
   if (threshold !== undefined) {
-    await patchProjectSettings(svc.deps, t.projectId, { working: { autoCompactThreshold: threshold } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { working: { autoCompactThreshold: threshold } },
+    );
   }
   const api = {
     ...t,
@@ -287,7 +290,7 @@ describe("prepare", () => {
     );
     expect((await t.prepare(threadId, 20)).warning).toBeUndefined();
     expect((await t.prepare(threadId)).warning).toBeUndefined();
-    await patchProjectSettings(svc.deps, t.projectId, { working: { autoCompactThreshold: 50 } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold: 50 } });
     expect((await t.prepare(threadId)).warning).toContain("autoCompactThreshold 50");
   });
 

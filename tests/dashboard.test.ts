@@ -561,7 +561,7 @@ describe("the last user", () => {
     const [admin] = await lone.deps.db.select().from(users).where(eq(users.username, ADMIN.username));
     const all = await lone.deps.db.select().from(users);
     expect(all).toHaveLength(1);
-    await expect(deleteUser(lone.deps, "usr_someone_else", admin.id)).rejects.toMatchObject({
+    await expect(deleteUser(lone.deps, { actingUserId: "usr_someone_else", userId: admin.id })).rejects.toMatchObject({
       status: 400,
       message: "Cannot delete the last user",
     });

@@ -145,7 +145,10 @@ describe("idle timer", () => {
 
   it("with a null project interval, neither the timer nor the backstop fires; end still cuts", async () => {
     const t = await tenant();
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { autoEpisodeIntervalMs: null } });
+    await patchProjectSettings(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { episodic: { autoEpisodeIntervalMs: null } },
+    );
     const a = await t.thread("ds");
     await t.conversation(a, ["null one", "null two"]);
     expect(await t.jobs()).toEqual([]);
@@ -196,7 +199,7 @@ describe("idle timer", () => {
 describe("episodic enabled: false", () => {
   it("project-wide: messages are stored, but no timer, no episode on end, idle or a new sibling", async () => {
     const t = await tenant();
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { enabled: false } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { enabled: false } });
     const a = await t.thread("ds");
     await t.conversation(a, ["off one", "off two"]);
     const list = await t.get(`/v1/memory/working/threads/${a}/messages`);
@@ -236,7 +239,7 @@ describe("episodic enabled: false", () => {
     const a = await t.thread("ds");
     await t.say(a, "soon disabled");
     expect(await t.jobs()).toHaveLength(1);
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { enabled: false } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { enabled: false } });
     h.clock.advance(DEFAULT_INTERVAL);
     expect(await runDueJobs(h.svc.deps)).toBe(1);
     expect(await t.jobs()).toEqual([]);
@@ -379,7 +382,10 @@ describe("a new thread pulls waiting siblings forward", () => {
 
   it("works when the sibling's interval is null", async () => {
     const t = await tenant();
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { autoEpisodeIntervalMs: null } });
+    await patchProjectSettings(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { episodic: { autoEpisodeIntervalMs: null } },
+    );
     const a = await t.thread("ds");
     await t.conversation(a, ["null sibling one", "null sibling two"]);
     expect(await t.jobs()).toEqual([]);

@@ -119,7 +119,7 @@ describe("pipeline", () => {
     const t = await tenant();
     const on = await endedEpisode(t, ["semantic on"]);
     await runDueJobs(h.svc.deps);
-    await patchProjectSettings(h.svc.deps, t.projectId, { semantic: { enabled: false } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { semantic: { enabled: false } });
     h.clock.advance(1000);
     const off = await endedEpisode(t, ["semantic off"]);
     await runDueJobs(h.svc.deps);
@@ -216,7 +216,7 @@ describe("pipeline", () => {
 
     it("with the project's maxMessages", async () => {
       const t = await tenant();
-      await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { maxMessages: 21 } });
+      await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { maxMessages: 21 } });
       await endedEpisode(t, numbered(24));
       await runDueJobs(h.svc.deps);
       expect(transcriptLines(h.fake.chatCalls("episode_summary")[0])).toEqual([
@@ -393,7 +393,7 @@ describe("background retry", () => {
     const t = await tenant();
     h.fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "chat" });
     const never = await endedEpisode(t, ["never retried"], { maxRetries: 0 });
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { maxRetries: 1 } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { maxRetries: 1 } });
     const once = await endedEpisode(t, ["retried once"]);
     await runDueJobs(h.svc.deps);
     for (let i = 0; i < 4; i++) {

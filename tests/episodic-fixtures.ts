@@ -99,7 +99,7 @@ export function useEpisodicService(options: Omit<TestServiceOptions, "provider" 
   });
   afterEach(async () => {
     await h.svc.settle();
-    for (const id of projects.splice(0)) await deleteProject(h.svc.deps, id);
+    for (const id of projects.splice(0)) await deleteProject({ deps: h.svc.deps, projectId: id });
   });
 
   const request = (path: string, init?: Parameters<TestService["request"]>[1]) => h.svc.request(path, init);
@@ -116,7 +116,10 @@ export function useEpisodicService(options: Omit<TestServiceOptions, "provider" 
     projects.push(t.projectId);
     // Episode tests count model calls and read sequence numbers in transcripts: auto-compaction
     // (tested in compaction.test.ts) would add a call and a summary message's number.
-    await patchProjectSettings(h.svc.deps, t.projectId, { working: { autoCompactThreshold: null } });
+    await patchProjectSettings(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { working: { autoCompactThreshold: null } },
+    );
     const key = t.key;
     const api = {
       ...t,

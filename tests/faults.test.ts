@@ -239,7 +239,7 @@ describe("provider outage, then recovery", () => {
 
   it("maxRetries 0: a failed episode is never retried in the background and keeps its error", async () => {
     const t = await tenant();
-    await patchProjectSettings(h.svc.deps, t.projectId, { episodic: { maxRetries: 0 } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { maxRetries: 0 } });
     const deps = depsWithLlm({ timeoutMs: 5000 });
     h.fake.fail({ status: 500, times: 1, endpoint: "chat" });
     const { episodeId } = await t.end(await conversationAbout(t, "ds", ["tea"]));

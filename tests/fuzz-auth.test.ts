@@ -32,7 +32,7 @@ const MISSING = "Missing or invalid Authorization header";
 
 const tenant = await newTenant(svc, "auth-fuzz");
 const revokedKey = await newTenant(svc, "auth-fuzz-revoked");
-await revokeApiKey(svc.deps, revokedKey.keyId);
+await revokeApiKey(svc.deps, { apiKeyId: revokedKey.keyId });
 const orphanKey = await newTenant(svc, "auth-fuzz-orphan");
 await svc.deps.db.update(apiKeys).set({ projectId: null }).where(eq(apiKeys.id, orphanKey.keyId));
 
@@ -62,7 +62,7 @@ await svc.deps.db.insert(users).values({
 });
 const orphanSession = await signIn(gone.username, gone.password);
 const [admin] = await svc.deps.db.select().from(users).where(eq(users.username, ADMIN.username));
-await deleteUser(svc.deps, admin.id, gone.id);
+await deleteUser(svc.deps, { actingUserId: admin.id, userId: gone.id });
 // The live one:
 const session = await signIn();
 

@@ -103,8 +103,8 @@ afterAll(async () => {
 
 /** A project and an API key of its own per test. */
 async function newTenant(name: string) {
-  const project = await createProject(svc.deps, name);
-  const { key } = await createApiKey(svc.deps, { name: `${name}-key`, projectId: project.id });
+  const project = await createProject(svc.deps, { name });
+  const { key } = await createApiKey({ deps: svc.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key };
 }
 

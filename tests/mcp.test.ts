@@ -278,7 +278,7 @@ describe("MCP over HTTP on the Node.js host", () => {
 
     // Revocation applies to the next request of a client already connected.
     const tenant = await tenantClient("mcp-revoked");
-    await revokeApiKey(svc.deps, tenant.keyId);
+    await revokeApiKey(svc.deps, { apiKeyId: tenant.keyId });
     const error = await tenant.client.listTools().catch((err: unknown) => err);
     expect(error).toBeInstanceOf(StreamableHTTPError);
     expect((error as StreamableHTTPError).code).toBe(401);

@@ -38,7 +38,7 @@ interface Issue {
 /** A tenant (auto-compaction off unless asked) with helpers. */
 async function tenant(autoCompactThreshold: number | null = null) {
   const t = await newTenant(svc);
-  await patchProjectSettings(svc.deps, t.projectId, { working: { autoCompactThreshold } });
+  await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold } });
   const post = (path: string, json: unknown, headers: Record<string, string> = {}) =>
     svc.request(path, { method: "POST", token: t.key, json, headers });
   const thread = async () => {

@@ -309,10 +309,13 @@ describe("ranking", () => {
     }
     const all = await t.recall({ dataset: "ds", query: "tell me about the employer", include: ["raw"] });
     expect(all.groups?.map((g) => g.entityName)).toEqual(["Initech", "Umbrella"]); // Hooli is below 0.75
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { anchorVectorTopK: 1 } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { anchorVectorTopK: 1 } });
     const top = await t.recall({ dataset: "ds", query: "tell me about the employer", include: ["raw"] });
     expect(top.groups?.map((g) => g.entityName)).toEqual(["Initech"]);
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { anchorVectorTopK: 3, anchorVectorMin: 0.5 } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { semantic: { anchorVectorTopK: 3, anchorVectorMin: 0.5 } },
+    );
     const wide = await t.recall({ dataset: "ds", query: "tell me about the employer", include: ["raw"] });
     expect(wide.groups?.map((g) => g.entityName)).toEqual(["Initech", "Umbrella", "Hooli"]);
   });
@@ -404,7 +407,7 @@ describe("limit, minConfidence and settings", () => {
     expect((await t.recall({ dataset: "ds" })).factCount).toBe(8);
     expect((await t.recall({ dataset: "ds", limit: 3 })).factCount).toBe(3);
     expect((await t.recall({ dataset: "ds", query: "thing", limit: 11 })).factCount).toBe(11);
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { factsInContext: 5 } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { factsInContext: 5 } });
     expect((await t.recall({ dataset: "ds" })).factCount).toBe(5);
     expect((await t.recall({ dataset: "ds", query: "thing" })).factCount).toBe(5);
   });
@@ -420,7 +423,10 @@ describe("limit, minConfidence and settings", () => {
       objects(await t.recall({ dataset: "ds", query: "likes low", minConfidence: 0.9, include: ["raw"] })),
     ).toEqual(["edge"]);
     expect(await t.recall({ dataset: "ds", minConfidence: 0, include: ["raw"] })).toMatchObject({ factCount: 3 });
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { retrievalMinConfidence: 0.3 } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { semantic: { retrievalMinConfidence: 0.3 } },
+    );
     expect((await t.recall({ dataset: "ds" })).factCount).toBe(3);
   });
 });
@@ -524,7 +530,10 @@ describe("include", () => {
     ]);
     expect(fake.embeddingCalls()).toHaveLength(1);
     expect(body.context).not.toContain("close and recent");
-    await patchProjectSettings(svc.deps, t.projectId, { episodic: { contextEpisodes: 1, recencyWeight: 0 } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { episodic: { contextEpisodes: 1, recencyWeight: 0 } },
+    );
     const one = await t.recall({ dataset: "ds", query, include: ["episodes"] });
     expect(one.episodes?.episodes.map((e) => e.summary)).toEqual(["close but old"]);
   });
@@ -637,7 +646,7 @@ describe("scores (README: how recall ranks facts)", () => {
     await t.fact("ds", { predicate: "likes", object: "the sea", embedding: near(q, 0.7, "t") });
     const ranked = async () => objects(await t.recall({ dataset: "ds", query: "sailing lessons", include: ["raw"] }));
     expect(await ranked()).toEqual(["sailing lessons", "the sea"]);
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { keywordWeight: 0 } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { keywordWeight: 0 } });
     expect(await ranked()).toEqual(["the sea", "sailing lessons"]);
   });
 
@@ -668,7 +677,7 @@ describe("scores (README: how recall ranks facts)", () => {
       { term: "", docs: 2 },
       { term: "kayak", docs: 1 },
     ]);
-    await deleteProject(svc.deps, t.projectId);
+    await deleteProject({ deps: svc.deps, projectId: t.projectId });
     expect(await stats()).toEqual([]);
   });
 });
@@ -680,7 +689,10 @@ describe("reranker (project setting rerank)", () => {
     await t.fact("ds", { predicate: "likes", object: "pizza", embedding: near(q, 0.9, "a") });
     await t.fact("ds", { predicate: "avoids", object: "gluten", embedding: near(q, 0.8, "b") });
     await t.fact("ds", { predicate: "loves", object: "ramen", embedding: near(q, 0.7, "c") });
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerank: true, rerankCandidates: 3 } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { semantic: { rerank: true, rerankCandidates: 3 } },
+    );
     return t;
   }
   const query = { dataset: "ds", query: "where should we eat tonight", include: ["raw"], limit: 2 };
@@ -711,7 +723,7 @@ describe("reranker (project setting rerank)", () => {
     expect(objects((await failed.json()) as Recall)).toEqual(["pizza", "gluten"]);
     expect(failed.headers.get("server-timing")).toMatch(/rerank;dur=[\d.]+;desc="failed"/);
 
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerankTimeoutMs: 200 } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { rerankTimeoutMs: 200 } });
     reranker.fail({ hang: true, times: 1 });
     const started = performance.now();
     const slow = await svc.request(RECALL, { method: "POST", token: t.key, json: query });
@@ -724,7 +736,7 @@ describe("reranker (project setting rerank)", () => {
   it("is not called without a query, or when the project leaves it off", async () => {
     const t = await withFacts();
     await t.recall({ dataset: "ds", include: ["raw"] });
-    await patchProjectSettings(svc.deps, t.projectId, { semantic: { rerank: false } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { rerank: false } });
     expect(objects(await t.recall(query))).toEqual(["pizza", "gluten"]);
     expect(reranker.requests).toHaveLength(0);
   });

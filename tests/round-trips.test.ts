@@ -202,7 +202,7 @@ describe("round trips per /v1 request", () => {
   it("adds a batch in one statement after authentication (counter, messages and timer together)", async () => {
     const t = await setup();
     // Auto-compaction off: a batch crossing the threshold also compacts (statements of its own).
-    await patchProjectSettings(svc.deps, t.projectId, { working: { autoCompactThreshold: null } });
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold: null } });
     const batch = await measured(`${W}/${t.threadId}/messages:batch`, {
       method: "POST",
       token: t.key,

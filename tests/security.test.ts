@@ -256,7 +256,7 @@ describe.each(apiKeyRoutes)("$label with a dead API key", (route) => {
   it("answers 401 API key has been revoked, immediately after revocation", async () => {
     const r = await tenantWithResources();
     const mine = await newTenant(svc);
-    await revokeApiKey(svc.deps, mine.keyId);
+    await revokeApiKey(svc.deps, { apiKeyId: mine.keyId });
     await expect401(route, await call(route, r, `Bearer ${mine.key}`), "API key has been revoked");
   });
 
@@ -296,7 +296,7 @@ describe.each(sessionRoutes)("$label with a dead session", (route) => {
       .values({ id: userId, username, passwordHash: await GONE_PASSWORD_HASH, createdAt: now, updatedAt: now });
     const token = (await login(svc.deps, username, GONE_PASSWORD)).token;
     const [admin] = await svc.deps.db.select().from(users).where(eq(users.username, ADMIN.username));
-    await deleteUser(svc.deps, admin.id, userId);
+    await deleteUser(svc.deps, { actingUserId: admin.id, userId });
     await expect401(route, await call(route, r, `Bearer ${token}`), "Session user no longer exists");
   });
 });

@@ -114,7 +114,7 @@ export function useSemanticService(options: Omit<TestServiceOptions, "provider" 
   }
 
   const setSemantic = (t: Tenant, semantic: Partial<(typeof DEFAULT_SETTINGS)["semantic"]>) =>
-    patchProjectSettings(h.svc.deps, t.projectId, { semantic });
+    patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { semantic });
 
   async function facts(t: Tenant): Promise<FactRow[]> {
     const rows = rowsOf<{

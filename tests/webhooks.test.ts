@@ -95,7 +95,7 @@ async function deliveries(endpointId: string) {
 
 /** An event with no model call: erasing a dataset. */
 async function eraseEvent(projectId: string) {
-  await eraseDataset(h.svc.deps, projectId, "ds");
+  await eraseDataset({ deps: h.svc.deps, projectId }, { dataset: "ds" });
 }
 
 /** Runs the due jobs after moving the clock to the delivery's next attempt. */
@@ -208,7 +208,7 @@ describe("webhooks", () => {
       long,
       Array.from({ length: 9 }, (_, i) => `message ${i}`),
     );
-    const compacted = await compactThread(h.svc.deps, t.projectId, long);
+    const compacted = await compactThread({ deps: h.svc.deps, projectId: t.projectId }, { threadId: long });
     await runDueJobs(h.svc.deps);
     const folded = (await deliveries(endpoint.id)).find((d) => d.payload.type === "thread.compacted");
     expect(folded?.payload.data).toMatchObject({ threadId: long, dataset: "ds", compactedCount: 3 });

@@ -23,13 +23,16 @@ export async function startQualityService(fixture: Fixture, embedder: Embedder) 
     undefined,
     { clock: { now: () => new Date(Date.now() - offset) }, doorbell: { ring: async () => {} } },
   );
-  await patchProjectSettings(bench.service.deps, bench.projectId, {
-    // Episodes are cut by ending each session's thread, never by the idle timer.
-    episodic: { autoEpisodeIntervalMs: null },
-    // Every earlier home or job is put to the judge (which answers from the fixture), however
-    // far apart the two texts embed.
-    semantic: { contradictionBandMin: 0.3 },
-  });
+  await patchProjectSettings(
+    { deps: bench.service.deps, projectId: bench.projectId },
+    {
+      // Episodes are cut by ending each session's thread, never by the idle timer.
+      episodic: { autoEpisodeIntervalMs: null },
+      // Every earlier home or job is put to the judge (which answers from the fixture), however
+      // far apart the two texts embed.
+      semantic: { contradictionBandMin: 0.3 },
+    },
+  );
   return {
     service: bench.service,
     fake,

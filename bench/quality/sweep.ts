@@ -42,7 +42,7 @@ export async function sweepWeights(
 ) {
   const results: (Weights & ReturnType<typeof score>)[] = [];
   for (const [i, weights] of grid.entries()) {
-    await patchProjectSettings(q.service.deps, q.projectId, { semantic: weights });
+    await patchProjectSettings({ deps: q.service.deps, projectId: q.projectId }, { semantic: weights });
     const run = await runRecall(q, fixture, questions, true);
     results.push({ ...weights, ...score(run.outcomes) });
     log(`sweep ${i + 1}/${grid.length}: ${JSON.stringify(weights)}`);

@@ -11,6 +11,7 @@ import {
 } from "../../lib/dashboard/browse";
 import { semanticStatuses } from "../../lib/db/schema";
 import { browseThreads } from "../../lib/threads";
+import { dashboardProjectContext } from "../context";
 import { createRouter } from "../router";
 import { EpisodeSchema } from "../schemas/episodes";
 import { ErrorSchema, errorResponses, ValidationErrorSchema } from "../schemas/errors";
@@ -257,41 +258,39 @@ export const browseRoutes = createRouter();
 browseRoutes
   .openapi(routes.datasets, async (c) => {
     const { projectId, ...page } = c.req.valid("query");
-    return c.json(await browseDatasets(c.get("deps"), projectId, page), 200);
+    return c.json(await browseDatasets(dashboardProjectContext(c, projectId), page), 200);
   })
   .openapi(routes.threads, async (c) => {
     const { projectId, ...page } = c.req.valid("query");
-    return c.json(await browseThreads(c.get("deps"), projectId, page), 200);
+    return c.json(await browseThreads(dashboardProjectContext(c, projectId), page), 200);
   })
   .openapi(routes.threadMessages, async (c) => {
     const { projectId, limit, before } = c.req.valid("query");
-    const q = { limit, before: before === undefined ? undefined : Number(before) };
-    return c.json(await browseThreadMessages(c.get("deps"), projectId, c.req.valid("param").id, q), 200);
+    const q = { threadId: c.req.valid("param").id, limit, before: before === undefined ? undefined : Number(before) };
+    return c.json(await browseThreadMessages(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.episodes, async (c) => {
     const { projectId, ...q } = c.req.valid("query");
-    return c.json(await browseEpisodes(c.get("deps"), projectId, q), 200);
+    return c.json(await browseEpisodes(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.retryEpisode, async (c) => {
-    const { projectId } = c.req.valid("query");
-    return c.json({ episode: await retryBrowseEpisode(c.get("deps"), projectId, c.req.valid("param").id) }, 200);
+    const ctx = dashboardProjectContext(c, c.req.valid("query").projectId);
+    return c.json({ episode: await retryBrowseEpisode(ctx, { episodeId: c.req.valid("param").id }) }, 200);
   })
   .openapi(routes.facts, async (c) => {
     const { projectId, ...q } = c.req.valid("query");
-    return c.json(await browseFacts(c.get("deps"), projectId, q), 200);
+    return c.json(await browseFacts(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.deleteFact, async (c) => {
-    await deleteFact(c.get("deps"), c.req.valid("query").projectId, c.req.valid("param").id);
+    await deleteFact(dashboardProjectContext(c, c.req.valid("query").projectId), { factId: c.req.valid("param").id });
     return c.body(null, 204);
   })
   .openapi(routes.entities, async (c) => {
     const { projectId, ...q } = c.req.valid("query");
-    return c.json(await browseEntities(c.get("deps"), projectId, q), 200);
+    return c.json(await browseEntities(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.entityFacts, async (c) => {
     const { projectId, includeInvalidated } = c.req.valid("query");
-    return c.json(
-      await browseEntityFacts(c.get("deps"), projectId, c.req.valid("param").id, { includeInvalidated }),
-      200,
-    );
+    const q = { entityId: c.req.valid("param").id, includeInvalidated };
+    return c.json(await browseEntityFacts(dashboardProjectContext(c, projectId), q), 200);
   });

@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createApiKey, listApiKeys, revokeApiKey } from "../../lib/api-keys";
+import { dashboardProjectContext } from "../context";
 import { operation } from "../router";
 import { errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -48,7 +49,10 @@ export const keyOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json(await createApiKey(c.get("deps"), c.req.valid("json")), 201),
+    async (c) => {
+      const { projectId, ...input } = c.req.valid("json");
+      return c.json(await createApiKey(dashboardProjectContext(c, projectId), input), 201);
+    },
   ),
   list: operation(
     createRoute({
@@ -68,7 +72,7 @@ export const keyOperations = {
     }),
     async (c) => {
       const { projectId, ...page } = c.req.valid("query");
-      return c.json(await listApiKeys(c.get("deps"), projectId, page), 200);
+      return c.json(await listApiKeys(dashboardProjectContext(c, projectId), page), 200);
     },
   ),
   revoke: operation(
@@ -84,6 +88,6 @@ export const keyOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json(await revokeApiKey(c.get("deps"), c.req.valid("param").id), 200),
+    async (c) => c.json(await revokeApiKey(c.get("deps"), { apiKeyId: c.req.valid("param").id }), 200),
   ),
 };

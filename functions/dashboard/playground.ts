@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { playgroundRecall } from "../../lib/dashboard/recall";
+import { dashboardProjectContext } from "../context";
 import { operation } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -60,6 +61,7 @@ export const playgroundOperations = {
         500: jsonResponse(ErrorSchema, "Nothing could be read"),
       },
     }),
-    async (c) => c.json(await playgroundRecall(c.get("deps"), c.req.valid("param").id, c.req.valid("json")), 200),
+    async (c) =>
+      c.json(await playgroundRecall(dashboardProjectContext(c, c.req.valid("param").id), c.req.valid("json")), 200),
   ),
 };

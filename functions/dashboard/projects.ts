@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { extractionFailures, getProject, projectActivity } from "../../lib/dashboard/project";
 import { createProject, deleteProject, listProjects, projectStats } from "../../lib/projects";
+import { dashboardProjectContext } from "../context";
 import { operation } from "../router";
 import { errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -30,7 +31,7 @@ export const projectOperations = {
         401: errorResponses[401],
       },
     }),
-    async (c) => c.json({ project: await createProject(c.get("deps"), c.req.valid("json").name) }, 201),
+    async (c) => c.json({ project: await createProject(c.get("deps"), c.req.valid("json")) }, 201),
   ),
   list: operation(
     createRoute({
@@ -60,7 +61,7 @@ export const projectOperations = {
       responses: { 204: { description: "Deleted" }, 401: errorResponses[401], 404: errorResponses[404] },
     }),
     async (c) => {
-      await deleteProject(c.get("deps"), c.req.valid("param").id);
+      await deleteProject(dashboardProjectContext(c, c.req.valid("param").id));
       return c.body(null, 204);
     },
   ),
@@ -96,7 +97,7 @@ export const projectOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json({ stats: await projectStats(c.get("deps"), c.req.valid("param").id) }, 200),
+    async (c) => c.json({ stats: await projectStats(dashboardProjectContext(c, c.req.valid("param").id)) }, 200),
   ),
   get: operation(
     createRoute({
@@ -111,7 +112,7 @@ export const projectOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json({ project: await getProject(c.get("deps"), c.req.valid("param").id) }, 200),
+    async (c) => c.json({ project: await getProject(dashboardProjectContext(c, c.req.valid("param").id)) }, 200),
   ),
   activity: operation(
     createRoute({
@@ -142,7 +143,10 @@ export const projectOperations = {
       },
     }),
     async (c) =>
-      c.json({ days: await projectActivity(c.get("deps"), c.req.valid("param").id, c.req.valid("query").days) }, 200),
+      c.json(
+        { days: await projectActivity(dashboardProjectContext(c, c.req.valid("param").id), c.req.valid("query")) },
+        200,
+      ),
   ),
   extractionFailures: operation(
     createRoute({
@@ -175,6 +179,7 @@ export const projectOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json(await extractionFailures(c.get("deps"), c.req.valid("param").id, c.req.valid("query")), 200),
+    async (c) =>
+      c.json(await extractionFailures(dashboardProjectContext(c, c.req.valid("param").id), c.req.valid("query")), 200),
   ),
 };

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { projectSettingFields, resetProjectSetting, SETTING_GROUPS } from "../../lib/settings/fields";
 import { settingsPatchSchema } from "../../lib/settings/settings";
 import { getProjectSettings, patchProjectSettings } from "../../lib/settings/store";
+import { dashboardProjectContext } from "../context";
 import { operation } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -52,7 +53,8 @@ export const settingOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json({ settings: await getProjectSettings(c.get("deps"), c.req.valid("param").id) }, 200),
+    async (c) =>
+      c.json({ settings: await getProjectSettings(dashboardProjectContext(c, c.req.valid("param").id)) }, 200),
   ),
   patch: operation(
     createRoute({
@@ -70,7 +72,12 @@ export const settingOperations = {
     }),
     async (c) =>
       c.json(
-        { settings: await patchProjectSettings(c.get("deps"), c.req.valid("param").id, c.req.valid("json")) },
+        {
+          settings: await patchProjectSettings(
+            dashboardProjectContext(c, c.req.valid("param").id),
+            c.req.valid("json"),
+          ),
+        },
         200,
       ),
   ),
@@ -88,7 +95,8 @@ export const settingOperations = {
         404: errorResponses[404],
       },
     }),
-    async (c) => c.json({ fields: await projectSettingFields(c.get("deps"), c.req.valid("param").id) }, 200),
+    async (c) =>
+      c.json({ fields: await projectSettingFields(dashboardProjectContext(c, c.req.valid("param").id)) }, 200),
   ),
   reset: operation(
     createRoute({
@@ -119,7 +127,7 @@ export const settingOperations = {
     }),
     async (c) => {
       const { id, group, key } = c.req.valid("param");
-      return c.json({ fields: await resetProjectSetting(c.get("deps"), id, group, key) }, 200);
+      return c.json({ fields: await resetProjectSetting(dashboardProjectContext(c, id), { group, key }) }, 200);
     },
   ),
 };

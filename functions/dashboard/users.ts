@@ -62,7 +62,7 @@ export const userOperations = {
       },
     }),
     async (c) => {
-      await deleteUser(c.get("deps"), c.get("session").userId, c.req.valid("param").id);
+      await deleteUser(c.get("deps"), { actingUserId: c.get("session").userId, userId: c.req.valid("param").id });
       return c.body(null, 204);
     },
   ),

@@ -8,6 +8,7 @@ import {
   replayWebhookDelivery,
 } from "../../lib/webhooks/endpoints";
 import { WEBHOOK_EVENT_TYPES } from "../../lib/webhooks/events";
+import { dashboardProjectContext } from "../context";
 import { createRouter } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -172,20 +173,26 @@ const routes = {
 export const webhookRoutes = createRouter();
 
 webhookRoutes
-  .openapi(routes.create, async (c) => c.json(await createWebhookEndpoint(c.get("deps"), c.req.valid("json")), 201))
+  .openapi(routes.create, async (c) => {
+    const { projectId, ...input } = c.req.valid("json");
+    return c.json(await createWebhookEndpoint(dashboardProjectContext(c, projectId), input), 201);
+  })
   .openapi(routes.list, async (c) =>
-    c.json(await listWebhookEndpoints(c.get("deps"), c.req.valid("query").projectId), 200),
+    c.json(await listWebhookEndpoints(dashboardProjectContext(c, c.req.valid("query").projectId)), 200),
   )
   .openapi(routes.remove, async (c) => {
-    await deleteWebhookEndpoint(c.get("deps"), c.req.valid("param").id);
+    await deleteWebhookEndpoint(c.get("deps"), { endpointId: c.req.valid("param").id });
     return c.body(null, 204);
   })
   .openapi(routes.enable, async (c) =>
-    c.json({ endpoint: await enableWebhookEndpoint(c.get("deps"), c.req.valid("param").id) }, 200),
+    c.json({ endpoint: await enableWebhookEndpoint(c.get("deps"), { endpointId: c.req.valid("param").id }) }, 200),
   )
   .openapi(routes.deliveries, async (c) =>
-    c.json(await listWebhookDeliveries(c.get("deps"), c.req.valid("param").id, c.req.valid("query")), 200),
+    c.json(
+      await listWebhookDeliveries(c.get("deps"), { endpointId: c.req.valid("param").id, ...c.req.valid("query") }),
+      200,
+    ),
   )
   .openapi(routes.replay, async (c) =>
-    c.json({ delivery: await replayWebhookDelivery(c.get("deps"), c.req.valid("param").id) }, 200),
+    c.json({ delivery: await replayWebhookDelivery(c.get("deps"), { deliveryId: c.req.valid("param").id }) }, 200),
   );

@@ -2,6 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { HttpError } from "../../lib/errors";
 import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../../lib/working/batch";
+import { projectContext } from "../context";
 import { createRouter } from "../router";
 import { errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -109,15 +110,11 @@ batchRoutes
   .openapi(routes.thread, async (c) => {
     const { threadId } = c.req.valid("param");
     const items = c.req.valid("json").messages.map((m) => ({ ...m, threadId }) as unknown as BatchItem);
-    return c.json(await addMessages(c.get("deps"), c.get("apiKey").projectId, items), 201);
+    return c.json(await addMessages(projectContext(c), { messages: items }), 201);
   })
   .openapi(routes.cross, async (c) =>
     c.json(
-      await addMessages(
-        c.get("deps"),
-        c.get("apiKey").projectId,
-        c.req.valid("json").messages as unknown as BatchItem[],
-      ),
+      await addMessages(projectContext(c), { messages: c.req.valid("json").messages as unknown as BatchItem[] }),
       201,
     ),
   );

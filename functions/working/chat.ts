@@ -3,6 +3,7 @@ import { streamSSE } from "hono/streaming";
 import { errorFields } from "../../lib/log";
 import { integerIn } from "../../lib/numbers";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
+import { projectContext } from "../context";
 import { createRouter } from "../router";
 import { ErrorSchema, errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -111,16 +112,16 @@ const chatRoute = createRoute({
 
 /** `POST /threads/{threadId}/chat`: a reply from the model, as JSON or server-sent events. */
 export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
-  const deps = c.get("deps");
-  const projectId = c.get("apiKey").projectId;
+  const ctx = projectContext(c);
   const { threadId } = c.req.valid("param");
-  const input = c.req.valid("json");
+  const input = { threadId, ...c.req.valid("json") };
   if (!c.req.header("accept")?.includes("text/event-stream")) {
-    return c.json(await chat(deps, projectId, threadId, input), 200);
+    return c.json(await chat(ctx, input), 200);
   }
 
   // Awaited before the stream opens: a 404 or a provider refusing the call is still a JSON error.
-  const turn = await startChatStream(deps, projectId, threadId, input);
+  const turn = await startChatStream(ctx, input);
+  const { deps } = ctx;
   return streamSSE(c, async (stream) => {
     stream.onAbort(() => turn.abort());
     const send = (event: string, data: unknown) => stream.writeSSE({ event, data: JSON.stringify(data) });

@@ -2,8 +2,9 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
 import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
 import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
+import { projectContext, readContext } from "../context";
 import type { AppEnv } from "../env";
-import { projectOf, readsOnly } from "../middleware";
+import { readsOnly } from "../middleware";
 import { createRouter } from "../router";
 import { errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
@@ -196,22 +197,21 @@ export const messageRoutes = createRouter();
 messageRoutes
   .openapi(routes.add, async (c) =>
     c.json(
-      await addMessage(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId, c.req.valid("json")),
+      await addMessage(projectContext(c), { threadId: c.req.valid("param").threadId, ...c.req.valid("json") }),
       201,
     ),
   )
   .openapi(routes.list, async (c) =>
-    c.json(await listMessages(c.get("deps"), projectOf(c), c.req.valid("param").threadId, c.req.valid("query")), 200),
+    c.json(
+      await listMessages(readContext(c), { threadId: c.req.valid("param").threadId, ...c.req.valid("query") }),
+      200,
+    ),
   )
   .openapi(routes.prepare, async (c) => {
     // The body is optional here; a present one is validated like any other.
     const body: { messageLimit?: number } = c.req.header("content-type")?.includes("json") ? c.req.valid("json") : {};
     const messageLimit = body.messageLimit ?? c.req.valid("query").messageLimit ?? 20;
-    return c.json(await prepareContext(c.get("deps"), projectOf(c), c.req.valid("param").threadId, messageLimit), 200);
+    return c.json(await prepareContext(readContext(c), { threadId: c.req.valid("param").threadId, messageLimit }), 200);
   })
-  .openapi(routes.compact, async (c) =>
-    c.json(await compactThread(c.get("deps"), c.get("apiKey").projectId, c.req.valid("param").threadId), 200),
-  )
-  .openapi(routes.stats, async (c) =>
-    c.json(await threadStats(c.get("deps"), projectOf(c), c.req.valid("param").threadId), 200),
-  );
+  .openapi(routes.compact, async (c) => c.json(await compactThread(projectContext(c), c.req.valid("param")), 200))
+  .openapi(routes.stats, async (c) => c.json(await threadStats(readContext(c), c.req.valid("param")), 200));

@@ -1,13 +1,15 @@
-import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, messages, type semanticStatuses, threads } from "../db/schema";
+import { and, eq, type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbInt, dbJson, dbTimestampSet, parsedRowsOf } from "../db/rows";
+import { entities, episodes, factEntities, facts, messages, semanticStatuses, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { retryEpisode } from "../episodic/triggers";
 import { notFound } from "../errors";
-import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
-import { threadRecord } from "../threads";
-import { messageRecord } from "../working/messages";
+import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
+import { RawThreadRow, threadFromRaw, threadRecord } from "../threads";
+import { MessageRow, messageRecord } from "../working/messages";
 
 /**
  * The dashboard's read-only views of a project's memory (and the two writes an operator needs:
@@ -16,20 +18,22 @@ import { messageRecord } from "../working/messages";
  */
 
 type Page = { limit: number; offset: number };
-type Json<T> = T | string;
+
+/** A page of rows as `json_agg` gives it, with the total of every matching row. */
+const pageOf = <S extends z.ZodType>(row: S) => z.object({ total: dbInt, page: dbJson(z.array(row)) });
 
 // --- Datasets ----------------------------------------------------------------------------------
 
-interface DatasetRow {
-  dataset: string;
-  threads: number;
-  messages: number;
-  episodes: number;
-  facts: number;
-  live_facts: number;
-  entities: number;
-  last_activity_at: unknown;
-}
+const DatasetRow = z.object({
+  dataset: z.string(),
+  threads: z.number(),
+  messages: z.number(),
+  episodes: z.number(),
+  facts: z.number(),
+  live_facts: z.number(),
+  entities: z.number(),
+  last_activity_at: z.string().nullable(),
+});
 
 /**
  * Every dataset of the project (a dataset exists through its threads, episodes, facts or
@@ -38,8 +42,9 @@ interface DatasetRow {
  * episodes leave out deleted ones. Activity: the latest thread creation or message, episode,
  * fact or entity.
  */
-export async function browseDatasets(deps: Deps, projectId: string, page: Page) {
-  const [row] = rowsOf<{ total: number; page: Json<DatasetRow[]> }>(
+export async function browseDatasets({ deps, projectId }: ProjectContext, page: Page) {
+  const [row] = parsedRowsOf(
+    pageOf(DatasetRow),
     await deps.db.execute(sql`
       WITH th AS (
         SELECT dataset, count(*) AS n, sum(last_seq) AS seqs, max(coalesce(last_message_at, created_at)) AS at
@@ -69,33 +74,28 @@ export async function browseDatasets(deps: Deps, projectId: string, page: Page) 
           LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
   return {
-    datasets: jsonOf(row.page).map((d) => ({
+    datasets: row.page.map((d) => ({
       dataset: d.dataset,
-      threads: Number(d.threads),
-      messages: Number(d.messages),
-      episodes: Number(d.episodes),
-      facts: Number(d.facts),
-      liveFacts: Number(d.live_facts),
-      entities: Number(d.entities),
-      lastActivityAt: d.last_activity_at == null ? null : new Date(String(d.last_activity_at)).toISOString(),
+      threads: d.threads,
+      messages: d.messages,
+      episodes: d.episodes,
+      facts: d.facts,
+      liveFacts: d.live_facts,
+      entities: d.entities,
+      lastActivityAt: d.last_activity_at == null ? null : new Date(d.last_activity_at).toISOString(),
     })),
-    total: Number(row.total),
+    total: row.total,
   };
 }
 
 // --- A thread's messages -----------------------------------------------------------------------
 
-type MessageJson = Parameters<typeof messageRecord>[0] & { is_summary: boolean };
+const MessageJson = MessageRow.extend({ is_summary: z.boolean() });
+type MessageJson = z.output<typeof MessageJson>;
 
 function browseMessage(m: MessageJson) {
   return { ...messageRecord(m), compacted: m.compacted_at != null, summary: m.is_summary === true };
 }
-
-/** The thread row as `threadRecord` reads it (drizzle's names), built in SQL. */
-const THREAD_JSON = sql.raw(`json_build_object('id', id, 'projectId', project_id, 'dataset', dataset, 'tags', tags,
-  'settings', settings, 'lastSeq', last_seq, 'episodeSeq', episode_seq, 'compactedSeq', compacted_seq,
-  'liveCount', live_count, 'lastMessageAt', last_message_at, 'endedAt', ended_at, 'createdAt', created_at,
-  'updatedAt', updated_at)`);
 
 /**
  * Every row of a thread, compacted ones and compaction summaries included (marked), a page at a
@@ -103,36 +103,35 @@ const THREAD_JSON = sql.raw(`json_build_object('id', id, 'projectId', project_id
  * thread and its active summary. One statement.
  */
 export async function browseThreadMessages(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
-  q: { limit: number; before?: number },
+  { deps, projectId }: ProjectContext,
+  { threadId, ...q }: { threadId: string; limit: number; before?: number },
 ) {
   const before = q.before ?? null;
-  const [row] = rowsOf<{
-    thread: Json<Parameters<typeof threadRecord>[0]> | null;
-    page: Json<MessageJson[]>;
-    active: Json<MessageJson> | null;
-  }>(
+  const [row] = parsedRowsOf(
+    z.object({
+      thread: dbJson(RawThreadRow.nullable()),
+      page: dbJson(z.array(MessageJson)),
+      active: dbJson(MessageJson.nullable()),
+    }),
     await deps.db.execute(sql`
       WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
       page AS (
         SELECT m.* FROM ${messages} m
         WHERE m.thread_id = (SELECT id FROM t) AND (${before}::int IS NULL OR m.seq < ${before}::int)
         ORDER BY m.seq DESC LIMIT ${q.limit + 1})
-      SELECT (SELECT ${THREAD_JSON} FROM t) AS thread,
+      SELECT (SELECT row_to_json(t) FROM t) AS thread,
         coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.seq DESC) FROM page), '[]'::json) AS page,
         (SELECT row_to_json(s) FROM (
           SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
           ORDER BY seq DESC LIMIT 1) s) AS active`),
   );
   if (!row?.thread) throw notFound("Thread not found");
-  const page = jsonOf(row.page);
+  const { page } = row;
   const rows = page.slice(0, q.limit).reverse();
   return {
-    thread: threadRecord(jsonOf(row.thread)),
+    thread: threadRecord(threadFromRaw(row.thread)),
     messages: rows.map(browseMessage),
-    activeSummary: row.active ? browseMessage(jsonOf(row.active)) : null,
+    activeSummary: row.active ? browseMessage(row.active) : null,
     nextCursor: page.length > q.limit && rows.length > 0 ? String(rows[0].seq) : null,
   };
 }
@@ -141,12 +140,13 @@ export async function browseThreadMessages(
 
 export type BrowseStatus = "pending" | "processing" | "completed" | "failed" | "archived";
 
-interface BrowseEpisodeRow extends EpisodeRow {
-  semantic_status: (typeof semanticStatuses)[number];
-  semantic_error: string | null;
-  semantic_retry_count: number;
-  summarised: boolean;
-}
+const BrowseEpisodeRow = EpisodeRow.extend({
+  semantic_status: z.enum(semanticStatuses),
+  semantic_error: z.string().nullable(),
+  semantic_retry_count: dbInt,
+  summarised: z.boolean(),
+});
+type BrowseEpisodeRow = z.output<typeof BrowseEpisodeRow>;
 
 /** The /v1 episode's columns and what its extraction needs. */
 const BROWSE_EPISODE_COLUMNS = sql`${EPISODE_COLUMNS},
@@ -163,32 +163,33 @@ function browseEpisode(e: BrowseEpisodeRow) {
     ...episodeRecord(e),
     extraction:
       e.status === "completed" || (e.status === "archived" && e.summarised)
-        ? { status: e.semantic_status, error: e.semantic_error, attempts: Number(e.semantic_retry_count) + ran }
+        ? { status: e.semantic_status, error: e.semantic_error, attempts: e.semantic_retry_count + ran }
         : null,
   };
 }
 
 /** A project's episodes, newest first, any status but deleted (or one status); one statement. */
 export async function browseEpisodes(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   q: Page & { dataset?: string; status?: BrowseStatus },
 ) {
   const scope = sql`project_id = ${projectId} AND status <> 'deleted'${q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`}${
     q.status === undefined ? sql`` : sql` AND status = ${q.status}`
   }`;
-  const [row] = rowsOf<{ total: number; page: Json<BrowseEpisodeRow[]> }>(
+  const [row] = parsedRowsOf(
+    pageOf(BrowseEpisodeRow),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
           SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes} WHERE ${scope}
           ORDER BY created_at DESC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
-  return { episodes: jsonOf(row.page).map(browseEpisode), total: Number(row.total) };
+  return { episodes: row.page.map(browseEpisode), total: row.total };
 }
 
 async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
-  const [row] = rowsOf<BrowseEpisodeRow>(
+  const [row] = parsedRowsOf(
+    BrowseEpisodeRow,
     await deps.db.execute(sql`
       SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes}
       WHERE id = ${episodeId} AND project_id = ${projectId} AND status <> 'deleted'`),
@@ -201,17 +202,16 @@ async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string
  * The /v1 retry (failed episodes only, the cap bypassed, processing asynchronous), then the
  * episode as it now is: two statements.
  */
-export async function retryBrowseEpisode(deps: Deps, projectId: string, episodeId: string) {
-  await retryEpisode(deps, projectId, episodeId);
-  return getBrowseEpisode(deps, projectId, episodeId);
+export async function retryBrowseEpisode(ctx: ProjectContext, { episodeId }: { episodeId: string }) {
+  await retryEpisode(ctx, { episodeId });
+  return getBrowseEpisode(ctx.deps, ctx.projectId, episodeId);
 }
 
 // --- Facts and entities ------------------------------------------------------------------------
 
-interface BrowseFactRow extends FactRow {
-  created_at: unknown;
-  entities: { entityId: string; name: string; type: string }[];
-}
+const EntityRef = z.object({ entityId: z.string(), name: z.string(), type: z.string() });
+const BrowseFactRow = FactRow.extend({ created_at: dbTimestampSet, entities: dbJson(z.array(EntityRef)) });
+type BrowseFactRow = z.output<typeof BrowseFactRow>;
 
 /** The fact columns, its creation time and the entities it is linked to (`f` is the fact). */
 const BROWSE_FACT_COLUMNS = sql`${FACT_COLUMNS}, f.created_at, coalesce((
@@ -221,8 +221,8 @@ const BROWSE_FACT_COLUMNS = sql`${FACT_COLUMNS}, f.created_at, coalesce((
 function browseFact(f: BrowseFactRow) {
   return {
     ...factRecord(f),
-    createdAt: new Date(String(f.created_at)).toISOString(),
-    entities: jsonOf(f.entities),
+    createdAt: new Date(f.created_at).toISOString(),
+    entities: f.entities,
   };
 }
 
@@ -234,42 +234,39 @@ const factPage = (from: SQL) =>
 
 /** A dataset's facts, live ones only unless `includeInvalidated`, newest validAt first; one statement. */
 export async function browseFacts(
-  deps: Deps,
-  projectId: string,
+  { deps, projectId }: ProjectContext,
   q: Page & { dataset: string; includeInvalidated: boolean },
 ) {
   const scope = sql`f.project_id = ${projectId} AND f.dataset = ${q.dataset}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}`;
-  const [row] = rowsOf<{ total: number; page: Json<BrowseFactRow[]> }>(
+  const [row] = parsedRowsOf(
+    pageOf(BrowseFactRow),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${facts} f WHERE ${scope})::int AS total,
         ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f WHERE ${scope}
           ORDER BY f.valid_at DESC, f.id DESC LIMIT ${q.limit} OFFSET ${q.offset}`)} AS page`),
   );
-  return { facts: jsonOf(row.page).map(browseFact), total: Number(row.total) };
+  return { facts: row.page.map(browseFact), total: row.total };
 }
 
 /**
  * Removes a fact of the project permanently; its entity links go with it (the foreign key
  * cascades). Unlike the /v1 delete, which invalidates. One statement.
  */
-export async function deleteFact(deps: Deps, projectId: string, factId: string): Promise<void> {
-  const deleted = rowsOf<{ id: string }>(
-    await deps.db.execute(sql`DELETE FROM ${facts} WHERE id = ${factId} AND project_id = ${projectId} RETURNING id`),
-  );
+export async function deleteFact({ deps, projectId }: ProjectContext, { factId }: { factId: string }): Promise<void> {
+  const deleted = await deps.db
+    .delete(facts)
+    .where(and(eq(facts.id, factId), eq(facts.projectId, projectId)))
+    .returning({ id: facts.id });
   if (deleted.length === 0) throw notFound("Fact not found");
 }
 
-interface EntityRow {
-  id: string;
-  name: string;
-  type: string;
-  facts: number;
-}
+const EntityRow = z.object({ id: z.string(), name: z.string(), type: z.string() });
 
 /** A dataset's entities by name, each with its count of live linked facts; one statement. */
-export async function browseEntities(deps: Deps, projectId: string, q: Page & { dataset: string }) {
+export async function browseEntities({ deps, projectId }: ProjectContext, q: Page & { dataset: string }) {
   const scope = sql`project_id = ${projectId} AND dataset = ${q.dataset}`;
-  const [row] = rowsOf<{ total: number; page: Json<EntityRow[]> }>(
+  const [row] = parsedRowsOf(
+    pageOf(EntityRow.extend({ facts: z.number() })),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${entities} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY lower(p.name), p.name, p.type, p.id) FROM (
@@ -280,19 +277,18 @@ export async function browseEntities(deps: Deps, projectId: string, q: Page & { 
           ORDER BY lower(e.name), e.name, e.type, e.id LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
   return {
-    entities: jsonOf(row.page).map((e) => ({ entityId: e.id, name: e.name, type: e.type, facts: Number(e.facts) })),
-    total: Number(row.total),
+    entities: row.page.map((e) => ({ entityId: e.id, name: e.name, type: e.type, facts: e.facts })),
+    total: row.total,
   };
 }
 
 /** An entity of the project and the facts linked to it (live ones unless asked), one statement. */
 export async function browseEntityFacts(
-  deps: Deps,
-  projectId: string,
-  entityId: string,
-  q: { includeInvalidated: boolean },
+  { deps, projectId }: ProjectContext,
+  { entityId, ...q }: { entityId: string; includeInvalidated: boolean },
 ) {
-  const [row] = rowsOf<{ entity: Json<Omit<EntityRow, "facts">> | null; page: Json<BrowseFactRow[]> }>(
+  const [row] = parsedRowsOf(
+    z.object({ entity: dbJson(EntityRow.nullable()), page: dbJson(z.array(BrowseFactRow)) }),
     await deps.db.execute(sql`
       WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId})
       SELECT (SELECT row_to_json(ent) FROM ent) AS entity,
@@ -301,9 +297,9 @@ export async function browseEntityFacts(
             AND f.id IN (SELECT fact_id FROM ${factEntities} WHERE entity_id = (SELECT id FROM ent))`)} AS page`),
   );
   if (!row?.entity) throw notFound("Entity not found");
-  const entity = jsonOf(row.entity);
+  const { entity } = row;
   return {
     entity: { entityId: entity.id, name: entity.name, type: entity.type },
-    facts: jsonOf(row.page).map(browseFact),
+    facts: row.page.map(browseFact),
   };
 }

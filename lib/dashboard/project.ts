@@ -1,14 +1,15 @@
 import { eq, sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { episodes, facts, projects } from "../db/schema";
-import type { Deps } from "../deps";
 import { notFound } from "../errors";
 import { projectRecord } from "../projects";
 
 const DAY_MS = 86_400_000;
 
 /** GET /dashboard/projects/:id: one statement. */
-export async function getProject(deps: Deps, projectId: string) {
+export async function getProject({ deps, projectId }: ProjectContext) {
   const [row] = await deps.db.select().from(projects).where(eq(projects.id, projectId));
   if (!row) throw notFound("Project not found");
   return projectRecord(row);
@@ -19,7 +20,7 @@ export async function getProject(deps: Deps, projectId: string) {
  * clock), oldest first, days without any included. One statement: the counts by day; the days
  * without a row are filled in here.
  */
-export async function projectActivity(deps: Deps, projectId: string, days: number) {
+export async function projectActivity({ deps, projectId }: ProjectContext, { days }: { days: number }) {
   const today = Date.parse(`${deps.clock.now().toISOString().slice(0, 10)}T00:00:00.000Z`);
   const from = new Date(today - (days - 1) * DAY_MS).toISOString();
   const until = new Date(today + DAY_MS).toISOString();
@@ -27,21 +28,18 @@ export async function projectActivity(deps: Deps, projectId: string, days: numbe
     SELECT to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*)::int AS n FROM ${table}
     WHERE project_id = ${projectId} AND created_at >= ${from}::timestamptz AND created_at < ${until}::timestamptz
     GROUP BY 1`;
-  const [row] = rowsOf<{
-    found: number;
-    episodes: Record<string, number> | string;
-    facts: Record<string, number> | string;
-  }>(
+  const perDayCounts = dbJson(z.record(z.string(), z.number()));
+  const [row] = parsedRowsOf(
+    z.object({ found: dbInt, episodes: perDayCounts, facts: perDayCounts }),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(episodes)}) e) AS episodes,
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(facts)}) f) AS facts`),
   );
-  if (!row || Number(row.found) === 0) throw notFound("Project not found");
-  const byDay = { episodes: jsonOf(row.episodes), facts: jsonOf(row.facts) };
+  if (!row || row.found === 0) throw notFound("Project not found");
   return Array.from({ length: days }, (_, i) => {
     const day = new Date(today - (days - 1 - i) * DAY_MS).toISOString().slice(0, 10);
-    return { day, episodes: Number(byDay.episodes[day] ?? 0), facts: Number(byDay.facts[day] ?? 0) };
+    return { day, episodes: row.episodes[day] ?? 0, facts: row.facts[day] ?? 0 };
   });
 }
 
@@ -50,9 +48,10 @@ export async function projectActivity(deps: Deps, projectId: string, days: numbe
  * first: the error, how many attempts ran (retries included) and when the last one failed. One
  * statement: the project check, the total and the page.
  */
-export async function extractionFailures(deps: Deps, projectId: string, page: { limit: number; offset: number }) {
+export async function extractionFailures({ deps, projectId }: ProjectContext, page: { limit: number; offset: number }) {
   const failed = sql`project_id = ${projectId} AND status = 'completed' AND semantic_status = 'failed'`;
-  const [row] = rowsOf<{ found: number; total: number; page: FailureRow[] | string }>(
+  const [row] = parsedRowsOf(
+    z.object({ found: dbInt, total: dbInt, page: dbJson(z.array(FailureRow)) }),
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
         (SELECT count(*) FROM ${episodes} WHERE ${failed})::int AS total,
@@ -60,26 +59,26 @@ export async function extractionFailures(deps: Deps, projectId: string, page: { 
           SELECT id, thread_id, dataset, semantic_error, semantic_retry_count, updated_at FROM ${episodes}
           WHERE ${failed} ORDER BY updated_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
-  if (!row || Number(row.found) === 0) throw notFound("Project not found");
+  if (!row || row.found === 0) throw notFound("Project not found");
   return {
-    failures: jsonOf(row.page).map((f) => ({
+    failures: row.page.map((f) => ({
       episodeId: f.id,
       threadId: f.thread_id,
       dataset: f.dataset,
       error: f.semantic_error,
       // The first run plus every re-queue (a failed extraction's count of attempts).
-      attempts: Number(f.semantic_retry_count) + 1,
+      attempts: f.semantic_retry_count + 1,
       failedAt: toIso(f.updated_at),
     })),
-    total: Number(row.total),
+    total: row.total,
   };
 }
 
-interface FailureRow {
-  id: string;
-  thread_id: string;
-  dataset: string;
-  semantic_error: string | null;
-  semantic_retry_count: number;
-  updated_at: unknown;
-}
+const FailureRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  dataset: z.string(),
+  semantic_error: z.string().nullable(),
+  semantic_retry_count: z.number(),
+  updated_at: z.string(),
+});

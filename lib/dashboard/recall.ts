@@ -1,4 +1,4 @@
-import type { Deps } from "../deps";
+import type { ProjectContext } from "../context";
 import { notFound } from "../errors";
 import { type RecallRequest, recall } from "../recall/recall";
 
@@ -8,9 +8,9 @@ import { type RecallRequest, recall } from "../recall/recall";
  * score, what the reranker did, and the time of each part. The same calls as /v1, so what the
  * operator sees is what an application gets.
  */
-export async function playgroundRecall(deps: Deps, projectId: string, request: RecallRequest) {
+export async function playgroundRecall(ctx: ProjectContext, request: RecallRequest) {
   const include = [...new Set([...request.include, "raw" as const])];
-  const { body, timings, explanation } = await recall(deps, projectId, { ...request, include });
+  const { body, timings, explanation } = await recall(ctx, { ...request, include });
   if (!explanation.projectFound) throw notFound("Project not found");
   return {
     recall: body,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { dbInt, dbTimestamp, parsedRowsOf } from "./rows";
+import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf } from "./rows";
 
 const Row = z.object({ id: z.string(), n: dbInt, at: dbTimestamp });
 
@@ -23,6 +23,27 @@ describe("parsedRowsOf", () => {
     }
     expect(thrown).toBeInstanceOf(Error);
     expect(thrown).not.toBeInstanceOf(z.ZodError);
+    expect(String(thrown)).toMatch(/Unexpected row from the database/);
+  });
+});
+
+describe("dbJson and dbNumber", () => {
+  const Row = z.object({ page: dbJson(z.array(z.object({ seq: z.number() }))), score: dbNumber });
+
+  it("reads json parsed (pglite, pg) or as text (Neon over HTTP), and numeric text as a number", () => {
+    expect(parsedRowsOf(Row, [{ page: [{ seq: 1 }], score: 0.5 }])).toEqual([{ page: [{ seq: 1 }], score: 0.5 }]);
+    expect(parsedRowsOf(Row, [{ page: '[{"seq":2}]', score: "0.25" }])).toEqual([{ page: [{ seq: 2 }], score: 0.25 }]);
+  });
+
+  it("json of another shape, or text that is not json, is the database's fault (a plain Error)", () => {
+    expect(() => parsedRowsOf(Row, [{ page: [{ seq: "x" }], score: 1 }])).toThrow(/Unexpected row from the database/);
+    let thrown: unknown;
+    try {
+      parsedRowsOf(Row, [{ page: "not json", score: 1 }]);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).not.toBeInstanceOf(SyntaxError);
     expect(String(thrown)).toMatch(/Unexpected row from the database/);
   });
 });

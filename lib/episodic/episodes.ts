@@ -1,6 +1,8 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
-import { type episodeStatuses, episodes } from "../db/schema";
+import { z } from "zod";
+import type { ProjectContext, ReadContext } from "../context";
+import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf, toIso } from "../db/rows";
+import { episodeStatuses, episodes } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
@@ -9,27 +11,46 @@ import type { ExtractionReport } from "../semantic/report";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
-export interface EpisodeRow {
-  id: string;
-  thread_id: string;
-  dataset: string;
-  project_id: string;
-  status: string;
-  summary: string;
-  key_learnings: string[] | string;
-  message_count: number;
-  token_count: number | null;
-  started_at: unknown;
-  ended_at: unknown;
-  processing_started_at: unknown;
-  processing_completed_at: unknown;
-  error: string | null;
-  retry_count: number;
-  metadata: Record<string, unknown> | null;
-  extraction_report: ExtractionReport | string | null;
-  created_at: unknown;
-  updated_at: unknown;
-}
+/**
+ * A stored extraction report (episodes.extraction_report). Here rather than beside its type in
+ * lib/semantic/report.ts: lib/semantic imports lib/episodic, never the other way round.
+ */
+export const ExtractionReportRow = z.object({
+  proposed: z.number(),
+  kept: z.number(),
+  dropped: z.object({
+    notAboutUser: z.number(),
+    quoteNotFound: z.number(),
+    emptyPart: z.number(),
+    duplicate: z.number(),
+    lowConfidence: z.number(),
+  }),
+  invalidated: z.number(),
+}) satisfies z.ZodType<ExtractionReport>;
+
+/** An `episodes` row as raw SQL or `row_to_json` gives it (the columns of `EPISODE_COLUMNS`). */
+export const EpisodeRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  dataset: z.string(),
+  project_id: z.string(),
+  status: z.enum(episodeStatuses),
+  summary: z.string(),
+  key_learnings: dbJson(z.array(z.string())),
+  message_count: dbInt,
+  token_count: dbInt.nullable(),
+  started_at: dbTimestamp,
+  ended_at: dbTimestamp,
+  processing_started_at: dbTimestamp,
+  processing_completed_at: dbTimestamp,
+  error: z.string().nullable(),
+  retry_count: dbInt,
+  metadata: dbJson(z.record(z.string(), z.unknown()).nullable()),
+  extraction_report: dbJson(ExtractionReportRow.nullable()),
+  created_at: dbTimestamp,
+  updated_at: dbTimestamp,
+});
+export type EpisodeRow = z.output<typeof EpisodeRow>;
 
 /** The columns `episodeRecord` reads. */
 export const EPISODE_COLUMNS = sql.raw(
@@ -42,19 +63,19 @@ export function episodeRecord(e: EpisodeRow) {
     threadId: e.thread_id,
     dataset: e.dataset,
     projectId: e.project_id,
-    status: e.status as (typeof episodeStatuses)[number],
+    status: e.status,
     summary: e.summary,
-    keyLearnings: typeof e.key_learnings === "string" ? (JSON.parse(e.key_learnings) as string[]) : e.key_learnings,
-    messageCount: Number(e.message_count),
-    tokenCount: e.token_count === null ? null : Number(e.token_count),
+    keyLearnings: e.key_learnings,
+    messageCount: e.message_count,
+    tokenCount: e.token_count,
     startedAt: toIso(e.started_at),
     endedAt: toIso(e.ended_at),
     processingStartedAt: toIso(e.processing_started_at),
     processingCompletedAt: toIso(e.processing_completed_at),
     error: e.error,
-    retryCount: Number(e.retry_count),
+    retryCount: e.retry_count,
     metadata: e.metadata,
-    extractionReport: e.extraction_report ? jsonOf(e.extraction_report) : null,
+    extractionReport: e.extraction_report,
     createdAt: toIso(e.created_at),
     updatedAt: toIso(e.updated_at),
   };
@@ -62,10 +83,8 @@ export function episodeRecord(e: EpisodeRow) {
 
 /** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
 export async function listEpisodes(
-  deps: Deps,
-  projectId: ProjectRef,
-  dataset: string,
-  q: { limit: number; before?: Date; status: ListableStatus },
+  { deps, projectId }: ReadContext,
+  { dataset, ...q }: { dataset: string; limit: number; before?: Date; status: ListableStatus },
 ) {
   const before = q.before?.toISOString() ?? null;
   const result = await deps.db.execute(sql`
@@ -78,11 +97,11 @@ export async function listEpisodes(
     )
     SELECT (SELECT count(*) FROM scope)::int AS total,
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
-  const [row] = rowsOf<{ total: number; page: EpisodeRow[] | string }>(result);
-  const page = jsonOf(row.page);
+  const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(EpisodeRow)) }), result);
+  const { page } = row;
   return {
     episodes: page.slice(0, q.limit).map(episodeRecord),
-    total: Number(row.total),
+    total: row.total,
     hasMore: page.length > q.limit,
   };
 }
@@ -92,10 +111,11 @@ export async function listEpisodes(
  * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (0.7 / 0.3 unless given).
  */
 export async function searchEpisodes(
-  deps: Deps,
-  projectId: ProjectRef,
-  dataset: string,
-  q: { query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
+  { deps, projectId }: ReadContext,
+  {
+    dataset,
+    ...q
+  }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
   const [vector] = await deps.llm.embed([q.query]);
   return rankEpisodes(deps, projectId, dataset, vector, q.limit, q.similarityWeight ?? 0.7, q.recencyWeight ?? 0.3);
@@ -129,9 +149,9 @@ export async function rankEpisodes(
       limit: sql`${limit}`,
     }),
   );
-  return rowsOf<EpisodeRow & { relevance: number }>(result).map((r) => ({
+  return parsedRowsOf(EpisodeRow.extend({ relevance: dbNumber }), result).map((r) => ({
     ...episodeRecord(r),
-    relevanceScore: Number(r.relevance),
+    relevanceScore: r.relevance,
   }));
 }
 
@@ -171,8 +191,9 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
     ORDER BY relevance DESC, id LIMIT ${r.limit}`;
 }
 
-export async function getEpisode(deps: Deps, projectId: ProjectRef, episodeId: string) {
-  const [row] = rowsOf<EpisodeRow>(
+export async function getEpisode({ deps, projectId }: ReadContext, { episodeId }: { episodeId: string }) {
+  const [row] = parsedRowsOf(
+    EpisodeRow,
     await deps.db.execute(
       sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
     ),
@@ -185,9 +206,10 @@ export async function getEpisode(deps: Deps, projectId: ProjectRef, episodeId: s
  * Soft delete: archived, out of retrieval; summary, learnings, embedding and facts remain.
  * One statement reports both "not found" and "already archived".
  */
-export async function archiveEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function archiveEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const now = deps.clock.now().toISOString();
-  const [row] = rowsOf<{ previous: string; archived: boolean }>(
+  const [row] = parsedRowsOf(
+    z.object({ previous: z.string().nullable(), archived: z.boolean() }),
     await deps.db.execute(sql`
       WITH target AS (SELECT id, status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}),
       done AS (

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { rowsOf, toDate } from "../db/rows";
+import { z } from "zod";
+import { dbNumber, dbTimestamp, parsedRowsOf, toDate } from "../db/rows";
 import { projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobHandler, JobResult } from "../jobs/registry";
@@ -32,12 +33,13 @@ export function episodeJob(afterSummary: (deps: Deps, episodeId: string) => Prom
  */
 export async function idleTimerJob(deps: Deps, job: Job): Promise<JobResult> {
   const threadId = String(job.payload.threadId);
-  const [state] = rowsOf<{
-    interval_ms: string | number | null;
-    enabled: boolean;
-    last_message_at: unknown;
-    pending: boolean;
-  }>(
+  const [state] = parsedRowsOf(
+    z.object({
+      interval_ms: dbNumber.nullable(),
+      enabled: z.boolean().nullable(),
+      last_message_at: dbTimestamp,
+      pending: z.boolean(),
+    }),
     await deps.db.execute(sql`
       SELECT ${episodicSetting("autoEpisodeIntervalMs", sql`th.settings`, sql`p.settings`, "bigint")} AS interval_ms,
              ${episodicSetting("enabled", sql`th.settings`, sql`p.settings`, "boolean")} AS enabled,
@@ -49,7 +51,7 @@ export async function idleTimerJob(deps: Deps, job: Job): Promise<JobResult> {
   const pulled = job.payload.pulled === true;
   if (!pulled) {
     if (state.interval_ms === null) return { next: "done" };
-    const idleAt = new Date((toDate(state.last_message_at) as Date).getTime() + Number(state.interval_ms));
+    const idleAt = new Date((toDate(state.last_message_at) as Date).getTime() + state.interval_ms);
     if (idleAt.getTime() > deps.clock.now().getTime()) {
       return { next: "later", runAt: idleAt, ring: true };
     }

@@ -1,17 +1,13 @@
-import { sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "../db/rows";
+import { eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import { dbJson, parsedRowsOf } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
-import {
-  resolveProjectSettings,
-  resolveThreadSettings,
-  type Settings,
-  type ThreadSettings,
-} from "../settings/settings";
+import { resolveProjectSettings, resolveThreadSettings, type Settings } from "../settings/settings";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 
@@ -22,15 +18,20 @@ import { renderTranscript, type TranscriptMessage } from "./transcript";
  */
 export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
 
+/** A claimed episode and the settings it runs with (the summary's claim, and fact extraction's). */
+export const ClaimedEpisodeRow = z.object({
+  id: z.string(),
+  project_id: z.string(),
+  dataset: z.string(),
+  project_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
+  thread_settings: dbJson(z.record(z.string(), z.unknown()).nullable()),
+});
+
 /** An episode claimed for summarising, with what the summary needs. */
-interface ClaimedEpisode {
-  id: string;
-  project_id: string;
-  dataset: string;
-  project_settings: Record<string, unknown> | null;
-  thread_settings: ThreadSettings | null;
-  transcript: TranscriptMessage[] | string | null;
-}
+const ClaimedEpisode = ClaimedEpisodeRow.extend({
+  transcript: dbJson(z.array(z.object({ seq: z.number(), role: z.string(), content: z.string() })).nullable()),
+});
+type ClaimedEpisode = z.output<typeof ClaimedEpisode>;
 
 /**
  * The summary call's user message: the transcript (head and tail past maxMessages, as
@@ -62,7 +63,7 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     resolveProjectSettings(episode.project_settings),
     episode.thread_settings ?? undefined,
   );
-  const transcript = jsonOf<TranscriptMessage[]>(episode.transcript ?? []);
+  const transcript: TranscriptMessage[] = episode.transcript ?? [];
   const claim = { episodeId, claimedAt };
   try {
     const summary = await deps.llm.structured({
@@ -86,7 +87,8 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
 /** pending → processing (or a processing one whose lease ran out), with transcript and settings. */
 async function claimEpisode(deps: Deps, episodeId: string, now: string): Promise<ClaimedEpisode | undefined> {
   const leaseUntil = new Date(Date.parse(now) + LEASE_MS).toISOString();
-  const [claimed] = rowsOf<ClaimedEpisode>(
+  const [claimed] = parsedRowsOf(
+    ClaimedEpisode,
     await deps.db.execute(sql`
       WITH e AS (
         UPDATE ${episodes} SET status = 'processing', processing_started_at = ${now}::timestamptz,
@@ -109,11 +111,12 @@ async function claimEpisode(deps: Deps, episodeId: string, now: string): Promise
 
 /** Not claimable: `busy` while another attempt holds it, else `skipped`. */
 async function unclaimedOutcome(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
-  const [current] = rowsOf<{ status: string }>(
-    await deps.db.execute(sql`SELECT status FROM ${episodes} WHERE id = ${episodeId}`),
-  );
+  const [current] = await deps.db.select({ status: episodes.status }).from(episodes).where(eq(episodes.id, episodeId));
   return current?.status === "processing" ? "busy" : "skipped";
 }
+
+/** A write that raised webhook events: the row it wrote (none when the claim was lost) and their jobs. */
+const WrittenWithEvents = z.object({ id: z.string(), webhook_jobs: z.unknown() });
 
 /** This attempt's claim: every write requires the episode to be still processing under it. */
 interface Claim {
@@ -130,7 +133,8 @@ async function writeSummary(
   semanticStatus: string,
 ): Promise<boolean> {
   const done = deps.clock.now().toISOString();
-  const [written] = rowsOf<{ id: string; webhook_jobs: unknown }>(
+  const [written] = parsedRowsOf(
+    WrittenWithEvents,
     await deps.db.execute(sql`
       WITH u AS (
         UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
@@ -154,7 +158,8 @@ async function writeSummary(
  */
 async function markFailed(deps: Deps, claim: Claim, message: string): Promise<boolean> {
   const failedAt = deps.clock.now().toISOString();
-  const [marked] = rowsOf<{ id: string; webhook_jobs: unknown }>(
+  const [marked] = parsedRowsOf(
+    WrittenWithEvents,
     await deps.db.execute(sql`
       WITH u AS (
         UPDATE ${episodes} SET status = 'failed', error = ${message},

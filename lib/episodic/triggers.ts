@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
-import { dbInt, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "../db/rows";
+import type { ProjectContext } from "../context";
+import { dbInt, dbTimestamp, dbTimestampSet, parsedRowsOf, rowsOf, toDate } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
@@ -114,7 +115,7 @@ function cutEpisodeSql(input: {
 }
 
 /** `POST /v1/threads/:id/end`: records the end and cuts an episode (processing is asynchronous). */
-export async function endThread(deps: Deps, projectId: string, threadId: string) {
+export async function endThread({ deps, projectId }: ProjectContext, { threadId }: { threadId: string }) {
   const cut = await cutEpisode(deps, projectId, threadId, "end");
   if (!cut.found) throw notFound("Thread not found");
   ringLater(deps, cut.job ? [cut.job] : []);
@@ -229,7 +230,7 @@ export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: nu
     ),
     ${requeueSql(now)}
     SELECT r.id, j.key, j.run_at FROM requeued r JOIN job j ON j.key = ${jobKeySql("episode", sql`r.id`)}`);
-  const rows = rowsOf<{ id: string; key: string; run_at: unknown }>(result);
+  const rows = parsedRowsOf(z.object({ id: z.string(), key: z.string(), run_at: dbTimestampSet }), result);
   return { episodeIds: rows.map((r) => r.id), due: dueJobsFrom(rows) };
 }
 
@@ -238,7 +239,7 @@ export async function requeueFailedEpisodes(deps: Deps, scope: { olderThanMs: nu
  * starts asynchronously. One statement also reports the episode's state, so "not found" and "not
  * failed" cost no second round trip.
  */
-export async function retryEpisode(deps: Deps, projectId: string, episodeId: string) {
+export async function retryEpisode({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
   const now = deps.clock.now().toISOString();
   const result = await deps.db.execute(sql`
     WITH target AS (
@@ -250,7 +251,10 @@ export async function retryEpisode(deps: Deps, projectId: string, episodeId: str
     SELECT cur.status AS previous, j.key, j.run_at
     FROM (SELECT status FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}) cur
       LEFT JOIN job j ON true`);
-  const [row] = rowsOf<{ previous: string; key: string | null; run_at: unknown }>(result);
+  const [row] = parsedRowsOf(
+    z.object({ previous: z.string(), key: z.string().nullable(), run_at: dbTimestamp }),
+    result,
+  );
   if (!row) throw notFound("Episode not found");
   // Failed when the statement began but requeued meanwhile by the background retry: pending all the same.
   if (!row.key && row.previous !== "failed") throw badRequest("Only failed episodes can be retried");

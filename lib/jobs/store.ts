@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toDate } from "../db/rows";
+import { z } from "zod";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate } from "../db/rows";
 import { episodes, jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import type { JobKind } from "./kinds";
@@ -41,19 +42,20 @@ export interface JobSpec {
 export const LEASE_MS = 30_000;
 export const LEASE_RENEW_MS = 10_000;
 
-interface JobRow {
-  id: string;
-  kind: string;
-  key: string;
-  project_id: string | null;
-  dataset: string | null;
-  run_at: unknown;
-  attempts: number;
-  locked_until: unknown;
-  payload: Record<string, unknown> | string;
-}
+/** A `jobs` row as raw SQL returns it (the columns of `JOB_COLUMNS`). */
+const JobRow = z.object({
+  id: z.string(),
+  kind: z.string(),
+  key: z.string(),
+  project_id: z.string().nullable(),
+  dataset: z.string().nullable(),
+  run_at: dbTimestampSet,
+  attempts: dbInt,
+  locked_until: dbTimestamp,
+  payload: dbJson(z.record(z.string(), z.unknown())),
+});
 
-export function jobFromRow(row: JobRow): Job {
+function jobFromRow(row: z.output<typeof JobRow>): Job {
   return {
     id: row.id,
     kind: row.kind,
@@ -61,9 +63,9 @@ export function jobFromRow(row: JobRow): Job {
     projectId: row.project_id,
     dataset: row.dataset,
     runAt: toDate(row.run_at) as Date,
-    attempts: Number(row.attempts),
+    attempts: row.attempts,
     lockedUntil: toDate(row.locked_until),
-    payload: jsonOf(row.payload),
+    payload: row.payload,
   };
 }
 
@@ -82,7 +84,7 @@ export async function scheduleJob(db: Db, spec: JobSpec, mode: ScheduleMode, now
     mode,
     returning: JOB_COLUMNS,
   });
-  const [row] = rowsOf<JobRow>(await db.execute(statement));
+  const [row] = parsedRowsOf(JobRow, await db.execute(statement));
   return row ? jobFromRow(row) : null;
 }
 
@@ -109,7 +111,7 @@ export async function claimJobs(
       FOR UPDATE SKIP LOCKED
     )
     RETURNING ${JOB_COLUMNS}`);
-  return rowsOf<JobRow>(result).map(jobFromRow);
+  return parsedRowsOf(JobRow, result).map(jobFromRow);
 }
 
 /** Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner). */
@@ -133,7 +135,8 @@ export async function rescheduleJob(db: Db, job: Job, runAt: Date, error?: strin
  */
 export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string): Promise<Date | null> {
   const lockedUntil = new Date(now.getTime() + LEASE_MS).toISOString();
-  const [row] = rowsOf<{ renewed: number }>(
+  const [row] = parsedRowsOf(
+    z.object({ renewed: dbInt }),
     await db.execute(sql`
       WITH j AS (
         UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz
@@ -147,7 +150,7 @@ export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string
       )
       SELECT (SELECT count(*) FROM j)::int AS renewed, (SELECT count(*) FROM e)::int AS episodes`),
   );
-  return row && Number(row.renewed) > 0 ? new Date(lockedUntil) : null;
+  return row && row.renewed > 0 ? new Date(lockedUntil) : null;
 }
 
 /**
@@ -156,7 +159,8 @@ export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string
  * so its jobs run again at once instead of a lease later. One statement.
  */
 export async function releaseAllLeases(db: Db): Promise<{ jobs: number; episodes: number }> {
-  const [row] = rowsOf<{ jobs: number; episodes: number }>(
+  const [row] = parsedRowsOf(
+    z.object({ jobs: dbInt, episodes: dbInt }),
     await db.execute(sql`
       WITH j AS (UPDATE ${jobs} SET locked_until = NULL WHERE locked_until IS NOT NULL RETURNING id),
       e AS (
@@ -166,5 +170,5 @@ export async function releaseAllLeases(db: Db): Promise<{ jobs: number; episodes
       )
       SELECT (SELECT count(*) FROM j)::int AS jobs, (SELECT count(*) FROM e)::int AS episodes`),
   );
-  return { jobs: Number(row?.jobs ?? 0), episodes: Number(row?.episodes ?? 0) };
+  return { jobs: row?.jobs ?? 0, episodes: row?.episodes ?? 0 };
 }

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
+import { z } from "zod";
 import { type Config, providerConfigured } from "../config";
-import { rowsOf } from "../db/rows";
+import { dbInt, parsedRowsOf } from "../db/rows";
 import type { Db } from "../db/types";
 import { EMBEDDED_TABLES } from "../db/vector-indexes";
 import type { Logger } from "../log";
@@ -27,7 +28,8 @@ export interface DatabaseEmbeddingSizes {
  * from the first vector of each table, which costs one row per table and no scan of the vectors.
  */
 export async function databaseEmbeddingSizes(db: Db): Promise<DatabaseEmbeddingSizes> {
-  const indexes = rowsOf<{ name: string }>(
+  const indexes = parsedRowsOf(
+    z.object({ name: z.string() }),
     await db.execute(sql`
       SELECT indexname AS name FROM pg_indexes
       WHERE schemaname = current_schema() AND indexname ~ '^(facts|entities|episodes)_embedding_hnsw_[0-9]+$'
@@ -35,16 +37,18 @@ export async function databaseEmbeddingSizes(db: Db): Promise<DatabaseEmbeddingS
   ).map(({ name }) => ({ name, dims: Number(name.slice(name.lastIndexOf("_") + 1)) }));
   const stored: DatabaseEmbeddingSizes["stored"] = [];
   for (const table of EMBEDDED_TABLES) {
-    const [exists] = rowsOf<{ present: boolean }>(
+    const [exists] = parsedRowsOf(
+      z.object({ present: z.boolean() }),
       await db.execute(sql`SELECT to_regclass(${table}) IS NOT NULL AS present`),
     );
     if (!exists?.present) continue;
-    const [row] = rowsOf<{ dims: number }>(
+    const [row] = parsedRowsOf(
+      z.object({ dims: dbInt }),
       await db.execute(
         sql.raw(`SELECT vector_dims(embedding) AS dims FROM ${table} WHERE embedding IS NOT NULL LIMIT 1`),
       ),
     );
-    if (row) stored.push({ table, dims: Number(row.dims) });
+    if (row) stored.push({ table, dims: row.dims });
   }
   return { indexes, stored };
 }

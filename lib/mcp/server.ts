@@ -9,9 +9,10 @@ import {
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { z } from "zod";
 import { version } from "../../package.json";
+import type { ProjectContext } from "../context";
 import { errorFields } from "../log";
 import { toolFailure, toolSuccess } from "./results";
-import { MEMORY_TOOLS, type ToolContext } from "./tools";
+import { MEMORY_TOOLS } from "./tools";
 
 const INSTRUCTIONS =
   "Long-term memory about the user, kept per dataset (use one dataset per person, the same on every call). Before answering, call recall with the user's message as the query and treat the returned block as background knowledge. After each exchange, call add_messages with the user's message and your reply (keep the returned threadId for the rest of the conversation) and call end_thread when the conversation is over: facts are learned from stored conversations in the background. Use search_facts and forget_fact when the user asks what you remember or asks you to forget something.";
@@ -46,7 +47,7 @@ const NO_ELICITATION: jsonSchemaValidator = {
  * body (`{error: 'Validation error', issues}`), as the /v1 routes do. An unknown tool name is a
  * protocol error (-32602), as the MCP specification has it.
  */
-export function createMemoryMcpServer(ctx: ToolContext): Server {
+export function createMemoryMcpServer(ctx: ProjectContext): Server {
   const server = new Server(
     { name: "memory-service", title: "Memory service", version },
     { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: NO_ELICITATION },

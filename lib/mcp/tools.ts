@@ -1,6 +1,6 @@
 import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import type { Deps } from "../deps";
+import type { ProjectContext } from "../context";
 import { listEpisodes } from "../episodic/episodes";
 import { endThread } from "../episodic/triggers";
 import { dateInput, text } from "../inputs";
@@ -10,12 +10,6 @@ import { invalidateFact } from "../semantic/facts";
 import { createThread, getThread } from "../threads";
 import { addMessages, MAX_BATCH_MESSAGES } from "../working/batch";
 import { dataset } from "./inputs";
-
-/** Who is calling: the API key's project scopes every tool, as it scopes every /v1 route. */
-export interface ToolContext {
-  deps: Deps;
-  projectId: string;
-}
 
 /** What a tool answers: the structured result, and the text a model reads first when it is not the JSON. */
 export interface ToolOutput {
@@ -32,7 +26,7 @@ export interface MemoryTool {
   /** The message of an unexpected failure: the 500 message of the matching /v1 route. */
   failure: string;
   /** Validates the arguments (a ZodError when they are bad) and runs the tool. */
-  call(ctx: ToolContext, args: unknown): Promise<ToolOutput>;
+  call(ctx: ProjectContext, args: unknown): Promise<ToolOutput>;
 }
 
 function defineTool<S extends z.ZodObject>(def: {
@@ -42,7 +36,7 @@ function defineTool<S extends z.ZodObject>(def: {
   input: S;
   annotations: ToolAnnotations;
   failure?: string;
-  run(ctx: ToolContext, input: z.output<S>): Promise<ToolOutput>;
+  run(ctx: ProjectContext, input: z.output<S>): Promise<ToolOutput>;
 }): MemoryTool {
   const { run, ...rest } = def;
   return {
@@ -76,15 +70,13 @@ const addMessagesTool = defineTool({
       message: "dataset is required when threadId is omitted",
     }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
-  async run({ deps, projectId }, input) {
+  async run(ctx, input) {
     const thread = input.threadId
-      ? await existingThread(deps, projectId, input.threadId, input.dataset)
-      : { ...(await createThread(deps, projectId, { dataset: input.dataset as string })), created: true };
-    const added = await addMessages(
-      deps,
-      projectId,
-      input.messages.map((m) => ({ ...m, threadId: thread.threadId })),
-    );
+      ? await existingThread(ctx, input.threadId, input.dataset)
+      : { ...(await createThread(ctx, { dataset: input.dataset as string })), created: true };
+    const added = await addMessages(ctx, {
+      messages: input.messages.map((m) => ({ ...m, threadId: thread.threadId })),
+    });
     return {
       result: {
         threadId: thread.threadId,
@@ -98,8 +90,8 @@ const addMessagesTool = defineTool({
 });
 
 /** The named thread (404 Thread not found otherwise); a dataset given beside it must be the thread's. */
-async function existingThread(deps: Deps, projectId: string, threadId: string, dataset: string | undefined) {
-  const thread = await getThread(deps, projectId, threadId);
+async function existingThread(ctx: ProjectContext, threadId: string, dataset: string | undefined) {
+  const thread = await getThread(ctx, { threadId });
   if (dataset !== undefined && dataset !== thread.dataset) {
     throw new z.ZodError([
       {
@@ -144,8 +136,8 @@ const recallTool = defineTool({
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",
-  async run({ deps, projectId }, input) {
-    const { body } = await recall(deps, projectId, { ...input, include: ["raw", ...input.include] });
+  async run(ctx, input) {
+    const { body } = await recall(ctx, { ...input, include: ["raw", ...input.include] });
     return { result: body, text: body.context || "Nothing is known yet that matches this query." };
   },
 });
@@ -161,8 +153,8 @@ const searchFactsTool = defineTool({
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",
-  async run({ deps, projectId }, input) {
-    const { body } = await recall(deps, projectId, { ...input, include: ["raw"] });
+  async run(ctx, input) {
+    const { body } = await recall(ctx, { ...input, include: ["raw"] });
     return { result: { facts: body.facts ?? [], factCount: body.factCount } };
   },
 });
@@ -184,9 +176,8 @@ const listEpisodesTool = defineTool({
       .describe("Which episodes (default completed)."),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
-  async run({ deps, projectId }, input) {
-    const { dataset: name, ...page } = input;
-    return { result: await listEpisodes(deps, projectId, name, page) };
+  async run(ctx, input) {
+    return { result: await listEpisodes(ctx, input) };
   },
 });
 
@@ -200,8 +191,8 @@ const forgetFactTool = defineTool({
     factId: text().min(1).describe("The fact's id (`fct_…`) from search_facts or recall."),
   }),
   annotations: { readOnlyHint: false, destructiveHint: true, idempotentHint: false, openWorldHint: false },
-  async run({ deps, projectId }, input) {
-    return { result: await invalidateFact(deps, projectId, input.dataset, input.factId) };
+  async run(ctx, input) {
+    return { result: await invalidateFact(ctx, input) };
   },
 });
 
@@ -214,8 +205,8 @@ const endThreadTool = defineTool({
     threadId: text().min(1).describe("The thread returned by add_messages."),
   }),
   annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false, openWorldHint: false },
-  async run({ deps, projectId }, input) {
-    return { result: await endThread(deps, projectId, input.threadId) };
+  async run(ctx, input) {
+    return { result: await endThread(ctx, input) };
   },
 });
 

@@ -4,7 +4,7 @@ import { THREADS_START, type ThreadMessageJson, threadsChunk } from "./dataset";
 const at = "2026-01-01T00:00:00.000Z";
 const msg = (thread_id: string, seq: number | null, content = `m${seq}`): ThreadMessageJson => ({
   thread_id,
-  tags: '["a"]',
+  tags: ["a"],
   created_at: at,
   seq,
   role: seq === null ? null : "user",

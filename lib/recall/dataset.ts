@@ -1,10 +1,12 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { z } from "zod";
+import type { ProjectContext, ReadContext } from "../context";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, jsonOf, parsedRowsOf, toIso } from "../db/rows";
 import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
-import { EPISODE_COLUMNS, type EpisodeRow, episodeRecord } from "../episodic/episodes";
-import { FACT_COLUMNS, type FactRow, factRecord } from "../semantic/facts";
+import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Rows per statement while exporting: bounds memory whatever the dataset's size. */
@@ -20,7 +22,7 @@ export const EXPORT_PAGE_ROWS = 500;
  * stream. Later pages are one statement each, so rows written while an export runs may or may not
  * appear in it.
  */
-export async function exportDataset(deps: Deps, projectId: ProjectRef, dataset: string) {
+export async function exportDataset({ deps, projectId }: ReadContext, { dataset }: { dataset: string }) {
   const pages = {
     threads: (last?: ThreadMessageRow) => threadMessagePage(projectId, dataset, last),
     episodes: keysetPage((after) => episodePage(projectId, dataset, after)),
@@ -30,12 +32,11 @@ export async function exportDataset(deps: Deps, projectId: ProjectRef, dataset: 
   const first = await deps.database.batch((db) =>
     [pages.threads(), pages.episodes(), pages.facts(), pages.entities()].map((page) => db.execute(page)),
   );
-  const [threadRows, episodeRows, factRows, entityRows] = first.map((result) => rowsOf<never>(result));
   return exportChunks(deps, dataset, {
-    threads: pagesFrom(deps, threadRows as ThreadMessageRow[], pages.threads),
-    episodes: pagesFrom(deps, episodeRows as (EpisodeRow & Keyed)[], pages.episodes),
-    facts: pagesFrom(deps, factRows as (FactRow & Keyed)[], pages.facts),
-    entities: pagesFrom(deps, entityRows as EntityRow[], pages.entities),
+    threads: pagesFrom(deps, ThreadMessageRow, first[0], pages.threads),
+    episodes: pagesFrom(deps, EpisodeRow.extend(KEYED), first[1], pages.episodes),
+    facts: pagesFrom(deps, FactRow.extend(KEYED), first[2], pages.facts),
+    entities: pagesFrom(deps, EntityRow, first[3], pages.entities),
   });
 }
 
@@ -46,7 +47,7 @@ async function* exportChunks(
     threads: AsyncGenerator<ThreadMessageRow[]>;
     episodes: AsyncGenerator<(EpisodeRow & Keyed)[]>;
     facts: AsyncGenerator<(FactRow & Keyed)[]>;
-    entities: AsyncGenerator<EntityRow[]>;
+    entities: AsyncGenerator<z.output<typeof EntityRow>[]>;
   },
 ): AsyncGenerator<string> {
   const exportedAt = deps.clock.now().toISOString();
@@ -118,15 +119,10 @@ export function threadsChunk(start: ThreadsState, page: ThreadMessageJson[]): { 
 }
 
 /** A keyset position: the row's id and its created_at as Postgres prints it (microseconds kept). */
-interface Keyed {
-  id: string;
-  cursor: string;
-}
+const KEYED = { id: z.string(), cursor: z.string() };
+type Keyed = { id: string; cursor: string };
 
-interface EntityRow extends Keyed {
-  name: string;
-  type: string;
-}
+const EntityRow = z.object({ ...KEYED, name: z.string(), type: z.string() });
 
 type After = (createdAt: SQL, id?: SQL) => SQL;
 
@@ -157,13 +153,18 @@ function keysetPage(page: (after: After) => SQL) {
     );
 }
 
-/** `first`, then the pages after it, one statement each, until a page comes back short. */
-async function* pagesFrom<T>(deps: Deps, first: T[], pageAfter: (last: T) => SQL): AsyncGenerator<T[]> {
-  let rows = first;
+/** The `first` page's rows, then the pages after it, one statement each, until a page comes back short. */
+async function* pagesFrom<S extends z.ZodType>(
+  deps: Deps,
+  row: S,
+  first: unknown,
+  pageAfter: (last: z.output<S>) => SQL,
+): AsyncGenerator<z.output<S>[]> {
+  let rows = parsedRowsOf(row, first);
   for (;;) {
     if (rows.length > 0) yield rows;
     if (rows.length < EXPORT_PAGE_ROWS) return;
-    rows = rowsOf<T>(await deps.db.execute(pageAfter(rows[rows.length - 1])));
+    rows = parsedRowsOf(row, await deps.db.execute(pageAfter(rows[rows.length - 1])));
   }
 }
 
@@ -176,16 +177,18 @@ async function* jsonArrayItems<T>(pages: AsyncGenerator<T[]>, record: (row: T) =
   }
 }
 
-interface ThreadMessageRow {
-  thread_id: string;
-  tags: string[] | string;
-  created_at: unknown;
-  cursor: string;
-  seq: number | null;
-  role: string | null;
-  content: string | null;
-  message_created_at: unknown;
-}
+/** A row of the threads walk: a thread and one of its messages (all null for a thread without any). */
+const ThreadMessageRow = z.object({
+  thread_id: z.string(),
+  tags: dbJson(z.array(z.string())),
+  created_at: dbTimestampSet,
+  cursor: z.string(),
+  seq: dbInt.nullable(),
+  role: z.string().nullable(),
+  content: z.string().nullable(),
+  message_created_at: dbTimestamp,
+});
+type ThreadMessageRow = z.output<typeof ThreadMessageRow>;
 
 /**
  * Threads with their messages, as one keyset walk over (thread created_at, thread id, seq): the
@@ -211,16 +214,11 @@ function threadMessagePage(projectId: ProjectRef, dataset: string, last?: Thread
  * pending jobs. Work already running for the dataset finds its rows gone and writes nothing: its
  * final write is conditional on the episode it claimed.
  */
-export async function eraseDataset(deps: Deps, projectId: string, dataset: string) {
+export async function eraseDataset({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
     sql`${table.projectId} = ${projectId} AND ${table.dataset} = ${dataset}`;
-  const [row] = rowsOf<{
-    threads: unknown;
-    episodes: unknown;
-    facts: unknown;
-    entities: unknown;
-    webhook_jobs: unknown;
-  }>(
+  const [row] = parsedRowsOf(
+    z.object({ threads: dbInt, episodes: dbInt, facts: dbInt, entities: dbInt, webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH t AS (DELETE FROM ${threads} WHERE ${scope(threads)} RETURNING 1),
         e AS (DELETE FROM ${episodes} WHERE ${scope(episodes)} RETURNING 1),
@@ -242,10 +240,10 @@ export async function eraseDataset(deps: Deps, projectId: string, dataset: strin
   return {
     dataset,
     deleted: {
-      threads: Number(row.threads),
-      episodes: Number(row.episodes),
-      facts: Number(row.facts),
-      entities: Number(row.entities),
+      threads: row.threads,
+      episodes: row.episodes,
+      facts: row.facts,
+      entities: row.entities,
     },
   };
 }

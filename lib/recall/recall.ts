@@ -1,4 +1,4 @@
-import type { ProjectRef } from "../db/types";
+import type { ReadContext } from "../context";
 import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
@@ -47,7 +47,7 @@ export interface RecallExplanation {
  * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis, null.
  * Only when no data could be read at all does the request fail.
  */
-export async function recall(deps: Deps, projectId: ProjectRef, request: RecallRequest) {
+export async function recall({ deps, projectId }: ReadContext, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;

@@ -1,11 +1,12 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "../db/rows";
+import { z } from "zod";
+import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
-import { type EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
-import { type FactRow, factRecord } from "../semantic/facts";
+import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
+import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import type { RankedFact } from "./context";
@@ -106,39 +107,47 @@ export interface Retrieved {
  * count.
  */
 export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
-  const [row] = rowsOf<{ facts: unknown; episodes: unknown; episode_count: unknown; settings: unknown }>(
-    await deps.db.execute(recallSql(deps, r)),
-  );
-  const settings = row?.settings == null ? null : jsonOf<RecallSettings>(row.settings as string);
-  const factRows = row?.facts == null ? null : jsonOf<FactJson[]>(row.facts as string);
+  const [row] = parsedRowsOf(RecallRow, await deps.db.execute(recallSql(deps, r)));
   return {
-    facts: factRows?.map(retrievedFact) ?? null,
+    facts: row?.facts?.map(retrievedFact) ?? null,
     episodes:
       row?.episodes == null
         ? null
-        : {
-            episodes: jsonOf<EpisodeJson[]>(row.episodes as string).map(retrievedEpisode),
-            episodeCount: Number(row.episode_count),
-          },
-    settings,
+        : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
+    settings: row?.settings ?? null,
   };
 }
 
-interface FactJson extends FactRow {
-  score: number;
-  rank: number;
-  group_name: string;
-  entities: { name: string; type: string }[];
-  signals: Signals;
-}
+const signal = z.number().nullable();
+const FactJson = FactRow.extend({
+  score: dbNumber,
+  rank: dbInt,
+  group_name: z.string(),
+  entities: z.array(z.object({ name: z.string(), type: z.string() })),
+  signals: z.object({ vector: signal, keyword: signal, entity: signal, time: signal }),
+});
+type FactJson = z.output<typeof FactJson>;
 
-type EpisodeJson = EpisodeRow & { relevance: number };
+const EpisodeJson = EpisodeRow.extend({ relevance: dbNumber });
+type EpisodeJson = z.output<typeof EpisodeJson>;
+
+/** The statement's one row: each part null when it was not asked for (settings: no such project). */
+const RecallRow = z.object({
+  facts: dbJson(z.array(FactJson).nullable()),
+  episodes: dbJson(z.array(EpisodeJson).nullable()),
+  episode_count: dbInt.nullable(),
+  settings: dbJson(
+    z
+      .object({ limit: z.number(), rerank: z.boolean(), rerankCandidates: z.number(), rerankTimeoutMs: z.number() })
+      .nullable(),
+  ) satisfies z.ZodType<RecallSettings | null>,
+});
 
 function retrievedFact(f: FactJson): RetrievedFact {
   return {
-    ...factRecord(f, Number(f.score)),
+    ...factRecord(f, f.score),
     groupName: f.group_name,
-    rank: Number(f.rank),
+    rank: f.rank,
     entities: f.entities,
     signals: f.signals,
   };
@@ -152,7 +161,7 @@ function retrievedEpisode(e: EpisodeJson): RetrievedEpisode {
     keyLearnings: record.keyLearnings,
     startedAt: record.startedAt,
     endedAt: record.endedAt,
-    relevanceScore: Number(e.relevance),
+    relevanceScore: e.relevance,
   };
 }
 

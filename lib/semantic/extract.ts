@@ -1,7 +1,10 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "../db/rows";
+import { z } from "zod";
+import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
+import { ExtractionReportRow } from "../episodic/episodes";
+import { ClaimedEpisodeRow } from "../episodic/pipeline";
 import { renderTranscript, type TranscriptMessage } from "../episodic/transcript";
 import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
@@ -12,12 +15,7 @@ import {
   FactExtractionSchema,
 } from "../llm/prompts";
 import { errorFields } from "../log";
-import {
-  resolveProjectSettings,
-  resolveThreadSettings,
-  type Settings,
-  type ThreadSettings,
-} from "../settings/settings";
+import { resolveProjectSettings, resolveThreadSettings, type Settings } from "../settings/settings";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import {
   decideFacts,
@@ -40,21 +38,22 @@ const CANDIDATES_PER_FACT = 5;
 
 export type SemanticOutcome = "completed" | "failed" | "skipped";
 
-interface Claimed {
-  id: string;
-  project_id: string;
-  dataset: string;
-  project_settings: Record<string, unknown> | string | null;
-  thread_settings: ThreadSettings | string | null;
-  transcript: (TranscriptMessage & { created_at: string })[] | string | null;
+/** What the claim statement reads of an episode (claimEpisode). */
+const ClaimedRow = ClaimedEpisodeRow.extend({
+  transcript: dbJson(
+    z.array(z.object({ seq: z.number(), role: z.string(), content: z.string(), created_at: z.string() })).nullable(),
+  ),
   /** The names the user goes by in the dataset's live facts (see lib/semantic/subject.ts). */
-  user_names: string[] | string | null;
+  user_names: dbJson(z.array(z.string()).nullable()),
+});
+
+type Claimed = z.output<typeof ClaimedRow> & {
   /**
    * The claim's own stamp (the episode's updated_at written by the claim): every later write
    * requires it, so an attempt whose claim was taken over (its lease ran out) writes nothing.
    */
   claimedAt: string;
-}
+};
 
 /**
  * Facts and entities from a completed episode. At most two model calls (extraction, then one
@@ -72,8 +71,8 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
   const episode: Claimed = { ...claimed, claimedAt };
   // The same settings the episode was summarised with (the thread's episodic override included).
   const settings = resolveThreadSettings(
-    resolveProjectSettings(claimed.project_settings ? jsonOf(claimed.project_settings) : null),
-    claimed.thread_settings ? jsonOf(claimed.thread_settings) : undefined,
+    resolveProjectSettings(claimed.project_settings),
+    claimed.thread_settings ?? undefined,
   );
   try {
     // Disabled since the episode was summarised (a re-queued retry, say): `enabled` false stops new work.
@@ -81,7 +80,7 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
       await setStatus(deps, episode, "skipped");
       return "skipped";
     }
-    const transcript = claimed.transcript ? jsonOf(claimed.transcript) : [];
+    const transcript = claimed.transcript ?? [];
     await extractAndWrite(deps, episode, transcript, settings, now);
     return "completed";
   } catch (err) {
@@ -101,7 +100,8 @@ export async function processSemantic(deps: Deps, episodeId: string): Promise<Se
  */
 async function claimEpisode(deps: Deps, episodeId: string, now: Date) {
   const claimedAt = now.toISOString();
-  const [claimed] = rowsOf<Omit<Claimed, "claimedAt">>(
+  const [claimed] = parsedRowsOf(
+    ClaimedRow,
     await deps.db.execute(sql`
       WITH e AS (
         UPDATE ${episodes} SET semantic_status = 'processing', semantic_error = NULL, updated_at = ${claimedAt}::timestamptz,
@@ -156,7 +156,7 @@ async function extractAndWrite(deps: Deps, episode: Claimed, transcript: Transcr
   const names = userNames({
     userLines: userLines.map((m) => m.content),
     proposed: extracted.facts,
-    stored: episode.user_names ? jsonOf(episode.user_names) : [],
+    stored: episode.user_names ?? [],
   });
   const screened = screenFacts(extracted.facts, userLines, names);
   const newEntities = screenEntities(extracted.entities);
@@ -225,11 +225,14 @@ async function writeExtraction(deps: Deps, episode: Claimed, dedupThreshold: num
     ...(d.links.length ? [db.execute(insertLinks(d.links))] : []),
     ...(d.ended.size ? [db.execute(endFacts(episode, d.ended, now))] : []),
   ]);
-  ringWebhookJobs(deps, rowsOf<{ webhook_jobs: unknown }>(batched[1])[0]?.webhook_jobs);
+  ringWebhookJobs(deps, parsedRowsOf(z.object({ webhook_jobs: z.unknown() }), batched[1])[0]?.webhook_jobs);
   const written = d.accepted.length
-    ? rowsOf<{ extraction_report: ExtractionReport | string }>(batched[d.entityRows.length ? 3 : 2])[0]
+    ? parsedRowsOf(
+        z.object({ extraction_report: dbJson(ExtractionReportRow) }),
+        batched[d.entityRows.length ? 3 : 2],
+      )[0]
     : undefined;
-  const report = written ? jsonOf(written.extraction_report) : d.report;
+  const report = written ? written.extraction_report : d.report;
   logExtraction(deps, episode, report, d.entityRows.length);
 }
 
@@ -312,7 +315,7 @@ function endFacts(episode: Claimed, ended: Map<string, Date>, now: Date) {
  */
 async function setStatus(deps: Deps, episode: Claimed, status: "completed" | "skipped", report?: ExtractionReport) {
   const recorded = report ? sql`, extraction_report = ${JSON.stringify(report)}::jsonb` : sql``;
-  const rows = rowsOf<{ id: string }>(
+  const rows = rowsOf(
     await deps.db.execute(sql`
       UPDATE ${episodes} SET semantic_status = ${status}, updated_at = ${deps.clock.now().toISOString()}::timestamptz${recorded}
       WHERE id = ${episode.id} AND semantic_status = 'processing' AND updated_at = ${episode.claimedAt}::timestamptz
@@ -362,24 +365,31 @@ async function findCandidates(
   const vec = (v: number[]) => `[${v.join(",")}]`;
   const factJson = JSON.stringify(factVectors.map(vec));
   const entityJson = JSON.stringify(newEntities.map((e, i) => ({ v: vec(entityVectors[i]), t: e.type, n: e.name })));
-  const rows = rowsOf<{
-    kind: "fact" | "twin" | "entity";
-    i: number | string;
-    j: number | string | null;
-    id: string;
-    subject: string | null;
-    predicate: string | null;
-    object: string | null;
-    sim: number | string;
-    same_name: boolean | null;
-  }>(await candidatesWithNarrowSearch(deps, candidatesSql(deps, episode, factJson, entityJson, s)));
-  const typed = rows.map((r) => ({ ...r, i: Number(r.i), j: Number(r.j), sim: Number(r.sim) }));
+  const typed = parsedRowsOf(
+    CandidateRow,
+    await candidatesWithNarrowSearch(deps, candidatesSql(deps, episode, factJson, entityJson, s)),
+  );
   return {
     facts: typed.filter((r) => r.kind === "fact").sort((a, b) => b.sim - a.sim),
     twins: typed.filter((r) => r.kind === "twin"),
-    entities: typed.filter((r) => r.kind === "entity").map((r) => ({ ...r, sameName: r.same_name === true })),
+    entities: typed.filter((r) => r.kind === "entity").map((r) => ({ ...r, sameName: r.same_name })),
   };
 }
+
+/** A row of the candidates statement: a nearby live fact, a twin among the new facts, or an entity. */
+const CandidateRow = z.discriminatedUnion("kind", [
+  z.object({
+    kind: z.literal("fact"),
+    i: dbInt,
+    id: z.string(),
+    subject: z.string().nullable(),
+    predicate: z.string().nullable(),
+    object: z.string().nullable(),
+    sim: dbNumber,
+  }),
+  z.object({ kind: z.literal("twin"), i: dbInt, j: dbInt, sim: dbNumber }),
+  z.object({ kind: z.literal("entity"), i: dbInt, id: z.string(), sim: dbNumber, same_name: z.boolean() }),
+]);
 
 /** The candidates statement (see findCandidates) over the new facts' and entities' vectors as JSON. */
 function candidatesSql(deps: Deps, episode: Claimed, factJson: string, entityJson: string, s: Settings["semantic"]) {

@@ -1,24 +1,26 @@
-import { sql } from "drizzle-orm";
-import { rowsOf, toIso } from "../db/rows";
+import { and, eq, isNull, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { ProjectContext, ReadContext } from "../context";
+import { dbInt, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
 import { entities, factEntities, facts } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import type { Deps } from "../deps";
 import { notFound } from "../errors";
 
 /** A `facts` row as raw SQL returns it (the columns of `FACT_COLUMNS`). */
-export interface FactRow {
-  id: string;
-  subject: string;
-  predicate: string;
-  object: string;
-  object_is_entity: boolean;
-  confidence: number | string;
-  source_quote: string;
-  valid_at: unknown;
-  valid_until: unknown;
-  invalid_at: unknown;
-  episode_id: string | null;
-}
+export const FactRow = z.object({
+  id: z.string(),
+  subject: z.string(),
+  predicate: z.string(),
+  object: z.string(),
+  object_is_entity: z.boolean(),
+  confidence: dbNumber,
+  source_quote: z.string(),
+  valid_at: dbTimestampSet,
+  valid_until: dbTimestamp,
+  invalid_at: dbTimestamp,
+  episode_id: z.string().nullable(),
+});
+export type FactRow = z.output<typeof FactRow>;
 
 /** The columns `factRecord` reads, qualified by the alias `f` (`FROM facts f`). */
 export const FACT_COLUMNS = sql.raw(
@@ -37,7 +39,7 @@ export function factRecord(row: FactRow, relevanceScore = 1) {
     predicate: row.predicate,
     object: row.object,
     objectIsEntity: row.object_is_entity,
-    confidence: Number(row.confidence),
+    confidence: row.confidence,
     sourceQuote: row.source_quote,
     validAt: toIso(row.valid_at) as string,
     validUntil: toIso(row.valid_until),
@@ -75,18 +77,22 @@ const linkedTo = (projectId: ProjectRef, dataset: string, name: string) => sql`E
  * window count is evaluated before LIMIT, and when nothing matches there is no row and the total
  * is 0. Live facts only unless `includeInvalidated`. One statement.
  */
-export async function listFacts(deps: Deps, projectId: ProjectRef, dataset: string, q: FactListQuery = {}) {
+export async function listFacts(
+  { deps, projectId }: ReadContext,
+  { dataset, ...q }: FactListQuery & { dataset: string },
+) {
   const limit = Math.min(Math.max(q.limit ?? FACT_LIST_DEFAULT_LIMIT, 1), FACT_LIST_MAX_LIMIT);
   const live = q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`;
   const episode = q.episodeId === undefined ? sql`` : sql` AND f.episode_id = ${q.episodeId}`;
   const entity = q.entity === undefined ? sql`` : sql` AND ${linkedTo(projectId, dataset, q.entity)}`;
-  const rows = rowsOf<FactRow & { total: number | string }>(
+  const rows = parsedRowsOf(
+    FactRow.extend({ total: dbInt }),
     await deps.db.execute(sql`
       SELECT ${FACT_COLUMNS}, count(*) OVER () AS total FROM ${facts} f
       WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${live}${episode}${entity}
       ORDER BY f.valid_at DESC, f.id DESC LIMIT ${limit}`),
   );
-  return { facts: rows.map((r) => factRecord(r)), total: rows.length > 0 ? Number(rows[0].total) : 0 };
+  return { facts: rows.map((r) => factRecord(r)), total: rows.length > 0 ? rows[0].total : 0 };
 }
 
 /**
@@ -96,24 +102,28 @@ export async function listFacts(deps: Deps, projectId: ProjectRef, dataset: stri
  * believing it. Unknown, another dataset's or project's, and already invalidated facts are all
  * "Fact not found" (the spec's lifecycle), so the one conditional UPDATE decides. One statement.
  */
-export async function invalidateFact(deps: Deps, projectId: string, dataset: string, factId: string) {
-  const now = deps.clock.now().toISOString();
-  const [row] = rowsOf<{ id: string; invalid_at: unknown }>(
-    await deps.db.execute(sql`
-      UPDATE ${facts} SET invalid_at = ${now}::timestamptz
-      WHERE id = ${factId} AND project_id = ${projectId} AND dataset = ${dataset} AND invalid_at IS NULL
-      RETURNING id, invalid_at`),
-  );
+export async function invalidateFact(
+  { deps, projectId }: ProjectContext,
+  { dataset, factId }: { dataset: string; factId: string },
+) {
+  const [row] = await deps.db
+    .update(facts)
+    .set({ invalidAt: deps.clock.now() })
+    .where(
+      and(eq(facts.id, factId), eq(facts.projectId, projectId), eq(facts.dataset, dataset), isNull(facts.invalidAt)),
+    )
+    .returning({ id: facts.id, invalidAt: facts.invalidAt });
   if (!row) throw notFound("Fact not found");
-  return { factId: row.id, invalidatedAt: toIso(row.invalid_at) as string };
+  return { factId: row.id, invalidatedAt: toIso(row.invalidAt) as string };
 }
 
 /**
  * Every entity of the dataset (unpaginated, per the spec), by name case-insensitively, then name
  * and type (one name may exist under two types: Apple ORG and Apple PRODUCT). One statement.
  */
-export async function listEntities(deps: Deps, projectId: ProjectRef, dataset: string) {
-  const rows = rowsOf<{ name: string; type: string }>(
+export async function listEntities({ deps, projectId }: ReadContext, { dataset }: { dataset: string }) {
+  const rows = parsedRowsOf(
+    z.object({ name: z.string(), type: z.string() }),
     await deps.db.execute(sql`
       SELECT name, type FROM ${entities}
       WHERE project_id = ${projectId} AND dataset = ${dataset}
@@ -127,8 +137,12 @@ export async function listEntities(deps: Deps, projectId: ProjectRef, dataset: s
  * each once, newest validAt first. An unknown name is no error: `{facts: []}` (the spec's silent
  * outcome 3). One statement.
  */
-export async function entityFacts(deps: Deps, projectId: ProjectRef, dataset: string, name: string) {
-  const rows = rowsOf<FactRow>(
+export async function entityFacts(
+  { deps, projectId }: ReadContext,
+  { dataset, name }: { dataset: string; name: string },
+) {
+  const rows = parsedRowsOf(
+    FactRow,
     await deps.db.execute(sql`
       SELECT ${FACT_COLUMNS} FROM ${facts} f
       WHERE f.project_id = ${projectId} AND f.dataset = ${dataset} AND f.invalid_at IS NULL

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import type { Deps } from "../deps";
+import type { ProjectContext } from "../context";
 import { notFound } from "../errors";
 import {
   DEFAULT_SETTINGS,
@@ -104,7 +104,7 @@ export function settingFieldsOf(stored: Stored | null | undefined): SettingField
 }
 
 /** GET .../settings/fields: one statement. */
-export async function projectSettingFields(deps: Deps, projectId: string): Promise<SettingField[]> {
+export async function projectSettingFields({ deps, projectId }: ProjectContext): Promise<SettingField[]> {
   return settingFieldsOf(await storedSettings(deps, projectId));
 }
 
@@ -115,10 +115,8 @@ export async function projectSettingFields(deps: Deps, projectId: string): Promi
  * 400 and writes nothing, as PATCH does.
  */
 export async function resetProjectSetting(
-  deps: Deps,
-  projectId: string,
-  group: string,
-  key: string,
+  { deps, projectId }: ProjectContext,
+  { group, key }: { group: string; key: string },
 ): Promise<SettingField[]> {
   if (!settingMeta().some((f) => f.group === group && f.key === key)) throw notFound("Setting not found");
   const stored = await changeProjectSettings(deps, projectId, (current) => {

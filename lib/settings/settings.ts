@@ -197,7 +197,7 @@ export function resolveProjectSettings(stored: Plain | null | undefined): Settin
 }
 
 /** Then the thread's episodic override: its non-null values that the thread bounds accept. */
-export function resolveThreadSettings(project: Settings, thread: ThreadSettings | null | undefined): Settings {
+export function resolveThreadSettings(project: Settings, thread: ThreadSettings | Plain | null | undefined): Settings {
   const override = validGroup(threadEpisodicShape, stripNullish(isPlain(thread) ? thread.episodic : undefined));
   return { ...project, episodic: { ...project.episodic, ...override } };
 }

@@ -1,5 +1,6 @@
 import { and, eq, sql } from "drizzle-orm";
 import { z } from "zod";
+import type { ProjectContext } from "../context";
 import { projects } from "../db/schema";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
@@ -21,7 +22,7 @@ export async function storedSettings(deps: Deps, projectId: string): Promise<Sto
 }
 
 /** The project's effective settings: the defaults, then its own valid values (resolveProjectSettings). */
-export async function getProjectSettings(deps: Deps, projectId: string): Promise<Settings> {
+export async function getProjectSettings({ deps, projectId }: ProjectContext): Promise<Settings> {
   return resolveProjectSettings(await storedSettings(deps, projectId));
 }
 
@@ -58,7 +59,10 @@ export async function changeProjectSettings(
 }
 
 /** Deep-merges a partial settings object into the project's (see changeProjectSettings). */
-export async function patchProjectSettings(deps: Deps, projectId: string, patch: SettingsPatch): Promise<Settings> {
+export async function patchProjectSettings(
+  { deps, projectId }: ProjectContext,
+  patch: SettingsPatch,
+): Promise<Settings> {
   const stored = await changeProjectSettings(deps, projectId, (current) => deepMerge(current, patch as StoredSettings));
   return resolveProjectSettings(stored);
 }

@@ -1,5 +1,7 @@
-import { sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { eq, sql } from "drizzle-orm";
+import { z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, rowsOf, toIso } from "../db/rows";
 import { jobs, projects, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, conflict, notFound } from "../errors";
@@ -14,7 +16,8 @@ import {
 } from "./events";
 import { checkWebhookUrl } from "./url";
 
-export type DeliveryStatus = "pending" | "succeeded" | "failed";
+const DELIVERY_STATUSES = ["pending", "succeeded", "failed"] as const;
+export type DeliveryStatus = (typeof DELIVERY_STATUSES)[number];
 
 /** An endpoint as the dashboard lists it (never its secret). */
 export interface WebhookEndpointRecord {
@@ -39,43 +42,47 @@ export interface WebhookEndpointRecord {
   pendingDeliveries: number;
 }
 
-interface EndpointRow {
-  id: string;
-  project_id: string;
-  url: string;
-  event_types: string[] | string;
-  created_at: unknown;
-  failing_since: unknown;
-  disabled_at: unknown;
-  disabled_reason: string | null;
-  last_delivery: Record<string, unknown> | string | null;
-  next_attempt_at: unknown;
-  pending: number | string;
-}
+/** An endpoint as `endpointSelect` reads it. */
+const EndpointRow = z.object({
+  id: z.string(),
+  project_id: z.string(),
+  url: z.string(),
+  event_types: dbJson(z.array(z.string())),
+  created_at: dbTimestampSet,
+  failing_since: dbTimestamp,
+  disabled_at: dbTimestamp,
+  disabled_reason: z.string().nullable(),
+  last_delivery: dbJson(
+    z
+      .object({
+        id: z.string(),
+        eventType: z.string(),
+        status: z.enum(DELIVERY_STATUSES),
+        statusCode: z.number().nullable(),
+        error: z.string().nullable(),
+        at: z.string(),
+      })
+      .nullable(),
+  ),
+  next_attempt_at: dbTimestamp,
+  pending: dbInt,
+});
+type EndpointRow = z.output<typeof EndpointRow>;
 
 function endpointRecord(r: EndpointRow): WebhookEndpointRecord {
-  const last = r.last_delivery ? jsonOf<Record<string, unknown>>(r.last_delivery) : null;
+  const last = r.last_delivery;
   return {
     id: r.id,
     projectId: r.project_id,
     url: r.url,
-    eventTypes: jsonOf(r.event_types),
+    eventTypes: r.event_types,
     createdAt: toIso(r.created_at) as string,
     failingSince: toIso(r.failing_since),
     disabledAt: toIso(r.disabled_at),
     disabledReason: r.disabled_reason,
-    lastDelivery: last
-      ? {
-          id: String(last.id),
-          eventType: String(last.eventType),
-          status: last.status as DeliveryStatus,
-          statusCode: last.statusCode === null ? null : Number(last.statusCode),
-          error: (last.error as string | null) ?? null,
-          at: toIso(last.at) as string,
-        }
-      : null,
+    lastDelivery: last ? { ...last, at: toIso(last.at) as string } : null,
     nextAttemptAt: toIso(r.next_attempt_at),
-    pendingDeliveries: Number(r.pending ?? 0),
+    pendingDeliveries: r.pending,
   };
 }
 
@@ -91,8 +98,8 @@ const endpointSelect = (where: ReturnType<typeof sql>) => sql`
 
 /** Registers an endpoint; the secret is returned here and never again. */
 export async function createWebhookEndpoint(
-  deps: Deps,
-  input: { projectId: string; url: string; eventTypes: WebhookEventType[] },
+  { deps, projectId }: ProjectContext,
+  input: { url: string; eventTypes: WebhookEventType[] },
 ) {
   const decision = checkWebhookUrl(input.url, { allowHttp: deps.config.webhooks.allowHttp });
   if (!decision.ok) throw badRequest(`url: ${decision.reason}`);
@@ -100,12 +107,13 @@ export async function createWebhookEndpoint(
   const secret = newWebhookSecret();
   const id = `whk_${crypto.randomUUID().replace(/-/g, "")}`;
   const now = deps.clock.now().toISOString();
-  const rows = rowsOf<EndpointRow>(
+  const rows = parsedRowsOf(
+    EndpointRow,
     await deps.db.execute(sql`
       WITH ins AS (
         INSERT INTO ${webhookEndpoints} (id, project_id, url, secret, event_types, created_at)
         SELECT ${id}, p.id, ${decision.url.toString()}, ${secret}, ${JSON.stringify(eventTypes)}::jsonb, ${now}::timestamptz
-        FROM ${projects} p WHERE p.id = ${input.projectId}
+        FROM ${projects} p WHERE p.id = ${projectId}
         RETURNING *
       )
       SELECT ins.id, ins.project_id, ins.url, ins.event_types, ins.created_at, ins.failing_since, ins.disabled_at,
@@ -116,8 +124,9 @@ export async function createWebhookEndpoint(
   return { secret, endpoint: endpointRecord(rows[0]) };
 }
 
-export async function listWebhookEndpoints(deps: Deps, projectId: string) {
-  const rows = rowsOf<EndpointRow>(
+export async function listWebhookEndpoints({ deps, projectId }: ProjectContext) {
+  const rows = parsedRowsOf(
+    EndpointRow,
     await deps.db.execute(
       sql`${endpointSelect(sql`ep.project_id = ${projectId}`)} ORDER BY ep.created_at DESC, ep.id DESC`,
     ),
@@ -126,14 +135,14 @@ export async function listWebhookEndpoints(deps: Deps, projectId: string) {
 }
 
 async function getEndpoint(deps: Deps, id: string) {
-  const [row] = rowsOf<EndpointRow>(await deps.db.execute(endpointSelect(sql`ep.id = ${id}`)));
+  const [row] = parsedRowsOf(EndpointRow, await deps.db.execute(endpointSelect(sql`ep.id = ${id}`)));
   if (!row) throw notFound("Webhook endpoint not found");
   return endpointRecord(row);
 }
 
 /** Deletes the endpoint with its deliveries; their queued jobs find nothing and end. */
-export async function deleteWebhookEndpoint(deps: Deps, id: string) {
-  const deleted = rowsOf<{ id: string }>(
+export async function deleteWebhookEndpoint(deps: Deps, { endpointId: id }: { endpointId: string }) {
+  const deleted = rowsOf(
     await deps.db.execute(sql`
       WITH ep AS (DELETE FROM ${webhookEndpoints} WHERE id = ${id} RETURNING id),
       j AS (
@@ -148,12 +157,12 @@ export async function deleteWebhookEndpoint(deps: Deps, id: string) {
 }
 
 /** A disabled endpoint receives events again (its failure streak starts over). */
-export async function enableWebhookEndpoint(deps: Deps, id: string) {
-  const updated = rowsOf<{ id: string }>(
-    await deps.db.execute(sql`
-      UPDATE ${webhookEndpoints} SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
-      WHERE id = ${id} RETURNING id`),
-  );
+export async function enableWebhookEndpoint(deps: Deps, { endpointId: id }: { endpointId: string }) {
+  const updated = await deps.db
+    .update(webhookEndpoints)
+    .set({ disabledAt: null, disabledReason: null, failingSince: null })
+    .where(eq(webhookEndpoints.id, id))
+    .returning({ id: webhookEndpoints.id });
   if (updated.length === 0) throw notFound("Webhook endpoint not found");
   return getEndpoint(deps, id);
 }
@@ -175,37 +184,50 @@ export interface WebhookDeliveryRecord {
   attemptLog: { at: string; statusCode: number | null; error: string | null; durationMs: number }[];
 }
 
-interface DeliveryRow {
-  id: string;
-  endpoint_id: string;
-  event_type: string;
-  status: string;
-  attempts: number;
-  next_attempt_at: unknown;
-  retry_until: unknown;
-  last_status_code: number | null;
-  last_error: string | null;
-  created_at: unknown;
-  updated_at: unknown;
-  payload: Record<string, unknown> | string;
-  attempt_log: { at: string; statusCode: number | null; error: string | null; durationMs: number }[] | string | null;
-}
+/** A delivery as `deliverySelect` reads it. */
+const DeliveryRow = z.object({
+  id: z.string(),
+  endpoint_id: z.string(),
+  event_type: z.string(),
+  status: z.enum(DELIVERY_STATUSES),
+  attempts: dbInt,
+  next_attempt_at: dbTimestamp,
+  retry_until: dbTimestampSet,
+  last_status_code: dbInt.nullable(),
+  last_error: z.string().nullable(),
+  created_at: dbTimestampSet,
+  updated_at: dbTimestampSet,
+  payload: dbJson(z.record(z.string(), z.unknown())),
+  attempt_log: dbJson(
+    z
+      .array(
+        z.object({
+          at: z.string(),
+          statusCode: z.number().nullable(),
+          error: z.string().nullable(),
+          durationMs: z.number(),
+        }),
+      )
+      .nullable(),
+  ),
+});
+type DeliveryRow = z.output<typeof DeliveryRow>;
 
 function deliveryRecord(r: DeliveryRow): WebhookDeliveryRecord {
   return {
     id: r.id,
     endpointId: r.endpoint_id,
     eventType: r.event_type,
-    status: r.status as DeliveryStatus,
-    attempts: Number(r.attempts),
+    status: r.status,
+    attempts: r.attempts,
     nextAttemptAt: toIso(r.next_attempt_at),
     retryUntil: toIso(r.retry_until) as string,
-    lastStatusCode: r.last_status_code === null ? null : Number(r.last_status_code),
+    lastStatusCode: r.last_status_code,
     lastError: r.last_error,
     createdAt: toIso(r.created_at) as string,
     updatedAt: toIso(r.updated_at) as string,
-    payload: jsonOf(r.payload),
-    attemptLog: (jsonOf(r.attempt_log ?? []) ?? []).map((a) => ({ ...a, at: toIso(a.at) as string })),
+    payload: r.payload,
+    attemptLog: (r.attempt_log ?? []).map((a) => ({ ...a, at: toIso(a.at) as string })),
   };
 }
 
@@ -221,8 +243,7 @@ const deliverySelect = sql`
 /** An endpoint's deliveries, newest first, each with its latest attempts. */
 export async function listWebhookDeliveries(
   deps: Deps,
-  endpointId: string,
-  page: { limit: number; offset: number; status?: string },
+  { endpointId, ...page }: { endpointId: string; limit: number; offset: number; status?: string },
 ) {
   const status = page.status ? sql`AND d.status = ${page.status}` : sql``;
   const [rows, [count], [endpoint]] = await Promise.all([
@@ -230,13 +251,13 @@ export async function listWebhookDeliveries(
       ORDER BY d.created_at DESC, d.id DESC LIMIT ${page.limit} OFFSET ${page.offset}`),
     deps.db
       .execute(sql`SELECT count(*) AS total FROM ${webhookDeliveries} d WHERE d.endpoint_id = ${endpointId} ${status}`)
-      .then((r) => rowsOf<{ total: number | string }>(r)),
+      .then((r) => parsedRowsOf(z.object({ total: dbInt }), r)),
     deps.db
       .execute(sql`SELECT id FROM ${webhookEndpoints} WHERE id = ${endpointId}`)
-      .then((r) => rowsOf<{ id: string }>(r)),
+      .then((r) => parsedRowsOf(z.object({ id: z.string() }), r)),
   ]);
   if (!endpoint) throw notFound("Webhook endpoint not found");
-  return { deliveries: rowsOf<DeliveryRow>(rows).map(deliveryRecord), total: Number(count?.total ?? 0) };
+  return { deliveries: parsedRowsOf(DeliveryRow, rows).map(deliveryRecord), total: count?.total ?? 0 };
 }
 
 /**
@@ -244,9 +265,10 @@ export async function listWebhookDeliveries(
  * back to pending with a new day of retries, its job due now. One statement. A delivery of a
  * disabled endpoint is a 409 (enable the endpoint first).
  */
-export async function replayWebhookDelivery(deps: Deps, deliveryId: string) {
+export async function replayWebhookDelivery(deps: Deps, { deliveryId }: { deliveryId: string }) {
   const now = deps.clock.now().toISOString();
-  const [row] = rowsOf<{ id: string | null; disabled: boolean | null; webhook_jobs: unknown }>(
+  const [row] = parsedRowsOf(
+    z.object({ id: z.string().nullable(), disabled: z.boolean().nullable(), webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH target AS (
         SELECT d.id, d.project_id, ep.disabled_at IS NOT NULL AS disabled
@@ -264,6 +286,9 @@ export async function replayWebhookDelivery(deps: Deps, deliveryId: string) {
   if (!row?.id) throw notFound("Webhook delivery not found");
   if (row.disabled) throw conflict("The endpoint is disabled: enable it before replaying its deliveries");
   ringWebhookJobs(deps, row.webhook_jobs);
-  const [delivery] = rowsOf<DeliveryRow>(await deps.db.execute(sql`${deliverySelect} WHERE d.id = ${deliveryId}`));
+  const [delivery] = parsedRowsOf(
+    DeliveryRow,
+    await deps.db.execute(sql`${deliverySelect} WHERE d.id = ${deliveryId}`),
+  );
   return deliveryRecord(delivery);
 }

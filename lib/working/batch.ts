@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
-import { ZodRealError } from "zod";
-import { rowsOf, toIso } from "../db/rows";
+import { ZodRealError, z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
-import type { Deps } from "../deps";
 import { idleJobSql } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { newId } from "../ids";
@@ -74,23 +74,24 @@ function createdAtIssues(items: BatchItem[], now: Date): Issue[] {
  *
  * An unknown thread (or another project's) is `404 Thread not found`, naming nothing else.
  */
-export async function addMessages(deps: Deps, projectId: string, items: BatchItem[]) {
+export async function addMessages(ctx: ProjectContext, { messages: items }: { messages: BatchItem[] }) {
+  const { deps, projectId } = ctx;
   const nowDate = deps.clock.now();
   const now = nowDate.toISOString();
   const issues = createdAtIssues(items, nowDate);
   if (issues.length > 0) throw new ZodRealError(issues as never);
 
   const rows = batchRows(items, now);
-  const [row] = rowsOf<BatchResultRow>(await deps.db.execute(addMessagesSql(projectId, now, rows)));
-  if (!row || Number(row.missing) > 0) throw notFound("Thread not found");
-  const early = earlyIssues(json(row.early), rows);
+  const [row] = parsedRowsOf(BatchResultRow, await deps.db.execute(addMessagesSql(projectId, now, rows)));
+  if (!row || row.missing > 0) throw notFound("Thread not found");
+  const early = earlyIssues(row.early ?? [], rows);
   if (early.length > 0) throw new ZodRealError(early as never);
-  const touched = json(row.threads);
+  const touched = row.threads ?? [];
   ringLater(deps, dueJobsFromJson(row.timers));
 
   const compactedThreadIds: string[] = [];
   for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
-    if (await compactInline(deps, projectId, threadId)) compactedThreadIds.push(threadId);
+    if (await compactInline(ctx, threadId)) compactedThreadIds.push(threadId);
   }
   return { messages: sequenced(rows, touched), compactedThreadIds };
 }
@@ -113,15 +114,16 @@ export function batchRows(items: BatchItem[], now: string) {
   }));
 }
 
-type TouchedThread = { id: string; last_seq: number; live_count: number; n: number };
+const TouchedThread = z.object({ id: z.string(), last_seq: z.number(), live_count: z.number(), n: z.number() });
+type TouchedThread = z.output<typeof TouchedThread>;
 
-type BatchResultRow = {
-  missing: number;
-  early: { ord: number; last_at: string }[] | string | null;
-  threads: TouchedThread[] | string | null;
-  timers: unknown;
-  compact_threshold: number | null;
-};
+const BatchResultRow = z.object({
+  missing: dbInt,
+  early: dbJson(z.array(z.object({ ord: z.number(), last_at: z.string() })).nullable()),
+  threads: dbJson(z.array(TouchedThread).nullable()),
+  timers: z.unknown(),
+  compact_threshold: dbInt.nullable(),
+});
 
 function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
   return sql`
@@ -213,20 +215,15 @@ export function threadsToCompact(
     .map((t) => t.id);
 }
 
-async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
   try {
-    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
   } catch (err) {
-    deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
+    ctx.deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
     return false;
   }
 }
 
 function nonEmpty<T extends object>(value: T | undefined): T | undefined {
   return value && Object.keys(value).length > 0 ? value : undefined;
-}
-
-function json<T>(value: T[] | string | null): T[] {
-  if (value === null) return [];
-  return typeof value === "string" ? (JSON.parse(value) as T[]) : value;
 }

@@ -1,5 +1,5 @@
 import { providerConfigured } from "../config";
-import type { Deps } from "../deps";
+import type { ProjectContext } from "../context";
 import { HttpError } from "../errors";
 import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
@@ -9,6 +9,7 @@ import { getThread } from "../threads";
 import { addMessage, prepareContext, type Role } from "./messages";
 
 export interface ChatInput {
+  threadId: string;
   /** The user's message. */
   content: string;
   /** Window size, as prepare's messageLimit. */
@@ -56,28 +57,24 @@ export const RECALL_QUERY_CHARS = 2000;
  * No provider configured at all is a 503 once the thread is known to be the caller's (a 404
  * otherwise, as always), and nothing is stored.
  */
-export async function chat(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<ChatResult> {
-  await requireProvider(deps, projectId, threadId);
-  const turn = await beginTurn(deps, projectId, threadId, input);
+export async function chat(ctx: ProjectContext, input: ChatInput): Promise<ChatResult> {
+  await requireProvider(ctx, input.threadId);
+  const turn = await beginTurn(ctx, input);
   const started = performance.now();
-  const completion = await deps.llm.complete({ system: turn.system, messages: turn.messages });
-  return storeReply(deps, projectId, threadId, turn, completion, performance.now() - started);
+  const completion = await ctx.deps.llm.complete({ system: turn.system, messages: turn.messages });
+  return storeReply(ctx, input.threadId, turn, completion, performance.now() - started);
 }
 
 /**
  * The same turn, streamed. Resolves once the provider accepted the request, so every failure up to
  * then (a 404, the provider refusing) is still an ordinary error response.
  */
-export async function startChatStream(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
-  input: ChatInput,
-): Promise<ChatStream> {
-  await requireProvider(deps, projectId, threadId);
-  const turn = await beginTurn(deps, projectId, threadId, input);
+export async function startChatStream(ctx: ProjectContext, input: ChatInput): Promise<ChatStream> {
+  const { threadId } = input;
+  await requireProvider(ctx, threadId);
+  const turn = await beginTurn(ctx, input);
   const started = performance.now();
-  const stream = await deps.llm.stream({ system: turn.system, messages: turn.messages });
+  const stream = await ctx.deps.llm.stream({ system: turn.system, messages: turn.messages });
   let ended: number | undefined;
   return {
     start: { threadId, userMessageId: turn.user.messageId, factCount: turn.factCount },
@@ -88,7 +85,7 @@ export async function startChatStream(
     // completion() throws unless the stream ran to a whole reply: a partial one is never stored.
     finish: async () => {
       const completion = stream.completion();
-      return storeReply(deps, projectId, threadId, turn, completion, (ended ?? performance.now()) - started);
+      return storeReply(ctx, threadId, turn, completion, (ended ?? performance.now()) - started);
     },
     abort: () => stream.abort(),
   };
@@ -99,9 +96,9 @@ export async function startChatStream(
  * configured), not the 500 of a provider failing, and the message is not stored. The thread is
  * read first (one statement, only on this path), so another project's thread is still a 404.
  */
-async function requireProvider(deps: Deps, projectId: string, threadId: string) {
-  if (providerConfigured(deps.config)) return;
-  await getThread(deps, projectId, threadId);
+async function requireProvider(ctx: ProjectContext, threadId: string) {
+  if (providerConfigured(ctx.deps.config)) return;
+  await getThread(ctx, { threadId });
   throw new HttpError(503, NO_PROVIDER_MESSAGE);
 }
 
@@ -119,12 +116,11 @@ interface Turn {
  * alternative, a second read of the thread alongside the insert, would cost a statement to save
  * one short round trip before a model call of seconds.
  */
-async function beginTurn(deps: Deps, projectId: string, threadId: string, input: ChatInput): Promise<Turn> {
-  const user = await addMessage(deps, projectId, threadId, { role: "user", content: input.content });
-  const window = await prepareContext(deps, projectId, threadId, input.messageLimit);
-  const facts = input.recall
-    ? await recallFacts(deps, projectId, window.dataset, input.content)
-    : { context: "", factCount: 0 };
+async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
+  const { threadId } = input;
+  const user = await addMessage(ctx, { threadId, role: "user", content: input.content });
+  const window = await prepareContext(ctx, { threadId, messageLimit: input.messageLimit });
+  const facts = input.recall ? await recallFacts(ctx, window.dataset, input.content) : { context: "", factCount: 0 };
   return {
     user,
     factCount: facts.factCount,
@@ -134,12 +130,12 @@ async function beginTurn(deps: Deps, projectId: string, threadId: string, input:
 }
 
 /** Recall degrades by itself; should it still throw, the reply is generated without facts. */
-async function recallFacts(deps: Deps, projectId: string, dataset: string, content: string) {
+async function recallFacts(ctx: ProjectContext, dataset: string, content: string) {
   try {
-    const { body } = await recall(deps, projectId, { dataset, query: recallQuery(content), include: [] });
+    const { body } = await recall(ctx, { dataset, query: recallQuery(content), include: [] });
     return { context: body.context, factCount: body.factCount };
   } catch (err) {
-    deps.log.warn("chat: recall failed; replying without facts", { dataset, ...errorFields(err) });
+    ctx.deps.log.warn("chat: recall failed; replying without facts", { dataset, ...errorFields(err) });
     return { context: "", factCount: 0 };
   }
 }
@@ -160,8 +156,7 @@ function toChatMessage(m: { role: Role; content: string }): ChatMessage {
 }
 
 async function storeReply(
-  deps: Deps,
-  projectId: string,
+  ctx: ProjectContext,
   threadId: string,
   turn: Turn,
   completion: Completion,
@@ -169,7 +164,8 @@ async function storeReply(
 ): Promise<ChatResult> {
   // Whole milliseconds: the column is a `real`, and the stored value must equal the one answered.
   const latencyMs = Math.round(elapsedMs);
-  const reply = await addMessage(deps, projectId, threadId, {
+  const reply = await addMessage(ctx, {
+    threadId,
     role: "assistant",
     content: completion.text,
     model: completion.model,

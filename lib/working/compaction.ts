@@ -1,5 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
-import { jsonOf, rowsOf } from "../db/rows";
+import { z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbInt, dbJson, parsedRowsOf } from "../db/rows";
 import { messages, projects, threads } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
@@ -47,21 +49,18 @@ export function crossesThreshold(liveCount: number, threshold: number | null): b
   return threshold !== null && liveCount >= threshold && liveCount % threshold === 0;
 }
 
-interface FoldRow {
-  seq: number;
-  role: string;
-  content: string;
-}
+const FoldRow = z.object({ seq: z.number(), role: z.string(), content: z.string() });
 
 /** What compaction reads in its first statement: the thread's counters, active summary and fold. */
-export interface FoldState {
-  compacted_seq: number;
-  live_count: number;
-  summary_id: string | null;
-  summary_content: string | null;
-  summary_from: number | null;
-  fold: FoldRow[];
-}
+const FoldState = z.object({
+  compacted_seq: dbInt,
+  live_count: dbInt,
+  summary_id: z.string().nullable(),
+  summary_content: z.string().nullable(),
+  summary_from: dbInt.nullable(),
+  fold: dbJson(z.array(FoldRow)),
+});
+export type FoldState = z.output<typeof FoldState>;
 
 /** What one compaction folds and asks the model, decided from the state it read. */
 export interface FoldPlan {
@@ -112,9 +111,8 @@ export function planFold(state: FoldState): FoldPlan | NothingToCompact {
  * `system`; the folded rows (and the previous summary) get `compactedAt`.
  */
 export async function compactThread(
-  deps: Deps,
-  projectId: string,
-  threadId: string,
+  { deps, projectId }: ProjectContext,
+  { threadId }: { threadId: string },
 ): Promise<Compacted | NothingToCompact> {
   const plan = planFold(await readFold(deps, projectId, threadId));
   if ("ok" in plan) return plan;
@@ -135,7 +133,8 @@ export async function compactThread(
 
 /** The thread's compaction state in one statement; 404 for a thread not in the project. */
 async function readFold(deps: Deps, projectId: string, threadId: string): Promise<FoldState> {
-  const [state] = rowsOf<Omit<FoldState, "fold"> & { fold: FoldRow[] | string }>(
+  const [state] = parsedRowsOf(
+    FoldState,
     await deps.db.execute(sql`
       WITH t AS (
         SELECT id, compacted_seq, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
@@ -154,7 +153,7 @@ async function readFold(deps: Deps, projectId: string, threadId: string): Promis
       FROM t LEFT JOIN summary s ON true`),
   );
   if (!state) throw notFound("Thread not found");
-  return { ...state, fold: jsonOf(state.fold) };
+  return state;
 }
 
 /**
@@ -172,7 +171,8 @@ async function writeSummary(
   const { expected, fromSeq, toSeq, count } = plan;
   const now = deps.clock.now().toISOString();
   const summaryId = newId("msg");
-  const [written] = rowsOf<{ summary_id: string | null; webhook_jobs: unknown }>(
+  const [written] = parsedRowsOf(
+    z.object({ summary_id: z.string().nullable(), webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH claim AS (
         UPDATE ${threads}

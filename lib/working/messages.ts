@@ -1,15 +1,16 @@
 import { sql } from "drizzle-orm";
-import { jsonOf, rowsOf, toIso } from "../db/rows";
+import { z } from "zod";
+import type { ProjectContext, ReadContext } from "../context";
+import { dbInt, dbJson, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
-import type { ProjectRef } from "../db/types";
-import type { Deps } from "../deps";
 import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { newId } from "../ids";
 import { errorFields } from "../log";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 
-export type Role = "user" | "assistant" | "system" | "tool";
+export const ROLES = ["user", "assistant", "system", "tool"] as const;
+export type Role = (typeof ROLES)[number];
 
 export interface MessageInput {
   role: Role;
@@ -25,7 +26,8 @@ export interface MessageInput {
  * so concurrent appends queue) and its new value is the message's sequence number. Gapless and
  * ordered by insert; no row when the thread is not in the project.
  */
-export async function addMessage(deps: Deps, projectId: string, threadId: string, input: MessageInput) {
+export async function addMessage(ctx: ProjectContext, { threadId, ...input }: MessageInput & { threadId: string }) {
+  const { deps, projectId } = ctx;
   const now = deps.clock.now().toISOString();
   const tokens = jsonOrNull(input.tokens);
   const metadata = jsonOrNull(input.metadata);
@@ -49,22 +51,11 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
     SELECT msg.*, (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
       (SELECT live_count FROM th) AS live_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold
     FROM msg`);
-  const [row] = rowsOf<{
-    id: string;
-    thread_id: string;
-    seq: number;
-    role: Role;
-    created_at: unknown;
-    timer_key: string | null;
-    timer_run_at: unknown;
-    live_count: number;
-    compact_threshold: number | null;
-  }>(result);
+  const [row] = parsedRowsOf(AddedRow, result);
   if (!row) throw notFound("Thread not found");
   if (row.timer_key) ringLater(deps, dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]));
   const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
-  const compacted =
-    crossesThreshold(Number(row.live_count), threshold) && (await compactInline(deps, projectId, threadId));
+  const compacted = crossesThreshold(Number(row.live_count), threshold) && (await compactInline(ctx, threadId));
   return {
     messageId: row.id,
     threadId: row.thread_id,
@@ -75,12 +66,24 @@ export async function addMessage(deps: Deps, projectId: string, threadId: string
   };
 }
 
+const AddedRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  seq: dbInt,
+  role: z.enum(ROLES),
+  created_at: dbTimestampSet,
+  timer_key: z.string().nullable(),
+  timer_run_at: dbTimestamp,
+  live_count: dbInt,
+  compact_threshold: dbInt.nullable(),
+});
+
 /** Auto-compaction: a failure (the provider, most likely) never fails the insert, which is stored. */
-async function compactInline(deps: Deps, projectId: string, threadId: string): Promise<boolean> {
+async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
   try {
-    return "summaryMessageId" in (await compactThread(deps, projectId, threadId));
+    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
   } catch (err) {
-    deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
+    ctx.deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
     return false;
   }
 }
@@ -90,19 +93,23 @@ function jsonOrNull(value: object | undefined): string | null {
   return value && Object.keys(value).length > 0 ? JSON.stringify(value) : null;
 }
 
-interface MessageRow {
-  id: string;
-  thread_id: string;
-  seq: number;
-  role: Role;
-  content: string;
-  tokens: MessageInput["tokens"] | null;
-  model: string | null;
-  latency_ms: number | null;
-  metadata: MessageInput["metadata"] | null;
-  compacted_at: unknown;
-  created_at: unknown;
-}
+/** A `messages` row as raw SQL or `row_to_json` gives it. */
+export const MessageRow = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  seq: dbInt,
+  role: z.enum(ROLES),
+  content: z.string(),
+  tokens: z
+    .looseObject({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
+    .nullable(),
+  model: z.string().nullable(),
+  latency_ms: dbNumber.nullable(),
+  metadata: z.looseObject({ stopReason: z.string().optional(), agentName: z.string().optional() }).nullable(),
+  compacted_at: dbTimestamp,
+  created_at: dbTimestampSet,
+});
+type MessageRow = z.output<typeof MessageRow>;
 
 export function messageRecord(m: MessageRow) {
   return {
@@ -131,7 +138,10 @@ export interface ListMessagesQuery {
  * sorted as `order` asks; `hasMore` says older messages remain, so paging passes the smallest
  * sequenceNumber seen as the next `before`. One statement: thread check, total and page.
  */
-export async function listMessages(deps: Deps, projectId: ProjectRef, threadId: string, q: ListMessagesQuery) {
+export async function listMessages(
+  { deps, projectId }: ReadContext,
+  { threadId, ...q }: ListMessagesQuery & { threadId: string },
+) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     page AS (
@@ -142,13 +152,16 @@ export async function listMessages(deps: Deps, projectId: ProjectRef, threadId: 
     SELECT (SELECT count(*) FROM t)::int AS thread_found,
            (SELECT count(*) FROM ${messages} WHERE thread_id = (SELECT id FROM t))::int AS total,
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.seq DESC) FROM page), '[]'::json) AS page`);
-  const [row] = rowsOf<{ thread_found: number; total: number; page: MessageRow[] | string }>(result);
-  if (!row || Number(row.thread_found) === 0) throw notFound("Thread not found");
-  const page = jsonOf(row.page);
+  const [row] = parsedRowsOf(
+    z.object({ thread_found: dbInt, total: dbInt, page: dbJson(z.array(MessageRow)) }),
+    result,
+  );
+  if (!row || row.thread_found === 0) throw notFound("Thread not found");
+  const { page } = row;
   const hasMore = page.length > q.limit;
   const rows = page.slice(0, q.limit);
   if (q.order === "asc") rows.reverse();
-  return { messages: rows.map(messageRecord), total: Number(row.total), hasMore };
+  return { messages: rows.map(messageRecord), total: row.total, hasMore };
 }
 
 /**
@@ -158,7 +171,10 @@ export async function listMessages(deps: Deps, projectId: ProjectRef, threadId: 
  * what a short one does. `warning` when messageLimit is below the project's autoCompactThreshold:
  * un-compacted messages can then be left out.
  */
-export async function prepareContext(deps: Deps, projectId: ProjectRef, threadId: string, messageLimit: number) {
+export async function prepareContext(
+  { deps, projectId }: ReadContext,
+  { threadId, messageLimit }: { threadId: string; messageLimit: number },
+) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
@@ -177,18 +193,11 @@ export async function prepareContext(deps: Deps, projectId: ProjectRef, threadId
            (SELECT row_to_json(summary) FROM summary) AS summary,
            coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window
     FROM t`);
-  const [row] = rowsOf<{
-    dataset: string;
-    message_count: number;
-    compact_threshold: number | null;
-    summary: { role: Role; content: string } | string | null;
-    window: { role: Role; content: string }[] | string;
-  }>(result);
+  const [row] = parsedRowsOf(WindowRow, result);
   if (!row) throw notFound("Thread not found");
-  const summary = row.summary ? jsonOf(row.summary) : null;
-  const window = jsonOf(row.window);
-  const messageCount = Number(row.message_count);
-  const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
+  const { summary, window } = row;
+  const messageCount = row.message_count;
+  const threshold = row.compact_threshold;
   return {
     threadId,
     dataset: row.dataset,
@@ -204,11 +213,20 @@ export async function prepareContext(deps: Deps, projectId: ProjectRef, threadId
   };
 }
 
+const WindowMessage = z.object({ role: z.enum(ROLES), content: z.string() });
+const WindowRow = z.object({
+  dataset: z.string(),
+  message_count: dbInt,
+  compact_threshold: dbInt.nullable(),
+  summary: dbJson(WindowMessage.nullable()),
+  window: dbJson(z.array(WindowMessage)),
+});
+
 /**
  * Counts by role, caller-reported token totals, first/last message time, session duration, and
  * compaction: how many compactions ran, how many messages are folded, the active summary's range.
  */
-export async function threadStats(deps: Deps, projectId: ProjectRef, threadId: string) {
+export async function threadStats({ deps, projectId }: ReadContext, { threadId }: { threadId: string }) {
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     m AS (SELECT * FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND NOT is_summary)
@@ -231,35 +249,51 @@ export async function threadStats(deps: Deps, projectId: ProjectRef, threadId: s
             FROM ${messages} WHERE thread_id = (SELECT id FROM t) AND is_summary AND compacted_at IS NULL
             ORDER BY seq DESC LIMIT 1) AS active_summary
     FROM m`);
-  const [r] = rowsOf<Record<string, unknown>>(result);
-  if (!r || Number(r.thread_found) === 0) throw notFound("Thread not found");
+  const [r] = parsedRowsOf(StatsRow, result);
+  if (!r || r.thread_found === 0 || r.dataset === null) throw notFound("Thread not found");
   const firstAt = toIso(r.first_at);
   const lastAt = toIso(r.last_at);
+  const active = r.active_summary;
   return {
     threadId,
-    dataset: r.dataset as string,
-    messageCount: Number(r.message_count),
-    byRole: {
-      user: Number(r.user_count),
-      assistant: Number(r.assistant_count),
-      system: Number(r.system_count),
-      tool: Number(r.tool_count),
-    },
-    compactedCount: Number(r.compacted_count),
+    dataset: r.dataset,
+    messageCount: r.message_count,
+    byRole: { user: r.user_count, assistant: r.assistant_count, system: r.system_count, tool: r.tool_count },
+    compactedCount: r.compacted_count,
     compaction: {
-      compactions: Number(r.compactions),
-      activeSummary: r.active_summary
-        ? (() => {
-            const a = jsonOf(
-              r.active_summary as { messageId: string; fromSequence: number; toSequence: number; createdAt: string },
-            );
-            return { ...a, createdAt: toIso(a.createdAt) as string };
-          })()
-        : null,
+      compactions: r.compactions,
+      activeSummary: active ? { ...active, createdAt: toIso(active.createdAt) as string } : null,
     },
-    tokens: { input: Number(r.input_tokens), output: Number(r.output_tokens), total: Number(r.total_tokens) },
+    tokens: { input: r.input_tokens, output: r.output_tokens, total: r.total_tokens },
     firstMessageAt: firstAt,
     lastMessageAt: lastAt,
     sessionDurationMs: firstAt && lastAt ? Date.parse(lastAt) - Date.parse(firstAt) : 0,
   };
 }
+
+const StatsRow = z.object({
+  dataset: z.string().nullable(),
+  thread_found: dbInt,
+  message_count: dbInt,
+  user_count: dbInt,
+  assistant_count: dbInt,
+  system_count: dbInt,
+  tool_count: dbInt,
+  compacted_count: dbInt,
+  input_tokens: dbNumber,
+  output_tokens: dbNumber,
+  total_tokens: dbNumber,
+  first_at: dbTimestamp,
+  last_at: dbTimestamp,
+  compactions: dbInt,
+  active_summary: dbJson(
+    z
+      .object({
+        messageId: z.string(),
+        fromSequence: z.number(),
+        toSequence: z.number(),
+        createdAt: z.string(),
+      })
+      .nullable(),
+  ),
+});

@@ -52,8 +52,8 @@ async function call(path: string, init: { method?: string; token: string; key?: 
 
 describe("Idempotency-Key on the Worker (Neon over HTTP)", () => {
   it("replays, refuses a different request, gives one write for concurrent duplicates, and counts round trips", async () => {
-    const project = await createProject(deps, "edge-idem");
-    const { key: token } = await createApiKey(deps, { name: "edge-idem-key", projectId: project.id });
+    const project = await createProject(deps, { name: "edge-idem" });
+    const { key: token } = await createApiKey({ deps, projectId: project.id }, { name: "edge-idem-key" });
     const threadCount = async () =>
       Number(
         rowsOf<{ n: number }>(

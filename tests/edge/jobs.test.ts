@@ -136,8 +136,8 @@ async function call(name: string, path: string, init: { method?: string; token?:
 }
 
 async function newTenant(name: string) {
-  const project = await createProject(node.deps, name);
-  const { key } = await createApiKey(node.deps, { name: `${name}-key`, projectId: project.id });
+  const project = await createProject(node.deps, { name });
+  const { key } = await createApiKey({ deps: node.deps, projectId: project.id }, { name: `${name}-key` });
   return key;
 }
 
@@ -255,8 +255,8 @@ describe("the Worker with QStash: delayed messages to a verified jobs route", ()
 
 describe("webhooks on the Worker: the delivery job rings QStash like the others", () => {
   it("publishes the episode.completed delivery's job and runs it on delivery (the literal address check)", async () => {
-    const project = await createProject(node.deps, "edge-webhooks");
-    const { key } = await createApiKey(node.deps, { name: "edge-webhooks-key", projectId: project.id });
+    const project = await createProject(node.deps, { name: "edge-webhooks" });
+    const { key } = await createApiKey({ deps: node.deps, projectId: project.id }, { name: "edge-webhooks-key" });
     // Stored directly: the registration check would refuse it. The Worker cannot resolve names, so
     // what it checks is the URL's literal: a private address is refused without a request.
     await node.deps.db.execute(sql`

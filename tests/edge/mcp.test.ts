@@ -60,8 +60,8 @@ async function callTool(client: Client, name: string, args: Record<string, unkno
 
 describe("MCP on the Worker (Neon over HTTP)", () => {
   it("lists the tools, adds messages to a new thread and recalls a fact, counting round trips", async () => {
-    const project = await createProject(deps, "edge-mcp");
-    const { key } = await createApiKey(deps, { name: "edge-mcp-key", projectId: project.id });
+    const project = await createProject(deps, { name: "edge-mcp" });
+    const { key } = await createApiKey({ deps, projectId: project.id }, { name: "edge-mcp-key" });
     const client = await connect(key);
 
     const { tools } = await client.listTools();

@@ -56,8 +56,8 @@ async function call(token: string, path: string, init: CallInit = {}) {
 }
 
 async function tenant(name: string) {
-  const project = await createProject(deps, name);
-  const { key, apiKey } = await createApiKey(deps, { name: `${name}-key`, projectId: project.id });
+  const project = await createProject(deps, { name });
+  const { key, apiKey } = await createApiKey({ deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key, keyId: apiKey.id as string };
 }
 
@@ -201,7 +201,7 @@ describe("a refused key on a read: the spec's exact 401, nothing read, in the sa
   it("unknown, revoked and orphaned keys, on every kind of read, ahead of the read's own 404 or 400", async () => {
     const owner = await seeded("rt-refused");
     const revoked = await tenant("rt-revoked");
-    await revokeApiKey(deps, revoked.keyId);
+    await revokeApiKey(deps, { apiKeyId: revoked.keyId });
     const orphan = await tenant("rt-orphan");
     await database.db.execute(sql`UPDATE api_keys SET project_id = NULL WHERE id = ${orphan.keyId}`);
     const keys: [string, string][] = [
@@ -231,7 +231,7 @@ describe("a refused key on a read: the spec's exact 401, nothing read, in the sa
   it("a revocation is seen by the very next read", async () => {
     const k = await seeded("rt-revoke-next");
     expect((await call(k.key, "/v1/memory/semantic/datasets/rt/facts")).status).toBe(200);
-    await revokeApiKey(deps, k.keyId);
+    await revokeApiKey(deps, { apiKeyId: k.keyId });
     const after = await call(k.key, "/v1/memory/semantic/datasets/rt/facts");
     expect(after).toMatchObject({ status: 401, body: { error: "API key has been revoked" }, roundTrips: 1 });
   });

@@ -93,7 +93,7 @@ export async function adminSession(service: TestService) {
 
 /** A new project with one API key: each test makes its own, so tests share no state. */
 export async function newTenant(service: TestService, name = "tenant") {
-  const project = await createProject(service.deps, name);
-  const { key, apiKey } = await createApiKey(service.deps, { name: `${name}-key`, projectId: project.id });
+  const project = await createProject(service.deps, { name });
+  const { key, apiKey } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key, keyId: apiKey.id };
 }

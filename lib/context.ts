@@ -1,0 +1,18 @@
+import type { ProjectRef } from "./db/types";
+import type { Deps } from "./deps";
+
+/**
+ * What a read verb receives first: its dependencies and its project, as an id or (for a /v1 read,
+ * whose API key is checked in the read's own round trip: lib/auth.ts `deferApiKey`) as SQL that
+ * finds it. A read uses `projectId` only inside SQL.
+ */
+export interface ReadContext {
+  deps: Deps;
+  /** The project every statement of the verb is filtered by (another project's row is a 404). */
+  projectId: ProjectRef;
+}
+
+/** Who is asking and with what: what every request-scoped domain verb that writes receives first. */
+export interface ProjectContext extends ReadContext {
+  projectId: string;
+}
