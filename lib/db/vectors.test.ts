@@ -11,8 +11,8 @@ describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
 
   it("grows with the dataset: one more per FACTS_PER_EF facts", () => {
     expect(efSearchFor(EF_SEARCH_MIN * FACTS_PER_EF + 1)).toBe(EF_SEARCH_MIN + 1);
-    expect(efSearchFor(100_000)).toBe(500);
-    expect(efSearchFor(150_000)).toBe(750);
+    expect(efSearchFor(10_000)).toBe(63);
+    expect(efSearchFor(100_000)).toBe(625);
   });
 
   it("stops at pgvector's maximum", () => {

@@ -240,9 +240,12 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   if (r.mode === "recent" || !r.query) return [...recentCtes(scope), ...groupedCtes(sql`anchor AS (${NO_ANCHOR})`)];
   const vector = r.mode === "hybrid" && r.vector ? r.vector : undefined;
   const D = sql.raw(String(dims));
-  const q = vector ? vectorParam(vector) : undefined;
+  // The query vector is sent and parsed once (at 1536 dimensions each copy in the statement is
+  // ~30 KB of text the planner parses), then read from `query_vector` by every search.
+  const q = vector ? sql`(SELECT v FROM query_vector)` : undefined;
   const depth = sql`(SELECT GREATEST(fetch_lim * 3, 30) FROM s)`;
   const signals: SQL[] = [
+    ...(vector ? [sql`query_vector AS (SELECT (${vectorParam(vector)})::halfvec(${D}) AS v)`] : []),
     keywordCtes(r, scope),
     anchorCtes(r, q ? { q, dims } : undefined),
     sql`by_anchor AS (SELECT f.id FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
