@@ -240,8 +240,8 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   if (r.mode === "recent" || !r.query) return [...recentCtes(scope), ...groupedCtes(sql`anchor AS (${NO_ANCHOR})`)];
   const vector = r.mode === "hybrid" && r.vector ? r.vector : undefined;
   const D = sql.raw(String(dims));
-  // The query vector is sent and parsed once (at 1536 dimensions each copy in the statement is
-  // ~30 KB of text the planner parses), then read from `query_vector` by every search.
+  // The query vector is sent and parsed once (~30 KB of text at 1536 dimensions), and every
+  // search reads it from `query_vector`.
   const q = vector ? sql`(SELECT v FROM query_vector)` : undefined;
   const depth = sql`(SELECT GREATEST(fetch_lim * 3, 30) FROM s)`;
   const signals: SQL[] = [

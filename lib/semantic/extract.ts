@@ -429,9 +429,9 @@ function candidatesSql(deps: Deps, episode: Claimed, factJson: string, entityJso
 /**
  * The HNSW candidate list for extraction's searches. They look only for near-duplicates and
  * contradiction candidates (similarity at least contradictionBandMin), which a short list finds;
- * the database default (200, set for recall's broader searches) made extraction five times slower.
- * `set_config(..., true)` lasts to the end of the transaction, so it runs with the statement it
- * serves in one batch (one round trip on Neon).
+ * a database default raised for recall (200 before migration 0013; recall now sizes its own per
+ * search) made extraction five times slower. `set_config(..., true)` lasts to the end of the
+ * transaction, so it runs with the statement it serves in one batch (one round trip on Neon).
  */
 const EXTRACTION_EF_SEARCH = 40;
 const narrowSearch = sql`SELECT set_config('hnsw.ef_search', ${String(EXTRACTION_EF_SEARCH)}, true)`;
