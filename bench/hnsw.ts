@@ -1,13 +1,18 @@
 import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
-import { startFakeOpenAI } from "../tests/helpers/fake-openai";
+import { type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
+import { nearestSql } from "../lib/db/vectors";
 import type { IterativeScan } from "./args";
+import { benchEmbedding, startBenchProvider } from "./embedding";
 import { benchService, memoryNow, percentile } from "./lib";
-import { type VectorQuality, vectorRecallAt10 } from "./recall";
-import { type HnswBuild, recallQueries, seedFacts } from "./seed";
+import { searchedEf, type VectorQuality, vectorRecallAt10 } from "./recall";
+import { recallQueries, seedFacts } from "./seed";
 
 export interface HnswSetting extends VectorQuality {
+  /** The session's `hnsw.ef_search` (the database setting recall takes as a floor). */
   efSearch: number;
+  /** What recall's vector search ran with: the floor, raised for the dataset's size (limitWithEfSearch). */
+  efSearched: number;
   iterative: IterativeScan;
   hnswIndexUsed: boolean;
   /** Recall with a query (hybrid: vector, keyword and anchors), provider 0 ms. */
@@ -30,7 +35,8 @@ export interface HnswBenchResult {
  * Approximate search quality and its price: `liveFacts` facts (and as many neighbours in the same
  * table) indexed with `build`, then for each iterative scan mode and ef_search, the vector
  * signal's recall@10 against exact search (50 queries) and recall's p50 with a query (`calls`).
- * The settings are session settings, so the service's own statements run under each in turn.
+ * The settings are session settings, so the service's own statements run under each in turn;
+ * recall raises an ef_search below what the dataset's size calls for (`efSearched`).
  */
 export async function benchHnsw(
   liveFacts: number,
@@ -39,7 +45,7 @@ export async function benchHnsw(
   sweep: { efSearch: number[]; iterative: IterativeScan[]; calls: number },
   disk?: { dir: string },
 ): Promise<HnswBenchResult> {
-  const fake = await startFakeOpenAI();
+  const fake = await startBenchProvider();
   const bench = await benchService(
     { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
     disk ? { dir: disk.dir, durability: "fast" } : undefined,
@@ -48,7 +54,7 @@ export async function benchHnsw(
     const db = bench.service.deps.db;
     const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
     const [size] = rowsOf<{ bytes: string }>(
-      await db.execute(sql.raw(`SELECT pg_relation_size('facts_embedding_hnsw_${dims}') AS bytes`)),
+      await db.execute(sql`SELECT pg_relation_size(${vectorIndexName("facts", dims)}) AS bytes`),
     );
     const queries = recallQueries(sweep.calls, entityCount);
     const settings: HnswSetting[] = [];
@@ -56,7 +62,7 @@ export async function benchHnsw(
       for (const efSearch of sweep.efSearch) {
         await db.execute(sql.raw(`SET hnsw.iterative_scan = ${iterative}`));
         await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
-        const quality = await vectorRecallAt10(db, projectId, dims, queries.slice(0, 50));
+        const quality = await vectorRecallAt10(db, { projectId, liveFacts, dims }, queries.slice(0, 50));
         for (let i = 0; i < 10; i++)
           await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
         const latencies: number[] = [];
@@ -66,17 +72,23 @@ export async function benchHnsw(
           latencies.push(performance.now() - started);
         }
         latencies.sort((a, b) => a - b);
-        const plan = rowsOf<Record<string, string>>(
-          await db.execute(
-            sql.raw(`EXPLAIN SELECT id FROM facts WHERE vector_dims(embedding) = ${dims}
-            ORDER BY embedding::halfvec(${dims}) <=> (SELECT embedding FROM facts LIMIT 1)::halfvec(${dims}) LIMIT 30`),
-          ),
-        );
+        const query = sql`${`[${benchEmbedding(queries[0], dims)}]`}::halfvec`;
+        const search = nearestSql({
+          from: sql`facts f`,
+          column: sql`f.embedding`,
+          select: sql`f.id`,
+          where: sql`true`,
+          query,
+          dims,
+          limit: sql`30`,
+        });
+        const plan = rowsOf<Record<string, string>>(await db.execute(sql`EXPLAIN ${search}`));
         settings.push({
           efSearch,
+          efSearched: searchedEf(efSearch, liveFacts, dims),
           iterative,
           ...quality,
-          hnswIndexUsed: plan.some((r) => Object.values(r)[0].includes(`facts_embedding_hnsw_${dims}`)),
+          hnswIndexUsed: plan.some((r) => Object.values(r)[0].includes(vectorIndexName("facts", dims))),
           withQuery: { p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) },
         });
       }

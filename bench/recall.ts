@@ -1,10 +1,12 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
+import { type HnswBuild, vectorIndexKind } from "../lib/db/vector-indexes";
+import { BINARY_RERANK_FACTOR, EF_SEARCH_MAX, efSearchFor, limitWithEfSearch, nearestSql } from "../lib/db/vectors";
 import { recallSql } from "../lib/recall/retrieve";
-import { fakeEmbedding, startFakeOpenAI } from "../tests/helpers/fake-openai";
+import { benchEmbedding, startBenchProvider } from "./embedding";
 import { type Bench, benchService, memoryNow, percentile } from "./lib";
-import { type HnswBuild, recallQueries, seedFacts } from "./seed";
+import { recallQueries, seedFacts } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 
@@ -58,7 +60,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     inspect,
     build = PGVECTOR_DEFAULT_BUILD,
   } = options;
-  const fake = await startFakeOpenAI();
+  const fake = await startBenchProvider();
   const bench = await benchService(
     { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
     options.disk ? { dir: options.disk, durability: "full" } : undefined,
@@ -87,7 +89,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     };
 
     if (efSearch !== undefined) await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
-    const [{ ef_search: efInForce }] = rowsOf<{ ef_search: string }>(
+    const [{ ef_search: floor }] = rowsOf<{ ef_search: string }>(
       await db.execute(sql`SELECT current_setting('hnsw.ef_search') AS ef_search`),
     );
     if (inspect) await inspect(bench, projectId);
@@ -107,7 +109,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     }));
 
     // Is the vector signal served by the HNSW index?
-    const probe = fakeEmbedding(queries[0], dims);
+    const probe = benchEmbedding(queries[0], dims);
     const plan = rowsOf<Record<string, string>>(
       await db.execute(
         sql`EXPLAIN ${recallSql(bench.service.deps, {
@@ -125,7 +127,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       .join("\n");
     const hnswIndexUsed = plan.includes(`facts_embedding_hnsw_${dims}`);
 
-    const quality = await vectorRecallAt10(db, projectId, dims, queries.slice(0, 50));
+    const quality = await vectorRecallAt10(db, { projectId, liveFacts, dims }, queries.slice(0, 50));
     const memory = memoryNow(bench.database);
 
     return {
@@ -140,7 +142,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       hnswIndexUsed,
       ...quality,
       memory,
-      efSearch: Number(efInForce),
+      efSearch: searchedEf(Number(floor), liveFacts, dims),
       bytesPerFact,
       seedSeconds,
       loadSeconds,
@@ -152,67 +154,65 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
   }
 }
 
+/** The `hnsw.ef_search` recall's vector search runs with (limitWithEfSearch), for its 30 rows. */
+export function searchedEf(sessionEf: number, liveFacts: number, dims: number): number {
+  const scanned = vectorIndexKind(dims) === "binary" ? 30 * BINARY_RERANK_FACTOR : 30;
+  return Math.min(EF_SEARCH_MAX, Math.max(sessionEf, efSearchFor(liveFacts), scanned));
+}
+
 export interface VectorQuality {
   /**
-   * recall@10 of the vector signal as recall runs it: the index's `depth` (30) nearest in half
-   * precision, re-ranked by full-precision distance, top 10, against an exact scan's top 10.
+   * recall@10 of the vector signal as recall runs it (nearestSql, its candidate list sized as
+   * recall sizes it): the 30 (`depth`) nearest, top 10, against an exact scan's top 10.
    */
   recallAt10: number;
-  /** The index's own first 10 against the exact top 10 (the figure earlier runs reported). */
+  /** The same search for 10 rows (with the binary index: the 40 nearest by sign bits, re-ranked). */
   recallAt10Limit10: number;
-  /** The index's first 10 against an exact scan at the index's half precision: the graph's share of the loss. */
-  recallAt10SamePrecision: number;
-  /** Rows the index scan returned for LIMIT 30 (fewer: the filters starved it). */
+  /** Rows the index scan returned for 30 (fewer: the filters starved it). */
   candidatesPerQuery: number;
 }
 
 /**
- * The vector signal's recall@10 against exact (sequential) search over the same filter. Ties
- * count: a returned row as near as the exact 10th is a hit (seeded facts differ by one word, so
- * many are equally near and which of them an exact scan lists first is arbitrary).
+ * The vector signal's recall@10 against exact (sequential) search over the same filter, under the
+ * session's `hnsw.ef_search` as recall raises it for the dataset. Ties count: a returned row as
+ * near as the exact 10th is a hit (seeded facts differ by one word, so many are equally near and
+ * which of them an exact scan lists first is arbitrary).
  */
 export async function vectorRecallAt10(
   db: Db,
-  projectId: string,
-  dims: number,
+  at: { projectId: string; liveFacts: number; dims: number },
   queries: string[],
 ): Promise<VectorQuality> {
-  const D = sql.raw(String(dims));
   const TIE = 1e-6;
-  const runs = { signal: [] as number[], limit10: [] as number[], half: [] as number[], candidates: [] as number[] };
-  const scope = sql`f.project_id = ${projectId} AND f.dataset = 'big' AND f.invalid_at IS NULL AND f.confidence >= 0.5`;
-  for (const query of queries) {
-    const v = `[${fakeEmbedding(query, dims)}]`;
-    const q = sql`${v}::vector`;
-    const qHalf = sql`${v}::halfvec(${D})`;
-    const candidates = rowsOf<{ full: number; half: number }>(
-      await db.execute(sql`
-        SELECT f.embedding <=> ${q} AS full, (f.embedding::halfvec(${D}) <=> ${qHalf}) AS half FROM facts f
-        WHERE ${scope} AND vector_dims(f.embedding) = ${D}
-        ORDER BY f.embedding::halfvec(${D}) <=> ${qHalf} LIMIT 30`),
-    ).map((r) => ({ full: Number(r.full), half: Number(r.half) }));
-    const [exact] = rowsOf<{ tenth: number; half_tenth: number }>(
-      await db.execute(sql`
-        SELECT (SELECT max(d) FROM (SELECT f.embedding <=> ${q} AS d FROM facts f WHERE ${scope}
-                  ORDER BY 1 LIMIT 10) e) AS tenth,
-          -- "+ 0" keeps the planner off the index: an exact scan at the index's half precision.
-          (SELECT max(d) FROM (SELECT (f.embedding::halfvec(${D}) <=> ${qHalf}) + 0 AS d FROM facts f
-                  WHERE ${scope} AND vector_dims(f.embedding) = ${D} ORDER BY 1 LIMIT 10) e) AS half_tenth`),
-    );
-    const tenth = Number(exact.tenth) + TIE;
-    const reranked = candidates
-      .map((c) => c.full)
-      .sort((a, b) => a - b)
-      .slice(0, 10);
-    runs.signal.push(reranked.filter((d) => d <= tenth).length / 10);
-    runs.limit10.push(candidates.slice(0, 10).filter((c) => c.full <= tenth).length / 10);
-    runs.half.push(candidates.slice(0, 10).filter((c) => c.half <= Number(exact.half_tenth) + TIE).length / 10);
-    runs.candidates.push(candidates.length);
+  const runs = { signal: [] as number[], limit10: [] as number[], candidates: [] as number[] };
+  const where = sql`f.project_id = ${at.projectId} AND f.dataset = 'big' AND f.invalid_at IS NULL AND f.confidence >= 0.5`;
+  const search = (query: SQL, limit: number) =>
+    nearestSql({
+      from: sql`facts f`,
+      column: sql`f.embedding`,
+      select: sql`f.id`,
+      where,
+      query,
+      dims: at.dims,
+      limit: limitWithEfSearch(sql.raw(String(limit)), sql.raw(String(at.liveFacts)), at.dims),
+    });
+  for (const text of queries) {
+    const query = sql`${`[${benchEmbedding(text, at.dims)}]`}::halfvec`;
+    const distances = async (statement: SQL) =>
+      rowsOf<{ distance: number }>(await db.execute(statement)).map((r) => Number(r.distance));
+    const signal = await distances(sql`SELECT distance FROM (${search(query, 30)}) n ORDER BY distance`);
+    const limit10 = await distances(sql`SELECT distance FROM (${search(query, 10)}) n ORDER BY distance`);
+    // "+ 0" keeps the planner off the index: an exact scan.
+    const exact = await distances(sql`SELECT (f.embedding <=> ${query}) + 0 AS distance FROM facts f
+        WHERE ${where} ORDER BY 1 LIMIT 10`);
+    const tenth = (exact.at(-1) ?? 0) + TIE;
+    runs.signal.push(signal.slice(0, 10).filter((d) => d <= tenth).length / 10);
+    runs.limit10.push(limit10.filter((d) => d <= tenth).length / 10);
+    runs.candidates.push(signal.length);
   }
   return {
     recallAt10: mean(runs.signal),
     recallAt10Limit10: mean(runs.limit10),
-    recallAt10SamePrecision: mean(runs.half),
     candidatesPerQuery: mean(runs.candidates),
   };
 }

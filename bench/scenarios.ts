@@ -3,11 +3,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
-import { startFakeOpenAI } from "../tests/helpers/fake-openai";
 import { benchAddBatch } from "./add-batch";
 import { benchAddMessage } from "./add-message";
 import type { BenchArgs, Scenario } from "./args";
 import { benchDurability } from "./durability";
+import { startBenchProvider } from "./embedding";
 import { benchEpisodes } from "./episodes";
 import { benchHnsw } from "./hnsw";
 import { benchService, memoryNow } from "./lib";
@@ -172,14 +172,14 @@ const RUNNERS: Record<Scenario, Runner> = {
       return {
         rows: r.settings.map(
           (s) =>
-            `| recall with query, ${at}, ef_search ${s.efSearch}, iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (index's first 10: ${s.recallAt10Limit10.toFixed(3)}, at half precision ${s.recallAt10SamePrecision.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
+            `| recall with query, ${at}, ef_search ${s.efSearch} (searched with ${s.efSearched}), iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (searching 10: ${s.recallAt10Limit10.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
         ),
         result: r,
       };
     }),
   load: ({ facts, dims }, args) =>
     maybeOnDisk(args.disk, async (dir) => {
-      const fake = await startFakeOpenAI();
+      const fake = await startBenchProvider();
       const bench = await benchService(
         { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
         dir ? { dir, durability: "full" } : undefined,

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { pgliteClientOf } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
-import { EMBEDDED_TABLES } from "../lib/db/vector-indexes";
-import { fakeEmbedding } from "../tests/helpers/fake-openai";
+import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { benchEmbedding } from "./embedding";
 import type { Bench } from "./lib";
 
 export const ADJECTIVES = [
@@ -68,11 +68,6 @@ export interface SeedResult {
   indexSeconds: number;
 }
 
-export interface HnswBuild {
-  m: number;
-  efConstruction: number;
-}
-
 /**
  * Loads `liveFacts` facts into dataset "big" and as many into "neighbour" (same project and
  * table, so every search is filtered), with their entities, fact_entities and 50 episodes each,
@@ -88,7 +83,7 @@ export async function seedFacts(bench: Bench, liveFacts: number, dims: number, b
   );
   const started = performance.now();
   for (const table of EMBEDDED_TABLES)
-    await db.execute(sql.raw(`DROP INDEX IF EXISTS ${table}_embedding_hnsw_${dims}`));
+    await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`));
   const entityCount = entityCountFor(liveFacts);
   const copy = (table: string, columns: string, lines: string[]) =>
     client.query(`COPY ${table} (${columns}) FROM '/dev/blob' WITH (FORMAT csv)`, [], {
@@ -97,7 +92,7 @@ export async function seedFacts(bench: Bench, liveFacts: number, dims: number, b
   for (const dataset of ["big", "neighbour"]) {
     const entities = Array.from({ length: entityCount }, (_, e) => {
       const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
-      return [`ent_${dataset}_${e}`, projectId, dataset, name, "ORG", csv(vectorText(fakeEmbedding(name, dims)))].join(
+      return [`ent_${dataset}_${e}`, projectId, dataset, name, "ORG", csv(vectorText(benchEmbedding(name, dims)))].join(
         ",",
       );
     });
@@ -108,7 +103,7 @@ export async function seedFacts(bench: Bench, liveFacts: number, dims: number, b
       for (let i = done; i < Math.min(done + CHUNK, liveFacts); i++) {
         const f = factWords(i);
         const id = `fct_${dataset}_${i}`;
-        const v = vectorText(fakeEmbedding(`user ${f.predicate} ${f.object}`, dims));
+        const v = vectorText(benchEmbedding(`user ${f.predicate} ${f.object}`, dims));
         const t = new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString();
         facts.push(`${id},${projectId},${dataset},user,${f.predicate},${f.object},0.9,I said so,${t},${csv(v)}`);
         links.push(`${id},ent_${dataset}_${i % entityCount}`);
@@ -123,7 +118,7 @@ export async function seedFacts(bench: Bench, liveFacts: number, dims: number, b
     const episodes = Array.from({ length: 50 }, (_, k) => {
       const s = `The user talked about ${NOUNS[k % NOUNS.length]} and ${ADJECTIVES[k % ADJECTIVES.length]} things`;
       const t = new Date(Date.UTC(2025, 0, 1) + k * 86_400_000).toISOString();
-      const v = csv(vectorText(fakeEmbedding(s, dims)));
+      const v = csv(vectorText(benchEmbedding(s, dims)));
       return `epi_${dataset}_${k},${projectId},thr_bench,${dataset},completed,completed,${s},2,1,2,${t},${t},${v}`;
     });
     await copy(
@@ -140,23 +135,17 @@ export async function seedFacts(bench: Bench, liveFacts: number, dims: number, b
 }
 
 /**
- * The HNSW indexes as lib/db/vector-indexes.ts defines them (same names, expression and
- * predicate, so recall's plans use them), with the given build parameters. The graph is built in
- * memory when it fits maintenance_work_mem (much faster); the setting is put back afterwards,
- * though the WASM memory it grew stays with the process.
+ * The HNSW indexes lib/db/vector-indexes.ts defines (same names, expression and predicate, so
+ * recall's plans use them), with the given build parameters. The graph is built in memory when it
+ * fits maintenance_work_mem (much faster); the setting is put back afterwards, though the WASM
+ * memory it grew stays with the process.
  */
 export async function buildVectorIndexes(bench: Bench, dims: number, build: HnswBuild) {
   const db = bench.service.deps.db;
   await db.execute(sql`SET maintenance_work_mem = '1GB'`);
   for (const table of EMBEDDED_TABLES) {
-    await db.execute(sql.raw(`DROP INDEX IF EXISTS ${table}_embedding_hnsw_${dims}`));
-    await db.execute(
-      sql.raw(
-        `CREATE INDEX ${table}_embedding_hnsw_${dims} ON ${table} ` +
-          `USING hnsw ((embedding::halfvec(${dims})) halfvec_cosine_ops) ` +
-          `WITH (m = ${build.m}, ef_construction = ${build.efConstruction}) WHERE vector_dims(embedding) = ${dims}`,
-      ),
-    );
+    await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`));
+    await db.execute(sql.raw(vectorIndexSql(table, dims, build)));
   }
   await db.execute(sql`RESET maintenance_work_mem`);
 }

@@ -29,6 +29,8 @@ const score = ({ cosine = 0, keyword = 0, entity = 0, time = 0 }) =>
   keyword * DEFAULT_SETTINGS.semantic.keywordWeight +
   entity * DEFAULT_SETTINGS.semantic.entityWeight +
   time * DEFAULT_SETTINGS.semantic.timeWeight;
+/** Scores that hold a cosine: the vectors are stored (and the query searched) at half precision. */
+const COSINE_DIGITS = 3;
 const cosineOf = (a: number[], b: number[]) => {
   let dot = 0;
   let na = 0;
@@ -269,7 +271,8 @@ describe("ranking", () => {
     const body = await t.recall({ dataset: "ds", query: "what does she enjoy drinking", include: ["raw"] });
     expect(objects(body)).toEqual(["rooibos", "oolong", "matcha"]);
     const scores = body.facts?.map((f) => f.relevanceScore) ?? [];
-    for (const [i, cosine] of [0.99, 0.9, 0.5].entries()) expect(scores[i]).toBeCloseTo(score({ cosine }), 6);
+    for (const [i, cosine] of [0.99, 0.9, 0.5].entries())
+      expect(scores[i]).toBeCloseTo(score({ cosine }), COSINE_DIGITS);
   });
 
   it("keyword alone: a stemmed word match on a fact outside vector search ranks, others do not appear", async () => {
@@ -352,9 +355,9 @@ describe("ranking", () => {
     const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
     expect(objects(body)).toEqual(["hiking", "someone", "the seaside"]);
     const scores = body.facts?.map((f) => f.relevanceScore) ?? [];
-    expect(scores[0]).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), 6);
-    expect(scores[1]).toBeCloseTo(score({ cosine: 0.9, entity: 1 }), 6);
-    expect(scores[2]).toBeCloseTo(score({ cosine: 0.99 }), 6);
+    expect(scores[0]).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), COSINE_DIGITS);
+    expect(scores[1]).toBeCloseTo(score({ cosine: 0.9, entity: 1 }), COSINE_DIGITS);
+    expect(scores[2]).toBeCloseTo(score({ cosine: 0.99 }), COSINE_DIGITS);
     // Groups: the anchored fact under its anchor, the others under the subject; by best score.
     expect(body.groups?.map((g) => [g.entityName, g.facts.map((f) => f.object)])).toEqual([
       ["user", ["hiking", "the seaside"]],
@@ -366,7 +369,7 @@ describe("ranking", () => {
       expect.stringContaining("likes the seaside"),
       expect.stringContaining("is married to someone"),
     ]);
-    expect(body.groups?.[0].groupRelevance).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), 6);
+    expect(body.groups?.[0].groupRelevance).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), COSINE_DIGITS);
   });
 
   it("groups by the strongest anchor a fact touches, and lists the entities the block's facts touch", async () => {
@@ -484,11 +487,11 @@ describe("asOf", () => {
     expect(objects(body)).toEqual(["a trip", "Lisbon"]);
     expect(body.facts?.[0].relevanceScore).toBeCloseTo(
       score({ cosine: cosineOf(q, fakeEmbedding("user plans a trip", DIMS)), keyword: 1 }),
-      6,
+      COSINE_DIGITS,
     );
     expect(body.facts?.[1].relevanceScore).toBeCloseTo(
       score({ cosine: cosineOf(q, fakeEmbedding("user lives_in Lisbon", DIMS)) }),
-      6,
+      COSINE_DIGITS,
     );
   });
 
@@ -634,9 +637,9 @@ describe("scores (README: how recall ranks facts)", () => {
     const body = await t.recall({ dataset: "ds", query: "what did I do in May 2025?", include: ["raw"] });
     const scoreOf = (id: string) => body.facts?.find((f) => f.factId === id)?.relevanceScore;
     expect(body.facts?.map((f) => f.factId)).toEqual([may, before, after]);
-    expect(scoreOf(may)).toBeCloseTo(score({ cosine: 0.5, time: 1 }), 6);
-    expect(scoreOf(before)).toBeCloseTo(score({ cosine: 0.5, time: 0.5 }), 6);
-    expect(scoreOf(after)).toBeCloseTo(score({ cosine: 0.5 }), 6);
+    expect(scoreOf(may)).toBeCloseTo(score({ cosine: 0.5, time: 1 }), COSINE_DIGITS);
+    expect(scoreOf(before)).toBeCloseTo(score({ cosine: 0.5, time: 0.5 }), COSINE_DIGITS);
+    expect(scoreOf(after)).toBeCloseTo(score({ cosine: 0.5 }), COSINE_DIGITS);
   });
 
   it("weights are project settings read in the statement: keywordWeight 0 leaves cosine alone", async () => {

@@ -104,11 +104,11 @@ export function useSemanticService(options: Omit<TestServiceOptions, "provider" 
     return { threadId, episodeId: episodeId as string, said };
   }
 
-  /** Cosine similarity as the database computes it (float4 vectors, pgvector's `<=>`). */
+  /** Cosine similarity as the database computes it (half-precision vectors, pgvector's `<=>`). */
   async function similarity(a: string, b: string) {
     const vec = (text: string) => `[${fakeEmbedding(text, TEST_EMBEDDING_DIMENSIONS).join(",")}]`;
     const [row] = rowsOf<{ sim: number | string }>(
-      await db().execute(sql`SELECT 1 - (${vec(a)}::vector <=> ${vec(b)}::vector) AS sim`),
+      await db().execute(sql`SELECT 1 - (${vec(a)}::halfvec <=> ${vec(b)}::halfvec) AS sim`),
     );
     return Number(row.sim);
   }

@@ -7,12 +7,13 @@ export const createdAt = () => timestamptz("created_at").notNull().defaultNow();
 export const updatedAt = () => timestamptz("updated_at").notNull().defaultNow();
 
 /**
- * An embedding stored as an untyped pgvector `vector`. The dimension is a deployment setting
+ * An embedding stored as an untyped pgvector `halfvec` (2 bytes per dimension: 3 KB at 1536
+ * dimensions, where a `vector` took 6 KB). The dimension is a deployment setting
  * (EMBEDDING_DIMENSIONS), so the column carries none; the HNSW indexes are expression indexes
- * over `embedding::halfvec(<dims>)` created for the configured size (see lib/db/vector-indexes.ts).
+ * created for the configured size (see lib/db/vector-indexes.ts).
  */
 export const embedding = customType<{ data: number[]; driverData: string }>({
-  dataType: () => "vector",
+  dataType: () => "halfvec",
   toDriver: (value) => `[${value.join(",")}]`,
   fromDriver: (value) => (typeof value === "string" ? value.slice(1, -1).split(",").map(Number) : (value as number[])),
 });

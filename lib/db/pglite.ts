@@ -87,8 +87,9 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
   // initdb wrote the new cluster without our fsync hook: put it on disk once.
   if (onDisk && fresh && durability === "full") syncTree(dir);
   // PGlite is one session that does not apply database-level settings (ALTER DATABASE ... SET
-  // in migrations 0003 and 0007), so the settings vector searches rely on are set here.
-  await client.exec("SET hnsw.iterative_scan = relaxed_order; SET hnsw.ef_search = 200");
+  // in migration 0003), so the setting vector searches rely on is set here. (hnsw.ef_search stays
+  // pgvector's default: recall sizes it per search, lib/db/vectors.ts.)
+  await client.exec("SET hnsw.iterative_scan = relaxed_order");
   const db = drizzle({ client, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,

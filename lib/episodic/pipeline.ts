@@ -139,7 +139,7 @@ async function writeSummary(
       WITH u AS (
         UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
           key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
-          embedding = ${`[${embedding.join(",")}]`}::vector,
+          embedding = ${`[${embedding.join(",")}]`}::halfvec,
           semantic_status = ${semanticStatus},
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz

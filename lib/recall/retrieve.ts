@@ -3,7 +3,7 @@ import { z } from "zod";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { vectorParam } from "../db/vectors";
+import { limitWithEfSearch, nearestSql, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -250,23 +250,26 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   if (r.mode === "recent" || !r.query) return [...recentCtes(scope), ...groupedCtes(sql`anchor AS (${NO_ANCHOR})`)];
   const vector = r.mode === "hybrid" && r.vector ? r.vector : undefined;
   const D = sql.raw(String(dims));
-  const q = vector ? vectorParam(vector) : undefined;
-  const qHalf = vector ? sql`${`[${vector.join(",")}]`}::halfvec(${D})` : undefined;
+  // The query vector is sent and parsed once (~30 KB of text at 1536 dimensions), and every
+  // search reads it from `query_vector`.
+  const q = vector ? sql`(SELECT v FROM query_vector)` : undefined;
   const depth = sql`(SELECT GREATEST(fetch_lim * 3, 30) FROM s)`;
   const signals: SQL[] = [
+    ...(vector ? [sql`query_vector AS (SELECT (${vectorParam(vector)})::halfvec(${D}) AS v)`] : []),
     keywordCtes(r, scope),
-    anchorCtes(r, q && qHalf ? { q, qHalf, D } : undefined),
+    anchorCtes(r, q ? { q, dims } : undefined),
     sql`by_anchor AS (SELECT f.id FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
         WHERE ${scope.eligible} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
   ];
   const sources = ["by_keyword", "by_anchor"];
-  if (q && qHalf) {
-    // The HNSW index's own expression and predicate (lib/db/vector-indexes.ts), ascending with a
-    // LIMIT, so the index serves it; hnsw.iterative_scan keeps the scan going until the tenant,
-    // time and confidence filters have let `depth` rows through.
-    signals.push(sql`by_vector AS (SELECT f.id FROM ${facts} f
-        WHERE ${scope.eligible} AND vector_dims(f.embedding) = ${D}
-        ORDER BY f.embedding::halfvec(${D}) <=> ${qHalf} LIMIT ${depth})`);
+  if (q) {
+    // An HNSW index scan (hnsw.iterative_scan keeps it going until the tenant, time and
+    // confidence filters have let `depth` rows through), its candidate list sized for the
+    // dataset's fact count (`stats`, the keyword signal's statistics).
+    const limit = limitWithEfSearch(depth, sql`coalesce((SELECT n FROM stats), 0)`, dims);
+    signals.push(
+      sql`by_vector AS (${nearestSql({ from: sql`${facts} f`, column: sql`f.embedding`, select: sql`f.id`, where: scope.eligible, query: q, dims, limit })})`,
+    );
     sources.push("by_vector");
   } else {
     // No embedding: the most recent facts follow the matches (they score 0 and ties go to the newest).
@@ -366,14 +369,18 @@ function bm25Of(f: SQL): SQL {
  * with an embedding, the anchorVectorTopK entities nearest the query, if at least anchorVectorMin
  * similar, their similarity as strength. A fact's entity boost is its strongest, capped at 1.
  */
-function anchorCtes(r: Retrieval, near: { q: SQL; qHalf: SQL; D: SQL } | undefined): SQL {
+function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): SQL {
   const nearest = near
     ? sql`UNION ALL
-          SELECT id, similarity FROM (
-            SELECT e.id, 1 - (e.embedding <=> ${near.q}) AS similarity FROM ${entities} e
-            WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset} AND vector_dims(e.embedding) = ${near.D}
-            ORDER BY e.embedding::halfvec(${near.D}) <=> ${near.qHalf} LIMIT (SELECT anchor_k FROM s)
-          ) near WHERE similarity >= (SELECT anchor_min FROM s)`
+          SELECT id, 1 - distance FROM (${nearestSql({
+            from: sql`${entities} e`,
+            column: sql`e.embedding`,
+            select: sql`e.id`,
+            where: sql`e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}`,
+            query: near.q,
+            dims: near.dims,
+            limit: sql`(SELECT anchor_k FROM s)`,
+          })}) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
     : sql``;
   return sql`words AS (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),

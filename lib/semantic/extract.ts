@@ -2,6 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
+import { nearestSql } from "../db/vectors";
 import type { Deps } from "../deps";
 import { ExtractionReportRow } from "../episodic/episodes";
 import { ClaimedEpisodeRow } from "../episodic/pipeline";
@@ -240,11 +241,10 @@ async function writeExtraction(deps: Deps, episode: Claimed, dedupThreshold: num
  * The facts, and the episode's report as written. The duplicate check runs again here, at write
  * time: another extraction of the dataset may have written the same fact since this one looked
  * (it was waiting for a model call). Under the dataset's lock, so two never both pass it. The
- * same nearest-neighbour search as findCandidates (the HNSW index's expression), similarity at
- * full precision. A fact it stops is counted a duplicate, so the report stays whole.
+ * same nearest-neighbour search as findCandidates (an HNSW index scan, nearestSql). A fact it
+ * stops is counted a duplicate, so the report stays whole.
  */
 function insertFacts(deps: Deps, episode: Claimed, d: Decided, dedupThreshold: number, now: Date) {
-  const dims = sql.raw(String(deps.config.openai.embeddingDimensions));
   const rows = d.accepted.map((f) => ({
     id: f.id,
     subject: f.subject,
@@ -261,17 +261,19 @@ function insertFacts(deps: Deps, episode: Claimed, d: Decided, dedupThreshold: n
       insert into ${facts} (id, project_id, dataset, episode_id, subject, predicate, object, object_is_entity,
         confidence, source_quote, valid_at, embedding, created_at)
       SELECT n.id, ${episode.project_id}, ${episode.dataset}, ${episode.id}, n.subject, n.predicate, n.object,
-        n.object_is_entity, n.confidence, n.source_quote, n.valid_at, n.embedding::vector, ${now.toISOString()}::timestamptz
+        n.object_is_entity, n.confidence, n.source_quote, n.valid_at, n.embedding::halfvec, ${now.toISOString()}::timestamptz
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS n(id text, subject text, predicate text, object text,
         object_is_entity boolean, confidence real, source_quote text, valid_at timestamptz, embedding text)
       WHERE NOT EXISTS (
-        SELECT 1 FROM (
-          SELECT f.embedding FROM ${facts} f
-          WHERE f.project_id = ${episode.project_id} AND f.dataset = ${episode.dataset} AND f.invalid_at IS NULL
-            AND vector_dims(f.embedding) = ${dims}
-          ORDER BY f.embedding::halfvec(${dims}) <=> n.embedding::vector::halfvec(${dims})
-          LIMIT ${CANDIDATES_PER_FACT}
-        ) c WHERE 1 - (c.embedding <=> n.embedding::vector) >= ${dedupThreshold})
+        SELECT 1 FROM (${nearestSql({
+          from: sql`${facts} f`,
+          column: sql`f.embedding`,
+          select: sql`f.id`,
+          where: sql`f.project_id = ${episode.project_id} AND f.dataset = ${episode.dataset} AND f.invalid_at IS NULL`,
+          query: sql`n.embedding::halfvec`,
+          dims: deps.config.openai.embeddingDimensions,
+          limit: sql.raw(String(CANDIDATES_PER_FACT)),
+        })}) c WHERE 1 - c.distance >= ${dedupThreshold})
       ON CONFLICT DO NOTHING
       RETURNING id
     )
@@ -395,21 +397,21 @@ const CandidateRow = z.discriminatedUnion("kind", [
 function candidatesSql(deps: Deps, episode: Claimed, factJson: string, entityJson: string, s: Settings["semantic"]) {
   const dims = deps.config.openai.embeddingDimensions;
   return sql`
-      WITH q AS (SELECT v::vector AS v, i FROM jsonb_array_elements_text(${factJson}::jsonb) WITH ORDINALITY AS q(v, i)),
-      eq AS (SELECT (o ->> 'v')::vector AS v, o ->> 't' AS t, o ->> 'n' AS n, i
+      WITH q AS (SELECT v::halfvec AS v, i FROM jsonb_array_elements_text(${factJson}::jsonb) WITH ORDINALITY AS q(v, i)),
+      eq AS (SELECT (o ->> 'v')::halfvec AS v, o ->> 't' AS t, o ->> 'n' AS n, i
              FROM jsonb_array_elements(${entityJson}::jsonb) WITH ORDINALITY AS eq(o, i)),
       fc AS (
-        SELECT q.i, c.id, c.subject, c.predicate, c.object, c.sim FROM q CROSS JOIN LATERAL (
-          SELECT f.id, f.subject, f.predicate, f.object, 1 - (f.embedding <=> q.v) AS sim
-          FROM ${facts} f
-          WHERE f.project_id = ${episode.project_id} AND f.dataset = ${episode.dataset} AND f.invalid_at IS NULL
-            AND vector_dims(f.embedding) = ${sql.raw(String(dims))}
-          -- The HNSW index's own expression and predicate (lib/db/vector-indexes.ts), so the index
-          -- serves the search (iterative scan fills the LIMIT despite the tenant filter); the
-          -- similarity above is computed at full precision for the thresholds.
-          ORDER BY f.embedding::halfvec(${sql.raw(String(dims))}) <=> q.v::halfvec(${sql.raw(String(dims))})
-          LIMIT ${CANDIDATES_PER_FACT}
-        ) c WHERE c.sim >= ${s.contradictionBandMin}
+        SELECT q.i, c.id, c.subject, c.predicate, c.object, 1 - c.distance AS sim FROM q CROSS JOIN LATERAL (${nearestSql(
+          {
+            from: sql`${facts} f`,
+            column: sql`f.embedding`,
+            select: sql`f.id, f.subject, f.predicate, f.object`,
+            where: sql`f.project_id = ${episode.project_id} AND f.dataset = ${episode.dataset} AND f.invalid_at IS NULL`,
+            query: sql`q.v`,
+            dims,
+            limit: sql.raw(String(CANDIDATES_PER_FACT)),
+          },
+        )}) c WHERE 1 - c.distance >= ${s.contradictionBandMin}
       ),
       tw AS (
         SELECT a.i, b.i AS j, 1 - (a.v <=> b.v) AS sim FROM q a JOIN q b ON a.i < b.i
@@ -437,9 +439,9 @@ function candidatesSql(deps: Deps, episode: Claimed, factJson: string, entityJso
 /**
  * The HNSW candidate list for extraction's searches. They look only for near-duplicates and
  * contradiction candidates (similarity at least contradictionBandMin), which a short list finds;
- * the database default (200, set for recall's broader searches) made extraction five times slower.
- * `set_config(..., true)` lasts to the end of the transaction, so it runs with the statement it
- * serves in one batch (one round trip on Neon).
+ * a database default raised for recall (200 before migration 0013; recall now sizes its own per
+ * search) made extraction five times slower. `set_config(..., true)` lasts to the end of the
+ * transaction, so it runs with the statement it serves in one batch (one round trip on Neon).
  */
 const EXTRACTION_EF_SEARCH = 40;
 const narrowSearch = sql`SELECT set_config('hnsw.ef_search', ${String(EXTRACTION_EF_SEARCH)}, true)`;

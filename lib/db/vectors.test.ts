@@ -1,0 +1,54 @@
+import { describe, expect, it } from "vitest";
+import { BINARY_INDEX_MIN_DIMS, vectorIndexKind, vectorIndexSql } from "./vector-indexes";
+import { EF_SEARCH_MAX, EF_SEARCH_MIN, efSearchFor, FACTS_PER_EF } from "./vectors";
+
+describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
+  it("is pgvector's default for a small dataset", () => {
+    expect(efSearchFor(0)).toBe(EF_SEARCH_MIN);
+    expect(efSearchFor(1)).toBe(EF_SEARCH_MIN);
+    expect(efSearchFor(EF_SEARCH_MIN * FACTS_PER_EF)).toBe(EF_SEARCH_MIN);
+  });
+
+  it("grows with the dataset: one more per FACTS_PER_EF facts", () => {
+    expect(efSearchFor(EF_SEARCH_MIN * FACTS_PER_EF + 1)).toBe(EF_SEARCH_MIN + 1);
+    expect(efSearchFor(10_000)).toBe(63);
+    expect(efSearchFor(100_000)).toBe(625);
+  });
+
+  it("stops at pgvector's maximum", () => {
+    expect(efSearchFor(EF_SEARCH_MAX * FACTS_PER_EF)).toBe(EF_SEARCH_MAX);
+    expect(efSearchFor(1_000_000)).toBe(EF_SEARCH_MAX);
+    expect(efSearchFor(Number.MAX_SAFE_INTEGER)).toBe(EF_SEARCH_MAX);
+  });
+
+  it("never decreases as the dataset grows", () => {
+    let previous = 0;
+    for (let facts = 0; facts <= 300_000; facts += 997) {
+      expect(efSearchFor(facts)).toBeGreaterThanOrEqual(previous);
+      previous = efSearchFor(facts);
+    }
+  });
+});
+
+describe("the HNSW index for a vector size", () => {
+  it("holds vectors at half precision below BINARY_INDEX_MIN_DIMS, their sign bits from there up", () => {
+    expect(vectorIndexKind(64)).toBe("halfvec");
+    expect(vectorIndexKind(768)).toBe("halfvec");
+    expect(vectorIndexKind(BINARY_INDEX_MIN_DIMS - 1)).toBe("halfvec");
+    expect(vectorIndexKind(BINARY_INDEX_MIN_DIMS)).toBe("binary");
+    expect(vectorIndexKind(1536)).toBe("binary");
+    expect(vectorIndexKind(3072)).toBe("binary");
+  });
+
+  it("is an expression index of the size's rows, named for the size", () => {
+    expect(vectorIndexSql("facts", 256)).toBe(
+      "CREATE INDEX IF NOT EXISTS facts_embedding_hnsw_256 ON facts USING hnsw " +
+        "((embedding::halfvec(256)) halfvec_cosine_ops) WHERE vector_dims(embedding) = 256",
+    );
+    expect(vectorIndexSql("entities", 1536, { m: 24, efConstruction: 128 })).toBe(
+      "CREATE INDEX IF NOT EXISTS entities_embedding_hnsw_1536 ON entities USING hnsw " +
+        "((binary_quantize(embedding)::bit(1536)) bit_hamming_ops) WITH (m = 24, ef_construction = 128) " +
+        "WHERE vector_dims(embedding) = 1536",
+    );
+  });
+});
