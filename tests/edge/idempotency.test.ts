@@ -1,12 +1,9 @@
 import { sql } from "drizzle-orm";
-import type { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import type { Database } from "../../lib/db/types";
-import type { Deps } from "../../lib/deps";
 import { createProject } from "../../lib/projects";
-import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
+import { useEdgeWorker } from "../helpers/edge-worker";
 
 /**
  * Idempotency keys on the edge host: the built Worker under workerd (Miniflare), the Neon driver
@@ -14,27 +11,14 @@ import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
  * is a round trip here, so they are counted.
  */
 
-let edge: EdgeWorker;
-let mf: Miniflare;
-let database: Database;
-let deps: Deps;
-let sqlRequests: string[][];
-
-beforeAll(async () => {
-  edge = await startEdgeWorker("idem");
-  ({ mf, database, deps, sqlRequests } = edge);
-}, 120_000);
-
-afterAll(async () => {
-  await edge?.close();
-});
+const edge = useEdgeWorker("idem");
 
 async function call(path: string, init: { method?: string; token: string; key?: string; json?: unknown }) {
   const headers: Record<string, string> = { authorization: `Bearer ${init.token}` };
   if (init.key !== undefined) headers["idempotency-key"] = init.key;
   if (init.json !== undefined) headers["content-type"] = "application/json";
-  const before = sqlRequests.length;
-  const res = await mf.dispatchFetch(`http://localhost${path}`, {
+  const before = edge.sqlRequests.length;
+  const res = await edge.mf.dispatchFetch(`http://localhost${path}`, {
     method: init.method ?? "POST",
     headers,
     body: init.json === undefined ? undefined : JSON.stringify(init.json),
@@ -46,18 +30,18 @@ async function call(path: string, init: { method?: string; token: string; key?: 
     // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
     body: (text ? JSON.parse(text) : undefined) as any,
     replayed: res.headers.get("idempotent-replayed"),
-    roundTrips: sqlRequests.length - before,
+    roundTrips: edge.sqlRequests.length - before,
   };
 }
 
 describe("Idempotency-Key on the Worker (Neon over HTTP)", () => {
   it("replays, refuses a different request, gives one write for concurrent duplicates, and counts round trips", async () => {
-    const project = await createProject(deps, { name: "edge-idem" });
-    const { key: token } = await createApiKey({ deps, projectId: project.id }, { name: "edge-idem-key" });
+    const project = await createProject(edge.deps, { name: "edge-idem" });
+    const { key: token } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: "edge-idem-key" });
     const threadCount = async () =>
       Number(
         rowsOf<{ n: number }>(
-          await database.db.execute(sql`SELECT count(*)::int AS n FROM threads WHERE project_id = ${project.id}`),
+          await edge.database.db.execute(sql`SELECT count(*)::int AS n FROM threads WHERE project_id = ${project.id}`),
         )[0].n,
       );
 
@@ -93,7 +77,7 @@ describe("Idempotency-Key on the Worker (Neon over HTTP)", () => {
     expect(ran).toHaveLength(1);
     for (const r of burst) expect([409, 201]).toContain(r.status);
     const [{ n }] = rowsOf<{ n: number }>(
-      await database.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE thread_id = ${threadId}`),
+      await edge.database.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE thread_id = ${threadId}`),
     );
     expect(Number(n)).toBe(1);
   });

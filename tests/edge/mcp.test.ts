@@ -3,38 +3,23 @@ import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontex
 import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { sql } from "drizzle-orm";
-import type { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { createApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import type { Database } from "../../lib/db/types";
-import type { Deps } from "../../lib/deps";
 import { newId } from "../../lib/ids";
 import { createProject } from "../../lib/projects";
-import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
+import { useEdgeWorker } from "../helpers/edge-worker";
 
 /**
  * The MCP server on the edge host: the built Worker under workerd (Miniflare), the Neon driver
  * over SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template, and the
  * official MCP client speaking Streamable HTTP to the Worker's fetch handler.
  */
-let edge: EdgeWorker;
-let mf: Miniflare;
-let database: Database;
-let deps: Deps;
-let sqlRequests: string[][];
-
-beforeAll(async () => {
-  edge = await startEdgeWorker("mcp");
-  ({ mf, database, deps, sqlRequests } = edge);
-}, 120_000);
-
-afterAll(async () => {
-  await edge?.close();
-});
+const edge = useEdgeWorker("mcp");
 
 /** Every request of the client goes to the Worker's fetch handler. */
-const toWorker: FetchLike = (url, init) => mf.dispatchFetch(String(url), init as never) as unknown as Promise<Response>;
+const toWorker: FetchLike = (url, init) =>
+  edge.mf.dispatchFetch(String(url), init as never) as unknown as Promise<Response>;
 
 async function connect(token: string) {
   const client = new Client({ name: "mcp-edge-test", version: "1.0.0" });
@@ -51,17 +36,17 @@ async function connect(token: string) {
 type Json = any;
 
 async function callTool(client: Client, name: string, args: Record<string, unknown>) {
-  const before = sqlRequests.length;
+  const before = edge.sqlRequests.length;
   const result = (await client.callTool({ name, arguments: args })) as CallToolResult;
   const text = result.content.map((c) => (c.type === "text" ? c.text : "")).join("\n");
   expect(result.isError, text).toBeFalsy();
-  return { body: result.structuredContent as Json, roundTrips: sqlRequests.length - before };
+  return { body: result.structuredContent as Json, roundTrips: edge.sqlRequests.length - before };
 }
 
 describe("MCP on the Worker (Neon over HTTP)", () => {
   it("lists the tools, adds messages to a new thread and recalls a fact, counting round trips", async () => {
-    const project = await createProject(deps, { name: "edge-mcp" });
-    const { key } = await createApiKey({ deps, projectId: project.id }, { name: "edge-mcp-key" });
+    const project = await createProject(edge.deps, { name: "edge-mcp" });
+    const { key } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: "edge-mcp-key" });
     const client = await connect(key);
 
     const { tools } = await client.listTools();
@@ -86,7 +71,7 @@ describe("MCP on the Worker (Neon over HTTP)", () => {
     // The key, the new thread, the messages: one statement each.
     expect(added.roundTrips).toBe(3);
     const stored = rowsOf(
-      await database.db.execute(
+      await edge.database.db.execute(
         sql`SELECT role, content FROM messages WHERE thread_id = ${added.body.threadId} ORDER BY seq`,
       ),
     );
@@ -96,7 +81,7 @@ describe("MCP on the Worker (Neon over HTTP)", () => {
     ]);
 
     // A fact as extraction would have written it (extraction runs on the edge in tests/edge/jobs.test.ts).
-    await database.db.execute(sql`
+    await edge.database.db.execute(sql`
       INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
       VALUES (${newId("fct")}, ${project.id}, 'bob', 'user', 'is_allergic_to', 'peanuts', 0.9,
               'I am allergic to peanuts.', '2026-01-01T00:00:00Z')`);

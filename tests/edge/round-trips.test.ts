@@ -1,12 +1,9 @@
 import { sql } from "drizzle-orm";
-import type { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { beforeAll, describe, expect, it } from "vitest";
 import { createApiKey, revokeApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import type { Database } from "../../lib/db/types";
-import type { Deps } from "../../lib/deps";
 import { createProject } from "../../lib/projects";
-import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
+import { useEdgeWorker } from "../helpers/edge-worker";
 
 /**
  * Issue 20's budget on the edge host, counted where it costs: the built Worker under workerd, the
@@ -15,20 +12,7 @@ import { type EdgeWorker, startEdgeWorker } from "../helpers/edge-worker";
  * a write is at most two (the key, then the write).
  */
 
-let edge: EdgeWorker;
-let mf: Miniflare;
-let database: Database;
-let deps: Deps;
-let sqlRequests: string[][];
-
-beforeAll(async () => {
-  edge = await startEdgeWorker("round-trips");
-  ({ mf, database, deps, sqlRequests } = edge);
-}, 120_000);
-
-afterAll(async () => {
-  await edge?.close();
-});
+const edge = useEdgeWorker("round-trips");
 
 interface CallInit {
   method?: string;
@@ -39,8 +23,8 @@ interface CallInit {
 async function call(token: string, path: string, init: CallInit = {}) {
   const headers: Record<string, string> = { authorization: `Bearer ${token}`, ...init.headers };
   if (init.json !== undefined) headers["content-type"] = "application/json";
-  const before = sqlRequests.length;
-  const res = await mf.dispatchFetch(`http://localhost${path}`, {
+  const before = edge.sqlRequests.length;
+  const res = await edge.mf.dispatchFetch(`http://localhost${path}`, {
     method: init.method ?? (init.json === undefined ? "GET" : "POST"),
     headers,
     body: init.json === undefined ? undefined : JSON.stringify(init.json),
@@ -50,14 +34,14 @@ async function call(token: string, path: string, init: CallInit = {}) {
     status: res.status,
     // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
     body: (text ? JSON.parse(text) : undefined) as any,
-    roundTrips: sqlRequests.length - before,
-    statements: sqlRequests.slice(before).flat(),
+    roundTrips: edge.sqlRequests.length - before,
+    statements: edge.sqlRequests.slice(before).flat(),
   };
 }
 
 async function tenant(name: string) {
-  const project = await createProject(deps, { name });
-  const { key, apiKey } = await createApiKey({ deps, projectId: project.id }, { name: `${name}-key` });
+  const project = await createProject(edge.deps, { name });
+  const { key, apiKey } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key, keyId: apiKey.id as string };
 }
 
@@ -73,7 +57,7 @@ async function seeded(name: string) {
     });
     expect(add.status).toBe(201);
   }
-  await database.db.execute(sql`
+  await edge.database.db.execute(sql`
     WITH f AS (
       INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, created_at)
       VALUES ('fct_rt_' || ${t.projectId}, ${t.projectId}, 'rt', 'user', 'lives_in', 'Lisbon', 0.9,
@@ -191,7 +175,7 @@ describe("round trips per /v1 request over the Neon driver", () => {
     const k = await tenant("rt-stamp");
     await call(k.key, "/v1/memory/semantic/datasets/rt/facts");
     const [row] = rowsOf<{ last_used_at: unknown }>(
-      await database.db.execute(sql`SELECT last_used_at FROM api_keys WHERE id = ${k.keyId}`),
+      await edge.database.db.execute(sql`SELECT last_used_at FROM api_keys WHERE id = ${k.keyId}`),
     );
     expect(row.last_used_at).not.toBeNull();
   });
@@ -201,9 +185,9 @@ describe("a refused key on a read: the spec's exact 401, nothing read, in the sa
   it("unknown, revoked and orphaned keys, on every kind of read, ahead of the read's own 404 or 400", async () => {
     const owner = await seeded("rt-refused");
     const revoked = await tenant("rt-revoked");
-    await revokeApiKey(deps, { apiKeyId: revoked.keyId });
+    await revokeApiKey(edge.deps, { apiKeyId: revoked.keyId });
     const orphan = await tenant("rt-orphan");
-    await database.db.execute(sql`UPDATE api_keys SET project_id = NULL WHERE id = ${orphan.keyId}`);
+    await edge.database.db.execute(sql`UPDATE api_keys SET project_id = NULL WHERE id = ${orphan.keyId}`);
     const keys: [string, string][] = [
       [`mk_${"0".repeat(64)}`, "Invalid API key"],
       [revoked.key, "API key has been revoked"],
@@ -231,7 +215,7 @@ describe("a refused key on a read: the spec's exact 401, nothing read, in the sa
   it("a revocation is seen by the very next read", async () => {
     const k = await seeded("rt-revoke-next");
     expect((await call(k.key, "/v1/memory/semantic/datasets/rt/facts")).status).toBe(200);
-    await revokeApiKey(deps, { apiKeyId: k.keyId });
+    await revokeApiKey(edge.deps, { apiKeyId: k.keyId });
     const after = await call(k.key, "/v1/memory/semantic/datasets/rt/facts");
     expect(after).toMatchObject({ status: 401, body: { error: "API key has been revoked" }, roundTrips: 1 });
   });

@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
-import { inject } from "vitest";
+import { afterAll, beforeAll, inject } from "vitest";
 import { systemClock } from "../../lib/clock";
 import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { Database } from "../../lib/db/types";
@@ -62,4 +62,19 @@ export async function startEdgeWorker(name: string): Promise<EdgeWorker> {
       rmSync(buildDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * The edge worker for one test file: started before its tests, closed after them. The object's
+ * fields are filled in once it has started (read them inside tests and hooks).
+ */
+export function useEdgeWorker(name: string): EdgeWorker {
+  const edge = {} as EdgeWorker;
+  beforeAll(async () => {
+    Object.assign(edge, await startEdgeWorker(name));
+  }, 120_000);
+  afterAll(async () => {
+    await edge.close?.();
+  });
+  return edge;
 }
