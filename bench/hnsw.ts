@@ -2,9 +2,9 @@ import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
 import { startFakeOpenAI } from "../tests/helpers/fake-openai";
 import type { IterativeScan } from "./args";
-import { benchService, memoryNow, percentile } from "./lib";
+import { memoryNow, percentile } from "./lib";
 import { type VectorQuality, vectorRecallAt10 } from "./recall";
-import { type HnswBuild, recallQueries, seedFacts } from "./seed";
+import { type HnswBuild, openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export interface HnswSetting extends VectorQuality {
   efSearch: number;
@@ -37,16 +37,19 @@ export async function benchHnsw(
   dims: number,
   build: HnswBuild,
   sweep: { efSearch: number[]; iterative: IterativeScan[]; calls: number },
-  disk?: { dir: string },
+  neighbours = liveFacts,
+  store: SeedStore = {},
 ): Promise<HnswBenchResult> {
   const fake = await startFakeOpenAI();
-  const bench = await benchService(
-    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-    disk ? { dir: disk.dir, durability: "fast" } : undefined,
-  );
+  const plan = { facts: liveFacts, neighbours, dims, build };
+  const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
+  const { bench, seed } = await openSeeded(plan, env, { durability: "fast", ...store }).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   try {
     const db = bench.service.deps.db;
-    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const [size] = rowsOf<{ bytes: string }>(
       await db.execute(sql.raw(`SELECT pg_relation_size('facts_embedding_hnsw_${dims}') AS bytes`)),
     );
@@ -87,7 +90,7 @@ export async function benchHnsw(
       build,
       loadSeconds,
       indexSeconds,
-      indexBytesPerFact: Number(size.bytes) / (2 * liveFacts),
+      indexBytesPerFact: Number(size.bytes) / (liveFacts + neighbours),
       settings,
       memory: memoryNow(bench.database),
     };

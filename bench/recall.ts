@@ -3,8 +3,8 @@ import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { recallSql } from "../lib/recall/retrieve";
 import { fakeEmbedding, startFakeOpenAI } from "../tests/helpers/fake-openai";
-import { type Bench, benchService, memoryNow, percentile } from "./lib";
-import { type HnswBuild, recallQueries, seedFacts } from "./seed";
+import { type Bench, memoryNow, percentile } from "./lib";
+import { type HnswBuild, openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 
@@ -44,8 +44,10 @@ export interface RecallBenchOptions {
   efSearch?: number;
   /** The HNSW index's build parameters (pgvector's defaults unless given). */
   build?: HnswBuild;
-  /** A new directory for an on-disk database (durable, as `npm start` runs it); in memory otherwise. */
-  disk?: string;
+  /** The neighbour dataset's size (default: as many as liveFacts). */
+  neighbours?: number;
+  /** An on-disk database (durable, as `npm start` runs it), kept with --data-dir; in memory otherwise. */
+  store?: SeedStore;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
@@ -59,13 +61,15 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     build = PGVECTOR_DEFAULT_BUILD,
   } = options;
   const fake = await startFakeOpenAI();
-  const bench = await benchService(
-    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-    options.disk ? { dir: options.disk, durability: "full" } : undefined,
-  );
+  const plan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
+  const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
+  const { bench, seed } = await openSeeded(plan, env, options.store).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   try {
     const db = bench.service.deps.db;
-    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const seedSeconds = loadSeconds + indexSeconds;
     const [size] = rowsOf<{ bytes: number | string; facts: number | string }>(
       await db.execute(sql`

@@ -1,0 +1,255 @@
+import { type ChildProcess, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { patchProjectSettings } from "../lib/settings/store";
+import { startFakeOpenAI } from "../tests/helpers/fake-openai";
+import { closedLoop, percentile } from "./lib";
+import { openSeeded, recallQueries, type SeedPlan, type SeedStore } from "./seed";
+
+const ROOT = fileURLToPath(new URL("..", import.meta.url));
+
+/** The server's RSS during one phase of the load (MiB), from /proc/<pid>/status every SAMPLE_MS. */
+export interface PhaseMemory {
+  phase: string;
+  /** The largest VmRSS sampled during the phase. */
+  peakMiB: number;
+  /** The median VmRSS sampled during the phase: where the process settles under that load. */
+  steadyMiB: number;
+  /** VmRSS when the phase ended. */
+  endMiB: number;
+  /** VmHWM when the phase ended: the process's peak RSS since it started. */
+  hwmMiB: number;
+  samples: number;
+}
+
+export interface ServerRssResult {
+  plan: SeedPlan;
+  nodeFlags: string[];
+  phases: PhaseMemory[];
+  /** Recall over HTTP against the server process, one client, provider 0 ms. */
+  recallWithQuery: { p50Ms: number; p99Ms: number };
+  recallNoQuery: { p50Ms: number; p99Ms: number };
+  /** Recall with a query, one client, while 4 clients add messages. */
+  recallUnderWrites: { p50Ms: number; p99Ms: number };
+  addMessage: { clients: number; p50Ms: number; p99Ms: number; messagesPerSecond: number };
+  startSeconds: number;
+}
+
+const SAMPLE_MS = 100;
+const mib = (kib: number) => Math.round(kib / 1024);
+
+/** VmRSS and VmHWM of a process (KiB), or undefined once it is gone. */
+export function processMemory(pid: number): { rssKiB: number; hwmKiB: number } | undefined {
+  let status: string;
+  try {
+    status = readFileSync(`/proc/${pid}/status`, "utf8");
+  } catch {
+    return undefined;
+  }
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
+  return { rssKiB: field("VmRSS"), hwmKiB: field("VmHWM") };
+}
+
+/** The Node.js flags `npm start` runs the server with (package.json's start script, before --import). */
+export function startScriptNodeFlags(startScript: string): string[] {
+  const words = startScript.trim().split(/\s+/);
+  if (words[0] !== "node") throw new Error(`the start script does not run node: ${startScript}`);
+  const end = words.indexOf("--import");
+  return words.slice(1, end === -1 ? undefined : end);
+}
+
+function npmStartFlags(): string[] {
+  const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } };
+  return startScriptNodeFlags(pkg.scripts.start);
+}
+
+/** Samples a process's RSS until stopped; `phase()` closes the current phase and starts the next. */
+function rssSampler(pid: number) {
+  let samples: number[] = [];
+  const read = () => {
+    const m = processMemory(pid);
+    if (m) samples.push(m.rssKiB);
+    return m;
+  };
+  const timer = setInterval(read, SAMPLE_MS);
+  const phases: PhaseMemory[] = [];
+  return {
+    phases,
+    phase(name: string) {
+      const end = read();
+      const sorted = [...samples].sort((a, b) => a - b);
+      phases.push({
+        phase: name,
+        peakMiB: mib(sorted[sorted.length - 1] ?? Number.NaN),
+        steadyMiB: mib(percentile(sorted, 50)),
+        endMiB: mib(end?.rssKiB ?? Number.NaN),
+        hwmMiB: mib(end?.hwmKiB ?? Number.NaN),
+        samples: sorted.length,
+      });
+      samples = [];
+    },
+    stop: () => clearInterval(timer),
+  };
+}
+
+/** Spawns the Node.js host as `npm start` does and resolves with its base URL once it listens. */
+async function startServer(env: Record<string, string>, nodeFlags: string[]) {
+  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", "functions/server.ts"], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  const base = await new Promise<string>((resolve, reject) => {
+    let out = "";
+    child.stdout?.on("data", (chunk: Buffer) => {
+      out += chunk.toString();
+      const url = /Listening on (http:\/\/\S+)/.exec(out)?.[1];
+      if (url) resolve(url);
+    });
+    child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening: ${out}`)));
+  });
+  return { child, base };
+}
+
+async function stopServer(child: ChildProcess) {
+  if (child.exitCode !== null) return;
+  const exited = new Promise((resolve) => child.once("exit", resolve));
+  child.kill("SIGTERM");
+  await exited;
+}
+
+/**
+ * The server process's memory at `plan`'s size: the directory is seeded (or a kept one reused)
+ * in this process, which then lets go of it; the Node.js host is spawned on it as `npm start`
+ * runs it (its own flags unless `nodeFlags`), and driven over HTTP with the bench's load: recall
+ * without and with a query, add message at 8 clients, then recall while 4 clients write. Its
+ * RSS is sampled from /proc per phase.
+ */
+export async function benchServerRss(
+  plan: SeedPlan,
+  store: SeedStore,
+  options: { nodeFlags?: string[]; quick: boolean; sharedBuffers?: string },
+): Promise<ServerRssResult> {
+  const dir = store.dir;
+  if (!dir) throw new Error("server-rss needs a directory for the server to open");
+  const fake = await startFakeOpenAI();
+  try {
+    const env = {
+      OPENAI_API_KEY: "bench",
+      OPENAI_BASE_URL: fake.url,
+      EMBEDDING_DIMENSIONS: String(plan.dims),
+    };
+    const { bench, seed } = await openSeeded(plan, env, { ...store, dir });
+    const key = bench.key;
+    // As the add-message bench: this measures the insert, not a compaction's model call.
+    await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
+    await bench.close();
+    const nodeFlags = options.nodeFlags ?? npmStartFlags();
+    const started = performance.now();
+    const { child, base } = await startServer(
+      {
+        ...env,
+        PGLITE_DIR: dir,
+        PORT: "0",
+        ADMIN_PASSWORD: "bench-password",
+        LOG_LEVEL: "warn",
+        ...(options.sharedBuffers ? { PGLITE_SHARED_BUFFERS: options.sharedBuffers } : {}),
+      },
+      nodeFlags,
+    );
+    const startSeconds = (performance.now() - started) / 1000;
+    const sampler = rssSampler(child.pid as number);
+    try {
+      const load = await driveLoad(base, key, seed.entityCount, options.quick, sampler.phase);
+      return { plan, nodeFlags, phases: sampler.phases, startSeconds, ...load };
+    } finally {
+      sampler.stop();
+      await stopServer(child);
+    }
+  } finally {
+    await fake.close();
+  }
+}
+
+/** The bench's recall and add-message load over HTTP; `phase` is called as each part ends. */
+async function driveLoad(
+  base: string,
+  key: string,
+  entityCount: number,
+  quick: boolean,
+  phase: (name: string) => void,
+) {
+  const call = async (path: string, body: unknown) => {
+    const res = await fetch(`${base}${path}`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (res.status >= 300) throw new Error(`POST ${path} → ${res.status}: ${await res.text()}`);
+    return res.json() as Promise<Record<string, unknown>>;
+  };
+  const calls = quick ? 50 : 200;
+  const queries = recallQueries(3 * calls, entityCount);
+  const timed = async (count: number, body: (i: number) => unknown) => {
+    const latencies: number[] = [];
+    for (let i = 0; i < count; i++) {
+      const t0 = performance.now();
+      await call("/v1/memory/recall", body(i));
+      latencies.push(performance.now() - t0);
+    }
+    latencies.sort((a, b) => a - b);
+    return { p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
+  };
+  await new Promise((resolve) => setTimeout(resolve, 1000));
+  phase("started, idle");
+  for (let i = 0; i < 10; i++) await call("/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
+  const recallNoQuery = await timed(calls, () => ({ dataset: "big" }));
+  const recallWithQuery = await timed(calls, (i) => ({ dataset: "big", query: queries[i] }));
+  await timed(calls, (i) => ({ dataset: "big", query: `${queries[calls + i]} again`, include: ["episodes"] }));
+  phase("recall, 1 client");
+
+  const clients = 8;
+  const threads = await Promise.all(Array.from({ length: clients }, () => call("/v1/threads", { dataset: "bench" })));
+  const add = (i: number) =>
+    call(`/v1/memory/working/threads/${threads[i % clients].threadId}/messages`, {
+      role: i % 2 ? "assistant" : "user",
+      content: `message ${i}: the user mentioned they are planning a trip to Lisbon in May`,
+      tokens: { input: 12, output: 30, total: 42 },
+    });
+  const writes = await closedLoop(clients, quick ? 500 : 3000, add);
+  phase("add message, 8 clients");
+
+  let writing = true;
+  const writers = Promise.all(
+    Array.from({ length: 4 }, async (_, w) => {
+      for (let i = w; writing; i += 4) await add(i);
+    }),
+  );
+  const recallUnderWrites = await timed(calls, (i) => ({ dataset: "big", query: `${queries[2 * calls + i]} busy` }));
+  writing = false;
+  await writers;
+  phase("recall while 4 clients add messages");
+  return {
+    recallWithQuery,
+    recallNoQuery,
+    recallUnderWrites,
+    addMessage: { clients, p50Ms: writes.p50, p99Ms: writes.p99, messagesPerSecond: writes.perSecond },
+  };
+}
+
+/** The scenario's table rows: recall over HTTP, then the server's RSS per phase. */
+export function serverRssRows(r: ServerRssResult): string[] {
+  const at = `${r.plan.facts.toLocaleString("en")} facts + ${r.plan.neighbours.toLocaleString("en")} neighbours (${r.plan.dims} dims), server process (node ${r.nodeFlags.join(" ") || "without flags"})`;
+  const ms = (x: number) => x.toFixed(1);
+  return [
+    `| recall, no query, over HTTP, ${at} | ${ms(r.recallNoQuery.p50Ms)} | ${ms(r.recallNoQuery.p99Ms)} | | |`,
+    `| recall, with query, over HTTP, ${at} | ${ms(r.recallWithQuery.p50Ms)} | ${ms(r.recallWithQuery.p99Ms)} | | |`,
+    `| add message over HTTP, 8 clients, ${at} | ${ms(r.addMessage.p50Ms)} | ${ms(r.addMessage.p99Ms)} | ${Math.round(r.addMessage.messagesPerSecond)} msg/s | |`,
+    `| recall, with query, over HTTP while 4 clients add messages, ${at} | ${ms(r.recallUnderWrites.p50Ms)} | ${ms(r.recallUnderWrites.p99Ms)} | | |`,
+    ...r.phases.map(
+      (p) =>
+        `| server RSS, ${p.phase}, ${at} | | | | peak ${p.peakMiB} MiB, steady ${p.steadyMiB} MiB, at end ${p.endMiB} MiB, VmHWM ${p.hwmMiB} MiB (${p.samples} samples) |`,
+    ),
+  ];
+}
