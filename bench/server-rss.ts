@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { patchProjectSettings } from "../lib/settings/store";
 import { startFakeOpenAI } from "../tests/helpers/fake-openai";
 import { closedLoop, percentile } from "./lib";
+import { CLOCK_TICKS_PER_SECOND, processCpuTicks, processMemory, wasmResidentKiB } from "./proc";
 import { openSeeded, recallQueries, type SeedPlan, type SeedStore } from "./seed";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -20,6 +21,10 @@ export interface PhaseMemory {
   endMiB: number;
   /** VmHWM when the phase ended: the process's peak RSS since it started. */
   hwmMiB: number;
+  /** The embedded database's WASM memory resident when the phase ended (part of VmRSS). */
+  wasmResidentMiB: number;
+  /** The server's CPU time (user + system) during the phase, per request made in it (ms). */
+  cpuMsPerRequest: number;
   samples: number;
 }
 
@@ -39,18 +44,6 @@ export interface ServerRssResult {
 const SAMPLE_MS = 100;
 const mib = (kib: number) => Math.round(kib / 1024);
 
-/** VmRSS and VmHWM of a process (KiB), or undefined once it is gone. */
-export function processMemory(pid: number): { rssKiB: number; hwmKiB: number } | undefined {
-  let status: string;
-  try {
-    status = readFileSync(`/proc/${pid}/status`, "utf8");
-  } catch {
-    return undefined;
-  }
-  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? Number.NaN);
-  return { rssKiB: field("VmRSS"), hwmKiB: field("VmHWM") };
-}
-
 /** The Node.js flags `npm start` runs the server with (package.json's start script, before --import). */
 export function startScriptNodeFlags(startScript: string): string[] {
   const words = startScript.trim().split(/\s+/);
@@ -64,9 +57,13 @@ function npmStartFlags(): string[] {
   return startScriptNodeFlags(pkg.scripts.start);
 }
 
-/** Samples a process's RSS until stopped; `phase()` closes the current phase and starts the next. */
+/**
+ * Samples a process's RSS until stopped; `phase(name, requests)` closes the current phase (its
+ * memory, and its CPU time per request) and starts the next.
+ */
 function rssSampler(pid: number) {
   let samples: number[] = [];
+  let ticksBefore = processCpuTicks(pid) ?? 0;
   const read = () => {
     const m = processMemory(pid);
     if (m) samples.push(m.rssKiB);
@@ -76,8 +73,9 @@ function rssSampler(pid: number) {
   const phases: PhaseMemory[] = [];
   return {
     phases,
-    phase(name: string) {
+    phase(name: string, requests: number) {
       const end = read();
+      const ticks = processCpuTicks(pid) ?? ticksBefore;
       const sorted = [...samples].sort((a, b) => a - b);
       phases.push({
         phase: name,
@@ -85,9 +83,12 @@ function rssSampler(pid: number) {
         steadyMiB: mib(percentile(sorted, 50)),
         endMiB: mib(end?.rssKiB ?? Number.NaN),
         hwmMiB: mib(end?.hwmKiB ?? Number.NaN),
+        wasmResidentMiB: mib(wasmResidentKiB(pid) ?? Number.NaN),
+        cpuMsPerRequest: requests ? (((ticks - ticksBefore) / CLOCK_TICKS_PER_SECOND) * 1000) / requests : 0,
         samples: sorted.length,
       });
       samples = [];
+      ticksBefore = ticks;
     },
     stop: () => clearInterval(timer),
   };
@@ -178,7 +179,7 @@ async function driveLoad(
   key: string,
   entityCount: number,
   quick: boolean,
-  phase: (name: string) => void,
+  phase: (name: string, requests: number) => void,
 ) {
   const call = async (path: string, body: unknown) => {
     const res = await fetch(`${base}${path}`, {
@@ -190,10 +191,10 @@ async function driveLoad(
     return res.json() as Promise<Record<string, unknown>>;
   };
   const calls = quick ? 50 : 200;
-  const queries = recallQueries(3 * calls, entityCount);
-  const timed = async (count: number, body: (i: number) => unknown) => {
+  const queries = recallQueries(2 * calls, entityCount);
+  const recalls = async (body: (i: number) => unknown) => {
     const latencies: number[] = [];
-    for (let i = 0; i < count; i++) {
+    for (let i = 0; i < calls; i++) {
       const t0 = performance.now();
       await call("/v1/memory/recall", body(i));
       latencies.push(performance.now() - t0);
@@ -202,34 +203,38 @@ async function driveLoad(
     return { p50Ms: percentile(latencies, 50), p99Ms: percentile(latencies, 99) };
   };
   await new Promise((resolve) => setTimeout(resolve, 1000));
-  phase("started, idle");
+  phase("started, idle", 0);
   for (let i = 0; i < 10; i++) await call("/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
-  const recallNoQuery = await timed(calls, () => ({ dataset: "big" }));
-  const recallWithQuery = await timed(calls, (i) => ({ dataset: "big", query: queries[i] }));
-  await timed(calls, (i) => ({ dataset: "big", query: `${queries[calls + i]} again`, include: ["episodes"] }));
-  phase("recall, 1 client");
+  const recallNoQuery = await recalls(() => ({ dataset: "big" }));
+  phase("recall without a query, 1 client", calls);
+  const recallWithQuery = await recalls((i) => ({ dataset: "big", query: queries[i] }));
+  phase("recall with a query, 1 client", calls);
 
   const clients = 8;
   const threads = await Promise.all(Array.from({ length: clients }, () => call("/v1/threads", { dataset: "bench" })));
-  const add = (i: number) =>
-    call(`/v1/memory/working/threads/${threads[i % clients].threadId}/messages`, {
+  let added = 0;
+  const add = (i: number) => {
+    added++;
+    return call(`/v1/memory/working/threads/${threads[i % clients].threadId}/messages`, {
       role: i % 2 ? "assistant" : "user",
       content: `message ${i}: the user mentioned they are planning a trip to Lisbon in May`,
       tokens: { input: 12, output: 30, total: 42 },
     });
+  };
   const writes = await closedLoop(clients, quick ? 500 : 3000, add);
-  phase("add message, 8 clients");
+  phase("add message, 8 clients", added);
 
+  added = 0;
   let writing = true;
   const writers = Promise.all(
     Array.from({ length: 4 }, async (_, w) => {
       for (let i = w; writing; i += 4) await add(i);
     }),
   );
-  const recallUnderWrites = await timed(calls, (i) => ({ dataset: "big", query: `${queries[2 * calls + i]} busy` }));
+  const recallUnderWrites = await recalls((i) => ({ dataset: "big", query: `${queries[calls + i]} busy` }));
   writing = false;
   await writers;
-  phase("recall while 4 clients add messages");
+  phase("recall with a query (1 client) while 4 clients add messages", calls + added);
   return {
     recallWithQuery,
     recallNoQuery,
@@ -249,7 +254,7 @@ export function serverRssRows(r: ServerRssResult): string[] {
     `| recall, with query, over HTTP while 4 clients add messages, ${at} | ${ms(r.recallUnderWrites.p50Ms)} | ${ms(r.recallUnderWrites.p99Ms)} | | |`,
     ...r.phases.map(
       (p) =>
-        `| server RSS, ${p.phase}, ${at} | | | | peak ${p.peakMiB} MiB, steady ${p.steadyMiB} MiB, at end ${p.endMiB} MiB, VmHWM ${p.hwmMiB} MiB (${p.samples} samples) |`,
+        `| server RSS, ${p.phase}, ${at} | | | | peak ${p.peakMiB} MiB, steady ${p.steadyMiB} MiB, at end ${p.endMiB} MiB (WASM ${p.wasmResidentMiB} MiB), VmHWM ${p.hwmMiB} MiB; ${p.cpuMsPerRequest.toFixed(1)} ms CPU per request |`,
     ),
   ];
 }
