@@ -39,6 +39,8 @@ export interface ServerRssResult {
   recallUnderWrites: { p50Ms: number; p99Ms: number };
   addMessage: { clients: number; p50Ms: number; p99Ms: number; messagesPerSecond: number };
   startSeconds: number;
+  /** The server process's memory for the bench's memory table: its VmHWM, and VmRSS and WASM at the end. */
+  server: { peakRssMiB: number; rssMiB: number; wasmMiB: number };
 }
 
 const SAMPLE_MS = 100;
@@ -163,7 +165,9 @@ export async function benchServerRss(
     const sampler = rssSampler(child.pid as number);
     try {
       const load = await driveLoad(base, key, seed.entityCount, options.quick, sampler.phase);
-      return { plan, nodeFlags, phases: sampler.phases, startSeconds, ...load };
+      const last = sampler.phases[sampler.phases.length - 1];
+      const server = { peakRssMiB: last.hwmMiB, rssMiB: last.endMiB, wasmMiB: last.wasmResidentMiB };
+      return { plan, nodeFlags, phases: sampler.phases, startSeconds, server, ...load };
     } finally {
       sampler.stop();
       await stopServer(child);
