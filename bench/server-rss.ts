@@ -1,14 +1,10 @@
 import { type ChildProcess, spawn } from "node:child_process";
-import { readFileSync } from "node:fs";
-import { join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { npmStartArgs, REPO_ROOT } from "../lib/dev/start-command";
 import { patchProjectSettings } from "../lib/settings/store";
 import { startFakeOpenAI } from "../tests/helpers/fake-openai";
 import { closedLoop, percentile } from "./lib";
 import { CLOCK_TICKS_PER_SECOND, processCpuTicks, processMemory, wasmResidentKiB } from "./proc";
 import { openSeeded, recallQueries, type SeedPlan, type SeedStore } from "./seed";
-
-const ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /** The server's RSS during one phase of the load (MiB), from /proc/<pid>/status every SAMPLE_MS. */
 export interface PhaseMemory {
@@ -45,19 +41,6 @@ export interface ServerRssResult {
 
 const SAMPLE_MS = 100;
 const mib = (kib: number) => Math.round(kib / 1024);
-
-/** The Node.js flags `npm start` runs the server with (package.json's start script, before --import). */
-export function startScriptNodeFlags(startScript: string): string[] {
-  const words = startScript.trim().split(/\s+/);
-  if (words[0] !== "node") throw new Error(`the start script does not run node: ${startScript}`);
-  const end = words.indexOf("--import");
-  return words.slice(1, end === -1 ? undefined : end);
-}
-
-function npmStartFlags(): string[] {
-  const pkg = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: { start: string } };
-  return startScriptNodeFlags(pkg.scripts.start);
-}
 
 /**
  * Samples a process's RSS until stopped; `phase(name, requests)` closes the current phase (its
@@ -97,9 +80,11 @@ function rssSampler(pid: number) {
 }
 
 /** Spawns the Node.js host as `npm start` does and resolves with its base URL once it listens. */
-async function startServer(env: Record<string, string>, nodeFlags: string[]) {
-  const child = spawn(process.execPath, [...nodeFlags, "--import", "tsx", "functions/server.ts"], {
-    cwd: ROOT,
+async function startServer(env: Record<string, string>, nodeFlags: string[] | undefined) {
+  const start = npmStartArgs();
+  const args = nodeFlags ? [...nodeFlags, ...start.slice(start.indexOf("--import"))] : start;
+  const child = spawn(process.execPath, args, {
+    cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
@@ -112,7 +97,7 @@ async function startServer(env: Record<string, string>, nodeFlags: string[]) {
     });
     child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening: ${out}`)));
   });
-  return { child, base };
+  return { child, base, nodeFlags: args.slice(0, args.indexOf("--import")) };
 }
 
 async function stopServer(child: ChildProcess) {
@@ -148,9 +133,8 @@ export async function benchServerRss(
     // As the add-message bench: this measures the insert, not a compaction's model call.
     await patchProjectSettings(bench.service.deps, bench.projectId, { working: { autoCompactThreshold: null } });
     await bench.close();
-    const nodeFlags = options.nodeFlags ?? npmStartFlags();
     const started = performance.now();
-    const { child, base } = await startServer(
+    const { child, base, nodeFlags } = await startServer(
       {
         ...env,
         PGLITE_DIR: dir,
@@ -159,7 +143,7 @@ export async function benchServerRss(
         LOG_LEVEL: "warn",
         ...(options.sharedBuffers ? { PGLITE_SHARED_BUFFERS: options.sharedBuffers } : {}),
       },
-      nodeFlags,
+      options.nodeFlags,
     );
     const startSeconds = (performance.now() - started) / 1000;
     const sampler = rssSampler(child.pid as number);
