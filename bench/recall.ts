@@ -5,8 +5,8 @@ import { type HnswBuild, vectorIndexKind } from "../lib/db/vector-indexes";
 import { BINARY_RERANK_FACTOR, EF_SEARCH_MAX, efSearchFor, limitWithEfSearch, nearestSql } from "../lib/db/vectors";
 import { recallSql } from "../lib/recall/retrieve";
 import { benchEmbedding, startBenchProvider } from "./embedding";
-import { type Bench, benchService, memoryNow, percentile } from "./lib";
-import { recallQueries, seedFacts } from "./seed";
+import { type Bench, memoryNow, percentile } from "./lib";
+import { openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 
@@ -46,8 +46,10 @@ export interface RecallBenchOptions {
   efSearch?: number;
   /** The HNSW index's build parameters (pgvector's defaults unless given). */
   build?: HnswBuild;
-  /** A new directory for an on-disk database (durable, as `npm start` runs it); in memory otherwise. */
-  disk?: string;
+  /** The neighbour dataset's size (default: as many as liveFacts). */
+  neighbours?: number;
+  /** An on-disk database (durable, as `npm start` runs it), kept with --data-dir; in memory otherwise. */
+  store?: SeedStore;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
@@ -61,13 +63,15 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     build = PGVECTOR_DEFAULT_BUILD,
   } = options;
   const fake = await startBenchProvider();
-  const bench = await benchService(
-    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-    options.disk ? { dir: options.disk, durability: "full" } : undefined,
-  );
+  const seedPlan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
+  const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
+  const { bench, seed } = await openSeeded(seedPlan, env, options.store).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   try {
     const db = bench.service.deps.db;
-    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const seedSeconds = loadSeconds + indexSeconds;
     const [size] = rowsOf<{ bytes: number | string; facts: number | string }>(
       await db.execute(sql`
