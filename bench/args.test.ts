@@ -43,6 +43,22 @@ describe("bench switches", () => {
     });
   });
 
+  it("reads the neighbour share, a kept data directory (which implies --disk) and the server's Node.js flags", () => {
+    expect(parseBenchArgs([]).neighbours).toBe(1);
+    expect(parseBenchArgs([]).nodeFlags).toBeUndefined();
+    expect(parseBenchArgs(["--neighbours", "0.1", "--data-dir", "/tmp/x"])).toMatchObject({
+      neighbours: 0.1,
+      dataDir: "/tmp/x",
+      disk: true,
+    });
+    expect(parseBenchArgs(["--neighbours=0"]).neighbours).toBe(0);
+    expect(parseBenchArgs(["--node-flags=--liftoff-only,--max-semi-space-size=1"]).nodeFlags).toEqual([
+      "--liftoff-only",
+      "--max-semi-space-size=1",
+    ]);
+    expect(parseBenchArgs(["--node-flags=none"]).nodeFlags).toEqual([]);
+  });
+
   it.each([
     [["--big"], /unknown switch: --big/],
     [["--facts"], /--facts needs a value/],
@@ -55,6 +71,9 @@ describe("bench switches", () => {
     [["--dims", "5000"], /at most 4000/],
     [["--iterative", "loose"], /off, relaxed_order or strict_order/],
     [["--shared-buffers", "32"], /a size such as 32MB/],
+    [["--neighbours", "1.5"], /a share of --facts from 0 to 1/],
+    [["--neighbours", "10%"], /a share of --facts from 0 to 1/],
+    [["--node-flags", "liftoff-only"], /start with --/],
   ])("refuses %j", (argv, message) => {
     expect(() => parseBenchArgs(argv)).toThrow(UsageError);
     expect(() => parseBenchArgs(argv)).toThrow(message);

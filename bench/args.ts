@@ -14,6 +14,8 @@ export const SCENARIOS = {
   "recall-provider": "recall with a query at 1,000 facts, embeddings 150 ms",
   hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
   load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",
+  "server-rss":
+    "the server process (npm start) on a directory of --facts facts: its RSS under recall and add-message load",
 } as const;
 
 export type Scenario = keyof typeof SCENARIOS;
@@ -35,10 +37,19 @@ export interface BenchArgs {
   disk: boolean;
   /** Postgres shared_buffers for the embedded database (lib/db/pglite.ts's default unless given). */
   sharedBuffers?: string;
+  /** The neighbour dataset's size as a share of --facts (1: as many neighbours as facts). */
+  neighbours: number;
+  /**
+   * Keep the seeded database in this directory (implies --disk) and reuse it on the next run at
+   * the same size, so a long load is paid once.
+   */
+  dataDir?: string;
+  /** server-rss: the Node.js flags of the server process (default: those of `npm start`). */
+  nodeFlags?: string[];
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
-/** Scenarios run without --only; hnsw and load are long and asked for by name. */
+/** Scenarios run without --only; hnsw, load and server-rss are long and asked for by name. */
 export const DEFAULT_SCENARIOS: Scenario[] = [
   "add-message",
   "durability",
@@ -57,8 +68,9 @@ export function usage(): string {
   return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
-                       [--m 16] [--ef-construction 64]
-scenarios (default: all but hnsw and load):
+                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir]
+                       [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
+scenarios (default: all but hnsw, load and server-rss):
 ${names}`;
 }
 
@@ -107,6 +119,20 @@ const WITH_VALUE: Record<string, Setter> = {
     if (!/^\d+(kB|MB|GB)$/.test(v)) throw new UsageError(`--shared-buffers: a size such as 32MB: ${v}`);
     a.sharedBuffers = v;
   },
+  "--neighbours": (a, v) => {
+    const share = /^(\d+(\.\d*)?|\.\d+)$/.test(v) ? Number(v) : Number.NaN;
+    if (!(share >= 0 && share <= 1)) throw new UsageError(`--neighbours: a share of --facts from 0 to 1: ${v}`);
+    a.neighbours = share;
+  },
+  "--data-dir": (a, v) => {
+    a.dataDir = v;
+    a.disk = true;
+  },
+  "--node-flags": (a, v) => {
+    a.nodeFlags = v === "none" ? [] : list(v);
+    const bad = a.nodeFlags.find((f) => !f.startsWith("--"));
+    if (bad) throw new UsageError(`--node-flags: Node.js flags start with --: ${bad}`);
+  },
   "--m": (a, v) => {
     a.m = parseCount(v, "--m");
   },
@@ -131,6 +157,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     m: 16,
     efConstruction: 64,
     disk: false,
+    neighbours: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

@@ -4,9 +4,9 @@ import { type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
 import { nearestSql } from "../lib/db/vectors";
 import type { IterativeScan } from "./args";
 import { benchEmbedding, startBenchProvider } from "./embedding";
-import { benchService, memoryNow, percentile } from "./lib";
+import { memoryNow, percentile } from "./lib";
 import { searchedEf, type VectorQuality, vectorRecallAt10 } from "./recall";
-import { recallQueries, seedFacts } from "./seed";
+import { openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export interface HnswSetting extends VectorQuality {
   /** The session's `hnsw.ef_search` (the database setting recall takes as a floor). */
@@ -43,16 +43,19 @@ export async function benchHnsw(
   dims: number,
   build: HnswBuild,
   sweep: { efSearch: number[]; iterative: IterativeScan[]; calls: number },
-  disk?: { dir: string },
+  neighbours = liveFacts,
+  store: SeedStore = {},
 ): Promise<HnswBenchResult> {
   const fake = await startBenchProvider();
-  const bench = await benchService(
-    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-    disk ? { dir: disk.dir, durability: "fast" } : undefined,
-  );
+  const seedPlan = { facts: liveFacts, neighbours, dims, build };
+  const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
+  const { bench, seed } = await openSeeded(seedPlan, env, { durability: "fast", ...store }).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   try {
     const db = bench.service.deps.db;
-    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const [size] = rowsOf<{ bytes: string }>(
       await db.execute(sql`SELECT pg_relation_size(${vectorIndexName("facts", dims)}) AS bytes`),
     );
@@ -99,7 +102,7 @@ export async function benchHnsw(
       build,
       loadSeconds,
       indexSeconds,
-      indexBytesPerFact: Number(size.bytes) / (2 * liveFacts),
+      indexBytesPerFact: Number(size.bytes) / (liveFacts + neighbours),
       settings,
       memory: memoryNow(bench.database),
     };

@@ -14,12 +14,13 @@ export const benchDatabaseOptions: { sharedBuffers?: string } = {};
 
 /**
  * The Node.js host in-process on a fresh embedded database (in memory unless `disk` names a new
- * directory), with a counted driver.
+ * directory), with a counted driver. `host.projectId` reuses a project of an existing directory
+ * (a kept seed) instead of creating one.
  */
 export async function benchService(
   env: Record<string, string> = {},
   disk?: { dir: string; durability: PgliteDurability },
-  host: Pick<NodeServiceOptions, "clock" | "doorbell"> = {},
+  host: Pick<NodeServiceOptions, "clock" | "doorbell"> & { projectId?: string } = {},
 ) {
   let statements = 0;
   const database = await createPgliteDatabase({
@@ -29,8 +30,15 @@ export async function benchService(
     ...benchDatabaseOptions,
   });
   const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
-  const service = await createNodeService({ config, database, log: silentLogger, sweepIntervalMs: false, ...host });
-  const project = await createProject(service.deps, { name: "bench" });
+  const { projectId, ...hostOptions } = host;
+  const service = await createNodeService({
+    config,
+    database,
+    log: silentLogger,
+    sweepIntervalMs: false,
+    ...hostOptions,
+  });
+  const project = projectId ? { id: projectId } : await createProject(service.deps, { name: "bench" });
   const { key } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: "bench" });
   const call = async (method: string, path: string, body?: unknown) => {
     const res = await service.app.request(path, {

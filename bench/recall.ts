@@ -4,9 +4,10 @@ import type { Db } from "../lib/db/types";
 import { type HnswBuild, vectorIndexKind } from "../lib/db/vector-indexes";
 import { BINARY_RERANK_FACTOR, EF_SEARCH_MAX, efSearchFor, limitWithEfSearch, nearestSql } from "../lib/db/vectors";
 import { recallSql } from "../lib/recall/retrieve";
+import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { benchEmbedding, startBenchProvider } from "./embedding";
-import { type Bench, benchService, memoryNow, percentile } from "./lib";
-import { recallQueries, seedFacts } from "./seed";
+import { type Bench, memoryNow, percentile } from "./lib";
+import { factWords, openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 
@@ -46,8 +47,10 @@ export interface RecallBenchOptions {
   efSearch?: number;
   /** The HNSW index's build parameters (pgvector's defaults unless given). */
   build?: HnswBuild;
-  /** A new directory for an on-disk database (durable, as `npm start` runs it); in memory otherwise. */
-  disk?: string;
+  /** The neighbour dataset's size (default: as many as liveFacts). */
+  neighbours?: number;
+  /** An on-disk database (durable, as `npm start` runs it), kept with --data-dir; in memory otherwise. */
+  store?: SeedStore;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
@@ -61,13 +64,15 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     build = PGVECTOR_DEFAULT_BUILD,
   } = options;
   const fake = await startBenchProvider();
-  const bench = await benchService(
-    { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-    options.disk ? { dir: options.disk, durability: "full" } : undefined,
-  );
+  const seedPlan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
+  const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
+  const { bench, seed } = await openSeeded(seedPlan, env, options.store).catch(async (err) => {
+    await fake.close();
+    throw err;
+  });
   try {
     const db = bench.service.deps.db;
-    const { projectId, entityCount, loadSeconds, indexSeconds } = await seedFacts(bench, liveFacts, dims, build);
+    const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const seedSeconds = loadSeconds + indexSeconds;
     const [size] = rowsOf<{ bytes: number | string; facts: number | string }>(
       await db.execute(sql`
@@ -163,28 +168,43 @@ export function searchedEf(sessionEf: number, liveFacts: number, dims: number): 
 export interface VectorQuality {
   /**
    * recall@10 of the vector signal as recall runs it (nearestSql, its candidate list sized as
-   * recall sizes it): the 30 (`depth`) nearest, top 10, against an exact scan's top 10.
+   * recall sizes it): of the 10 facts truly nearest the query (float64 cosine over the vectors the
+   * provider made, before they were stored at half precision), how many are in its top 10.
    */
   recallAt10: number;
-  /** The same search for 10 rows (with the binary index: the 40 nearest by sign bits, re-ranked). */
+  /** The same, against an exact scan of the stored (half-precision) vectors: the index's share. */
+  recallAt10Stored: number;
+  /** The same search for 10 rows (with the binary index, its re-rank of 60), against the true 10. */
   recallAt10Limit10: number;
   /** Rows the index scan returned for 30 (fewer: the filters starved it). */
   candidatesPerQuery: number;
 }
 
+/** Dataset "big"'s seeded facts as the provider's vectors (their few non-zero dimensions), by seed index. */
+function seededVectors(liveFacts: number, dims: number) {
+  return Array.from({ length: liveFacts }, (_, i) => {
+    const f = factWords(i);
+    const v = fakeEmbedding(`user ${f.predicate} ${f.object}`, dims);
+    const index = v.flatMap((x, d) => (x === 0 ? [] : [d]));
+    return { index, value: index.map((d) => v[d]) };
+  });
+}
+
 /**
- * The vector signal's recall@10 against exact (sequential) search over the same filter, under the
- * session's `hnsw.ef_search` as recall raises it for the dataset. Ties count: a returned row as
- * near as the exact 10th is a hit (seeded facts differ by one word, so many are equally near and
- * which of them an exact scan lists first is arbitrary).
+ * The vector signal's recall@10 against the true nearest (seeded facts differ by one word, so
+ * many are equally near: a returned fact as near as the true 10th is a hit, whichever of them an
+ * exact search would list first), and against an exact scan of the stored vectors over the same
+ * filter; under the session's `hnsw.ef_search` as recall raises it for the dataset.
  */
 export async function vectorRecallAt10(
   db: Db,
   at: { projectId: string; liveFacts: number; dims: number },
   queries: string[],
 ): Promise<VectorQuality> {
-  const TIE = 1e-6;
-  const runs = { signal: [] as number[], limit10: [] as number[], candidates: [] as number[] };
+  const TIE = 1e-9;
+  const STORED_TIE = 1e-6;
+  const seeded = seededVectors(at.liveFacts, at.dims);
+  const runs = { signal: [] as number[], stored: [] as number[], limit10: [] as number[], candidates: [] as number[] };
   const where = sql`f.project_id = ${at.projectId} AND f.dataset = 'big' AND f.invalid_at IS NULL AND f.confidence >= 0.5`;
   const search = (query: SQL, limit: number) =>
     nearestSql({
@@ -196,22 +216,33 @@ export async function vectorRecallAt10(
       dims: at.dims,
       limit: limitWithEfSearch(sql.raw(String(limit)), sql.raw(String(at.liveFacts)), at.dims),
     });
+  const found = async (statement: SQL) =>
+    rowsOf<{ id: string; distance: number }>(await db.execute(statement)).map((r) => ({
+      seed: Number(r.id.slice(r.id.lastIndexOf("_") + 1)),
+      distance: Number(r.distance),
+    }));
   for (const text of queries) {
+    const provided = fakeEmbedding(text, at.dims);
+    const trueDistance = (seed: number) =>
+      1 - seeded[seed].index.reduce((sum, d, k) => sum + seeded[seed].value[k] * provided[d], 0);
+    const trueTenth = seeded.map((_, seed) => trueDistance(seed)).sort((a, b) => a - b)[9] + TIE;
     const query = sql`${`[${benchEmbedding(text, at.dims)}]`}::halfvec`;
-    const distances = async (statement: SQL) =>
-      rowsOf<{ distance: number }>(await db.execute(statement)).map((r) => Number(r.distance));
-    const signal = await distances(sql`SELECT distance FROM (${search(query, 30)}) n ORDER BY distance`);
-    const limit10 = await distances(sql`SELECT distance FROM (${search(query, 10)}) n ORDER BY distance`);
+    const candidates = await found(sql`SELECT id, distance FROM (${search(query, 30)}) n ORDER BY distance`);
+    const signal = candidates.slice(0, 10);
+    const limit10 = await found(sql`SELECT id, distance FROM (${search(query, 10)}) n`);
     // "+ 0" keeps the planner off the index: an exact scan.
-    const exact = await distances(sql`SELECT (f.embedding <=> ${query}) + 0 AS distance FROM facts f
-        WHERE ${where} ORDER BY 1 LIMIT 10`);
-    const tenth = (exact.at(-1) ?? 0) + TIE;
-    runs.signal.push(signal.slice(0, 10).filter((d) => d <= tenth).length / 10);
-    runs.limit10.push(limit10.filter((d) => d <= tenth).length / 10);
-    runs.candidates.push(signal.length);
+    const exact = await found(sql`SELECT id, (f.embedding <=> ${query}) + 0 AS distance FROM facts f
+        WHERE ${where} ORDER BY 2 LIMIT 10`);
+    const storedTenth = (exact.at(-1)?.distance ?? 0) + STORED_TIE;
+    const hits = (rows: { seed: number }[]) => rows.filter((r) => trueDistance(r.seed) <= trueTenth).length / 10;
+    runs.signal.push(hits(signal));
+    runs.limit10.push(hits(limit10));
+    runs.stored.push(signal.filter((r) => r.distance <= storedTenth).length / 10);
+    runs.candidates.push(candidates.length);
   }
   return {
     recallAt10: mean(runs.signal),
+    recallAt10Stored: mean(runs.stored),
     recallAt10Limit10: mean(runs.limit10),
     candidatesPerQuery: mean(runs.candidates),
   };

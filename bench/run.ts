@@ -82,6 +82,12 @@ for (const d of done) {
   console.log(
     `| ${unitLabel(d.unit)} | ${d.memory.peakRssMiB} | ${inner?.rssMiB ?? `${d.memory.rssMiB} (at exit)`} | ${inner?.wasmMiB ?? ""} |`,
   );
+  // server-rss: the server process it spawned (its WASM memory as resident, from /proc).
+  const server = (d.result as { server?: { peakRssMiB: number; rssMiB: number; wasmMiB: number } }).server;
+  if (server)
+    console.log(
+      `| ${unitLabel(d.unit)}: the server process | ${server.peakRssMiB} | ${server.rssMiB} | ${server.wasmMiB} (resident) |`,
+    );
 }
 
 const out = resolve(args.out);

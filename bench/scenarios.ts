@@ -1,8 +1,9 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
+import { vectorIndexName } from "../lib/db/vector-indexes";
 import { benchAddBatch } from "./add-batch";
 import { benchAddMessage } from "./add-message";
 import type { BenchArgs, Scenario } from "./args";
@@ -10,11 +11,12 @@ import { benchDurability } from "./durability";
 import { startBenchProvider } from "./embedding";
 import { benchEpisodes } from "./episodes";
 import { benchHnsw } from "./hnsw";
-import { benchService, memoryNow } from "./lib";
+import { type Bench, memoryNow } from "./lib";
 import { benchPrepare } from "./prepare";
 import { benchRecall } from "./recall";
-import { seedFacts } from "./seed";
+import { neighboursFor, openSeeded, type SeedPlan, type SeedResult, type SeedStore } from "./seed";
 import { benchSemantic } from "./semantic";
+import { benchServerRss, serverRssRows } from "./server-rss";
 
 /** One run of a scenario in its own process: at one size and dimension where it has them. */
 export interface Unit {
@@ -31,7 +33,7 @@ export interface UnitResult {
 
 /** The units `args` asks for, in order: the sized scenarios once per size and dimension. */
 export function unitsOf(args: BenchArgs): Unit[] {
-  const sized = new Set<Scenario>(["semantic", "recall", "hnsw", "load"]);
+  const sized = new Set<Scenario>(["semantic", "recall", "hnsw", "load", "server-rss"]);
   return args.only.flatMap((scenario) =>
     sized.has(scenario)
       ? args.dims.flatMap((dims) => args.facts.map((facts) => ({ scenario, facts, dims })))
@@ -42,12 +44,20 @@ export function unitsOf(args: BenchArgs): Unit[] {
 const n = (x: number) => x.toLocaleString("en");
 const ms = (x: number, digits = 2) => x.toFixed(digits);
 
-/** Runs `fn` with a fresh temporary directory when `disk` (removed afterwards), else without one. */
-async function maybeOnDisk<T>(disk: boolean, fn: (dir?: string) => Promise<T>): Promise<T> {
-  if (!disk) return fn();
+/**
+ * Runs `fn` with where its seeded database goes: the kept --data-dir, a fresh temporary directory
+ * with --disk (removed afterwards), else in memory.
+ */
+async function withStore<T>(args: BenchArgs, fn: (store: SeedStore) => Promise<T>): Promise<T> {
+  if (args.dataDir) {
+    const dir = resolve(args.dataDir);
+    mkdirSync(dir, { recursive: true });
+    return fn({ dir: join(dir, "pglite"), keep: true });
+  }
+  if (!args.disk) return fn({});
   const dir = mkdtempSync(join(tmpdir(), "memsvc-bench-"));
   try {
-    return await fn(join(dir, "pglite"));
+    return await fn({ dir: join(dir, "pglite") });
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -140,14 +150,16 @@ const RUNNERS: Record<Scenario, Runner> = {
     };
   },
   recall: ({ facts, dims }, args) =>
-    maybeOnDisk(args.disk, async (dir) => {
-      const r = await benchRecall(facts, { calls: args.quick ? 100 : 200, dims, disk: dir });
-      const at = `${n(facts)} live facts (${r.dimensions} dims)`;
+    withStore(args, async (store) => {
+      const neighbours = neighboursFor(facts, args.neighbours);
+      const build = { m: args.m, efConstruction: args.efConstruction };
+      const r = await benchRecall(facts, { calls: args.quick ? 100 : 200, dims, store, neighbours, build });
+      const at = `${n(facts)} live facts${neighbours === facts ? "" : ` + ${n(neighbours)} neighbours`} (${r.dimensions} dims)`;
       const cost = `${r.statementsPerRecall} SQL statements (auth + recall)`;
       return {
         rows: [
           `| recall, no query, ${at} | ${ms(r.noQuery.p50Ms, 1)} | ${ms(r.noQuery.p99Ms, 1)} | | ${cost} |`,
-          `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
+          `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (against the stored vectors: ${r.recallAt10Stored.toFixed(3)}; HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
           `| recall, with query + raw + episodes, ${at} | ${ms(r.withQueryAndEpisodes.p50Ms, 1)} | ${ms(r.withQueryAndEpisodes.p99Ms, 1)} | | ${cost} |`,
         ],
         result: r,
@@ -164,44 +176,81 @@ const RUNNERS: Record<Scenario, Runner> = {
     };
   },
   hnsw: ({ facts, dims }, args) =>
-    maybeOnDisk(args.disk, async (dir) => {
+    withStore(args, async (store) => {
       const build = { m: args.m, efConstruction: args.efConstruction };
       const sweep = { efSearch: args.efSearch, iterative: args.iterative, calls: args.quick ? 50 : 100 };
-      const r = await benchHnsw(facts, dims, build, sweep, dir ? { dir } : undefined);
+      const r = await benchHnsw(facts, dims, build, sweep, neighboursFor(facts, args.neighbours), store);
       const at = `${n(facts)} facts (${dims} dims), m ${build.m}, ef_construction ${build.efConstruction}`;
       return {
         rows: r.settings.map(
           (s) =>
-            `| recall with query, ${at}, ef_search ${s.efSearch} (searched with ${s.efSearched}), iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (searching 10: ${s.recallAt10Limit10.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
+            `| recall with query, ${at}, ef_search ${s.efSearch} (searched with ${s.efSearched}), iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (against the stored vectors: ${s.recallAt10Stored.toFixed(3)}; searching 10: ${s.recallAt10Limit10.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
         ),
         result: r,
       };
     }),
   load: ({ facts, dims }, args) =>
-    maybeOnDisk(args.disk, async (dir) => {
+    withStore(args, async (store) => {
       const fake = await startBenchProvider();
-      const bench = await benchService(
-        { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) },
-        dir ? { dir, durability: "full" } : undefined,
-      );
+      const plan = {
+        facts,
+        neighbours: neighboursFor(facts, args.neighbours),
+        dims,
+        build: { m: args.m, efConstruction: args.efConstruction },
+      };
+      const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
       try {
-        const s = await seedFacts(bench, facts, dims, { m: args.m, efConstruction: args.efConstruction });
-        const [size] = rowsOf<{ bytes: string; facts: string }>(
-          await bench.service.deps.db.execute(sql`
-            SELECT pg_total_relation_size('facts') + pg_total_relation_size('fact_entities') AS bytes,
-              (SELECT count(*) FROM facts) AS facts`),
-        );
-        const bytesPerFact = Number(size.bytes) / Number(size.facts);
-        const rows = [
-          `| bulk load (COPY), ${n(facts)} facts + ${n(facts)} neighbours (${dims} dims)${dir ? ", on disk" : ", in memory"} | | | ${Math.round((2 * facts) / s.loadSeconds)} facts/s: ${s.loadSeconds.toFixed(1)} s + HNSW build ${s.indexSeconds.toFixed(1)} s | ${Math.round(bytesPerFact)} bytes per fact |`,
-        ];
-        return { rows, result: { facts, dims, ...s, bytesPerFact, memory: memoryNow(bench.database) } };
+        const { bench, seed } = await openSeeded(plan, env, store);
+        try {
+          const row = await loadRow(bench, plan, seed, store);
+          return { rows: [row.text], result: { ...plan, ...seed, ...row.sizes, memory: memoryNow(bench.database) } };
+        } finally {
+          await bench.close();
+        }
       } finally {
-        await bench.close();
         await fake.close();
       }
     }),
+  // Always on disk: a server process opens a directory.
+  "server-rss": ({ facts, dims }, args) =>
+    withStore({ ...args, disk: true }, async (store) => {
+      const plan = {
+        facts,
+        neighbours: neighboursFor(facts, args.neighbours),
+        dims,
+        build: { m: args.m, efConstruction: args.efConstruction },
+      };
+      const r = await benchServerRss(plan, store, {
+        nodeFlags: args.nodeFlags,
+        quick: args.quick,
+        sharedBuffers: args.sharedBuffers,
+      });
+      return { rows: serverRssRows(r), result: r };
+    }),
 };
+
+/** The load scenario's row: rows per second, the HNSW build, bytes on disk per fact. */
+async function loadRow(bench: Bench, plan: SeedPlan, seed: SeedResult, store: SeedStore) {
+  const [size] = rowsOf<{ bytes: string; index_bytes: string; facts: string }>(
+    await bench.service.deps.db.execute(sql`
+      SELECT pg_total_relation_size('facts') + pg_total_relation_size('fact_entities') AS bytes,
+        pg_relation_size(${vectorIndexName("facts", plan.dims)}::regclass) AS index_bytes,
+        (SELECT count(*) FROM facts) AS facts`),
+  );
+  const rows = plan.facts + plan.neighbours;
+  const sizes = {
+    bytesPerFact: Number(size.bytes) / Number(size.facts),
+    indexBytesPerFact: Number(size.index_bytes) / Number(size.facts),
+  };
+  const where = store.dir ? ", on disk" : ", in memory";
+  const reused = seed.reused ? " (times of the kept directory's load)" : "";
+  const cpu =
+    seed.loadCpuSeconds === undefined
+      ? ""
+      : ` (CPU ${seed.loadCpuSeconds.toFixed(1)} s + ${seed.indexCpuSeconds?.toFixed(1)} s)`;
+  const text = `| bulk load (COPY), ${n(plan.facts)} facts + ${n(plan.neighbours)} neighbours (${plan.dims} dims, m ${plan.build.m}, ef_construction ${plan.build.efConstruction})${where} | | | ${Math.round(rows / seed.loadSeconds)} facts/s: ${seed.loadSeconds.toFixed(1)} s + HNSW build ${seed.indexSeconds.toFixed(1)} s${cpu}${reused} | ${Math.round(sizes.bytesPerFact)} bytes per fact, HNSW ${Math.round(sizes.indexBytesPerFact)} B per fact, WASM ${seed.wasmMiBAfterBuild ?? "?"} MiB after the build |`;
+  return { text, sizes };
+}
 
 function effort(args: BenchArgs) {
   return { runs: args.quick ? 3 : 5, ops: args.quick ? 1000 : 3000 };

@@ -1,9 +1,12 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { dirname, join } from "node:path";
 import { sql } from "drizzle-orm";
 import { pgliteClientOf } from "../lib/db/pglite";
+import type { PgliteDurability } from "../lib/db/pglite-durability";
 import { rowsOf } from "../lib/db/rows";
 import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
 import { benchEmbedding } from "./embedding";
-import type { Bench } from "./lib";
+import { type Bench, benchService, memoryNow } from "./lib";
 
 export const ADJECTIVES = [
   "green",
@@ -61,88 +64,195 @@ const csv = (value: string) => (/[",\n]/.test(value) ? `"${value.replaceAll('"',
 /** Rows per COPY: large enough to amortise the statement, small enough to keep the CSV text modest. */
 const CHUNK = 20_000;
 
+/** What a seeded database holds: `facts` in dataset "big" and `neighbours` in dataset "neighbour". */
+export interface SeedPlan {
+  facts: number;
+  neighbours: number;
+  dims: number;
+  build: HnswBuild;
+}
+
 export interface SeedResult {
   projectId: string;
   entityCount: number;
   loadSeconds: number;
   indexSeconds: number;
+  /**
+   * This process's CPU time for the load and for the index build (s): PGlite runs Postgres on
+   * this thread, so on a loaded machine these say what the wall times would be on a quiet one.
+   */
+  loadCpuSeconds?: number;
+  indexCpuSeconds?: number;
+  /** The WASM memory after the index build (MiB): the graph is built inside it. */
+  wasmMiBAfterBuild?: number;
+  /** True when a kept directory (--data-dir) already held this seed: the times are its first load's. */
+  reused?: boolean;
+}
+
+/** Where a seeded bench database lives: in memory unless `dir` (its parent holds seed.json when kept). */
+export interface SeedStore {
+  dir?: string;
+  durability?: PgliteDurability;
+  /** Keep the directory and reuse it when it already holds this plan's seed (--data-dir). */
+  keep?: boolean;
 }
 
 /**
- * Loads `liveFacts` facts into dataset "big" and as many into "neighbour" (same project and
- * table, so every search is filtered), with their entities, fact_entities and 50 episodes each,
- * by COPY through PGlite (the fastest bulk path it has: no JSON, no per-row statement), with the
- * HNSW indexes dropped during the load and built after it with `build`.
+ * A bench service on a database seeded with `plan`: a kept directory that already holds the
+ * same seed is opened as it is (with a new API key for its project); otherwise it is seeded now,
+ * and the seed recorded beside a kept directory.
  */
-export async function seedFacts(bench: Bench, liveFacts: number, dims: number, build: HnswBuild): Promise<SeedResult> {
+export async function openSeeded(
+  plan: SeedPlan,
+  env: Record<string, string>,
+  store: SeedStore = {},
+): Promise<{ bench: Bench; seed: SeedResult }> {
+  const record = store.dir && store.keep ? join(dirname(store.dir), "seed.json") : undefined;
+  const saved = record ? savedSeed(record, store.dir as string, plan) : undefined;
+  const disk = store.dir ? { dir: store.dir, durability: store.durability ?? "full" } : undefined;
+  const bench = await benchService(env, disk, saved ? { projectId: saved.projectId } : {});
+  if (saved) return { bench, seed: { ...saved, reused: true } };
+  try {
+    const seed = await seedFacts(bench, plan);
+    if (record) writeFileSync(record, `${JSON.stringify({ plan, seed }, null, 2)}\n`);
+    return { bench, seed };
+  } catch (err) {
+    await bench.close();
+    throw err;
+  }
+}
+
+/** The seed a kept directory holds, if it is `plan`'s; a directory with another or no record is refused. */
+function savedSeed(record: string, dir: string, plan: SeedPlan): SeedResult | undefined {
+  if (!existsSync(record)) {
+    if (existsSync(dir)) throw new Error(`${dir} holds a database without ${record} (an interrupted load?): remove it`);
+    return undefined;
+  }
+  const saved = JSON.parse(readFileSync(record, "utf8")) as { plan: SeedPlan; seed: SeedResult };
+  if (JSON.stringify(saved.plan) !== JSON.stringify(plan)) {
+    throw new Error(`${dir} holds ${JSON.stringify(saved.plan)}, not ${JSON.stringify(plan)}: use another --data-dir`);
+  }
+  return saved.seed;
+}
+
+/** User + system CPU time of this process so far (s). */
+const cpuSeconds = () => {
+  const { user, system } = process.cpuUsage();
+  return (user + system) / 1e6;
+};
+
+/** The neighbour dataset's size for `facts` facts and a share (--neighbours). */
+export const neighboursFor = (facts: number, share: number) => Math.round(facts * share);
+
+/**
+ * Loads `plan.facts` facts into dataset "big" and `plan.neighbours` into "neighbour" (same
+ * project and table, so every search is filtered), with their entities, fact_entities and 50
+ * episodes each, by COPY through PGlite (the fastest bulk path it has: no JSON, no per-row
+ * statement), with the HNSW indexes dropped during the load and built after it.
+ */
+export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResult> {
+  const { dims } = plan;
   const db = bench.service.deps.db;
-  const client = pgliteClientOf(bench.database);
   const thread = await bench.call("POST", "/v1/threads", { dataset: "big" });
   const [{ project_id: projectId }] = rowsOf<{ project_id: string }>(
     await db.execute(sql`SELECT project_id FROM threads WHERE id = ${thread.threadId as string}`),
   );
   const started = performance.now();
+  const cpuStarted = cpuSeconds();
   for (const table of EMBEDDED_TABLES)
     await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`));
-  const entityCount = entityCountFor(liveFacts);
+  const entityCount = entityCountFor(plan.facts);
+  for (const [dataset, count] of [
+    ["big", plan.facts],
+    ["neighbour", plan.neighbours],
+  ] as const) {
+    if (count > 0) await copyDataset(bench, { projectId, dataset, count, entityCount, dims });
+  }
+  const loadSeconds = (performance.now() - started) / 1000;
+  const indexed = performance.now();
+  const cpuIndexed = cpuSeconds();
+  console.error(`bench: loaded in ${loadSeconds.toFixed(1)} s; building the HNSW indexes`);
+  await buildVectorIndexes(bench, dims, plan.build);
+  const indexSeconds = (performance.now() - indexed) / 1000;
+  const indexCpuSeconds = cpuSeconds() - cpuIndexed;
+  const wasmMiBAfterBuild = memoryNow(bench.database).wasmMiB;
+  await db.execute(sql`ANALYZE`);
+  const loadCpuSeconds = cpuIndexed - cpuStarted;
+  return { projectId, entityCount, loadSeconds, indexSeconds, loadCpuSeconds, indexCpuSeconds, wasmMiBAfterBuild };
+}
+
+/** One dataset's rows by COPY: its entities, `count` facts with their links, and 50 episodes. */
+async function copyDataset(
+  bench: Bench,
+  at: { projectId: string; dataset: string; count: number; entityCount: number; dims: number },
+) {
+  const { projectId, dataset, count, dims } = at;
+  const client = pgliteClientOf(bench.database);
   const copy = (table: string, columns: string, lines: string[]) =>
     client.query(`COPY ${table} (${columns}) FROM '/dev/blob' WITH (FORMAT csv)`, [], {
       blob: new Blob([lines.join("\n")]),
     });
-  for (const dataset of ["big", "neighbour"]) {
-    const entities = Array.from({ length: entityCount }, (_, e) => {
-      const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
-      return [`ent_${dataset}_${e}`, projectId, dataset, name, "ORG", csv(vectorText(benchEmbedding(name, dims)))].join(
-        ",",
-      );
-    });
-    await copy("entities", "id, project_id, dataset, name, type, embedding", entities);
-    for (let done = 0; done < liveFacts; done += CHUNK) {
-      const facts: string[] = [];
-      const links: string[] = [];
-      for (let i = done; i < Math.min(done + CHUNK, liveFacts); i++) {
-        const f = factWords(i);
-        const id = `fct_${dataset}_${i}`;
-        const v = vectorText(benchEmbedding(`user ${f.predicate} ${f.object}`, dims));
-        const t = new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString();
-        facts.push(`${id},${projectId},${dataset},user,${f.predicate},${f.object},0.9,I said so,${t},${csv(v)}`);
-        links.push(`${id},ent_${dataset}_${i % entityCount}`);
-      }
-      await copy(
-        "facts",
-        "id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding",
-        facts,
-      );
-      await copy("fact_entities", "fact_id, entity_id", links);
-    }
-    const episodes = Array.from({ length: 50 }, (_, k) => {
-      const s = `The user talked about ${NOUNS[k % NOUNS.length]} and ${ADJECTIVES[k % ADJECTIVES.length]} things`;
-      const t = new Date(Date.UTC(2025, 0, 1) + k * 86_400_000).toISOString();
-      const v = csv(vectorText(benchEmbedding(s, dims)));
-      return `epi_${dataset}_${k},${projectId},thr_bench,${dataset},completed,completed,${s},2,1,2,${t},${t},${v}`;
-    });
-    await copy(
-      "episodes",
-      "id, project_id, thread_id, dataset, status, semantic_status, summary, message_count, from_seq, to_seq, started_at, ended_at, embedding",
-      episodes,
+  // A small neighbour dataset gets as many entities as its own size calls for.
+  const entityCount = Math.min(at.entityCount, entityCountFor(count));
+  const entities = Array.from({ length: entityCount }, (_, e) => {
+    const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
+    return [`ent_${dataset}_${e}`, projectId, dataset, name, "ORG", csv(vectorText(benchEmbedding(name, dims)))].join(
+      ",",
     );
+  });
+  await copy("entities", "id, project_id, dataset, name, type, embedding", entities);
+  for (let done = 0; done < count; done += CHUNK) {
+    const facts: string[] = [];
+    const links: string[] = [];
+    for (let i = done; i < Math.min(done + CHUNK, count); i++) {
+      const f = factWords(i);
+      const id = `fct_${dataset}_${i}`;
+      const v = vectorText(benchEmbedding(`user ${f.predicate} ${f.object}`, dims));
+      const t = new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString();
+      facts.push(`${id},${projectId},${dataset},user,${f.predicate},${f.object},0.9,I said so,${t},${csv(v)}`);
+      links.push(`${id},ent_${dataset}_${i % entityCount}`);
+    }
+    await copy(
+      "facts",
+      "id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding",
+      facts,
+    );
+    await copy("fact_entities", "fact_id, entity_id", links);
+    // A long load says how far it has got (every 100,000 rows).
+    if (Math.floor((done + CHUNK) / 100_000) > Math.floor(done / 100_000))
+      console.error(`bench: ${dataset}: ${Math.min(done + CHUNK, count).toLocaleString("en")} facts loaded`);
   }
-  const loadSeconds = (performance.now() - started) / 1000;
-  const indexed = performance.now();
-  await buildVectorIndexes(bench, dims, build);
-  await db.execute(sql`ANALYZE`);
-  return { projectId, entityCount, loadSeconds, indexSeconds: (performance.now() - indexed) / 1000 };
+  const episodes = Array.from({ length: 50 }, (_, k) => {
+    const s = `The user talked about ${NOUNS[k % NOUNS.length]} and ${ADJECTIVES[k % ADJECTIVES.length]} things`;
+    const t = new Date(Date.UTC(2025, 0, 1) + k * 86_400_000).toISOString();
+    const v = csv(vectorText(benchEmbedding(s, dims)));
+    return `epi_${dataset}_${k},${projectId},thr_bench,${dataset},completed,completed,${s},2,1,2,${t},${t},${v}`;
+  });
+  await copy(
+    "episodes",
+    "id, project_id, thread_id, dataset, status, semantic_status, summary, message_count, from_seq, to_seq, started_at, ended_at, embedding",
+    episodes,
+  );
 }
 
 /**
- * The HNSW indexes lib/db/vector-indexes.ts defines (same names, expression and predicate, so
- * recall's plans use them), with the given build parameters. The graph is built in memory when it
- * fits maintenance_work_mem (much faster); the setting is put back afterwards, though the WASM
- * memory it grew stays with the process.
+ * maintenance_work_mem for the index builds. pgvector builds the graph in memory while it fits
+ * this budget (about 1.2 KB per row at 256 dims, m 16) and falls back to inserting into the
+ * on-disk index after that, many times slower. The graph lives in PGlite's WASM memory, which
+ * cannot grow past 2 GiB (its module's maximum), so the budget is what is left of 2 GiB after
+ * shared_buffers and the backend's own ~200 MB: about 1.3 million rows at 256 dims.
+ */
+export const HNSW_BUILD_MEMORY = "1600MB";
+
+/**
+ * The HNSW indexes as lib/db/vector-indexes.ts defines them (same names, expression and
+ * predicate, so recall's plans use them), with the given build parameters. The graph is built in
+ * memory when it fits maintenance_work_mem (much faster); the setting is put back afterwards,
+ * though the WASM memory it grew stays with the process.
  */
 export async function buildVectorIndexes(bench: Bench, dims: number, build: HnswBuild) {
   const db = bench.service.deps.db;
-  await db.execute(sql`SET maintenance_work_mem = '1GB'`);
+  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
   for (const table of EMBEDDED_TABLES) {
     await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`));
     await db.execute(sql.raw(vectorIndexSql(table, dims, build)));

@@ -16,6 +16,13 @@ export const configSchema = z.object({
   NEON_FETCH_ENDPOINT: optionalString,
   PGLITE_DIR: z.string().default(".data/pglite"),
   PGLITE_DURABILITY: z.enum(["full", "fast"]).default("full"),
+  // The embedded database's shared_buffers (lib/db/pglite.ts's default when unset): most of its RSS.
+  PGLITE_SHARED_BUFFERS: optionalString.pipe(
+    z
+      .string()
+      .regex(/^\d+(kB|MB|GB)$/, "a size such as 32MB")
+      .optional(),
+  ),
   ADMIN_USERNAME: z.string().min(1).max(100).default("admin"),
   ADMIN_PASSWORD: optionalString.pipe(z.string().min(6).max(200).optional()),
   OPENAI_API_KEY: optionalString,
@@ -72,6 +79,8 @@ export interface Config {
   pgliteDir: string;
   /** `full`: a commit is on disk before it is acknowledged; `fast`: fsync off (throwaway data). */
   pgliteDurability: "full" | "fast";
+  /** The embedded database's shared_buffers (PGLITE_SHARED_BUFFERS); lib/db/pglite.ts's default when unset. */
+  pgliteSharedBuffers: string | undefined;
   adminUsername: string;
   adminPassword: string | undefined;
   openai: {
@@ -126,6 +135,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
     neonFetchEndpoint: e.NEON_FETCH_ENDPOINT,
     pgliteDir: e.PGLITE_DIR,
     pgliteDurability: e.PGLITE_DURABILITY,
+    pgliteSharedBuffers: e.PGLITE_SHARED_BUFFERS,
     adminUsername: e.ADMIN_USERNAME,
     adminPassword: e.ADMIN_PASSWORD,
     openai: {

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
+import { npmStartArgs } from "../lib/dev/start-command";
 import { freePort, startServerProcess } from "./helpers/process";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -112,7 +113,7 @@ describe("embedded database on disk", { timeout: 120_000 }, () => {
     const port = await freePort();
     const parent = spawn(
       "sh",
-      ["-c", `"${process.execPath}" --import tsx functions/server.ts & echo "server pid $!"; exec sleep 120`],
+      ["-c", `"${process.execPath}" ${npmStartArgs().join(" ")} & echo "server pid $!"; exec sleep 120`],
       {
         cwd: ROOT,
         env: { ...process.env, ...env, PGLITE_DIR: zombieDir, PORT: String(port) },

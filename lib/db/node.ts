@@ -14,6 +14,7 @@ export async function createDatabase(config: Config, options: { onQuery?: QueryH
     return createPgliteDatabase({
       dir: config.pgliteDir,
       durability: config.pgliteDurability,
+      sharedBuffers: config.pgliteSharedBuffers,
       onQuery: options.onQuery,
     });
   if (isNeonUrl(url) || config.neonFetchEndpoint) {

@@ -1,9 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
-import { fileURLToPath } from "node:url";
+import { npmStartArgs, REPO_ROOT } from "../../lib/dev/start-command";
 import { testLogLevel } from "./log";
-
-const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
 export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -31,11 +29,11 @@ export async function startServerProcess(
   wrapper: string[] = [],
 ): Promise<ServerProcess> {
   const port = await freePort();
-  // As `npm start` runs it: one node process with tsx as a loader (tsx's CLI would add a parent
-  // process, and killing that parent would leave the server running).
-  const [command, ...args] = [...wrapper, process.execPath, "--import", "tsx", "functions/server.ts"];
+  // As `npm start` runs it (its Node.js flags too): one node process with tsx as a loader (tsx's
+  // CLI would add a parent process, and killing that parent would leave the server running).
+  const [command, ...args] = [...wrapper, process.execPath, ...npmStartArgs()];
   const child = spawn(command, args, {
-    cwd: ROOT,
+    cwd: REPO_ROOT,
     // Warnings and errors only (in `output()`, for a failure's message) unless a test sets LOG_LEVEL.
     env: { ...process.env, LOG_LEVEL: testLogLevel("warn"), ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],

@@ -1,0 +1,19 @@
+import { readFileSync } from "node:fs";
+import { describe, expect, it } from "vitest";
+import { npmStartArgs, REPO_ROOT, startScriptNodeFlags } from "./start-command";
+
+describe("the start command", () => {
+  it("reads the Node.js flags of a start script: what comes before --import", () => {
+    expect(startScriptNodeFlags("node --import tsx functions/server.ts")).toEqual([]);
+    expect(startScriptNodeFlags("node --optimize-for-size --liftoff-only --import tsx functions/server.ts")).toEqual([
+      "--optimize-for-size",
+      "--liftoff-only",
+    ]);
+    expect(() => startScriptNodeFlags("tsx functions/server.ts")).toThrow(/does not run node/);
+  });
+
+  it("is package.json's start script without its leading node", () => {
+    const pkg = JSON.parse(readFileSync(`${REPO_ROOT}/package.json`, "utf8")) as { scripts: { start: string } };
+    expect(["node", ...npmStartArgs()].join(" ")).toBe(pkg.scripts.start);
+  });
+});

@@ -1,0 +1,26 @@
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+/** The repository's root: where package.json and functions/server.ts are. */
+export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+
+/**
+ * The Node.js flags in a start script (`node <flags> --import tsx functions/server.ts`): what
+ * comes between `node` and `--import`.
+ */
+export function startScriptNodeFlags(startScript: string): string[] {
+  const words = startScript.trim().split(/\s+/);
+  if (words[0] !== "node") throw new Error(`the start script does not run node: ${startScript}`);
+  const end = words.indexOf("--import");
+  return words.slice(1, end === -1 ? undefined : end);
+}
+
+/**
+ * The arguments after the node binary that run the Node.js host as `npm start` does (its flags
+ * from package.json's start script, then tsx and the entry), for the tests and the bench that
+ * spawn the server: one node process, no npm or tsx CLI parent in between.
+ */
+export function npmStartArgs(): string[] {
+  const pkg = JSON.parse(readFileSync(`${REPO_ROOT}/package.json`, "utf8")) as { scripts: { start: string } };
+  return [...startScriptNodeFlags(pkg.scripts.start), "--import", "tsx", "functions/server.ts"];
+}
