@@ -96,7 +96,8 @@ describe("neon-http over the local endpoint", () => {
       startedAt: new Date("2025-01-01T00:00:00.000Z"),
       endedAt: new Date("2025-01-01T00:05:00.500Z"),
       keyLearnings: ["a", "b"],
-      embedding: [0.5, -1.25, 3, 1e-7],
+      // Stored at half precision (migration 0013): values it holds and prints exactly.
+      embedding: [0.5, -1.25, 3, 0.0078125],
       tokenCount: null,
     };
     await neon.db.insert(episodes).values(episode);
