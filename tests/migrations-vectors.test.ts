@@ -10,10 +10,10 @@ import { rowsOf } from "../lib/db/rows";
 import type { Database } from "../lib/db/types";
 
 /**
- * Migrations 0013 and 0014 on a database that already holds vectors (made by the migrations before it, with
- * the HNSW indexes the service used to create over `vector` columns): every embedding is kept
- * (at half precision), the old indexes give way to the new ones, and a 1536-d row ends up whole
- * in its page.
+ * Migrations 0013 and 0014 on a database that already holds vectors (made by the migrations
+ * before them, with the HNSW indexes the service used to create over `vector` columns): every
+ * embedding is kept (at half precision), the old indexes give way to the new ones, a 1536-d row
+ * ends up whole in its page, and the keyword index's pending list stays small.
  */
 const BEFORE = "0013_halfvec_embeddings";
 const DIMS = 1536;
