@@ -251,7 +251,9 @@ export const facts = pgTable(
   (t) => [
     index("facts_dataset_valid_idx").on(t.projectId, t.dataset, t.validAt),
     index("facts_episode_idx").on(t.episodeId),
-    index("facts_search_idx").using("gin", t.search),
+    // The keyword search reads the GIN index's pending list (new entries not yet merged) whole on
+    // every lookup; PGlite runs no autovacuum to merge it, so it stays small (64 kB, not 4 MB).
+    index("facts_search_idx").using("gin", t.search).with({ gin_pending_list_limit: 64 }),
   ],
 );
 

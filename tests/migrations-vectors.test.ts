@@ -10,10 +10,10 @@ import { rowsOf } from "../lib/db/rows";
 import type { Database } from "../lib/db/types";
 
 /**
- * Migration 0013 on a database that already holds vectors (made by the migrations before it, with
- * the HNSW indexes the service used to create over `vector` columns): every embedding is kept
- * (at half precision), the old indexes give way to the new ones, and a 1536-d row ends up whole
- * in its page.
+ * Migrations 0013 and 0014 on a database that already holds vectors (made by the migrations
+ * before them, with the HNSW indexes the service used to create over `vector` columns): every
+ * embedding is kept (at half precision), the old indexes give way to the new ones, a 1536-d row
+ * ends up whole in its page, and the keyword index's pending list stays small.
  */
 const BEFORE = "0013_halfvec_embeddings";
 const DIMS = 1536;
@@ -133,5 +133,24 @@ describe("migration 0013: embeddings at half precision", () => {
     );
     expect(Number(row.toast)).toBe(0);
     expect(row.ef).toBe("40");
+  });
+});
+
+describe("migration 0014: the keyword index's pending list", () => {
+  it("stays small, so a keyword lookup reads a few pages however many facts were just written", async () => {
+    await database.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      SELECT 'fct_many_' || g, 'prj_old', 'many', 'user', 'likes', 'thing ' || g || ' of kind ' || (g % 7), 0.9,
+        'I said I like thing ' || g, now()
+      FROM generate_series(1, 3000) g`);
+    const plan = rowsOf<Record<string, string>>(
+      await database.db.execute(sql`
+        EXPLAIN (ANALYZE, BUFFERS) SELECT id FROM facts WHERE search @@ '2999'::tsquery`),
+    ).map((r) => Object.values(r)[0]);
+    const index = plan.findIndex((line) => line.includes("Bitmap Index Scan on facts_search_idx"));
+    expect(index, plan.join("\n")).toBeGreaterThanOrEqual(0);
+    const buffers = /shared hit=(\d+)/.exec(plan.slice(index).find((line) => line.includes("Buffers:")) ?? "");
+    // With the default 4 MB list, the ~100 pages of these facts' pending entries are all read.
+    expect(Number(buffers?.[1]), plan.join("\n")).toBeLessThan(20);
   });
 });
