@@ -1,4 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process";
+import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { npmStartArgs, REPO_ROOT } from "../lib/dev/start-command";
 import { patchProjectSettings } from "../lib/settings/store";
 import { startBenchProvider } from "./embedding";
@@ -109,10 +112,11 @@ async function stopServer(child: ChildProcess) {
 
 /**
  * The server process's memory at `plan`'s size: the directory is seeded (or a kept one reused)
- * in this process, which then lets go of it; the Node.js host is spawned on it as `npm start`
- * runs it (its own flags unless `nodeFlags`), and driven over HTTP with the bench's load: recall
- * without and with a query, add message at 8 clients, then recall while 4 clients write. Its
- * RSS is sampled from /proc per phase.
+ * in this process, which then lets go of it; the Node.js host is spawned on it (on a copy of a
+ * kept one, so every run starts from the same data) as `npm start` runs it (its own flags unless
+ * `nodeFlags`), and driven over HTTP with the bench's load: recall without and with a query,
+ * add message at 8 clients, then recall while 4 clients write. Its RSS is sampled from /proc
+ * per phase.
  */
 export async function benchServerRss(
   plan: SeedPlan,
@@ -122,12 +126,9 @@ export async function benchServerRss(
   const dir = store.dir;
   if (!dir) throw new Error("server-rss needs a directory for the server to open");
   const fake = await startBenchProvider();
+  const copy = store.keep ? mkdtempSync(join(tmpdir(), "memsvc-bench-")) : undefined;
   try {
-    const env = {
-      OPENAI_API_KEY: "bench",
-      OPENAI_BASE_URL: fake.url,
-      EMBEDDING_DIMENSIONS: String(plan.dims),
-    };
+    const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(plan.dims) };
     const { bench, seed } = await openSeeded(plan, env, { ...store, dir });
     const key = bench.key;
     // As the add-message bench: this measures the insert, not a compaction's model call.
@@ -136,31 +137,42 @@ export async function benchServerRss(
       { working: { autoCompactThreshold: null } },
     );
     await bench.close();
-    const started = performance.now();
-    const { child, base, nodeFlags } = await startServer(
-      {
-        ...env,
-        PGLITE_DIR: dir,
-        PORT: "0",
-        ADMIN_PASSWORD: "bench-password",
-        LOG_LEVEL: "warn",
-        ...(options.sharedBuffers ? { PGLITE_SHARED_BUFFERS: options.sharedBuffers } : {}),
-      },
-      options.nodeFlags,
-    );
-    const startSeconds = (performance.now() - started) / 1000;
-    const sampler = rssSampler(child.pid as number);
-    try {
-      const load = await driveLoad(base, key, seed.entityCount, options.quick, sampler.phase);
-      const last = sampler.phases[sampler.phases.length - 1];
-      const server = { peakRssMiB: last.hwmMiB, rssMiB: last.endMiB, wasmMiB: last.wasmResidentMiB };
-      return { plan, nodeFlags, phases: sampler.phases, startSeconds, server, ...load };
-    } finally {
-      sampler.stop();
-      await stopServer(child);
-    }
+    const served = copy ? join(copy, "pglite") : dir;
+    if (copy) cpSync(dir, served, { recursive: true });
+    const serverEnv = {
+      ...env,
+      PGLITE_DIR: served,
+      PORT: "0",
+      ADMIN_PASSWORD: "bench-password",
+      LOG_LEVEL: "warn",
+      ...(options.sharedBuffers ? { PGLITE_SHARED_BUFFERS: options.sharedBuffers } : {}),
+    };
+    return { plan, ...(await serveAndMeasure(serverEnv, options, key, seed.entityCount)) };
   } finally {
     await fake.close();
+    if (copy) rmSync(copy, { recursive: true, force: true });
+  }
+}
+
+/** Spawns the server on its directory, drives the load and samples it; stops it whatever happens. */
+async function serveAndMeasure(
+  env: Record<string, string>,
+  options: { nodeFlags?: string[]; quick: boolean },
+  key: string,
+  entityCount: number,
+) {
+  const started = performance.now();
+  const { child, base, nodeFlags } = await startServer(env, options.nodeFlags);
+  const startSeconds = (performance.now() - started) / 1000;
+  const sampler = rssSampler(child.pid as number);
+  try {
+    const load = await driveLoad(base, key, entityCount, options.quick, sampler.phase);
+    const last = sampler.phases[sampler.phases.length - 1];
+    const server = { peakRssMiB: last.hwmMiB, rssMiB: last.endMiB, wasmMiB: last.wasmResidentMiB };
+    return { nodeFlags, phases: sampler.phases, startSeconds, server, ...load };
+  } finally {
+    sampler.stop();
+    await stopServer(child);
   }
 }
 
