@@ -13,6 +13,7 @@ import {
   type SyncCounter,
   syncTree,
 } from "./pglite-durability";
+import { preparedQuery, type QueryFn } from "./pglite-statements";
 import * as schema from "./schema";
 import {
   batchInTransaction,
@@ -90,12 +91,14 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
   // in migration 0003), so the setting vector searches rely on is set here. (hnsw.ef_search stays
   // pgvector's default: recall sizes it per search, lib/db/vectors.ts.)
   await client.exec("SET hnsw.iterative_scan = relaxed_order");
-  const db = drizzle({ client, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
+  const query = preparedQuery(client);
+  const view = { query, transaction: client.transaction.bind(client) } as unknown as PGlite;
+  const db = drizzle({ client: view, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,
     kind: "pglite",
     batch: (build) => batchInTransaction(db, build),
-    withLeading: (lead) => leadingPglite(client, lead, options.onQuery),
+    withLeading: (lead) => leadingPglite(client, query, lead, options.onQuery),
     close: async () => {
       await client.close();
       releaseLock();
@@ -109,15 +112,20 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
  * In-process, a statement costs no network trip: the lead is sent just before the request's first
  * statement (or its first transaction), on the one connection.
  */
-function leadingPglite(client: PGlite, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
+function leadingPglite(
+  client: PGlite,
+  query: QueryFn,
+  lead: LeadingStatement,
+  onQuery: QueryHook | undefined,
+): LeadingDatabase {
   const gate = new LeadGate(lead, async () => {
     onQuery?.(lead.query.sql, lead.query.params);
-    return (await client.query<Record<string, unknown>>(lead.query.sql, lead.query.params)).rows;
+    return (await query<Record<string, unknown>>(lead.query.sql, lead.query.params)).rows;
   });
   const view = {
-    query: async (...args: Parameters<PGlite["query"]>) => {
+    query: async (...args: Parameters<QueryFn>) => {
       await gate.settle();
-      return client.query(...args);
+      return query(...args);
     },
     transaction: async <T>(work: Parameters<PGlite["transaction"]>[0]) => {
       await gate.settle();

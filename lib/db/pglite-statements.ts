@@ -1,0 +1,93 @@
+import { type PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite";
+import { StatementCache, type StatementStep } from "./statement-cache";
+
+/**
+ * Named statements kept per embedded database. Each holds its parsed and analysed query (and,
+ * after five runs, Postgres's generic plan for comparison) in the database's WASM memory: a
+ * recall statement's is a few hundred kB, so the set is small. The service runs a few dozen
+ * distinct statement texts on its hot paths.
+ */
+export const PREPARED_STATEMENTS = 32;
+
+export type QueryFn = <T>(text: string, params?: unknown[], options?: QueryOptions) => Promise<Results<T>>;
+
+/** Postgres refuses to run a prepared statement whose result columns changed under it (DDL). */
+function isStaleResultType(err: unknown): boolean {
+  return (err as { code?: string } | null)?.code === "0A000";
+}
+
+/**
+ * PGlite's `query`, with a statement text seen before run as a named statement: Postgres parses
+ * and analyses it once instead of on every call. The service's statements are long (recall's is
+ * 14 kB with some 40 CTE and subquery nodes), and parsing and analysing it took ~4 ms of a 22 ms
+ * recall at 10,000 facts (bench/RESULTS.md). Postgres still plans each run with its parameters
+ * (custom plans; it switches to a generic plan only when that is no costlier). The messages are
+ * PGlite's own extended-protocol sequence (parse, describe, bind, describe, execute, sync) with a
+ * statement name, under the same two locks its `query` takes, so a call never interleaves with
+ * another or lands inside another caller's transaction; a COPY with a blob runs through PGlite.
+ */
+export function preparedQuery(client: PGlite, cache = new StatementCache(PREPARED_STATEMENTS)): QueryFn {
+  return async function query<T>(text: string, params: unknown[] = [], options?: QueryOptions) {
+    if (options?.blob || options?.paramTypes) return client.query<T>(text, params, options);
+    await client._checkReady();
+    // The cache is consulted under the locks, so two callers never prepare the same text twice.
+    const result = await client._runExclusiveTransaction(() =>
+      client._runExclusiveQuery(async () => {
+        const step = cache.step(text);
+        return step.kind === "plain" ? undefined : runNamed<T>(client, cache, text, params, options, step);
+      }),
+    );
+    return result ?? client.query<T>(text, params, options);
+  };
+}
+
+type NamedStep = Exclude<StatementStep, { kind: "plain" }>;
+
+/** One call on a named statement; undefined when it went stale (the caller then runs the text plain). */
+async function runNamed<T>(
+  client: PGlite,
+  cache: StatementCache,
+  text: string,
+  params: unknown[],
+  options: QueryOptions | undefined,
+  step: NamedStep,
+): Promise<Results<T> | undefined> {
+  const { serialize } = protocol;
+  const send = (message: Uint8Array) => client.execProtocolStream(message, { syncToFs: false });
+  const messages: Awaited<ReturnType<typeof send>> = [];
+  let stale = false;
+  try {
+    let paramTypes: number[];
+    if (step.kind === "prepare") {
+      if (step.close) await send(serialize.close({ type: "S", name: step.close }));
+      await send(serialize.parse({ name: step.name, text }));
+      paramTypes = parse.parseDescribeStatementResults(await send(serialize.describe({ type: "S", name: step.name })));
+      cache.prepared(text, step.name, paramTypes);
+    } else {
+      paramTypes = step.paramTypes;
+    }
+    const values = params.map((value, k) => {
+      if (value === null || value === undefined) return null;
+      const serializer = options?.serializers?.[paramTypes[k]] ?? client.serializers[paramTypes[k]];
+      return serializer ? serializer(value) : String(value);
+    });
+    messages.push(
+      ...(await send(serialize.bind({ statement: step.name, values }))),
+      ...(await send(serialize.describe({ type: "P" }))),
+      ...(await send(serialize.execute({}))),
+    );
+  } catch (err) {
+    if (!isStaleResultType(err)) throw Object.assign(err as object, { query: text, params, queryOptions: options });
+    stale = true;
+  } finally {
+    messages.push(...(await send(serialize.sync())));
+  }
+  if (stale) {
+    cache.forget(text);
+    await send(serialize.close({ type: "S", name: step.name }));
+    await send(serialize.sync());
+    return undefined;
+  }
+  await client.syncToFs();
+  return parse.parseResults(messages, client.parsers, options)[0] as Results<T>;
+}
