@@ -42,7 +42,7 @@ const routes = {
     path: "/",
     summary: "What the service knows, as a prompt-ready block",
     description:
-      "With a query: one embedding (cached per process for repeated queries) and one SQL statement fusing vector, entity-anchor and keyword signals by Reciprocal Rank Fusion (k = 60). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.",
+      "With a query: one embedding (cached per process for repeated queries) and one SQL statement ranking by one fused score of vector, keyword, entity and time signals (see `relevanceScore`). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.",
     middleware: [readsOnly] as const,
     request: jsonBody(RecallRequestSchema),
     responses: {

@@ -7,7 +7,7 @@ import { datasetSchema, dateInput, text } from "./inputs";
 export const RankedFactSchema = FactSchema.extend({
   relevanceScore: z.number().openapi({
     description:
-      "Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query.",
+      "The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query.",
   }),
 }).openapi("RankedFact");
 

@@ -4432,7 +4432,7 @@ export interface paths {
         put?: never;
         /**
          * What the service knows, as a prompt-ready block
-         * @description With a query: one embedding (cached per process for repeated queries) and one SQL statement fusing vector, entity-anchor and keyword signals by Reciprocal Rank Fusion (k = 60). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.
+         * @description With a query: one embedding (cached per process for repeated queries) and one SQL statement ranking by one fused score of vector, keyword, entity and time signals (see `relevanceScore`). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.
          */
         post: {
             parameters: {
@@ -4784,7 +4784,7 @@ export interface components {
             } | null;
         };
         RankedFact: components["schemas"]["Fact"] & {
-            /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
+            /** @description The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
             relevanceScore?: number;
         };
         Fact: {
@@ -4844,7 +4844,7 @@ export interface components {
                  * @description End of validity in the world, when known; null if open.
                  */
                 validUntil: string | null;
-                /** @description Reciprocal Rank Fusion score (about 1/61 for a rank-1 hit in one signal), comparable only within one response; 1 without a query. */
+                /** @description The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
                 relevanceScore: number;
             }[];
             /** @description The best relevanceScore in the group; groups are in its order. */
