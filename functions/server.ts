@@ -6,11 +6,12 @@ import { createNodeServer } from "./node-host";
 
 /**
  * `npm start`: the whole API on Node.js, with the embedded database unless DATABASE_URL is set.
- * package.json starts it with a smaller young generation and a slower-growing old one
- * (`--max-semi-space-size=4 --heap-growing-percent=20`): V8's defaults let the JS heap grow by
- * ~110 MB under write load before collecting, which took the server to ~390 MB of RSS at 100,000
- * facts; with them it stays under 300 MB for ~5% more CPU per write (bench/RESULTS.md,
- * `npm run bench -- --only server-rss`).
+ * package.json starts it with a smaller young generation, a slower-growing old one and V8's
+ * smaller-code mode (`--optimize-for-size --max-semi-space-size=4 --heap-growing-percent=20`):
+ * V8's defaults let the JS heap grow by ~110 MB under write load before collecting, which took
+ * the server to ~390 MB of RSS at 100,000 facts; the heap flags bring the peak to ~300 MiB and
+ * `--optimize-for-size` to ~281 MiB, for ~10% more CPU per write and no change to recall
+ * (bench/RESULTS.md, `npm run bench -- --only server-rss`).
  */
 async function main() {
   const config = parseConfig(process.env);
