@@ -1,4 +1,5 @@
 import { PGlite } from "@electric-sql/pglite";
+import { vector } from "@electric-sql/pglite-pgvector";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { preparedQuery, type QueryFn } from "./pglite-statements";
 import { StatementCache } from "./statement-cache";
@@ -86,5 +87,64 @@ describe("preparedQuery on the embedded database", () => {
     release();
     await tx;
     expect((await outside).rows).toEqual([{ n: 0 }]);
+  });
+});
+
+describe("preparedQuery sends halfvec parameters in binary", () => {
+  let client: PGlite;
+  let query: QueryFn;
+  beforeAll(async () => {
+    client = await PGlite.create({ extensions: { vector } });
+    await client.exec("CREATE EXTENSION vector");
+    query = preparedQuery(client, new StatementCache(4));
+  });
+  afterAll(() => client.close());
+
+  /** A deterministic pseudo-random double in [-scale, scale). */
+  function numbers(count: number, seed: number, scale: number): number[] {
+    let state = seed;
+    return Array.from({ length: count }, () => {
+      state = (state * 1103515245 + 12345) % 2 ** 31;
+      return (state / 2 ** 31 - 0.5) * 2 * scale;
+    });
+  }
+
+  it("stores exactly what pgvector's text parser stores, edge values included", async () => {
+    const text = "SELECT $1::halfvec::text AS v, $1::halfvec = $2::halfvec AS same";
+    const edges = [0, -0, 1, -1, 65504, 65519, 2 ** -14, 2 ** -24, 2 ** -25, 1.5 * 2 ** -24, 1 + 2 ** -11];
+    const vectors = [
+      edges,
+      numbers(1536, 7, 1),
+      numbers(1536, 8, 1e-4),
+      numbers(256, 9, 60000),
+      numbers(512, 10, 1e-7),
+      numbers(300, 11, 1)
+        .map((x) => x.toPrecision(7))
+        .map(Number),
+    ];
+    await query(text, ["[1]", "[1]"]); // the next calls of this text run named, in binary
+    for (const v of vectors) {
+      const literal = `[${v.join(",")}]`;
+      const plain = await client.query<{ v: string }>("SELECT $1::halfvec::text AS v", [literal]);
+      const named = await query<{ v: string; same: boolean }>(text, [literal, literal]);
+      expect(named.rows[0]?.v).toBe(plain.rows[0]?.v);
+      expect(named.rows[0]?.same).toBe(true);
+    }
+  });
+
+  it("a value the binary form refuses reaches Postgres as text and gets Postgres's own error", async () => {
+    const text = "SELECT vector_dims($1::halfvec(3)) AS d";
+    await query(text, ["[1,2,3]"]);
+    expect((await query(text, ["[1,2,3]"])).rows).toEqual([{ d: 3 }]);
+    for (const [value, message] of [
+      ["[1,NaN,3]", "NaN not allowed in halfvec"],
+      ["[1,2,70000]", "out of range"],
+      ["[1,2]", "expected 3 dimensions, not 2"],
+    ]) {
+      const plain = await client.query(text, [value]).catch((e: Error) => e.message);
+      const named = await query(text, [value]).catch((e: Error) => e.message);
+      expect(named).toBe(plain);
+      expect(String(named)).toContain(message);
+    }
   });
 });

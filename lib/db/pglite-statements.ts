@@ -1,4 +1,5 @@
 import { type PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite";
+import { halfvecBinary } from "./halfvec-binary";
 import { StatementCache, type StatementStep } from "./statement-cache";
 
 /**
@@ -27,6 +28,7 @@ function isStaleResultType(err: unknown): boolean {
  * another or lands inside another caller's transaction; a COPY with a blob runs through PGlite.
  */
 export function preparedQuery(client: PGlite, cache = new StatementCache(PREPARED_STATEMENTS)): QueryFn {
+  const types: ExtensionTypes = {};
   return async function query<T>(text: string, params: unknown[] = [], options?: QueryOptions) {
     if (options?.blob || options?.paramTypes) return client.query<T>(text, params, options);
     await client._checkReady();
@@ -34,7 +36,7 @@ export function preparedQuery(client: PGlite, cache = new StatementCache(PREPARE
     const result = await client._runExclusiveTransaction(() =>
       client._runExclusiveQuery(async () => {
         const step = cache.step(text);
-        return step.kind === "plain" ? undefined : runNamed<T>(client, cache, text, params, options, step);
+        return step.kind === "plain" ? undefined : runNamed<T>(client, { cache, types }, text, params, options, step);
       }),
     );
     return result ?? client.query<T>(text, params, options);
@@ -43,10 +45,46 @@ export function preparedQuery(client: PGlite, cache = new StatementCache(PREPARE
 
 type NamedStep = Exclude<StatementStep, { kind: "plain" }>;
 
+/** The OIDs of extension types sent in binary (null: not installed yet, looked up again later). */
+interface ExtensionTypes {
+  halfvec?: number | null;
+}
+
+type Send = (message: Uint8Array) => ReturnType<PGlite["execProtocolStream"]>;
+
+/** pgvector's halfvec OID, once the extension exists (looked up when a statement is prepared). */
+async function lookUpHalfvec(send: Send, types: ExtensionTypes): Promise<void> {
+  if (types.halfvec) return;
+  const messages = await send(protocol.serialize.query("SELECT to_regtype('halfvec')::oid::int4 AS oid"));
+  const [result] = parse.parseResults(messages, {});
+  const oid = Number((result?.rows[0] as { oid?: unknown } | undefined)?.oid);
+  types.halfvec = Number.isInteger(oid) && oid > 0 ? oid : null;
+}
+
+/**
+ * A parameter's wire value: PGlite's serializer for its type, or its text; a halfvec in text
+ * form goes in binary (halfvecBinary: no float parsing in the database).
+ */
+function wireValue(
+  client: PGlite,
+  types: ExtensionTypes,
+  type: number | undefined,
+  value: unknown,
+  options?: QueryOptions,
+) {
+  if (value === null || value === undefined) return null;
+  if (type !== undefined && type === types.halfvec && typeof value === "string") {
+    const binary = halfvecBinary(value);
+    if (binary) return binary;
+  }
+  const serializer = type === undefined ? undefined : (options?.serializers?.[type] ?? client.serializers[type]);
+  return serializer ? serializer(value) : String(value);
+}
+
 /** One call on a named statement; undefined when it went stale (the caller then runs the text plain). */
 async function runNamed<T>(
   client: PGlite,
-  cache: StatementCache,
+  { cache, types }: { cache: StatementCache; types: ExtensionTypes },
   text: string,
   params: unknown[],
   options: QueryOptions | undefined,
@@ -59,6 +97,7 @@ async function runNamed<T>(
   try {
     let paramTypes: number[];
     if (step.kind === "prepare") {
+      await lookUpHalfvec(send, types);
       if (step.close) await send(serialize.close({ type: "S", name: step.close }));
       await send(serialize.parse({ name: step.name, text }));
       paramTypes = parse.parseDescribeStatementResults(await send(serialize.describe({ type: "S", name: step.name })));
@@ -66,11 +105,7 @@ async function runNamed<T>(
     } else {
       paramTypes = step.paramTypes;
     }
-    const values = params.map((value, k) => {
-      if (value === null || value === undefined) return null;
-      const serializer = options?.serializers?.[paramTypes[k]] ?? client.serializers[paramTypes[k]];
-      return serializer ? serializer(value) : String(value);
-    });
+    const values = params.map((value, k) => wireValue(client, types, paramTypes[k], value, options));
     messages.push(
       ...(await send(serialize.bind({ statement: step.name, values }))),
       ...(await send(serialize.describe({ type: "P" }))),

@@ -1,0 +1,43 @@
+import { describe, expect, it } from "vitest";
+import { halfBits, halfvecBinary } from "./halfvec-binary";
+
+describe("halfBits", () => {
+  it("encodes IEEE half precision, rounding to nearest with ties to even", () => {
+    expect(halfBits(0)).toBe(0x0000);
+    expect(halfBits(-0)).toBe(0x8000);
+    expect(halfBits(1)).toBe(0x3c00);
+    expect(halfBits(-2)).toBe(0xc000);
+    expect(halfBits(0.5)).toBe(0x3800);
+    expect(halfBits(65504)).toBe(0x7bff);
+    expect(halfBits(65519)).toBe(0x7bff); // below the midpoint to infinity
+    expect(halfBits(2 ** -14)).toBe(0x0400); // smallest normal
+    expect(halfBits(2 ** -24)).toBe(0x0001); // smallest subnormal
+    expect(halfBits(2 ** -25)).toBe(0x0000); // a tie between 0 and the smallest subnormal: even
+    expect(halfBits(1.5 * 2 ** -24)).toBe(0x0002); // a tie between 1 and 2 steps: even
+    expect(halfBits(1 + 2 ** -11)).toBe(0x3c00); // a tie between 1 and its successor: even
+    expect(halfBits(1 + 3 * 2 ** -11)).toBe(0x3c02); // a tie between odd and even: even
+    expect(halfBits(2 ** -14 - 2 ** -25)).toBe(0x0400); // rounds up into the normals
+    expect(halfBits(2047.9)).toBe(0x6800); // rounds up to the next power of two
+  });
+
+  it("refuses what half precision cannot hold", () => {
+    expect(halfBits(65520)).toBeUndefined();
+    expect(halfBits(Number.NaN)).toBeUndefined();
+    expect(halfBits(Number.POSITIVE_INFINITY)).toBeUndefined();
+    expect(halfBits(-1e300)).toBeUndefined();
+  });
+});
+
+describe("halfvecBinary", () => {
+  it("writes the dimensions, a zero, then each element big-endian", () => {
+    expect(Array.from(halfvecBinary("[1,-2,0.5]") ?? [])).toEqual([0, 3, 0, 0, 0x3c, 0x00, 0xc0, 0x00, 0x38, 0x00]);
+    expect(Array.from(halfvecBinary("[ 1e-1 , .5]") ?? []).slice(0, 2)).toEqual([0, 2]);
+  });
+
+  it("leaves to the database's own text parser anything that is not plainly finite numbers", () => {
+    for (const text of ["[]", "[1,,2]", "[NaN]", "[inf]", "[1e5]", "1,2", "[1,2", "[0x10]", "[1;2]"]) {
+      expect(halfvecBinary(text)).toBeUndefined();
+    }
+    expect(halfvecBinary(`[${Array.from({ length: 16001 }, () => "0").join(",")}]`)).toBeUndefined();
+  });
+});
