@@ -10,7 +10,7 @@ import { createNodeServer } from "./node-host";
  * smaller-code mode (`--optimize-for-size --max-semi-space-size=4 --heap-growing-percent=20`):
  * V8's defaults let the JS heap grow by ~110 MB under write load before collecting, which took
  * the server to ~390 MB of RSS at 100,000 facts; the heap flags bring the peak to ~300 MiB and
- * `--optimize-for-size` to ~281 MiB, for ~10% more CPU per write and no change to recall
+ * `--optimize-for-size` to ~288 MiB, for ~10% more CPU per write and no change to recall
  * (bench/RESULTS.md, `npm run bench -- --only server-rss`).
  */
 async function main() {
