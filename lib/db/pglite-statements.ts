@@ -14,7 +14,8 @@ export type QueryFn = <T>(text: string, params?: unknown[], options?: QueryOptio
 
 /** Postgres refuses to run a prepared statement whose result columns changed under it (DDL). */
 function isStaleResultType(err: unknown): boolean {
-  return (err as { code?: string } | null)?.code === "0A000";
+  const { code, message } = (err ?? {}) as { code?: string; message?: string };
+  return code === "0A000" && /cached plan must not change result type/.test(message ?? "");
 }
 
 /**
