@@ -2,6 +2,7 @@ import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbJson, parsedRowsOf } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
+import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import { LEASE_MS } from "../jobs/store";
@@ -139,7 +140,7 @@ async function writeSummary(
       WITH u AS (
         UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
           key_learnings = ${JSON.stringify(summary.keyLearnings)}::jsonb,
-          embedding = ${`[${embedding.join(",")}]`}::halfvec,
+          embedding = ${vectorParam(embedding)},
           semantic_status = ${semanticStatus},
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz

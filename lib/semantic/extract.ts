@@ -353,8 +353,9 @@ function completeIfStillClaimed(deps: Deps, episode: Claimed, report: Extraction
  * One statement for every candidate of the episode: for each new fact, the nearest live facts of
  * the dataset at or above the contradiction band; pairs of new facts at or above the dedup
  * threshold; for each new entity, the same-type entity named alike (case-insensitive: similarity
- * 1) or nearest. Exact distances over the dataset's rows (the ORDER BY is not the HNSW index's
- * halfvec expression), so a tenant filter never starves the candidate list.
+ * 1) or nearest. The fact searches are HNSW index scans (nearestSql; pgvector's iterative scan
+ * keeps going until the tenant filter has let CANDIDATES_PER_FACT rows through), each with its
+ * exact cosine over the stored vectors.
  */
 async function findCandidates(
   deps: Deps,
