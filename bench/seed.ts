@@ -5,6 +5,7 @@ import { pgliteClientOf } from "../lib/db/pglite";
 import type { PgliteDurability } from "../lib/db/pglite-durability";
 import { rowsOf } from "../lib/db/rows";
 import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { type CopyField, copyBinary } from "./copy-binary";
 import { benchEmbedding } from "./embedding";
 import { type Bench, benchService, memoryNow } from "./lib";
 
@@ -148,7 +149,7 @@ export const neighboursFor = (facts: number, share: number) => Math.round(facts 
  * Loads `plan.facts` facts into dataset "big" and `plan.neighbours` into "neighbour" (same
  * project and table, so every search is filtered), with their entities, fact_entities and 50
  * episodes each, by COPY through PGlite (the fastest bulk path it has: no JSON, no per-row
- * statement), with the HNSW indexes dropped during the load and built after it.
+ * statement, vectors in binary), with the HNSW indexes dropped during the load and built after it.
  */
 export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResult> {
   const { dims } = plan;
@@ -181,7 +182,10 @@ export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResul
   return { projectId, entityCount, loadSeconds, indexSeconds, loadCpuSeconds, indexCpuSeconds, wasmMiBAfterBuild };
 }
 
-/** One dataset's rows by COPY: its entities, `count` facts with their links, and 50 episodes. */
+/**
+ * One dataset's rows by COPY: its entities, `count` facts with their links, and 50 episodes. The
+ * rows with vectors go in COPY's binary format (copyBinary: no float parsing in the database).
+ */
 async function copyDataset(
   bench: Bench,
   at: { projectId: string; dataset: string; count: number; entityCount: number; dims: number },
@@ -192,27 +196,35 @@ async function copyDataset(
     client.query(`COPY ${table} (${columns}) FROM '/dev/blob' WITH (FORMAT csv)`, [], {
       blob: new Blob([lines.join("\n")]),
     });
+  const copyRows = (table: string, columns: string, rows: CopyField[][]) =>
+    client.query(`COPY ${table} (${columns}) FROM '/dev/blob' WITH (FORMAT binary)`, [], { blob: copyBinary(rows) });
+  const text = (value: string) => ({ text: value });
   // A small neighbour dataset gets as many entities as its own size calls for.
   const entityCount = Math.min(at.entityCount, entityCountFor(count));
   const entities = Array.from({ length: entityCount }, (_, e) => {
     const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
-    return [`ent_${dataset}_${e}`, projectId, dataset, name, "ORG", csv(vectorText(benchEmbedding(name, dims)))].join(
-      ",",
-    );
+    return [
+      ...[`ent_${dataset}_${e}`, projectId, dataset, name, "ORG"].map(text),
+      { halfvec: benchEmbedding(name, dims) },
+    ];
   });
-  await copy("entities", "id, project_id, dataset, name, type, embedding", entities);
+  await copyRows("entities", "id, project_id, dataset, name, type, embedding", entities);
   for (let done = 0; done < count; done += CHUNK) {
-    const facts: string[] = [];
+    const facts: CopyField[][] = [];
     const links: string[] = [];
     for (let i = done; i < Math.min(done + CHUNK, count); i++) {
       const f = factWords(i);
       const id = `fct_${dataset}_${i}`;
-      const v = vectorText(benchEmbedding(`user ${f.predicate} ${f.object}`, dims));
-      const t = new Date(Date.UTC(2025, 0, 1) + i * 60_000).toISOString();
-      facts.push(`${id},${projectId},${dataset},user,${f.predicate},${f.object},0.9,I said so,${t},${csv(v)}`);
+      facts.push([
+        ...[id, projectId, dataset, "user", f.predicate, f.object].map(text),
+        { real: 0.9 },
+        text("I said so"),
+        { timestamptz: new Date(Date.UTC(2025, 0, 1) + i * 60_000) },
+        { halfvec: benchEmbedding(`user ${f.predicate} ${f.object}`, dims) },
+      ]);
       links.push(`${id},ent_${dataset}_${i % entityCount}`);
     }
-    await copy(
+    await copyRows(
       "facts",
       "id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding",
       facts,

@@ -99,7 +99,7 @@ describe("EMBEDDING_DIMENSIONS at start", () => {
     const database = await databaseWithVector(64);
     await database.db.execute(
       sql.raw(
-        "CREATE INDEX facts_embedding_hnsw_32 ON facts USING hnsw ((embedding::halfvec(32)) halfvec_cosine_ops) WHERE vector_dims(embedding) = 32",
+        "CREATE INDEX facts_embedding_hnsw_32 ON facts USING hnsw ((embedding::vector(32)) vector_cosine_ops) WHERE vector_dims(embedding) = 32",
       ),
     );
     const dump = await pgliteClientOf(database).dumpDataDir("none");

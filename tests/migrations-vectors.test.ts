@@ -1,13 +1,12 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { rmSync } from "node:fs";
 import { sql } from "drizzle-orm";
 import { migrate } from "drizzle-orm/pglite/migrator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { MIGRATIONS_FOLDER, migrateDatabase } from "../lib/db/migrate";
+import { migrateDatabase } from "../lib/db/migrate";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
 import type { Database } from "../lib/db/types";
+import { migrationsBefore } from "./helpers/migrations";
 
 /**
  * Migrations 0013 and 0014 on a database that already holds vectors (made by the migrations
@@ -19,24 +18,6 @@ const BEFORE = "0013_halfvec_embeddings";
 const DIMS = 1536;
 let database: Database;
 let folder: string;
-
-/** The migrations folder as it was before migration 0013. */
-function migrationsBefore(tag: string): string {
-  const dir = mkdtempSync(join(tmpdir(), "memsvc-migrations-"));
-  mkdirSync(join(dir, "meta"));
-  const journal = JSON.parse(readFileSync(join(MIGRATIONS_FOLDER, "meta", "_journal.json"), "utf8")) as {
-    entries: { tag: string }[];
-  };
-  const upTo = journal.entries.findIndex((e) => e.tag === tag);
-  expect(upTo).toBeGreaterThan(0);
-  journal.entries = journal.entries.slice(0, upTo);
-  writeFileSync(join(dir, "meta", "_journal.json"), JSON.stringify(journal));
-  for (const file of readdirSync(MIGRATIONS_FOLDER).filter((f) => f.endsWith(".sql"))) {
-    if (journal.entries.some((e) => `${e.tag}.sql` === file))
-      copyFileSync(join(MIGRATIONS_FOLDER, file), join(dir, file));
-  }
-  return dir;
-}
 
 /** A unit vector with every dimension set (as a real model's), different for each seed. */
 const unitVector = (seed: number) => {

@@ -6,18 +6,25 @@ export type EmbeddedTable = (typeof EMBEDDED_TABLES)[number];
 
 /**
  * From this size up, the HNSW indexes hold each vector's sign bits (`binary_quantize`, 1 bit per
- * dimension) instead of the vector at half precision (16 bits): a 1536-d index element is 192
- * bytes instead of 3 KB, builds ~40× faster and is searched by Hamming distance, and the searches
- * re-rank BINARY_RERANK_FACTOR × as many candidates by cosine over the stored vectors (see
- * lib/db/vectors.ts). Below it the sign bits are too few to find the neighbours (and the
- * half-precision index is small anyway).
+ * dimension) instead of the whole vector: a 1536-d index element is 192 bytes instead of 6 KB,
+ * builds ~40× faster and is searched by Hamming distance, and the searches re-rank
+ * BINARY_RERANK_FACTOR × as many candidates by cosine over the stored vectors (see
+ * lib/db/vectors.ts). Below it the sign bits are too few to find the neighbours, and the index
+ * holds the vector in single precision (`float32`).
  */
 export const BINARY_INDEX_MIN_DIMS = 1024;
 
-export type VectorIndexKind = "halfvec" | "binary";
+/**
+ * `float32`: the vector as pgvector's `vector` (4 bytes a dimension, though the column stores 2):
+ * compiled to WASM (the embedded database), a half-precision distance converts every element
+ * with bit operations and costs ~3× a single-precision one (256 dims: 2.2 against 0.76 µs), and
+ * building or searching the graph is mostly distances: the build took 2.18 ms a row over
+ * `halfvec` against 0.57 over `vector` (bench/RESULTS.md, 2026-11-26). Natively both are cheap.
+ */
+export type VectorIndexKind = "float32" | "binary";
 
 export function vectorIndexKind(dims: number): VectorIndexKind {
-  return dims >= BINARY_INDEX_MIN_DIMS ? "binary" : "halfvec";
+  return dims >= BINARY_INDEX_MIN_DIMS ? "binary" : "float32";
 }
 
 /** The HNSW graph's build parameters (pgvector's defaults unless given). */
@@ -29,14 +36,15 @@ export interface HnswBuild {
 /**
  * The CREATE INDEX of a table's HNSW index for `dims`: the columns are untyped `halfvec`s because
  * the size is a deployment setting, so each index is an expression index (with the size in its
- * type) restricted to rows of that size. Queries use the same expression and predicate
+ * type) restricted to rows of that size. Migration 0015 dropped the half-precision indexes made
+ * before `float32`; the same names are built again over the new expression. Queries use the same expression and predicate
  * (lib/db/vectors.ts) so the planner picks the index.
  */
 export function vectorIndexSql(table: EmbeddedTable, dims: number, build?: HnswBuild): string {
   const indexed =
     vectorIndexKind(dims) === "binary"
       ? `(binary_quantize(embedding)::bit(${dims})) bit_hamming_ops`
-      : `(embedding::halfvec(${dims})) halfvec_cosine_ops`;
+      : `(embedding::vector(${dims})) vector_cosine_ops`;
   const parameters = build ? ` WITH (m = ${build.m}, ef_construction = ${build.efConstruction})` : "";
   return (
     `CREATE INDEX IF NOT EXISTS ${vectorIndexName(table, dims)} ON ${table} USING hnsw (${indexed})${parameters} ` +

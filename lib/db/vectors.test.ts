@@ -31,10 +31,10 @@ describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
 });
 
 describe("the HNSW index for a vector size", () => {
-  it("holds vectors at half precision below BINARY_INDEX_MIN_DIMS, their sign bits from there up", () => {
-    expect(vectorIndexKind(64)).toBe("halfvec");
-    expect(vectorIndexKind(768)).toBe("halfvec");
-    expect(vectorIndexKind(BINARY_INDEX_MIN_DIMS - 1)).toBe("halfvec");
+  it("holds vectors in single precision below BINARY_INDEX_MIN_DIMS, their sign bits from there up", () => {
+    expect(vectorIndexKind(64)).toBe("float32");
+    expect(vectorIndexKind(768)).toBe("float32");
+    expect(vectorIndexKind(BINARY_INDEX_MIN_DIMS - 1)).toBe("float32");
     expect(vectorIndexKind(BINARY_INDEX_MIN_DIMS)).toBe("binary");
     expect(vectorIndexKind(1536)).toBe("binary");
     expect(vectorIndexKind(3072)).toBe("binary");
@@ -43,7 +43,7 @@ describe("the HNSW index for a vector size", () => {
   it("is an expression index of the size's rows, named for the size", () => {
     expect(vectorIndexSql("facts", 256)).toBe(
       "CREATE INDEX IF NOT EXISTS facts_embedding_hnsw_256 ON facts USING hnsw " +
-        "((embedding::halfvec(256)) halfvec_cosine_ops) WHERE vector_dims(embedding) = 256",
+        "((embedding::vector(256)) vector_cosine_ops) WHERE vector_dims(embedding) = 256",
     );
     expect(vectorIndexSql("entities", 1536, { m: 24, efConstruction: 128 })).toBe(
       "CREATE INDEX IF NOT EXISTS entities_embedding_hnsw_1536 ON entities USING hnsw " +

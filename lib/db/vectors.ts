@@ -6,6 +6,17 @@ export function vectorParam(vector: number[]): SQL {
   return sql`${`[${vector.join(",")}]`}::halfvec`;
 }
 
+/**
+ * The cosine distance of a stored (half-precision) vector to a query, computed in single
+ * precision: casting the stored vector to `vector` and taking a `vector` distance costs half a
+ * `halfvec` distance in the embedded database's WASM (1536 dims: 5.3 against 11 µs; see
+ * VectorIndexKind), and the casts are exact. `dims` must be the row's size (guard the rows).
+ */
+export function cosineDistanceSql(column: SQL, query: SQL, dims: number): SQL {
+  const D = sql.raw(String(dims));
+  return sql`((${column})::vector(${D}) <=> (${query})::vector(${D}))`;
+}
+
 export function sameDims(column: SQL, vector: number[]): SQL {
   return sql`vector_dims(${column}) = ${sql.raw(String(vector.length))}`;
 }
@@ -43,11 +54,12 @@ export interface NearestSearch {
  */
 export function nearestSql(s: NearestSearch): SQL {
   const D = sql.raw(String(s.dims));
-  const q = sql`(${s.query})::halfvec(${D})`;
-  const rows = sql`SELECT ${s.select}, ${s.column} <=> ${q} AS distance FROM ${s.from}
+  const q = sql`(${s.query})::vector(${D})`;
+  const distance = cosineDistanceSql(s.column, q, s.dims);
+  const rows = sql`SELECT ${s.select}, ${distance} AS distance FROM ${s.from}
       WHERE ${s.where} AND vector_dims(${s.column}) = ${D}`;
-  if (vectorIndexKind(s.dims) === "halfvec") {
-    return sql`${rows} ORDER BY ${s.column}::halfvec(${D}) <=> ${q} LIMIT ${s.limit}`;
+  if (vectorIndexKind(s.dims) === "float32") {
+    return sql`${rows} ORDER BY ${s.column}::vector(${D}) <=> ${q} LIMIT ${s.limit}`;
   }
   return sql`SELECT * FROM (${rows}
       ORDER BY binary_quantize(${s.column})::bit(${D}) <~> binary_quantize(${q})::bit(${D})

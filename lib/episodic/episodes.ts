@@ -4,7 +4,7 @@ import type { ProjectContext, ReadContext } from "../context";
 import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf, toIso } from "../db/rows";
 import { episodeStatuses, episodes } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { sameDims, vectorParam } from "../db/vectors";
+import { cosineDistanceSql, sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
 import type { ExtractionReport } from "../semantic/report";
@@ -178,7 +178,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
   const at = r.at.toISOString();
   const similarity = r.vector
     ? sql`CASE WHEN embedding IS NOT NULL AND ${sameDims(sql`embedding`, r.vector)}
-        THEN 1 - (embedding <=> ${vectorParam(r.vector)}) ELSE 0 END`
+        THEN 1 - ${cosineDistanceSql(sql`embedding`, vectorParam(r.vector), r.vector.length)} ELSE 0 END`
     : sql`0`;
   const ended = r.endedBy ? sql` AND ended_at <= ${at}::timestamptz` : sql``;
   return sql`

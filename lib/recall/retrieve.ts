@@ -3,7 +3,7 @@ import { z } from "zod";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { limitWithEfSearch, nearestSql, vectorParam } from "../db/vectors";
+import { cosineDistanceSql, limitWithEfSearch, nearestSql, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -251,11 +251,11 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   const vector = r.mode === "hybrid" && r.vector ? r.vector : undefined;
   const D = sql.raw(String(dims));
   // The query vector is sent and parsed once (~30 KB of text at 1536 dimensions), and every
-  // search reads it from `query_vector`.
+  // search reads it from `query_vector`, in single precision as the distances are computed.
   const q = vector ? sql`(SELECT v FROM query_vector)` : undefined;
   const depth = sql`(SELECT GREATEST(fetch_lim * 3, 30) FROM s)`;
   const signals: SQL[] = [
-    ...(vector ? [sql`query_vector AS (SELECT (${vectorParam(vector)})::halfvec(${D}) AS v)`] : []),
+    ...(vector ? [sql`query_vector AS (SELECT (${vectorParam(vector)})::vector(${D}) AS v)`] : []),
     keywordCtes(r, scope),
     anchorCtes(r, q ? { q, dims } : undefined),
     sql`by_anchor AS (SELECT f.id FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
@@ -278,7 +278,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
     sources.push("by_recency");
   }
   const cosine = q
-    ? sql`CASE WHEN vector_dims(f.embedding) = ${D} THEN 1 - (f.embedding <=> ${q}) ELSE 0 END`
+    ? sql`CASE WHEN vector_dims(f.embedding) = ${D} THEN 1 - ${cosineDistanceSql(sql`f.embedding`, q, dims)} ELSE 0 END`
     : sql`NULL::float8`;
   const scored = sql`scored AS (
       SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
