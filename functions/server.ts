@@ -14,7 +14,7 @@ import { createNodeServer } from "./node-host";
  * `--v8-pool-size=1` gives V8 one background thread instead of four: its background jobs
  * (TurboFan compiling the hot code of the compiled Postgres and of the JS, GC tasks) then run one
  * at a time, and the memory they malloc no longer adds up across threads (once freed, it stays
- * resident in the allocator). That takes the peak from ~287 MiB to ~240, with recall's and add
+ * resident in the allocator). That takes the peak from ~289 MiB to ~240, with recall's and add
  * message's CPU per request unchanged (bench/RESULTS.md, `npm run bench -- --only server-rss`).
  */
 async function main() {
