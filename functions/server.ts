@@ -10,8 +10,12 @@ import { createNodeServer } from "./node-host";
  * smaller-code mode (`--optimize-for-size --max-semi-space-size=4 --heap-growing-percent=20`):
  * V8's defaults let the JS heap grow by ~110 MB under write load before collecting, which took
  * the server to ~390 MB of RSS at 100,000 facts; the heap flags bring the peak to ~300 MiB and
- * `--optimize-for-size` to ~288 MiB, for ~10% more CPU per write and no change to recall
- * (bench/RESULTS.md, `npm run bench -- --only server-rss`).
+ * `--optimize-for-size` to ~288 MiB, for ~10% more CPU per write and no change to recall.
+ * `--v8-pool-size=1` gives V8 one background thread instead of four: its background jobs
+ * (TurboFan compiling the hot code of the compiled Postgres and of the JS, GC tasks) then run one
+ * at a time, and the memory they malloc no longer adds up across threads (once freed, it stays
+ * resident in the allocator). That takes the peak from ~289 MiB to ~240, with recall's and add
+ * message's CPU per request unchanged (bench/RESULTS.md, `npm run bench -- --only server-rss`).
  */
 async function main() {
   const config = parseConfig(process.env);
