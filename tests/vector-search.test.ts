@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { GENERIC_PLAN_HINT } from "../lib/db/generic-plan";
 import { rowsOf } from "../lib/db/rows";
 import { vectorIndexName } from "../lib/db/vector-indexes";
 import {
@@ -107,5 +108,29 @@ describe("the HNSW candidate list (hnsw.ef_search) per search", () => {
     const body = (await res.json()) as { facts: { signals?: unknown }[] | null; factCount: number };
     expect(res.status).toBe(200);
     expect(body.factCount).toBe(12);
+  });
+});
+
+describe("recall's statement on the embedded database", () => {
+  it("runs with its generic plan from its second call, ranking exactly as its first (custom) plan did", async () => {
+    const t = await datasetNearLighthouse(40);
+    await svc.deps.db.execute(sql`ANALYZE facts`);
+    const recall = async () => {
+      const res = await svc.request("/v1/memory/recall", {
+        method: "POST",
+        token: t.key,
+        json: { dataset: "ds", query: "where is the lighthouse keeper", limit: 10, include: ["raw"] },
+      });
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { facts: { factId: string; relevanceScore: number }[] }).facts;
+    };
+    const first = await recall();
+    expect(first).toHaveLength(10);
+    for (let i = 0; i < 3; i++) expect(await recall()).toEqual(first);
+    const [recallStatement] = await execute<{ generic: number; custom: number }>(sql`
+      SELECT generic_plans::int AS generic, custom_plans::int AS custom FROM pg_prepared_statements
+      WHERE statement LIKE ${`${GENERIC_PLAN_HINT.trim()}%`} AND statement LIKE '%by_vector%'`);
+    expect(recallStatement).toMatchObject({ custom: 0 });
+    expect(recallStatement?.generic).toBeGreaterThanOrEqual(2);
   });
 });

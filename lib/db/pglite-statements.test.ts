@@ -1,6 +1,7 @@
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { GENERIC_PLAN_HINT } from "./generic-plan";
 import { preparedQuery, type QueryFn } from "./pglite-statements";
 import { StatementCache } from "./statement-cache";
 
@@ -87,6 +88,67 @@ describe("preparedQuery on the embedded database", () => {
     release();
     await tx;
     expect((await outside).rows).toEqual([{ n: 0 }]);
+  });
+});
+
+describe("preparedQuery with a statement marked for its generic plan", () => {
+  let client: PGlite;
+  let query: QueryFn;
+  const RENEW_AFTER = 3;
+  beforeAll(async () => {
+    client = await PGlite.create();
+    await client.exec("CREATE TABLE g (id int PRIMARY KEY, kind int)");
+    await client.exec("INSERT INTO g SELECT i, i % 5 FROM generate_series(1, 200) i");
+    query = preparedQuery(
+      client,
+      new StatementCache(4, (text) => (text.startsWith(GENERIC_PLAN_HINT) ? RENEW_AFTER : Number.POSITIVE_INFINITY)),
+    );
+  });
+  afterAll(() => client.close());
+
+  const plans = async () =>
+    (
+      await client.query<{ name: string; generic: number; custom: number; marked: boolean }>(
+        `SELECT name, generic_plans::int AS generic, custom_plans::int AS custom,
+          statement LIKE '${GENERIC_PLAN_HINT.trim()}%' AS marked FROM pg_prepared_statements ORDER BY name`,
+      )
+    ).rows;
+  const planCacheMode = async () =>
+    (await client.query<{ plan_cache_mode: string }>("SHOW plan_cache_mode")).rows[0]?.plan_cache_mode;
+
+  it("runs it with Postgres's generic plan, the others with custom plans, and leaves the setting as it was", async () => {
+    const marked = `${GENERIC_PLAN_HINT}SELECT count(*)::int AS n FROM g WHERE kind = $1`;
+    const unmarked = "SELECT count(*)::int AS n FROM g WHERE kind = $1 AND id > 0";
+    for (const kind of [0, 1, 2]) {
+      expect((await query(marked, [kind])).rows).toEqual([{ n: 40 }]);
+      expect((await query(unmarked, [kind])).rows).toEqual([{ n: 40 }]);
+    }
+    expect(await plans()).toEqual([
+      { name: "stmt_0", generic: 2, custom: 0, marked: true },
+      { name: "stmt_1", generic: 0, custom: 2, marked: false },
+    ]);
+    expect(await planCacheMode()).toBe("auto");
+  });
+
+  it("prepares it again (a plan made anew) after its runs, closing the old one", async () => {
+    const marked = `${GENERIC_PLAN_HINT}SELECT id FROM g WHERE id = $1`;
+    const names = new Set<string>();
+    for (let id = 1; id <= 2 + RENEW_AFTER * 2; id++) {
+      expect((await query(marked, [id])).rows).toEqual([{ id }]);
+      for (const p of (await plans()).filter((p) => p.marked && p.name !== "stmt_0")) names.add(p.name);
+    }
+    // Prepared on the 2nd run, renewed after every RENEW_AFTER runs: three names, one kept at a time.
+    expect([...names]).toEqual(["stmt_2", "stmt_3", "stmt_4"]);
+    expect((await plans()).filter((p) => p.marked).map((p) => p.name)).toEqual(["stmt_0", "stmt_4"]);
+  });
+
+  it("a failing call still puts the setting back", async () => {
+    const marked = `${GENERIC_PLAN_HINT}SELECT 1 / $1::int AS x`;
+    await query(marked, [1]);
+    await query(marked, [1]);
+    await expect(query(marked, [0])).rejects.toMatchObject({ code: "22012" });
+    expect(await planCacheMode()).toBe("auto");
+    expect((await query(marked, [2])).rows).toEqual([{ x: 0 }]);
   });
 });
 

@@ -1,4 +1,5 @@
 import { type PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite";
+import { GENERIC_PLAN_RUNS, wantsGenericPlan } from "./generic-plan";
 import { halfvecBinary } from "./halfvec-binary";
 import { StatementCache, type StatementStep } from "./statement-cache";
 
@@ -23,12 +24,19 @@ function isStaleResultType(err: unknown): boolean {
  * and analyses it once instead of on every call. The service's statements are long (recall's is
  * 14 kB with some 40 CTE and subquery nodes), and parsing and analysing it took ~4 ms of a 22 ms
  * recall at 10,000 facts (bench/RESULTS.md). Postgres still plans each run with its parameters
- * (custom plans; it switches to a generic plan only when that is no costlier). The messages are
+ * (custom plans; it switches to a generic plan only when that is no costlier), except for a
+ * statement marked for its generic plan (lib/db/generic-plan.ts), renewed every
+ * GENERIC_PLAN_RUNS runs. The messages are
  * PGlite's own extended-protocol sequence (parse, describe, bind, describe, execute, sync) with a
  * statement name, under the same two locks its `query` takes, so a call never interleaves with
  * another or lands inside another caller's transaction; a COPY with a blob runs through PGlite.
  */
-export function preparedQuery(client: PGlite, cache = new StatementCache(PREPARED_STATEMENTS)): QueryFn {
+export function preparedQuery(
+  client: PGlite,
+  cache = new StatementCache(PREPARED_STATEMENTS, (text) =>
+    wantsGenericPlan(text) ? GENERIC_PLAN_RUNS : Number.POSITIVE_INFINITY,
+  ),
+): QueryFn {
   const types: ExtensionTypes = {};
   return async function query<T>(text: string, params: unknown[] = [], options?: QueryOptions) {
     if (options?.blob || options?.paramTypes) return client.query<T>(text, params, options);
@@ -95,6 +103,10 @@ async function runNamed<T>(
   const send = (message: Uint8Array) => client.execProtocolStream(message, { syncToFs: false });
   const messages: Awaited<ReturnType<typeof send>> = [];
   let stale = false;
+  // Postgres chooses between a custom and the generic plan when the statement is bound; the
+  // setting is put back before anything else runs on the connection.
+  const generic = wantsGenericPlan(text);
+  if (generic) await send(serialize.query("SET plan_cache_mode = force_generic_plan"));
   try {
     let paramTypes: number[];
     if (step.kind === "prepare") {
@@ -117,6 +129,7 @@ async function runNamed<T>(
     stale = true;
   } finally {
     messages.push(...(await send(serialize.sync())));
+    if (generic) await send(serialize.query("RESET plan_cache_mode"));
   }
   if (stale) {
     cache.forget(text);

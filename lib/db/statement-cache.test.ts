@@ -55,4 +55,20 @@ describe("StatementCache", () => {
     expect(cache.step("once 0")).toEqual({ kind: "plain" });
     expect(cache.step("once 9").kind).toBe("prepare");
   });
+
+  it("prepares a statement again under a new name once it has served renewAfter(text) runs", () => {
+    const cache = new StatementCache(4, (text) => (text === "renewed" ? 2 : Number.POSITIVE_INFINITY));
+    for (const text of ["renewed", "kept"]) {
+      cache.step(text);
+      const step = cache.step(text);
+      if (step.kind !== "prepare") throw new Error("expected prepare");
+      cache.prepared(text, step.name, [23]);
+    }
+    expect(cache.step("renewed")).toEqual({ kind: "execute", name: "stmt_0", paramTypes: [23] });
+    expect(cache.step("renewed")).toEqual({ kind: "prepare", name: "stmt_2", close: "stmt_0" });
+    cache.prepared("renewed", "stmt_2", [23]);
+    expect(cache.step("renewed")).toEqual({ kind: "execute", name: "stmt_2", paramTypes: [23] });
+    for (let i = 0; i < 10; i++) expect(cache.step("kept").kind).toBe("execute");
+    expect(cache.size).toBe(2);
+  });
 });

@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
+import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
@@ -206,7 +207,9 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }
 
-  return sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`;
+  // Planned once per statement text (lib/db/generic-plan.ts): each search is an index scan or a
+  // lateral lookup whatever the query's values.
+  return withGenericPlan(sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`);
 }
 
 /**
@@ -258,7 +261,12 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
     ...(vector ? [sql`query_vector AS (SELECT (${vectorParam(vector)})::vector(${D}) AS v)`] : []),
     keywordCtes(r, scope),
     anchorCtes(r, q ? { q, dims } : undefined),
-    sql`by_anchor AS (SELECT f.id FROM anchor a JOIN ${factEntities} fe ON fe.entity_id = a.id JOIN ${facts} f ON f.id = fe.fact_id
+    // Per anchor, its facts through the index (a lateral subquery that OFFSET 0 keeps from being
+    // flattened): a plan made without the query's values (a generic plan) cannot hash the whole
+    // fact-entity table instead.
+    sql`by_anchor AS (SELECT f.id FROM anchor a CROSS JOIN LATERAL (
+          SELECT fe.fact_id FROM ${factEntities} fe WHERE fe.entity_id = a.id OFFSET 0) fe
+        JOIN ${facts} f ON f.id = fe.fact_id
         WHERE ${scope.eligible} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
   ];
   const sources = ["by_keyword", "by_anchor"];
@@ -389,9 +397,9 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
       FROM words, generate_series(1, cardinality(w)) i, generate_series(0, 5) n WHERE i + n <= cardinality(w)),
     anchor AS (
       SELECT id, max(strength) AS strength FROM (
-        SELECT e.id, 2.0::float8 AS strength FROM ${entities} e
-        WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}
-          AND e.match_key IN (SELECT phrase FROM phrases WHERE phrase <> '')
+        SELECT e.id, 2.0::float8 AS strength FROM (SELECT DISTINCT phrase FROM phrases WHERE phrase <> '') p
+        CROSS JOIN LATERAL (SELECT e.id FROM ${entities} e
+          WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset} AND e.match_key = p.phrase OFFSET 0) e
         ${nearest}
       ) a GROUP BY id)`;
 }
