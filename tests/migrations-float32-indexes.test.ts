@@ -1,14 +1,12 @@
 import { rmSync } from "node:fs";
 import { type SQL, sql } from "drizzle-orm";
-import { migrate } from "drizzle-orm/pglite/migrator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateDatabase } from "../lib/db/migrate";
-import { createPgliteDatabase } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
 import type { Database } from "../lib/db/types";
 import { vectorIndexName } from "../lib/db/vector-indexes";
 import { nearestSql } from "../lib/db/vectors";
-import { migrationsBefore } from "./helpers/migrations";
+import { databaseBefore } from "./helpers/migrations";
 
 /**
  * Migration 0015 on a database made before it, with the half-precision HNSW indexes the service
@@ -28,19 +26,8 @@ const vectorOf = (seed: number) => {
 const text = (v: number[]) => `[${v.join(",")}]`;
 
 beforeAll(async () => {
-  folder = migrationsBefore("0015_float32_vector_indexes");
-  database = await createPgliteDatabase({ dir: "memory://" });
-  await migrate(database.db as never, { migrationsFolder: folder });
+  ({ database, folder } = await databaseBefore("0015_float32_vector_indexes", DIMS));
   const db = database.db;
-  for (const table of ["facts", "entities", "episodes"]) {
-    // What ensureVectorIndexes created before 0015.
-    await db.execute(
-      sql.raw(
-        `CREATE INDEX ${table}_embedding_hnsw_${DIMS} ON ${table} USING hnsw ((embedding::halfvec(${DIMS})) halfvec_cosine_ops) WHERE vector_dims(embedding) = ${DIMS}`,
-      ),
-    );
-  }
-  await db.execute(sql`INSERT INTO projects (id, name) VALUES ('prj_old', 'old')`);
   for (let i = 0; i < FACTS; i++) {
     await db.execute(sql`
       INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)

@@ -1,12 +1,10 @@
 import { rmSync } from "node:fs";
 import { sql } from "drizzle-orm";
-import { migrate } from "drizzle-orm/pglite/migrator";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { migrateDatabase } from "../lib/db/migrate";
-import { createPgliteDatabase } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
 import type { Database } from "../lib/db/types";
-import { migrationsBefore } from "./helpers/migrations";
+import { databaseBefore } from "./helpers/migrations";
 
 /**
  * Migrations 0013 and 0014 on a database that already holds vectors (made by the migrations
@@ -28,19 +26,8 @@ const unitVector = (seed: number) => {
 const text = (v: number[]) => `[${v.join(",")}]`;
 
 beforeAll(async () => {
-  folder = migrationsBefore(BEFORE);
-  database = await createPgliteDatabase({ dir: "memory://" });
-  await migrate(database.db as never, { migrationsFolder: folder });
+  ({ database, folder } = await databaseBefore(BEFORE, DIMS));
   const db = database.db;
-  for (const table of ["facts", "entities", "episodes"]) {
-    // What ensureVectorIndexes created before 0013.
-    await db.execute(
-      sql.raw(
-        `CREATE INDEX ${table}_embedding_hnsw_${DIMS} ON ${table} USING hnsw ((embedding::halfvec(${DIMS})) halfvec_cosine_ops) WHERE vector_dims(embedding) = ${DIMS}`,
-      ),
-    );
-  }
-  await db.execute(sql`INSERT INTO projects (id, name) VALUES ('prj_old', 'old')`);
   for (let i = 0; i < 4; i++) {
     await db.execute(sql`
       INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)
