@@ -19,7 +19,8 @@ export const BINARY_INDEX_MIN_DIMS = 1024;
  * compiled to WASM (the embedded database), a half-precision distance converts every element
  * with bit operations and costs ~3× a single-precision one (256 dims: 2.2 against 0.76 µs), and
  * building or searching the graph is mostly distances: the build took 2.18 ms a row over
- * `halfvec` against 0.57 over `vector` (bench/RESULTS.md, 2026-11-26). Natively both are cheap.
+ * `halfvec` against 0.57 over `vector` (bench/RESULTS.md, the night of 2026-11-27). Natively
+ * both are cheap.
  */
 export type VectorIndexKind = "float32" | "binary";
 
