@@ -37,9 +37,9 @@ export interface HnswBuild {
 /**
  * The CREATE INDEX of a table's HNSW index for `dims`: the columns are untyped `halfvec`s because
  * the size is a deployment setting, so each index is an expression index (with the size in its
- * type) restricted to rows of that size. Migration 0015 dropped the half-precision indexes made
- * before `float32`; the same names are built again over the new expression. Queries use the same expression and predicate
- * (lib/db/vectors.ts) so the planner picks the index.
+ * type) restricted to rows of that size. Queries use the same expression and predicate
+ * (lib/db/vectors.ts) so the planner picks the index. Migration 0015 dropped the half-precision
+ * indexes made before `float32`; the same names are built again over the new expression.
  */
 export function vectorIndexSql(table: EmbeddedTable, dims: number, build?: HnswBuild): string {
   const indexed =

@@ -54,15 +54,16 @@ export interface NearestSearch {
  */
 export function nearestSql(s: NearestSearch): SQL {
   const D = sql.raw(String(s.dims));
-  const q = sql`(${s.query})::vector(${D})`;
-  const distance = cosineDistanceSql(s.column, q, s.dims);
+  // The single-precision index's expression is the distance's left operand, so ordering by the
+  // distance is an index scan.
+  const distance = cosineDistanceSql(s.column, s.query, s.dims);
   const rows = sql`SELECT ${s.select}, ${distance} AS distance FROM ${s.from}
       WHERE ${s.where} AND vector_dims(${s.column}) = ${D}`;
   if (vectorIndexKind(s.dims) === "float32") {
-    return sql`${rows} ORDER BY ${s.column}::vector(${D}) <=> ${q} LIMIT ${s.limit}`;
+    return sql`${rows} ORDER BY ${distance} LIMIT ${s.limit}`;
   }
   return sql`SELECT * FROM (${rows}
-      ORDER BY binary_quantize(${s.column})::bit(${D}) <~> binary_quantize(${q})::bit(${D})
+      ORDER BY binary_quantize(${s.column})::bit(${D}) <~> binary_quantize((${s.query})::vector(${D}))::bit(${D})
       LIMIT (${s.limit}) * ${sql.raw(String(BINARY_RERANK_FACTOR))}) candidates ORDER BY distance LIMIT ${s.limit}`;
 }
 
