@@ -16,15 +16,17 @@ describe("copyBinary: rows for a binary COPY", () => {
   it("loads the same values as the text forms would", async () => {
     const at = new Date("2025-03-04T05:06:07.891Z");
     const embedding = [0.1, -0.25, 1 / 3, 0, -0, 65504, 2 ** -24, -0.999];
-    const blob = copyBinary([
-      [{ text: "a" }, { text: 'naïve, "quoted"\nline' }, { real: 0.9 }, { timestamptz: at }, { halfvec: embedding }],
-      [
-        { text: "b" },
-        { text: "" },
-        { real: -1.5 },
-        { timestamptz: new Date("1999-12-31T23:59:59Z") },
-        { halfvec: [1] },
-      ],
+    const blob = new Blob([
+      copyBinary([
+        [{ text: "a" }, { text: 'naïve, "quoted"\nline' }, { real: 0.9 }, { timestamptz: at }, { halfvec: embedding }],
+        [
+          { text: "b" },
+          { text: "" },
+          { real: -1.5 },
+          { timestamptz: new Date("1999-12-31T23:59:59Z") },
+          { halfvec: [1] },
+        ],
+      ]),
     ]);
     await db.query("COPY t FROM '/dev/blob' WITH (FORMAT binary)", [], { blob });
     const { rows } = await db.query<Record<string, unknown>>(

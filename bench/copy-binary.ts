@@ -37,20 +37,31 @@ function fieldBytes(field: CopyField): Uint8Array<ArrayBuffer> {
   return new Uint8Array(view.buffer);
 }
 
-/** The rows as one binary COPY file: the header, each row's field count and fields, the trailer. */
-export function copyBinary(rows: CopyField[][]): Blob {
-  const parts: Uint8Array<ArrayBuffer>[] = [new Uint8Array([...SIGNATURE, 0, 0, 0, 0, 0, 0, 0, 0])];
-  for (const row of rows) {
-    const head = new DataView(new ArrayBuffer(2));
-    head.setInt16(0, row.length);
-    parts.push(new Uint8Array(head.buffer));
-    for (const field of row) {
-      const bytes = fieldBytes(field);
-      const length = new DataView(new ArrayBuffer(4));
-      length.setInt32(0, bytes.length);
-      parts.push(new Uint8Array(length.buffer), bytes);
+/**
+ * The rows as one binary COPY file: the header, each row's field count and fields, the trailer.
+ * Written into one buffer: PGlite reads the whole Blob it is given into memory, and a Blob of a
+ * part per field (a million rows, ten each) cost more to read than the COPY cost to run.
+ */
+export function copyBinary(rows: CopyField[][]): Uint8Array<ArrayBuffer> {
+  const fields = rows.map((row) => row.map(fieldBytes));
+  let size = SIGNATURE.length + 8 + 2;
+  for (const row of fields) {
+    size += 2;
+    for (const bytes of row) size += 4 + bytes.length;
+  }
+  const out = new Uint8Array(size);
+  const view = new DataView(out.buffer);
+  out.set(SIGNATURE);
+  let at = SIGNATURE.length + 8; // flags and header extension: zero
+  for (const row of fields) {
+    view.setInt16(at, row.length);
+    at += 2;
+    for (const bytes of row) {
+      view.setInt32(at, bytes.length);
+      out.set(bytes, at + 4);
+      at += 4 + bytes.length;
     }
   }
-  parts.push(new Uint8Array([0xff, 0xff]));
-  return new Blob(parts);
+  view.setInt16(at, -1);
+  return out;
 }

@@ -6,8 +6,9 @@ import { BINARY_RERANK_FACTOR, EF_SEARCH_MAX, efSearchFor, limitWithEfSearch, ne
 import { recallSql } from "../lib/recall/retrieve";
 import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { benchEmbedding, startBenchProvider } from "./embedding";
+import { factWords } from "./fact-rows";
 import { type Bench, memoryNow, percentile } from "./lib";
-import { factWords, openSeeded, recallQueries, type SeedStore } from "./seed";
+import { openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 

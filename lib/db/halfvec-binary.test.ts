@@ -20,6 +20,36 @@ describe("halfBits", () => {
     expect(halfBits(2047.9)).toBe(0x6800); // rounds up to the next power of two
   });
 
+  it("gives every finite half's own bits for its value, and rounds each midpoint between two to the even one", () => {
+    const halfValue = (bits: number) => {
+      const exponent = (bits >> 10) & 0x1f;
+      const mantissa = bits & 0x3ff;
+      const magnitude = exponent === 0 ? mantissa * 2 ** -24 : (1 + mantissa / 1024) * 2 ** (exponent - 15);
+      return bits & 0x8000 ? -magnitude : magnitude;
+    };
+    const wrong: string[] = [];
+    for (const sign of [0, 0x8000]) {
+      for (let bits = 0; bits < 0x7c00; bits++) {
+        const h = sign | bits;
+        if (halfBits(halfValue(h)) !== h) wrong.push(`${halfValue(h)} → ${halfBits(halfValue(h))}, not ${h}`);
+        // Every midpoint is exact in single precision: it rounds to the even neighbour; a hair
+        // either side of it rounds to that side.
+        const next = sign | (bits + 1);
+        const mid = (halfValue(h) + halfValue(next)) / 2;
+        const even = bits % 2 === 0 ? h : next;
+        const tiny = Math.abs(mid) * 2 ** -22;
+        const below = sign ? next : h;
+        const above = sign ? h : next;
+        if (bits + 1 < 0x7c00) {
+          if (halfBits(mid) !== even) wrong.push(`midpoint ${mid} → ${halfBits(mid)}, not ${even}`);
+          if (halfBits(mid - tiny) !== below) wrong.push(`${mid - tiny} → ${halfBits(mid - tiny)}, not ${below}`);
+          if (halfBits(mid + tiny) !== above) wrong.push(`${mid + tiny} → ${halfBits(mid + tiny)}, not ${above}`);
+        }
+      }
+    }
+    expect(wrong.slice(0, 5)).toEqual([]);
+  });
+
   it("refuses what half precision cannot hold", () => {
     expect(halfBits(65520)).toBeUndefined();
     expect(halfBits(Number.NaN)).toBeUndefined();

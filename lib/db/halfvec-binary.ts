@@ -30,38 +30,40 @@ export function halfvecBinary(text: string): Uint8Array | undefined {
 const HALFVEC_MAX_DIM = 16000;
 /** A plain decimal number (what JavaScript's number formatting writes), optionally spaced. */
 const NUMBER = /^\s*-?(\d+\.?\d*|\.\d+)(e[+-]?\d+)?\s*$/i;
-const HALF_OVERFLOW = 65520; // rounds to infinity
-const TWO_POW_14 = 2 ** -14;
-const TWO_POW_24 = 2 ** 24;
+/** x's single-precision bits, read through one shared float (no allocation per number). */
+const single = new Float32Array(1);
+const singleBits = new Uint32Array(single.buffer);
 
-/** Rounds to the nearest integer, ties to even (`q` ≥ 0). */
-function roundHalfEven(q: number): number {
-  const floor = Math.floor(q);
-  const rest = q - floor;
-  if (rest > 0.5) return floor + 1;
-  if (rest < 0.5) return floor;
-  return floor % 2 === 0 ? floor : floor + 1;
-}
-
-/** The IEEE half bits of `x` rounded to single precision first; undefined if not finite in half. */
+/**
+ * The IEEE half bits of `x` rounded to single precision first; undefined if not finite in half.
+ * Done on the single's bits (its mantissa cut to 10 bits, rounded to nearest, ties to even): a
+ * few integer operations per number, where a logarithm and powers cost ~0.1 µs, which is 30 µs
+ * a row when a million 256-d rows are loaded.
+ */
 export function halfBits(x: number): number | undefined {
-  const single = Math.fround(x);
-  if (!Number.isFinite(single)) return undefined;
-  const sign = single < 0 || Object.is(single, -0) ? 0x8000 : 0;
-  const a = Math.abs(single);
-  if (a >= HALF_OVERFLOW) return undefined;
-  // Below 2^-14 a half is subnormal: a count of 2^-24 steps (1024 steps is the smallest normal,
-  // whose bits are that same count). All of this arithmetic is exact in double precision.
-  if (a < TWO_POW_14) return sign | roundHalfEven(a * TWO_POW_24);
-  let exponent = Math.floor(Math.log2(a));
-  // log2 can land one off next to a power of two: correct it.
-  if (2 ** exponent > a) exponent--;
-  if (2 ** (exponent + 1) <= a) exponent++;
-  let mantissa = roundHalfEven((a / 2 ** exponent - 1) * 1024);
-  if (mantissa === 1024) {
-    mantissa = 0;
-    exponent++;
+  single[0] = x;
+  const bits = singleBits[0] as number;
+  const sign = (bits >>> 16) & 0x8000;
+  const exponent = (bits >>> 23) & 0xff; // biased by 127; a half's is biased by 15
+  const mantissa = bits & 0x7fffff;
+  // 143 is a half exponent of 16 and up: past 65504 (also infinities and NaN).
+  if (exponent >= 143) return undefined;
+  if (exponent >= 113) {
+    // A normal half: keep the top 10 of the 23 mantissa bits. A carry out of the mantissa
+    // rightly moves the exponent up, to infinity past 65504.
+    const cut = mantissa & 0x1fff;
+    let half = ((exponent - 112) << 10) | (mantissa >>> 13);
+    if (cut > 0x1000 || (cut === 0x1000 && half & 1)) half++;
+    return half >= 0x7c00 ? undefined : sign | half;
   }
-  if (exponent > 15) return undefined;
-  return sign | ((exponent + 15) << 10) | mantissa;
+  // Below 2^-14 a half is subnormal: a count of 2^-24 steps (1024 steps is the smallest normal,
+  // whose bits are that same count). Below 2^-25 it rounds to zero.
+  if (exponent < 102) return sign;
+  const significand = mantissa | 0x800000;
+  const shift = 126 - exponent; // 14 to 24
+  const cut = significand & ((1 << shift) - 1);
+  const halfway = 1 << (shift - 1);
+  let steps = significand >>> shift;
+  if (cut > halfway || (cut === halfway && steps & 1)) steps++;
+  return sign | steps;
 }
