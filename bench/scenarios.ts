@@ -159,7 +159,7 @@ const RUNNERS: Record<Scenario, Runner> = {
       return {
         rows: [
           `| recall, no query, ${at} | ${ms(r.noQuery.p50Ms, 1)} | ${ms(r.noQuery.p99Ms, 1)} | | ${cost} |`,
-          `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (against the stored vectors: ${r.recallAt10Stored.toFixed(3)}; HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
+          `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (against the stored vectors: ${r.recallAt10Stored.toFixed(3)}; the 10 found ${r.distanceRatio.toFixed(4)}× the true 10's distance; HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
           `| recall, with query + raw + episodes, ${at} | ${ms(r.withQueryAndEpisodes.p50Ms, 1)} | ${ms(r.withQueryAndEpisodes.p99Ms, 1)} | | ${cost} |`,
         ],
         result: r,
@@ -184,7 +184,7 @@ const RUNNERS: Record<Scenario, Runner> = {
       return {
         rows: r.settings.map(
           (s) =>
-            `| recall with query, ${at}, ef_search ${s.efSearch} (searched with ${s.efSearched}), iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (against the stored vectors: ${s.recallAt10Stored.toFixed(3)}; searching 10: ${s.recallAt10Limit10.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
+            `| recall with query, ${at}, ef_search ${s.efSearch} (searched with ${s.efSearched}), iterative ${s.iterative} | ${ms(s.withQuery.p50Ms, 1)} | ${ms(s.withQuery.p99Ms, 1)} | | vector recall@10 ${s.recallAt10.toFixed(3)} (against the stored vectors: ${s.recallAt10Stored.toFixed(3)}; ${s.distanceRatio.toFixed(4)}× the true 10's distance; searching 10: ${s.recallAt10Limit10.toFixed(3)}), ${s.candidatesPerQuery.toFixed(1)}/30 candidates, HNSW ${s.hnswIndexUsed ? "used" : "NOT used"}; index built in ${r.indexSeconds.toFixed(1)} s, ${Math.round(r.indexBytesPerFact)} B/fact |`,
         ),
         result: r,
       };
