@@ -3,6 +3,7 @@ import { bootstrapAdmin } from "../lib/auth";
 import { backgroundJobs } from "../lib/background";
 import { type Clock, systemClock } from "../lib/clock";
 import type { Config } from "../lib/config";
+import { warnIfIndexesOutgrowBufferPool } from "../lib/db/buffer-pool";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import type { Database } from "../lib/db/types";
@@ -89,6 +90,7 @@ export async function createNodeService(options: NodeServiceOptions) {
   if (database.kind === "pglite") {
     const released = await releaseAllLeases(database.db);
     if (released.jobs || released.episodes) log.info("released leases of a previous process", released);
+    await warnIfIndexesOutgrowBufferPool(database.db, log);
   }
   const admin = await bootstrapAdmin(deps);
   const app = createApp({
