@@ -58,7 +58,7 @@ export async function warnIfIndexesOutgrowBufferPool(
   if (advice.kind === "fits") return;
   const beyond = advice.holdsAll
     ? ""
-    : " (the largest pool the embedded database can have; past a million facts run on a Postgres server with pgvector, DATABASE_URL)";
+    : " (the largest advised for the embedded database; past a million facts run on a Postgres server with pgvector, DATABASE_URL)";
   log.warn(
     `the vector indexes are larger than the embedded database's buffer pool, so recall reads index pages from disk: set PGLITE_SHARED_BUFFERS=${advice.suggestMB}MB${beyond}`,
     fields,
