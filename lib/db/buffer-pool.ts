@@ -14,7 +14,7 @@ const MB = 1024 * 1024;
 export const INDEX_BYTES_WORTH_A_WARNING = 512 * MB;
 /**
  * The largest pool to suggest: measured with a million facts (1200MB: recall 24 ms p50), and
- * what PGlite's 2 GiB of WASM memory leaves room for beside the backend and an index build.
+ * well inside PGlite's 2 GiB of WASM memory beside the backend's own (~200 MB) and its queries.
  */
 export const LARGEST_USEFUL_POOL = 1200 * MB;
 
