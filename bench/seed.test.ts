@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
 import { benchService } from "./lib";
 import { PGVECTOR_DEFAULT_BUILD } from "./recall";
-import { openSeeded } from "./seed";
+import { buildVectorIndexes, openSeeded } from "./seed";
 
 type Bench = Awaited<ReturnType<typeof benchService>>;
 const open: Bench[] = [];
@@ -55,5 +55,10 @@ describe("seedFacts: the bench's bulk load", () => {
       ),
     );
     expect(found?.id).toBe("fct_big_1234");
+    expect(seed.buildNotices).toEqual([]);
+
+    // Built again with too little memory for its graph, the index build says so.
+    const notices = await buildVectorIndexes(bench, 64, PGVECTOR_DEFAULT_BUILD, "1MB");
+    expect(notices.join("\n")).toMatch(/hnsw graph no longer fits into maintenance_work_mem after \d+ tuples/);
   });
 });
