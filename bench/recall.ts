@@ -257,7 +257,8 @@ export async function vectorRecallAt10(
     runs.stored.push(signal.filter((r) => r.distance <= storedTenth).length / 10);
     runs.candidates.push(candidates.length);
     const returned = signal.map((r) => trueDistance(r.seed)).sort((a, b) => a - b);
-    runs.ratio.push(mean(returned.map((d, i) => d / (trueTop[i] as number))));
+    // TIE keeps a query that is some fact's own text (distance 0) from dividing by zero.
+    runs.ratio.push(mean(returned.map((d, i) => (d + TIE) / ((trueTop[i] as number) + TIE))));
   }
   return {
     recallAt10: mean(runs.signal),
