@@ -8,9 +8,9 @@
  * should not have accepted fails the load instead of slipping in.
  */
 
-/** What bulkLoadPlan needs of a database: run a query and get its rows. */
+/** What bulkLoadPlan needs of a database: run a query with parameters and get its rows. */
 export interface Queryable {
-  query<T>(text: string): Promise<{ rows: T[] }>;
+  query<T>(text: string, params?: unknown[]): Promise<{ rows: T[] }>;
 }
 
 export interface BulkLoadPlan {
@@ -21,6 +21,7 @@ export interface BulkLoadPlan {
 }
 
 interface Constraint {
+  kind: "p" | "f";
   table: string;
   name: string;
   definition: string;
@@ -42,18 +43,14 @@ const quoted = (name: string) => `"${name.replaceAll('"', '""')}"`;
  * itself writes.
  */
 export async function bulkLoadPlan(db: Queryable, tables: string[], keepMethods: string[] = []): Promise<BulkLoadPlan> {
-  const list = `ARRAY[${tables.map((t) => `'${t.replaceAll("'", "''")}'`).join(",")}]::regclass[]`;
-  const { rows: foreignKeys } = await db.query<Constraint>(
-    `SELECT conrelid::regclass::text AS table, conname AS name, pg_get_constraintdef(oid) AS definition
+  const { rows: constraints } = await db.query<Constraint>(
+    `SELECT contype AS kind, conrelid::regclass::text AS table, conname AS name,
+        pg_get_constraintdef(oid) AS definition
        FROM pg_constraint
-      WHERE contype = 'f' AND (conrelid = ANY(${list}) OR confrelid = ANY(${list}))
+      WHERE (contype = 'f' AND (conrelid = ANY($1::text[]::regclass[]) OR confrelid = ANY($1::text[]::regclass[])))
+         OR (contype = 'p' AND conrelid = ANY($1::text[]::regclass[]))
       ORDER BY conrelid::regclass::text, conname`,
-  );
-  const { rows: primaryKeys } = await db.query<Constraint>(
-    `SELECT conrelid::regclass::text AS table, conname AS name, pg_get_constraintdef(oid) AS definition
-       FROM pg_constraint
-      WHERE contype = 'p' AND conrelid = ANY(${list})
-      ORDER BY conrelid::regclass::text, conname`,
+    [tables],
   );
   const { rows: indexes } = await db.query<Index>(
     `SELECT n.nspname AS schema, c.relname AS name, pg_get_indexdef(i.indexrelid) AS definition
@@ -61,11 +58,14 @@ export async function bulkLoadPlan(db: Queryable, tables: string[], keepMethods:
        JOIN pg_class c ON c.oid = i.indexrelid
        JOIN pg_namespace n ON n.oid = c.relnamespace
        JOIN pg_am am ON am.oid = c.relam
-      WHERE i.indrelid = ANY(${list})
+      WHERE i.indrelid = ANY($1::text[]::regclass[])
         AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conindid = i.indexrelid)
-        AND am.amname <> ALL(ARRAY[${keepMethods.map((m) => `'${m.replaceAll("'", "''")}'`).join(",")}]::text[])
+        AND am.amname <> ALL($2::text[])
       ORDER BY c.relname`,
+    [tables, keepMethods],
   );
+  const foreignKeys = constraints.filter((c) => c.kind === "f");
+  const primaryKeys = constraints.filter((c) => c.kind === "p");
   const alter = (c: Constraint) => `ALTER TABLE ${c.table} `;
   return {
     drop: [

@@ -54,8 +54,8 @@ export async function warnIfIndexesOutgrowBufferPool(
   const indexBytes = Number(row?.index_bytes ?? 0);
   const poolBytes = Number(row?.pool_bytes ?? 0);
   const advice = advise(indexBytes, poolBytes);
-  const fields = { vectorIndexMB: Math.round(indexBytes / MB), sharedBuffersMB: Math.round(poolBytes / MB) };
   if (advice.kind === "fits") return;
+  const fields = { vectorIndexMB: Math.round(indexBytes / MB), sharedBuffersMB: Math.round(poolBytes / MB) };
   const beyond = advice.holdsAll
     ? ""
     : " (the largest advised for the embedded database; past a million facts run on a Postgres server with pgvector, DATABASE_URL)";
