@@ -46,6 +46,8 @@ export interface BenchArgs {
   dataDir?: string;
   /** server-rss: the Node.js flags of the server process (default: those of `npm start`). */
   nodeFlags?: string[];
+  /** recall: the project setting `semantic.vectorSecondSearch` (on by default, as in the service). */
+  secondSearch: boolean;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
@@ -68,7 +70,7 @@ export function usage(): string {
   return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
-                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir]
+                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
 scenarios (default: all but hnsw, load and server-rss):
 ${names}`;
@@ -139,6 +141,10 @@ const WITH_VALUE: Record<string, Setter> = {
   "--ef-construction": (a, v) => {
     a.efConstruction = parseCount(v, "--ef-construction");
   },
+  "--second-search": (a, v) => {
+    if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
+    a.secondSearch = v === "on";
+  },
 };
 
 /** Parses the switches after `npm run bench --`; `--name value` and `--name=value` both work. */
@@ -158,6 +164,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     efConstruction: 64,
     disk: false,
     neighbours: 1,
+    secondSearch: true,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

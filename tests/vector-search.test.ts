@@ -9,12 +9,17 @@ import {
   EF_SEARCH_MIN,
   efSearchFor,
   efSearchSql,
+  extraScanFor,
+  extraScanSql,
+  FACTS_AT_EF_MAX,
   limitWithEfSearch,
   nearestSql,
+  searchLimitsFor,
 } from "../lib/db/vectors";
+import { recallSql } from "../lib/recall/retrieve";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "./helpers/fake-openai";
-import { createTestService, newTenant, type TestService } from "./helpers/service";
+import { adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
  * The vector search's candidate list (hnsw.ef_search) is set inside recall's one statement, sized
@@ -108,6 +113,116 @@ describe("the HNSW candidate list (hnsw.ef_search) per search", () => {
     const body = (await res.json()) as { facts: { signals?: unknown }[] | null; factCount: number };
     expect(res.status).toBe(200);
     expect(body.factCount).toBe(12);
+  });
+});
+
+/** A plan's nodes (EXPLAIN's JSON), depth first. */
+type PlanNode = {
+  "Node Type": string;
+  "Index Name"?: string;
+  "Actual Rows"?: number;
+  "Sort Key"?: string[];
+  Plans?: PlanNode[];
+};
+const planNodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(planNodes)];
+async function explain(statement: SQL, analyze = false): Promise<PlanNode[]> {
+  const [row] = await execute<Record<string, unknown>>(
+    sql`EXPLAIN (FORMAT JSON${sql.raw(analyze ? ", ANALYZE" : "")}) ${statement}`,
+  );
+  const json = Object.values(row)[0];
+  const [plan] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
+  return planNodes(plan.Plan);
+}
+
+describe("reading past the candidate list on a dataset larger than it can cover", () => {
+  it("extraScanSql is extraScanFor in SQL", async () => {
+    for (const facts of [0, 100_000, FACTS_AT_EF_MAX - 1, FACTS_AT_EF_MAX, FACTS_AT_EF_MAX + 1, 1_000_000]) {
+      const [row] = await execute<{ extra: number }>(sql`SELECT ${extraScanSql(sql`${facts}::bigint`)} AS extra`);
+      expect(Number(row.extra), `${facts} facts`).toBe(extraScanFor(facts));
+    }
+  });
+
+  it("past FACTS_AT_EF_MAX facts the index scan reads a whole list more and keeps the nearest by exact distance", async () => {
+    const t = await datasetNearLighthouse(12);
+    const q = query("where is the lighthouse");
+    const search = (facts: number) =>
+      nearestSql({
+        from: sql`facts f`,
+        column: sql`f.embedding`,
+        select: sql`f.id`,
+        where: sql`f.project_id = ${t.projectId}`,
+        query: q,
+        dims: DIMS,
+        ...searchLimitsFor(sql`3`, sql`${facts}::bigint`, DIMS),
+      });
+    await setSession("SET enable_seqscan = off");
+    const readFromIndex = async (facts: number) =>
+      (await explain(search(facts), true)).find((n) => n["Node Type"] === "Index Scan")?.["Actual Rows"];
+    expect(await readFromIndex(FACTS_AT_EF_MAX)).toBe(3);
+    expect(await readFromIndex(FACTS_AT_EF_MAX + 1)).toBe(12);
+    const exact = await execute<{ id: string }>(sql`SELECT id FROM facts
+      WHERE project_id = ${t.projectId} ORDER BY (embedding::vector(${sql.raw(String(DIMS))}) <=> ${q}::vector) + 0 LIMIT 3`);
+    for (const facts of [FACTS_AT_EF_MAX, FACTS_AT_EF_MAX + 1]) {
+      const rows = await execute<{ id: string; distance: number }>(search(facts));
+      expect(rows.map((r) => r.id)).toEqual(exact.map((r) => r.id));
+    }
+  });
+
+  it("sorts the rows it keeps: the planner would take a subquery's rows ordered by distance as sorted", async () => {
+    const t = await datasetNearLighthouse(3);
+    const search = (limits: Pick<Parameters<typeof nearestSql>[0], "limit" | "scan">) =>
+      nearestSql({
+        from: sql`facts f`,
+        column: sql`f.embedding`,
+        select: sql`f.id`,
+        where: sql`f.project_id = ${t.projectId}`,
+        query: query("where is the lighthouse"),
+        dims: DIMS,
+        ...limits,
+      });
+    await setSession("SET enable_seqscan = off");
+    const sortKeys = async (statement: SQL) =>
+      (await explain(statement)).filter((n) => n["Node Type"] === "Sort").map((n) => n["Sort Key"]);
+    expect(await sortKeys(search(searchLimitsFor(sql`2`, sql`${FACTS_AT_EF_MAX + 1}::bigint`, DIMS)))).toEqual([
+      ["((scanned.distance + '0'::double precision))"],
+    ]);
+    // Why "+ 0": ORDER BY distance over the scan's rows is no sort at all, so the iterative scan's
+    // later batches would be kept in the order it yields them.
+    expect(await sortKeys(sql`SELECT * FROM (${search({ limit: sql`5` })}) scanned ORDER BY distance LIMIT 2`)).toEqual(
+      [],
+    );
+  });
+});
+
+describe("recall's second search (the project setting semantic.vectorSecondSearch)", () => {
+  it("on a dataset past FACTS_AT_EF_MAX, reads past its 30 candidates unless the project turned it off", async () => {
+    const t = await datasetNearLighthouse(40);
+    // The dataset's size as recall reads it: the keyword signal's statistics (fact_terms' '' row).
+    await svc.deps.db.execute(sql`UPDATE fact_terms SET docs = ${FACTS_AT_EF_MAX + 1}
+      WHERE project_id = ${t.projectId} AND dataset = 'ds' AND term = ''`);
+    const text = "where is the lighthouse";
+    const statement = recallSql(svc.deps, {
+      projectId: t.projectId,
+      dataset: "ds",
+      mode: "hybrid",
+      query: text,
+      vector: fakeEmbedding(text, DIMS),
+      facts: true,
+      episodes: false,
+    });
+    const readFromIndex = async () =>
+      (await explain(statement, true)).find(
+        (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === vectorIndexName("facts", DIMS),
+      )?.["Actual Rows"];
+    expect(await readFromIndex()).toBe(40);
+    const token = await adminSession(svc);
+    const patched = await svc.request(`/dashboard/projects/${t.projectId}/settings`, {
+      method: "PATCH",
+      token,
+      json: { semantic: { vectorSecondSearch: false } },
+    });
+    expect(patched.status).toBe(200);
+    expect(await readFromIndex()).toBe(30);
   });
 });
 

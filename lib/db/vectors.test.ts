@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { BINARY_INDEX_MIN_DIMS, vectorIndexKind, vectorIndexSql } from "./vector-indexes";
-import { EF_SEARCH_MAX, EF_SEARCH_MIN, efSearchFor, FACTS_PER_EF } from "./vectors";
+import { EF_SEARCH_MAX, EF_SEARCH_MIN, efSearchFor, extraScanFor, FACTS_AT_EF_MAX, FACTS_PER_EF } from "./vectors";
 
 describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
   it("is pgvector's default for a small dataset", () => {
@@ -27,6 +27,21 @@ describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
       expect(efSearchFor(facts)).toBeGreaterThanOrEqual(previous);
       previous = efSearchFor(facts);
     }
+  });
+});
+
+describe("extraScanFor: rows read past the kept ones on a dataset the candidate list cannot cover", () => {
+  it("is none while the candidate list still grows with the dataset", () => {
+    expect(extraScanFor(0)).toBe(0);
+    expect(extraScanFor(100_000)).toBe(0);
+    expect(extraScanFor(FACTS_AT_EF_MAX)).toBe(0);
+    expect(efSearchFor(FACTS_AT_EF_MAX)).toBe(EF_SEARCH_MAX);
+  });
+
+  it("is one whole list (a second search) once the list is at pgvector's maximum", () => {
+    expect(efSearchFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
+    expect(extraScanFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
+    expect(extraScanFor(1_000_000)).toBe(EF_SEARCH_MAX);
   });
 });
 

@@ -4,7 +4,7 @@ import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, limitWithEfSearch, nearestSql, vectorParam } from "../db/vectors";
+import { cosineDistanceSql, nearestSql, searchLimitsFor, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -237,6 +237,7 @@ function settingsCte(r: Retrieval): SQL {
       ${setting("rerank", "boolean")} AS rerank,
       ${setting("rerankCandidates", "int")} AS rerank_n,
       ${setting("rerankTimeoutMs", "int")} AS rerank_timeout,
+      ${setting("vectorSecondSearch", "boolean")} AS second_search,
       ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
       ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
       ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
@@ -272,11 +273,17 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   const sources = ["by_keyword", "by_anchor"];
   if (q) {
     // An HNSW index scan (hnsw.iterative_scan keeps it going until the tenant, time and
-    // confidence filters have let `depth` rows through), its candidate list sized for the
-    // dataset's fact count (`stats`, the keyword signal's statistics).
-    const limit = limitWithEfSearch(depth, sql`coalesce((SELECT n FROM stats), 0)`, dims);
+    // confidence filters have let `depth` rows through), its candidate list and, past pgvector's
+    // largest list, how far it reads (unless the project turned the second search off) sized for
+    // the dataset's fact count (`stats`, the keyword signal's statistics).
+    const limits = searchLimitsFor(
+      depth,
+      sql`coalesce((SELECT n FROM stats), 0)`,
+      dims,
+      sql`(SELECT second_search FROM s)`,
+    );
     signals.push(
-      sql`by_vector AS (${nearestSql({ from: sql`${facts} f`, column: sql`f.embedding`, select: sql`f.id`, where: scope.eligible, query: q, dims, limit })})`,
+      sql`by_vector AS (${nearestSql({ from: sql`${facts} f`, column: sql`f.embedding`, select: sql`f.id`, where: scope.eligible, query: q, dims, ...limits })})`,
     );
     sources.push("by_vector");
   } else {

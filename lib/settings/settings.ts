@@ -39,6 +39,7 @@ export const DEFAULT_SETTINGS = {
     rerank: false,
     rerankCandidates: 20,
     rerankTimeoutMs: 2000,
+    vectorSecondSearch: true,
   },
 };
 
@@ -102,6 +103,11 @@ const semanticShape = {
   rerankTimeoutMs: integerIn(100, 30_000).describe(
     "How long recall waits for the reranker before keeping the fused order (ms).",
   ),
+  vectorSecondSearch: z
+    .boolean()
+    .describe(
+      "Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall.",
+    ),
 };
 
 const workingShape = {

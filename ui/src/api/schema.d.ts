@@ -610,6 +610,8 @@ export interface paths {
                             rerankCandidates?: number;
                             /** @description How long recall waits for the reranker before keeping the fused order (ms). */
                             rerankTimeoutMs?: number;
+                            /** @description Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall. */
+                            vectorSecondSearch?: boolean;
                         };
                     };
                 };
