@@ -46,7 +46,7 @@ export interface BenchArgs {
   dataDir?: string;
   /** server-rss: the Node.js flags of the server process (default: those of `npm start`). */
   nodeFlags?: string[];
-  /** recall: the project setting `semantic.vectorSecondSearch` (on by default, as in the service). */
+  /** recall: the project setting `semantic.vectorSecondSearch` (off by default, as in the service). */
   secondSearch: boolean;
 }
 
@@ -164,7 +164,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     efConstruction: 64,
     disk: false,
     neighbours: 1,
-    secondSearch: true,
+    secondSearch: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

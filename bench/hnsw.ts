@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
 import { type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
 import { nearestSql } from "../lib/db/vectors";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import type { IterativeScan } from "./args";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { memoryNow, percentile } from "./lib";
@@ -65,7 +66,11 @@ export async function benchHnsw(
       for (const efSearch of sweep.efSearch) {
         await db.execute(sql.raw(`SET hnsw.iterative_scan = ${iterative}`));
         await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
-        const quality = await vectorRecallAt10(db, { projectId, liveFacts, dims }, queries.slice(0, 50));
+        const quality = await vectorRecallAt10(
+          db,
+          { projectId, liveFacts, dims, secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch },
+          queries.slice(0, 50),
+        );
         for (let i = 0; i < 10; i++)
           await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i}` });
         const latencies: number[] = [];

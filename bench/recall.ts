@@ -61,7 +61,7 @@ export interface RecallBenchOptions {
   neighbours?: number;
   /** An on-disk database (durable, as `npm start` runs it), kept with --data-dir; in memory otherwise. */
   store?: SeedStore;
-  /** The project setting `semantic.vectorSecondSearch` (default: on, the service's default). */
+  /** The project setting `semantic.vectorSecondSearch` (default: off, the service's default). */
   secondSearch?: boolean;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
@@ -74,7 +74,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     efSearch,
     inspect,
     build = PGVECTOR_DEFAULT_BUILD,
-    secondSearch = true,
+    secondSearch = false,
   } = options;
   const fake = await startBenchProvider();
   const seedPlan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
@@ -179,14 +179,18 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
 }
 
 /** The rows recall's vector search reads from the index for its 30 (searchLimitsFor). */
-export function searchedRows(liveFacts: number, dims: number, secondSearch = true): number {
+export function searchedRows(liveFacts: number, dims: number, secondSearch: boolean): number {
   if (vectorIndexKind(dims) === "binary") return 30 * BINARY_RERANK_FACTOR;
   return 30 + (secondSearch ? extraScanFor(liveFacts) : 0);
 }
 
-/** The `hnsw.ef_search` recall's vector search runs with (limitWithEfSearch), for its 30 rows. */
+/**
+ * The `hnsw.ef_search` recall's vector search runs with (limitWithEfSearch), for its 30 rows (a
+ * second search reads more only where efSearchFor is already at the maximum).
+ */
 export function searchedEf(sessionEf: number, liveFacts: number, dims: number): number {
-  return Math.min(EF_SEARCH_MAX, Math.max(sessionEf, efSearchFor(liveFacts), searchedRows(liveFacts, dims)));
+  const scanned = vectorIndexKind(dims) === "binary" ? 30 * BINARY_RERANK_FACTOR : 30;
+  return Math.min(EF_SEARCH_MAX, Math.max(sessionEf, efSearchFor(liveFacts), scanned));
 }
 
 export interface VectorQuality {
@@ -228,7 +232,7 @@ function seededVectors(liveFacts: number, dims: number) {
  */
 export async function vectorRecallAt10(
   db: Db,
-  at: { projectId: string; liveFacts: number; dims: number; secondSearch?: boolean },
+  at: { projectId: string; liveFacts: number; dims: number; secondSearch: boolean },
   queries: string[],
 ): Promise<VectorQuality> {
   const TIE = 1e-9;
@@ -254,7 +258,7 @@ export async function vectorRecallAt10(
         sql.raw(String(limit)),
         sql.raw(String(at.liveFacts)),
         at.dims,
-        sql.raw(String(at.secondSearch ?? true)),
+        sql.raw(String(at.secondSearch)),
       ),
     });
   const found = async (statement: SQL) =>

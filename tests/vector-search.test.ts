@@ -137,8 +137,14 @@ async function explain(statement: SQL, analyze = false): Promise<PlanNode[]> {
 describe("reading past the candidate list on a dataset larger than it can cover", () => {
   it("extraScanSql is extraScanFor in SQL", async () => {
     for (const facts of [0, 100_000, FACTS_AT_EF_MAX - 1, FACTS_AT_EF_MAX, FACTS_AT_EF_MAX + 1, 1_000_000]) {
-      const [row] = await execute<{ extra: number }>(sql`SELECT ${extraScanSql(sql`${facts}::bigint`)} AS extra`);
-      expect(Number(row.extra), `${facts} facts`).toBe(extraScanFor(facts));
+      const extra = async (secondSearch: boolean) =>
+        Number(
+          (
+            await execute<{ n: number }>(sql`SELECT ${extraScanSql(sql`${facts}::bigint`, sql`${secondSearch}`)} AS n`)
+          )[0].n,
+        );
+      expect(await extra(true), `${facts} facts`).toBe(extraScanFor(facts));
+      expect(await extra(false), `${facts} facts`).toBe(0);
     }
   });
 
@@ -153,7 +159,7 @@ describe("reading past the candidate list on a dataset larger than it can cover"
         where: sql`f.project_id = ${t.projectId}`,
         query: q,
         dims: DIMS,
-        ...searchLimitsFor(sql`3`, sql`${facts}::bigint`, DIMS),
+        ...searchLimitsFor(sql`3`, sql`${facts}::bigint`, DIMS, sql`true`),
       });
     await setSession("SET enable_seqscan = off");
     const readFromIndex = async (facts: number) =>
@@ -183,9 +189,9 @@ describe("reading past the candidate list on a dataset larger than it can cover"
     await setSession("SET enable_seqscan = off");
     const sortKeys = async (statement: SQL) =>
       (await explain(statement)).filter((n) => n["Node Type"] === "Sort").map((n) => n["Sort Key"]);
-    expect(await sortKeys(search(searchLimitsFor(sql`2`, sql`${FACTS_AT_EF_MAX + 1}::bigint`, DIMS)))).toEqual([
-      ["((scanned.distance + '0'::double precision))"],
-    ]);
+    expect(
+      await sortKeys(search(searchLimitsFor(sql`2`, sql`${FACTS_AT_EF_MAX + 1}::bigint`, DIMS, sql`true`))),
+    ).toEqual([["((scanned.distance + '0'::double precision))"]]);
     // Why "+ 0": ORDER BY distance over the scan's rows is no sort at all, so the iterative scan's
     // later batches would be kept in the order it yields them.
     expect(await sortKeys(sql`SELECT * FROM (${search({ limit: sql`5` })}) scanned ORDER BY distance LIMIT 2`)).toEqual(
@@ -195,7 +201,7 @@ describe("reading past the candidate list on a dataset larger than it can cover"
 });
 
 describe("recall's second search (the project setting semantic.vectorSecondSearch)", () => {
-  it("on a dataset past FACTS_AT_EF_MAX, reads past its 30 candidates unless the project turned it off", async () => {
+  it("off by default; on, a dataset past FACTS_AT_EF_MAX reads a whole list past its 30 candidates", async () => {
     const t = await datasetNearLighthouse(40);
     // The dataset's size as recall reads it: the keyword signal's statistics (fact_terms' '' row).
     await svc.deps.db.execute(sql`UPDATE fact_terms SET docs = ${FACTS_AT_EF_MAX + 1}
@@ -214,14 +220,19 @@ describe("recall's second search (the project setting semantic.vectorSecondSearc
       (await explain(statement, true)).find(
         (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === vectorIndexName("facts", DIMS),
       )?.["Actual Rows"];
-    expect(await readFromIndex()).toBe(40);
+    expect(await readFromIndex()).toBe(30);
     const token = await adminSession(svc);
-    const patched = await svc.request(`/dashboard/projects/${t.projectId}/settings`, {
-      method: "PATCH",
-      token,
-      json: { semantic: { vectorSecondSearch: false } },
-    });
-    expect(patched.status).toBe(200);
+    const turn = async (vectorSecondSearch: boolean) => {
+      const res = await svc.request(`/dashboard/projects/${t.projectId}/settings`, {
+        method: "PATCH",
+        token,
+        json: { semantic: { vectorSecondSearch } },
+      });
+      expect(res.status).toBe(200);
+    };
+    await turn(true);
+    expect(await readFromIndex()).toBe(40);
+    await turn(false);
     expect(await readFromIndex()).toBe(30);
   });
 });

@@ -119,7 +119,7 @@ export function extraScanFor(facts: number): number {
 }
 
 /** extraScanFor in SQL, over an SQL expression for the fact count; none when `secondSearch` is false. */
-export function extraScanSql(facts: SQL, secondSearch: SQL = sql`true`): SQL {
+export function extraScanSql(facts: SQL, secondSearch: SQL): SQL {
   return sql`(CASE WHEN (${secondSearch}) AND (${facts}) > ${sql.raw(String(FACTS_AT_EF_MAX))}
     THEN ${sql.raw(String(EF_SEARCH_MAX))} ELSE 0 END)`;
 }
@@ -134,7 +134,7 @@ export function searchLimitsFor(
   limit: SQL,
   facts: SQL,
   dims: number,
-  secondSearch: SQL = sql`true`,
+  secondSearch: SQL,
 ): Pick<NearestSearch, "limit" | "scan"> {
   if (vectorIndexKind(dims) === "binary") return { limit: limitWithEfSearch(limit, facts, dims) };
   return { limit, scan: limitWithEfSearch(sql`(${limit}) + ${extraScanSql(facts, secondSearch)}`, facts, dims) };

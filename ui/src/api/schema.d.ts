@@ -610,7 +610,7 @@ export interface paths {
                             rerankCandidates?: number;
                             /** @description How long recall waits for the reranker before keeping the fused order (ms). */
                             rerankTimeoutMs?: number;
-                            /** @description Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall. */
+                            /** @description Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall (on the embedded database at a million facts, several times slower). */
                             vectorSecondSearch?: boolean;
                         };
                     };
