@@ -13,6 +13,7 @@ import {
   extraScanSql,
   FACTS_AT_EF_MAX,
   limitWithEfSearch,
+  type NearestSearch,
   nearestSql,
   searchLimitsFor,
 } from "../lib/db/vectors";
@@ -47,6 +48,18 @@ afterEach(() => setSession("RESET hnsw.ef_search", "RESET enable_seqscan", "SET 
 const query = (text: string) => sql`${`[${fakeEmbedding(text, DIMS)}]`}::halfvec`;
 const execute = async <T>(statement: SQL) => rowsOf<T>(await svc.deps.db.execute(statement));
 
+/** The facts of `projectId` nearest the query "where is the lighthouse" (nearestSql with `limits`). */
+const nearLighthouse = (projectId: string, limits: Pick<NearestSearch, "limit" | "scan">) =>
+  nearestSql({
+    from: sql`facts f`,
+    column: sql`f.embedding`,
+    select: sql`f.id`,
+    where: sql`f.project_id = ${projectId}`,
+    query: query("where is the lighthouse"),
+    dims: DIMS,
+    ...limits,
+  });
+
 /** A dataset of `count` facts, every one near the query "where is the lighthouse" and matching none of its words. */
 async function datasetNearLighthouse(count: number) {
   const t = await newTenant(svc, `vectors-${randomUUID().slice(0, 6)}`);
@@ -79,16 +92,7 @@ describe("the HNSW candidate list (hnsw.ef_search) per search", () => {
 
   it("limitWithEfSearch's setting is in force when the index scan under its LIMIT starts, and ends with the statement", async () => {
     const t = await datasetNearLighthouse(12);
-    const search = (limit: SQL) =>
-      nearestSql({
-        from: sql`facts f`,
-        column: sql`f.embedding`,
-        select: sql`f.id`,
-        where: sql`f.project_id = ${t.projectId}`,
-        query: query("where is the lighthouse"),
-        dims: DIMS,
-        limit,
-      });
+    const search = (limit: SQL) => nearLighthouse(t.projectId, { limit });
     await narrowSession();
     const plan = (await execute<Record<string, string>>(sql`EXPLAIN ${search(sql`10`)}`)).map(
       (r) => Object.values(r)[0],
@@ -150,24 +154,15 @@ describe("reading past the candidate list on a dataset larger than it can cover"
 
   it("past FACTS_AT_EF_MAX facts the index scan reads a whole list more and keeps the nearest by exact distance", async () => {
     const t = await datasetNearLighthouse(12);
-    const q = query("where is the lighthouse");
     const search = (facts: number) =>
-      nearestSql({
-        from: sql`facts f`,
-        column: sql`f.embedding`,
-        select: sql`f.id`,
-        where: sql`f.project_id = ${t.projectId}`,
-        query: q,
-        dims: DIMS,
-        ...searchLimitsFor(sql`3`, sql`${facts}::bigint`, DIMS, sql`true`),
-      });
+      nearLighthouse(t.projectId, searchLimitsFor(sql`3`, sql`${facts}::bigint`, DIMS, sql`true`));
     await setSession("SET enable_seqscan = off");
     const readFromIndex = async (facts: number) =>
       (await explain(search(facts), true)).find((n) => n["Node Type"] === "Index Scan")?.["Actual Rows"];
     expect(await readFromIndex(FACTS_AT_EF_MAX)).toBe(3);
     expect(await readFromIndex(FACTS_AT_EF_MAX + 1)).toBe(12);
     const exact = await execute<{ id: string }>(sql`SELECT id FROM facts
-      WHERE project_id = ${t.projectId} ORDER BY (embedding::vector(${sql.raw(String(DIMS))}) <=> ${q}::vector) + 0 LIMIT 3`);
+      WHERE project_id = ${t.projectId} ORDER BY (embedding::vector(${sql.raw(String(DIMS))}) <=> ${query("where is the lighthouse")}::vector) + 0 LIMIT 3`);
     for (const facts of [FACTS_AT_EF_MAX, FACTS_AT_EF_MAX + 1]) {
       const rows = await execute<{ id: string; distance: number }>(search(facts));
       expect(rows.map((r) => r.id)).toEqual(exact.map((r) => r.id));
@@ -176,16 +171,7 @@ describe("reading past the candidate list on a dataset larger than it can cover"
 
   it("sorts the rows it keeps: the planner would take a subquery's rows ordered by distance as sorted", async () => {
     const t = await datasetNearLighthouse(3);
-    const search = (limits: Pick<Parameters<typeof nearestSql>[0], "limit" | "scan">) =>
-      nearestSql({
-        from: sql`facts f`,
-        column: sql`f.embedding`,
-        select: sql`f.id`,
-        where: sql`f.project_id = ${t.projectId}`,
-        query: query("where is the lighthouse"),
-        dims: DIMS,
-        ...limits,
-      });
+    const search = (limits: Pick<NearestSearch, "limit" | "scan">) => nearLighthouse(t.projectId, limits);
     await setSession("SET enable_seqscan = off");
     const sortKeys = async (statement: SQL) =>
       (await explain(statement)).filter((n) => n["Node Type"] === "Sort").map((n) => n["Sort Key"]);
