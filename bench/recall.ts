@@ -11,6 +11,7 @@ import {
   searchLimitsFor,
 } from "../lib/db/vectors";
 import { recallSql } from "../lib/recall/retrieve";
+import { patchProjectSettings } from "../lib/settings/store";
 import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factWords } from "./fact-rows";
@@ -107,11 +108,11 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     };
 
     if (efSearch !== undefined) await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
-    // Stored as the dashboard stores it (a kept data directory may hold the last run's value).
-    await db.execute(sql`UPDATE projects SET settings = coalesce(settings, '{}'::jsonb)
-        || jsonb_build_object('semantic', coalesce(settings->'semantic', '{}'::jsonb)
-          || jsonb_build_object('vectorSecondSearch', ${secondSearch}::boolean))
-      WHERE id = ${projectId}`);
+    // Set every run: a kept data directory may hold the last run's value.
+    await patchProjectSettings(
+      { deps: bench.service.deps, projectId },
+      { semantic: { vectorSecondSearch: secondSearch } },
+    );
     const [{ ef_search: floor }] = rowsOf<{ ef_search: string }>(
       await db.execute(sql`SELECT current_setting('hnsw.ef_search') AS ef_search`),
     );
@@ -189,8 +190,7 @@ export function searchedRows(liveFacts: number, dims: number, secondSearch: bool
  * second search reads more only where efSearchFor is already at the maximum).
  */
 export function searchedEf(sessionEf: number, liveFacts: number, dims: number): number {
-  const scanned = vectorIndexKind(dims) === "binary" ? 30 * BINARY_RERANK_FACTOR : 30;
-  return Math.min(EF_SEARCH_MAX, Math.max(sessionEf, efSearchFor(liveFacts), scanned));
+  return Math.min(EF_SEARCH_MAX, Math.max(sessionEf, efSearchFor(liveFacts), searchedRows(liveFacts, dims, false)));
 }
 
 export interface VectorQuality {
