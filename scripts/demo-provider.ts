@@ -49,9 +49,14 @@ setInterval(() => {
   fake.requests.length = 0;
 }, 10_000).unref();
 
-console.log(`Demo provider (rule-based, no model) listening on ${fake.url}`);
-console.log("Point the service at it, in another terminal:");
-console.log(`  OPENAI_BASE_URL=${fake.url} npm start`);
+// One write, so whoever reads the pipe for "listening on" has the whole banner in the same chunk.
+console.log(
+  [
+    `Demo provider (rule-based, no model) listening on ${fake.url}`,
+    "Point the service at it, in another terminal:",
+    `  OPENAI_BASE_URL=${fake.url} npm start`,
+  ].join("\n"),
+);
 
 const stop = () => {
   fake.close().then(() => process.exit(0));
