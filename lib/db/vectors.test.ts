@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { projectSemanticPatch } from "../settings/settings";
 import { BINARY_INDEX_MIN_DIMS, vectorIndexKind, vectorIndexSql } from "./vector-indexes";
 import { EF_SEARCH_MAX, EF_SEARCH_MIN, efSearchFor, extraScanFor, FACTS_AT_EF_MAX, FACTS_PER_EF } from "./vectors";
 
@@ -42,6 +43,11 @@ describe("extraScanFor: rows read past the kept ones on a dataset the candidate 
     expect(efSearchFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
     expect(extraScanFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
     expect(extraScanFor(1_000_000)).toBe(EF_SEARCH_MAX);
+  });
+
+  it("starts where the setting's description (dashboard, OpenAPI) says it does", () => {
+    const description = projectSemanticPatch.shape.vectorSecondSearch.unwrap().description;
+    expect(description).toContain(`Past ${FACTS_AT_EF_MAX.toLocaleString("en-US")} facts`);
   });
 });
 

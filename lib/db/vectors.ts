@@ -112,9 +112,10 @@ export const FACTS_AT_EF_MAX = EF_SEARCH_MAX * FACTS_PER_EF;
  * whole list more, so pgvector's iterative scan searches the graph a second time from the first
  * search's best discarded candidates. Where many facts are almost equally near a query, the first
  * search stops before it reaches some of the nearest (measured at a million facts, 256-d: recall@10
- * 0.874 from one search, 0.970 from two). Each extra row is a heap fetch too: recall on the
- * embedded database at a million facts was several times slower (bench/RESULTS.md), so recall
- * asks for it only where the project turned it on (semantic.vectorSecondSearch).
+ * 0.874 from one search, 0.970 from two). The second graph walk costs ~20 ms of CPU on the
+ * embedded database at a million facts, and each extra row is a heap fetch, from disk when the
+ * data is not cached (bench/RESULTS.md), so recall asks for it only where the project turned it
+ * on (semantic.vectorSecondSearch).
  */
 export function extraScanFor(facts: number): number {
   return facts > FACTS_AT_EF_MAX ? EF_SEARCH_MAX : 0;
