@@ -12,9 +12,19 @@ import {
   requestDatabase,
 } from "./types";
 
+/**
+ * The pool's connection settings. JIT off: the server compiles a statement whose estimated cost
+ * passes `jit_above_cost`, and recall's estimates over a large dataset pass it although the
+ * statement reads a few rows (recall without a query at a million facts: 64 ms p50 with JIT, of
+ * it ~50 ms compiling; 5 ms without; bench/RESULTS.md).
+ */
+export function pgPoolConfig(url: string): pg.PoolConfig {
+  return { connectionString: url, max: 10, options: "-c jit=off" };
+}
+
 /** Any other Postgres URL: a node-postgres pool. */
 export function createPgDatabase(url: string, options: { onQuery?: QueryHook } = {}): Database {
-  const pool = new pg.Pool({ connectionString: url, max: 10 });
+  const pool = new pg.Pool(pgPoolConfig(url));
   const db = drizzle({ client: pool, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,
