@@ -15,4 +15,9 @@ describe("the node-postgres pool", () => {
     expect(params.options).toBe("-c jit=off");
     expect(params).toMatchObject({ host: "db.internal", port: 6543, database: "memory", user: "svc" });
   });
+
+  it("leaves a URL's own startup options in charge (the operator's choice, JIT included)", () => {
+    const params = new ConnectionParameters(pgPoolConfig("postgres://svc@db/memory?options=-c%20search_path%3Dmem"));
+    expect(params.options).toBe("-c search_path=mem");
+  });
 });
