@@ -3,6 +3,8 @@
  * machine-readable result goes. A pure parser so it can be tested; run.ts prints `usage()` on an
  * error or `--help`.
  */
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
+
 export const SCENARIOS = {
   "add-message": "add message in-process, 1, 8 and 32 clients",
   durability: "add message on disk, PGLITE_DURABILITY full and fast, in-process and over HTTP",
@@ -164,7 +166,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     efConstruction: 64,
     disk: false,
     neighbours: 1,
-    secondSearch: false,
+    secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

@@ -11,6 +11,7 @@ import {
   searchLimitsFor,
 } from "../lib/db/vectors";
 import { recallSql } from "../lib/recall/retrieve";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import { patchProjectSettings } from "../lib/settings/store";
 import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { benchEmbedding, startBenchProvider } from "./embedding";
@@ -75,7 +76,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     efSearch,
     inspect,
     build = PGVECTOR_DEFAULT_BUILD,
-    secondSearch = false,
+    secondSearch = DEFAULT_SETTINGS.semantic.vectorSecondSearch,
   } = options;
   const fake = await startBenchProvider();
   const seedPlan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
