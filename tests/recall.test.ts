@@ -566,7 +566,7 @@ describe("include", () => {
   });
 });
 
-describe("scores (README: how recall ranks facts)", () => {
+describe("scores (docs/ranking.md: how recall ranks facts)", () => {
   it("keyword: BM25 weighs a rare word above a common one, and searches the fact's quote too", async () => {
     const t = await tenant();
     for (const [i, drink] of ["espresso", "latte", "mocha", "cortado"].entries()) {

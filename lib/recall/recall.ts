@@ -53,7 +53,7 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
   const query = request.query?.trim() ? request.query : undefined;
 
   // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's
-  // rule 3, which dropped it; see the README's notes on the spec).
+  // rule 3, which dropped it; see docs/api-notes.md, "Recall ranking").
   const vector = query !== undefined ? await embedQuery(deps, query, timings) : undefined;
   const mode: RankingMode = !query ? "recent" : vector ? "hybrid" : "keyword";
 

@@ -29,7 +29,7 @@ export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
 
 /**
- * How facts are ranked (see the README's "How recall ranks facts"):
+ * How facts are ranked (see docs/ranking.md):
  * - `hybrid`: a query and its embedding: cosine + keyword + entity + time, as weighted scores;
  * - `keyword`: a query but no embedding (the provider failed): the same without cosine, the most
  *   recent facts after the matches;
