@@ -46,6 +46,7 @@ class Server:
         first = self._read(timeout=120)
         self.url: str = first["url"]
         self.key: str = first["key"]
+        self.provider_url: str = first["providerUrl"]
 
     def _read(self, timeout: float) -> Dict[str, Any]:
         assert self._process.stdout is not None

@@ -16,7 +16,8 @@ import { startFakeOpenAI } from "../../../tests/helpers/fake-openai";
  * so ending a thread really runs the episode job), on an in-memory embedded database, with the
  * tests' fake OpenAI-compatible provider answering as the demo provider's rule-based "model".
  *
- * Prints one JSON line `{"url", "key"}` once it listens (a fresh project and API key). Then reads
+ * Prints one JSON line `{"url", "key", "providerUrl"}` once it listens (a fresh project and API key,
+ * and the fake provider's OpenAI-compatible base URL). Then reads
  * commands on stdin, one a line, and answers each with one JSON line:
  *   `key`: a new project and API key, `{"key"}`;
  *   `chat-text <text>`: the provider's next free-text answers are <text>, `{"ok": true}`.
@@ -65,7 +66,7 @@ async function newKey() {
   return key;
 }
 
-console.log(JSON.stringify({ url, key: await newKey() }));
+console.log(JSON.stringify({ url, key: await newKey(), providerUrl: provider.url }));
 
 const stop = async () => {
   server.closeAllConnections();
