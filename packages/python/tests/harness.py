@@ -114,7 +114,8 @@ class FaultProxy:
     Faults: ``{"status": 503}`` (answered by the proxy, optional ``retry_after``), ``{"reset":
     True}`` (the connection is cut before the service sees the request), ``{"lose_answer": True}``
     (the service runs the request; the client's connection is cut instead of the answer),
-    ``{"delay": seconds}`` (held, then forwarded)."""
+    ``{"delay": seconds}`` (held, then forwarded), ``{"close_after": True}`` (answered, then the
+    kept-alive connection is closed, as a server's keep-alive timeout does)."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
@@ -198,6 +199,10 @@ class FaultProxy:
         handler.send_header("Content-Length", str(len(data)))
         handler.end_headers()
         handler.wfile.write(data)
+        if fault.get("close_after"):
+            handler.wfile.flush()
+            handler.close_connection = True
+            handler.connection.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
         self._server.shutdown()

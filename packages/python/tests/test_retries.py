@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import unittest
 from typing import List
 
@@ -124,6 +125,17 @@ class Retries(unittest.TestCase):
         sent = self.proxy.requests("POST", "/v1/threads")
         self.assertEqual(len(sent), 1)
         self.assertIsNone(sent[0].idempotency_key)
+
+    def test_a_connection_the_server_closed_while_idle_is_not_reused(self) -> None:
+        thread = self.client.threads.create("py/idle")
+        self.proxy.fail("GET", "/v1/threads/", close_after=True)
+        self.client.threads.get(thread["threadId"])
+        time.sleep(0.1)  # idle, while the close reaches the client
+        # Even a write that may not be retried (no key) goes out on a new connection.
+        added = self.client.threads.add_message(thread["threadId"], role="user", content="Hi", idempotency_key=False)
+        self.assertEqual(added["sequenceNumber"], 1)
+        self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
+        self.assertEqual(self.events, [])
 
     def test_a_timeout_per_call(self) -> None:
         self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)

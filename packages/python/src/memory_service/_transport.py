@@ -10,6 +10,7 @@ import asyncio
 import http.client
 import json
 import os
+import select
 import socket
 import ssl
 import threading
@@ -265,7 +266,12 @@ class Transport:
             reused = conn is not None
             if conn is None:
                 conn = self._local.conn = self._new_connection(plan.timeout)
-            elif conn.timeout != plan.timeout:
+            elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+                # An idle kept-alive connection with something to read has been closed by the
+                # server (its keep-alive timeout): reconnect rather than send into it.
+                conn.close()
+                reused = False
+            if conn.timeout != plan.timeout:
                 conn.timeout = plan.timeout
                 if conn.sock is not None:
                     conn.sock.settimeout(plan.timeout)
