@@ -15,7 +15,7 @@ The asyncio resources (``_async_resources.py``) are generated from this file by
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ._errors import InvalidRequestError
 from ._schema import (
@@ -32,6 +32,7 @@ from ._schema import (
     DeleteFactResult,
     EndThreadResult,
     EntityFactsResult,
+    EpisodeStatus,
     EpisodicOverride,
     GetEpisodeResult,
     ListEntitiesResult,
@@ -39,10 +40,13 @@ from ._schema import (
     ListFactsResult,
     ListMessagesResult,
     MessageMetadata,
+    MessageOrder,
     NothingToCompact,
     PrepareResult,
+    RecallPart,
     RecallResponse,
     RetryEpisodeResult,
+    Role,
     SearchEpisodesResult,
     Thread,
     ThreadStatsResult,
@@ -51,9 +55,6 @@ from ._schema import (
 from ._stream import AsyncChatStream, ChatStream
 from ._transport import IdempotencyKey, Transport, encode_path
 
-Role = Literal["user", "assistant", "system", "tool"]
-EpisodeStatus = Literal["pending", "processing", "completed", "failed"]
-RecallPart = Literal["episodes", "synthesis", "raw"]
 
 
 def _required(field: str, value: Any) -> str:
@@ -198,7 +199,7 @@ class AsyncThreads(_AsyncResource):
         *,
         limit: Optional[int] = None,
         before: Optional[int] = None,
-        order: Optional[Literal["asc", "desc"]] = None,
+        order: Optional[MessageOrder] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> ListMessagesResult:

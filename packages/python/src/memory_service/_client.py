@@ -120,7 +120,7 @@ class MemoryClient(Memory):
         if (episode_id is None) == (thread_id is None):
             raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
         deadline = time.monotonic() + timeout
-        dataset = self.threads.get(thread_id)["dataset"] if thread_id is not None else None
+        dataset = self.threads.get(thread_id)["dataset"] if thread_id is not None else ""
         last: Optional[Episode] = None
         while True:
             if episode_id is not None:
@@ -224,7 +224,7 @@ class AsyncMemoryClient(AsyncMemory):
             raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        dataset = (await self.threads.get(thread_id))["dataset"] if thread_id is not None else None
+        dataset = (await self.threads.get(thread_id))["dataset"] if thread_id is not None else ""
         last: Optional[Episode] = None
         while True:
             if episode_id is not None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, Dict, List, Mapping, Optional, Type
 
+from ._schema import Episode
+
 
 class MemoryServiceError(Exception):
     """Base of every exception this client raises: one ``except`` catches them all."""
@@ -108,7 +110,7 @@ class WaitTimeoutError(MemoryServiceError, TimeoutError):
     """``wait_for_episode`` gave up: the episode did not finish in time. ``episode`` is the last
     state seen (None when none was found)."""
 
-    def __init__(self, message: str, episode: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(self, message: str, episode: Optional[Episode] = None) -> None:
         super().__init__(message)
         self.episode = episode
 

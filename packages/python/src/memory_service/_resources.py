@@ -13,7 +13,7 @@ The asyncio resources (``_async_resources.py``) are generated from this file by
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Literal, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Sequence, Union
 
 from ._errors import InvalidRequestError
 from ._schema import (
@@ -30,6 +30,7 @@ from ._schema import (
     DeleteFactResult,
     EndThreadResult,
     EntityFactsResult,
+    EpisodeStatus,
     EpisodicOverride,
     GetEpisodeResult,
     ListEntitiesResult,
@@ -37,10 +38,13 @@ from ._schema import (
     ListFactsResult,
     ListMessagesResult,
     MessageMetadata,
+    MessageOrder,
     NothingToCompact,
     PrepareResult,
+    RecallPart,
     RecallResponse,
     RetryEpisodeResult,
+    Role,
     SearchEpisodesResult,
     Thread,
     ThreadStatsResult,
@@ -49,9 +53,6 @@ from ._schema import (
 from ._stream import ChatStream
 from ._transport import IdempotencyKey, Transport, encode_path
 
-Role = Literal["user", "assistant", "system", "tool"]
-EpisodeStatus = Literal["pending", "processing", "completed", "failed"]
-RecallPart = Literal["episodes", "synthesis", "raw"]
 
 
 def _required(field: str, value: Any) -> str:
@@ -196,7 +197,7 @@ class Threads(_Resource):
         *,
         limit: Optional[int] = None,
         before: Optional[int] = None,
-        order: Optional[Literal["asc", "desc"]] = None,
+        order: Optional[MessageOrder] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> ListMessagesResult:

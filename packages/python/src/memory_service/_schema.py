@@ -15,7 +15,7 @@ if sys.version_info >= (3, 8):
 else:  # pragma: no cover
     from typing_extensions import Literal, TypedDict
 
-__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'Operation', 'OPERATIONS']
+__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'Operation', 'OPERATIONS']
 
 
 class EpisodicOverride(TypedDict, total=False):
@@ -104,6 +104,9 @@ class EndThreadResult(TypedDict):
     """The episode cut from the thread's messages (pending; summarised in the background), or null when there is nothing to condense or episodic memory is disabled."""
 
 
+Role = Literal['user', 'assistant', 'system', 'tool']
+
+
 class Tokens(TypedDict, total=False):
     """Caller telemetry, stored as given; not computed by the service."""
     input: float
@@ -118,7 +121,7 @@ class MessageMetadata(TypedDict, total=False):
 
 
 class _AddMessageBodyRequired(TypedDict):
-    role: Literal['user', 'assistant', 'system', 'tool']
+    role: Role
     """user, assistant, system or tool."""
     content: str
     """Message text, non-empty."""
@@ -145,12 +148,15 @@ class AddMessageResult(TypedDict):
     """True when this insert triggered inline compaction."""
 
 
+MessageOrder = Literal['asc', 'desc']
+
+
 class ListMessagesQuery(TypedDict, total=False):
     limit: int
     """1-100, default 20."""
     before: int
     """Only sequenceNumber strictly less than this."""
-    order: Literal['asc', 'desc']
+    order: MessageOrder
     """Sort of the page (default asc)."""
 
 
@@ -431,12 +437,15 @@ class AddMessagesAcrossThreadsResult(TypedDict):
     """Threads this batch brought to autoCompactThreshold and compacted inline."""
 
 
+EpisodeStatus = Literal['pending', 'processing', 'completed', 'failed']
+
+
 class ListEpisodesQuery(TypedDict, total=False):
     limit: int
     """1-50, default 10."""
     before: str
     """Only episodes that ended before this (ISO datetime)."""
-    status: Literal['pending', 'processing', 'completed', 'failed']
+    status: EpisodeStatus
     """Default completed."""
 
 
@@ -620,6 +629,9 @@ class EntityFactsResult(TypedDict):
     """Newest validAt first; live facts only."""
 
 
+RecallPart = Literal['episodes', 'synthesis', 'raw']
+
+
 class _RecallRequestRequired(TypedDict):
     dataset: str
     """Caller-chosen dataset name (1-256 characters); created implicitly by its first write."""
@@ -628,7 +640,7 @@ class _RecallRequestRequired(TypedDict):
 class RecallRequest(_RecallRequestRequired, total=False):
     query: str
     """Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts."""
-    include: List[Literal['episodes', 'synthesis', 'raw']]
+    include: List[RecallPart]
     """Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call)."""
     limit: int
     """Facts in the block, 1-100; default the project's factsInContext (8)."""

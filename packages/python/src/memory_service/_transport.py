@@ -261,6 +261,8 @@ class Transport:
     def attempt(self, plan: _Plan) -> Any:
         """One attempt: the parsed JSON of a 2xx (None for an empty body), the open response of a
         streamed 2xx, or an exception."""
+        response: Optional[http.client.HTTPResponse] = None
+        conn: Optional[http.client.HTTPConnection] = None
         for fresh in (False, True):
             conn = getattr(self._local, "conn", None)
             reused = conn is not None
@@ -292,6 +294,8 @@ class Transport:
             except (OSError, http.client.HTTPException) as err:
                 self._drop(conn)
                 raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+        if response is None or conn is None:  # not reached: the loop answers, or raises
+            raise APIConnectionError(f"{plan.label}: no connection")
         status = response.status
         if plan.stream and 200 <= status < 300:
             # The stream owns the connection now; the next call on this thread opens another.
