@@ -75,6 +75,9 @@ class Server:
                 self._process.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 self._process.kill()
+                self._process.wait()
+        if self._process.stdout is not None:
+            self._process.stdout.close()
 
 
 _server: Optional[Server] = None

@@ -20,7 +20,10 @@ import { startFakeOpenAI } from "../../../tests/helpers/fake-openai";
  * and the fake provider's OpenAI-compatible base URL). Then reads
  * commands on stdin, one a line, and answers each with one JSON line:
  *   `key`: a new project and API key, `{"key"}`;
- *   `chat-text <text>`: the provider's next free-text answers are <text>, `{"ok": true}`.
+ *   `chat-text <text>`: the provider's next free-text answers are <text>, `{"ok": true}`;
+ *   `stream-delay <ms>`: the pause between a streamed answer's chunks, `{"ok": true}`;
+ *   `fail-chat-midstream`: the next streamed answer dies halfway, `{"ok": true}`;
+ *   `streams-closed-early`: streamed answers whose client left before the end, `{"count"}`.
  * Exits when stdin closes (the test process ended, however it ended).
  */
 const provider = await startFakeOpenAI();
@@ -82,6 +85,14 @@ lines.on("line", async (line) => {
   else if (command === "chat-text") {
     chatText = rest.join(" ");
     console.log(JSON.stringify({ ok: true }));
+  } else if (command === "stream-delay") {
+    provider.streamChunkDelayMs = Number(rest[0]);
+    console.log(JSON.stringify({ ok: true }));
+  } else if (command === "fail-chat-midstream") {
+    provider.fail({ status: 500, times: 1, endpoint: "chat", midStream: true });
+    console.log(JSON.stringify({ ok: true }));
+  } else if (command === "streams-closed-early") {
+    console.log(JSON.stringify({ count: provider.streamsClosedEarly }));
   } else console.log(JSON.stringify({ error: `unknown command: ${command}` }));
 });
 lines.on("close", () => void stop());

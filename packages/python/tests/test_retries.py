@@ -9,6 +9,7 @@ from typing import List
 from harness import FaultProxy, fast_client, server
 
 from memory_service import (
+    APIError,
     APIConnectionError,
     APITimeoutError,
     ConflictError,
@@ -136,6 +137,13 @@ class Retries(unittest.TestCase):
         self.assertEqual(added["sequenceNumber"], 1)
         self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
         self.assertEqual(self.events, [])
+
+    def test_a_2xx_that_is_not_json_is_an_error_not_a_crash(self) -> None:
+        self.proxy.fail("GET", "/v1/threads/", status=200, body="<html>captive portal</html>")
+        with self.assertRaises(APIError) as caught:
+            self.client.threads.get("thr_any")
+        self.assertEqual(caught.exception.status, 200)
+        self.assertIn("captive portal", caught.exception.message)
 
     def test_a_timeout_per_call(self) -> None:
         self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)

@@ -310,7 +310,12 @@ class Transport:
             self._drop(conn)
             raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
         if 200 <= status < 300:
-            return json.loads(raw) if raw else None
+            try:
+                return json.loads(raw) if raw else None
+            except ValueError:
+                # Not the service's answer (a proxy's page with a 200): an error, with what came.
+                text = raw.decode("utf-8", "replace").strip()[:200]
+                raise APIError(status, {"error": f"the answer is not JSON: {text}"}, request=plan.label) from None
         raise _api_error(status, response, raw, plan.label)
 
 
