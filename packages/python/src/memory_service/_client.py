@@ -1,0 +1,258 @@
+"""The blocking client and the asyncio client: the same resources over one transport."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any, Callable, List, Mapping, Optional
+
+from ._async_resources import (
+    AsyncDatasets,
+    AsyncEntities,
+    AsyncEpisodes,
+    AsyncFacts,
+    AsyncMemory,
+    AsyncThreads,
+)
+from ._errors import InvalidRequestError, WaitTimeoutError
+from ._resources import Datasets, Entities, Episodes, Facts, Memory, Threads
+from ._schema import Episode
+from ._transport import RetryEvent, Transport
+
+_ACTIVE = ("pending", "processing")
+_DONE = ("completed", "failed")
+
+
+def _finished(episode: Episode, facts: bool) -> bool:
+    """Completed or failed; with ``facts``, a completed episode also needs its extraction report
+    (written once fact extraction has run)."""
+    if episode["status"] == "failed":
+        return True
+    return episode["status"] == "completed" and (not facts or episode.get("extractionReport") is not None)
+
+
+def _latest(episodes: List[Episode]) -> Optional[Episode]:
+    return max(episodes, key=lambda e: (e.get("createdAt") or "", e["episodeId"])) if episodes else None
+
+
+_DOC = """
+    ``base_url`` (default ``MEMORY_API_URL``) is where the service is, e.g.
+    ``http://127.0.0.1:8787`` (no ``/v1``); ``api_key`` (default ``MEMORY_API_KEY``) a project's
+    API key, a server-side secret.
+
+    ``timeout``: seconds one attempt may take (connecting, and each read), default 30.
+    ``max_retries``: attempts after the first for a retryable failure (default 2): connection
+    errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running);
+    never another 4xx, and never a chat's 5xx. ``backoff_base``/``backoff_max``: the first wait's
+    ceiling and the longest wait, in seconds (0.25 and 10): full-jitter exponential backoff, and
+    at least a ``Retry-After`` (one longer than ``backoff_max`` is not waited for).
+    ``idempotency_keys``: send an automatic ``Idempotency-Key`` on every write (default True; a
+    write without one is never retried). ``on_retry``: called with a ``RetryEvent`` before each
+    retry. ``headers``: sent on every call.
+"""
+
+
+class MemoryClient(Memory):
+    __doc__ = (
+        """A blocking client for the memory service's /v1 API (standard library only; safe to share
+    between threads: each thread keeps its own connection).
+    """
+        + _DOC
+    )
+
+    threads: Threads
+    episodes: Episodes
+    facts: Facts
+    entities: Entities
+    datasets: Datasets
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff_base: float = 0.25,
+        backoff_max: float = 10.0,
+        idempotency_keys: bool = True,
+        on_retry: Optional[Callable[[RetryEvent], None]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+    ) -> None:
+        transport = Transport(
+            base_url,
+            api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            idempotency_keys=idempotency_keys,
+            headers=headers,
+            on_retry=on_retry,
+        )
+        super().__init__(transport, transport.call)
+        self.threads = Threads(transport, transport.call)
+        self.episodes = Episodes(transport, transport.call)
+        self.facts = Facts(transport, transport.call)
+        self.entities = Entities(transport, transport.call)
+        self.datasets = Datasets(transport, transport.call)
+
+    @property
+    def base_url(self) -> str:
+        return self._transport.base_url
+
+    def wait_for_episode(
+        self,
+        episode_id: Optional[str] = None,
+        *,
+        thread_id: Optional[str] = None,
+        facts: bool = False,
+        timeout: float = 60.0,
+        poll_interval: float = 0.25,
+    ) -> Episode:
+        """Waits until an episode is completed or failed, and returns it (check ``status``).
+
+        By ``episode_id`` (as ``threads.end`` returns it), or by ``thread_id``: the thread's
+        newest episode, once none of its episodes is pending or processing. With ``facts=True``
+        a completed episode also waits for its fact extraction (its ``extractionReport``), so
+        that facts and recall include it. Raises ``WaitTimeoutError`` after ``timeout`` seconds.
+        """
+        if (episode_id is None) == (thread_id is None):
+            raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
+        deadline = time.monotonic() + timeout
+        dataset = self.threads.get(thread_id)["dataset"] if thread_id is not None else ""
+        last: Optional[Episode] = None
+        while True:
+            if episode_id is not None:
+                last = self.episodes.get(episode_id)["episode"]
+                done = _finished(last, facts)
+            else:
+                found = {
+                    status: [e for e in self.episodes.list(dataset, status=status, limit=50)["episodes"]
+                             if e["threadId"] == thread_id]
+                    for status in (*_ACTIVE, *_DONE)
+                }
+                active = found["pending"] + found["processing"]
+                last = _latest(active) or _latest(found["completed"] + found["failed"])
+                done = not active and last is not None and _finished(last, facts)
+            if done and last is not None:
+                return last
+            if time.monotonic() + poll_interval > deadline:
+                raise WaitTimeoutError(
+                    f"the episode did not finish within {timeout} s"
+                    + (f" (last seen: {last['status']})" if last else " (none found)"),
+                    last,
+                )
+            time.sleep(poll_interval)
+
+    def close(self) -> None:
+        """Closes the kept-alive connections."""
+        self._transport.close()
+
+    def __enter__(self) -> "MemoryClient":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class AsyncMemoryClient(AsyncMemory):
+    __doc__ = (
+        """The asyncio client: the same methods as ``MemoryClient``, as coroutines
+    (``await client.recall(...)``). Each attempt runs the blocking transport in the client's own
+    thread pool (``max_concurrency`` threads, default min(32, CPUs + 4)); waits between retries
+    are ``asyncio.sleep``, so the event loop never blocks.
+    """
+        + _DOC
+    )
+
+    threads: AsyncThreads
+    episodes: AsyncEpisodes
+    facts: AsyncFacts
+    entities: AsyncEntities
+    datasets: AsyncDatasets
+
+    def __init__(
+        self,
+        base_url: Optional[str] = None,
+        api_key: Optional[str] = None,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff_base: float = 0.25,
+        backoff_max: float = 10.0,
+        idempotency_keys: bool = True,
+        on_retry: Optional[Callable[[RetryEvent], None]] = None,
+        headers: Optional[Mapping[str, str]] = None,
+        max_concurrency: Optional[int] = None,
+    ) -> None:
+        transport = Transport(
+            base_url,
+            api_key,
+            timeout=timeout,
+            max_retries=max_retries,
+            backoff_base=backoff_base,
+            backoff_max=backoff_max,
+            idempotency_keys=idempotency_keys,
+            headers=headers,
+            on_retry=on_retry,
+            max_workers=max_concurrency,
+        )
+        call = transport.call_async
+        super().__init__(transport, call)
+        self.threads = AsyncThreads(transport, call)
+        self.episodes = AsyncEpisodes(transport, call)
+        self.facts = AsyncFacts(transport, call)
+        self.entities = AsyncEntities(transport, call)
+        self.datasets = AsyncDatasets(transport, call)
+
+    @property
+    def base_url(self) -> str:
+        return self._transport.base_url
+
+    async def wait_for_episode(
+        self,
+        episode_id: Optional[str] = None,
+        *,
+        thread_id: Optional[str] = None,
+        facts: bool = False,
+        timeout: float = 60.0,
+        poll_interval: float = 0.25,
+    ) -> Episode:
+        """As ``MemoryClient.wait_for_episode``."""
+        if (episode_id is None) == (thread_id is None):
+            raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        dataset = (await self.threads.get(thread_id))["dataset"] if thread_id is not None else ""
+        last: Optional[Episode] = None
+        while True:
+            if episode_id is not None:
+                last = (await self.episodes.get(episode_id))["episode"]
+                done = _finished(last, facts)
+            else:
+                statuses = (*_ACTIVE, *_DONE)
+                pages = await asyncio.gather(*(self.episodes.list(dataset, status=s, limit=50) for s in statuses))
+                found = {s: [e for e in p["episodes"] if e["threadId"] == thread_id] for s, p in zip(statuses, pages)}
+                active = found["pending"] + found["processing"]
+                last = _latest(active) or _latest(found["completed"] + found["failed"])
+                done = not active and last is not None and _finished(last, facts)
+            if done and last is not None:
+                return last
+            if loop.time() + poll_interval > deadline:
+                raise WaitTimeoutError(
+                    f"the episode did not finish within {timeout} s"
+                    + (f" (last seen: {last['status']})" if last else " (none found)"),
+                    last,
+                )
+            await asyncio.sleep(poll_interval)
+
+    async def aclose(self) -> None:
+        """Closes the kept-alive connections and the thread pool."""
+        self._transport.close()
+
+    async def __aenter__(self) -> "AsyncMemoryClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()

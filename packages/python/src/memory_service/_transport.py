@@ -1,0 +1,342 @@
+"""One API call over the standard library's ``http.client``: a kept-alive connection per thread,
+a timeout per attempt, an ``Idempotency-Key`` per logical write (the same on each of its
+retries), and retries with full-jitter exponential backoff. The blocking client calls ``call``;
+the asyncio client calls ``call_async``, which runs each attempt in a thread pool and waits
+between attempts with ``asyncio.sleep``."""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import json
+import os
+import select
+import socket
+import ssl
+import threading
+import time
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Callable, Dict, Mapping, NamedTuple, Optional, Union
+from urllib.parse import quote, urlencode, urlsplit
+
+from ._version import __version__
+from ._errors import (
+    APIConnectionError,
+    APIError,
+    APITimeoutError,
+    InvalidRequestError,
+    MemoryServiceError,
+    error_for,
+)
+from ._retry import KEYED, KEYED_NO_5XX, SAFE, UNSAFE, backoff, is_retryable, parse_retry_after
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+
+IdempotencyKey = Union[str, bool, None]
+"""A write's key: None for the client's default (a new random key), a string to send that key,
+False to send none (the write is then never retried)."""
+
+
+class RetryEvent(NamedTuple):
+    """A retry about to happen, passed to ``on_retry`` (for logs and metrics)."""
+
+    request: str
+    """Method and path, e.g. ``POST /v1/threads``."""
+    retry: int
+    """1 for the first retry."""
+    delay: float
+    """Seconds until it is sent."""
+    error: MemoryServiceError
+
+
+class _Plan:
+    """One logical call, fixed before its first attempt (its key included)."""
+
+    __slots__ = ("method", "url", "label", "payload", "headers", "repeatability", "retries", "timeout", "stream")
+
+    def __init__(self, method, url, label, payload, headers, repeatability, retries, timeout, stream):
+        self.method = method
+        self.url = url
+        self.label = label
+        self.payload = payload
+        self.headers = headers
+        self.repeatability = repeatability
+        self.retries = retries
+        self.timeout = timeout
+        self.stream = stream
+
+
+def encode_path(value: str) -> str:
+    """A path parameter, percent-encoded (a dataset may hold ``/``, spaces, ``?``...)."""
+    return quote(value, safe="")
+
+
+def _query_value(value: Any) -> str:
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    return str(value)
+
+
+class Transport:
+    """Owns the connections, the retry policy and the defaults of one client."""
+
+    def __init__(
+        self,
+        base_url: Optional[str],
+        api_key: Optional[str],
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+        backoff_base: float = 0.25,
+        backoff_max: float = 10.0,
+        idempotency_keys: bool = True,
+        headers: Optional[Mapping[str, str]] = None,
+        on_retry: Optional[Callable[[RetryEvent], None]] = None,
+        max_workers: Optional[int] = None,
+    ) -> None:
+        base_url = base_url or os.environ.get("MEMORY_API_URL")
+        api_key = api_key or os.environ.get("MEMORY_API_KEY")
+        if not base_url:
+            raise InvalidRequestError("base_url: pass it, or set MEMORY_API_URL (e.g. http://127.0.0.1:8787)")
+        if not api_key:
+            raise InvalidRequestError("api_key: pass it, or set MEMORY_API_KEY")
+        parts = urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidRequestError(f"base_url must be an http:// or https:// URL, got {base_url!r}")
+        self.base_url = base_url.rstrip("/")
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        self._prefix = parts.path.rstrip("/")
+        self.timeout = timeout
+        self.max_retries = max_retries
+        self.backoff_base = backoff_base
+        self.backoff_max = backoff_max
+        self.idempotency_keys = idempotency_keys
+        self.on_retry = on_retry
+        self._headers = {
+            "Authorization": f"Bearer {api_key}",
+            "Accept": "application/json",
+            "User-Agent": f"memory-service-python/{__version__}",
+            **(headers or {}),
+        }
+        self._local = threading.local()
+        self._connections: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._max_workers = max_workers
+        self._executor: Optional[ThreadPoolExecutor] = None
+
+    # -- connections -------------------------------------------------------------------------
+
+    def _new_connection(self, timeout: Optional[float]) -> http.client.HTTPConnection:
+        if self._https:
+            conn: http.client.HTTPConnection = http.client.HTTPSConnection(
+                self._host, self._port, timeout=timeout, context=ssl.create_default_context()
+            )
+        else:
+            conn = http.client.HTTPConnection(self._host, self._port, timeout=timeout)
+        with self._lock:
+            self._connections.add(conn)
+        return conn
+
+    def _drop(self, conn: http.client.HTTPConnection) -> None:
+        conn.close()
+        if getattr(self._local, "conn", None) is conn:
+            self._local.conn = None
+
+    def close(self) -> None:
+        """Closes every kept-alive connection (and the asyncio client's thread pool)."""
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            conn.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+
+    # -- one call ----------------------------------------------------------------------------
+
+    def plan(
+        self,
+        method: str,
+        path: str,
+        kind: str,
+        *,
+        query: Optional[Mapping[str, Any]] = None,
+        body: Any = None,
+        timeout: Optional[float] = None,
+        retries: Optional[int] = None,
+        idempotency_key: IdempotencyKey = None,
+        accept: Optional[str] = None,
+    ) -> _Plan:
+        url = self._prefix + path
+        if query:
+            pairs = [(k, _query_value(v)) for k, v in query.items() if v is not None]
+            if pairs:
+                url += "?" + urlencode(pairs)
+        headers = dict(self._headers)
+        payload = None
+        if body is not None:
+            payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            headers["Content-Type"] = "application/json"
+        if accept:
+            headers["Accept"] = accept
+        if kind == "read":
+            repeatability = SAFE
+        else:
+            key = idempotency_key
+            if key is None or key is True:
+                key = str(uuid.uuid4()) if self.idempotency_keys or key is True else False
+            if key is False or key == "":
+                repeatability = UNSAFE
+            else:
+                headers[IDEMPOTENCY_HEADER] = key
+                repeatability = KEYED if kind == "write" else KEYED_NO_5XX
+        return _Plan(
+            method,
+            url,
+            f"{method} {path.split('?')[0]}",
+            payload,
+            headers,
+            repeatability,
+            self.max_retries if retries is None else retries,
+            self.timeout if timeout is None else timeout,
+            accept == "text/event-stream",
+        )
+
+    def call(self, method: str, path: str, kind: str, **options: Any) -> Any:
+        """A blocking call: attempts until one succeeds, an error is not retryable, or the
+        retries run out."""
+        plan = self.plan(method, path, kind, **options)
+        attempt = 0
+        while True:
+            try:
+                return self.attempt(plan)
+            except (APIError, APIConnectionError) as error:
+                delay = self._delay(plan, attempt, error)
+                if delay is None:
+                    raise
+            time.sleep(delay)
+            attempt += 1
+
+    async def call_async(self, method: str, path: str, kind: str, **options: Any) -> Any:
+        """The same, without blocking the event loop: each attempt runs in the client's thread
+        pool; the waits between attempts are ``asyncio.sleep``."""
+        plan = self.plan(method, path, kind, **options)
+        loop = asyncio.get_running_loop()
+        executor = self.executor()
+        attempt = 0
+        while True:
+            try:
+                return await loop.run_in_executor(executor, self.attempt, plan)
+            except (APIError, APIConnectionError) as error:
+                delay = self._delay(plan, attempt, error)
+                if delay is None:
+                    raise
+            await asyncio.sleep(delay)
+            attempt += 1
+
+    def executor(self) -> ThreadPoolExecutor:
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(
+                        max_workers=self._max_workers, thread_name_prefix="memory-service"
+                    )
+        return self._executor
+
+    def _delay(self, plan: _Plan, attempt: int, error: MemoryServiceError) -> Optional[float]:
+        if attempt >= plan.retries or not is_retryable(error, plan.repeatability):
+            return None
+        retry_after = error.retry_after if isinstance(error, APIError) else None
+        delay = backoff(attempt, self.backoff_base, self.backoff_max, retry_after)
+        if delay is not None and self.on_retry is not None:
+            self.on_retry(RetryEvent(plan.label, attempt + 1, delay, error))
+        return delay
+
+    def attempt(self, plan: _Plan) -> Any:
+        """One attempt: the parsed JSON of a 2xx (None for an empty body), the open response of a
+        streamed 2xx, or an exception."""
+        response: Optional[http.client.HTTPResponse] = None
+        conn: Optional[http.client.HTTPConnection] = None
+        for fresh in (False, True):
+            conn = getattr(self._local, "conn", None)
+            reused = conn is not None
+            if conn is None:
+                conn = self._local.conn = self._new_connection(plan.timeout)
+            elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+                # An idle kept-alive connection with something to read has been closed by the
+                # server (its keep-alive timeout): reconnect rather than send into it.
+                conn.close()
+                reused = False
+            if conn.timeout != plan.timeout:
+                conn.timeout = plan.timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(plan.timeout)
+            try:
+                conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
+                response = conn.getresponse()
+                break
+            except socket.timeout as err:
+                self._drop(conn)
+                raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
+            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as err:
+                self._drop(conn)
+                # A kept-alive connection the server had closed while idle: the request never
+                # ran, so it is sent again at once on a new one (once, and only when repeatable).
+                if reused and not fresh and plan.repeatability != UNSAFE:
+                    continue
+                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+            except (OSError, http.client.HTTPException) as err:
+                self._drop(conn)
+                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+        if response is None or conn is None:  # not reached: the loop answers, or raises
+            raise APIConnectionError(f"{plan.label}: no connection")
+        status = response.status
+        if plan.stream and 200 <= status < 300:
+            # The stream owns the connection now; the next call on this thread opens another.
+            self._local.conn = None
+            return response, conn
+        try:
+            raw = response.read()
+        except socket.timeout as err:
+            self._drop(conn)
+            raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
+        except (OSError, http.client.HTTPException) as err:
+            self._drop(conn)
+            raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+        if 200 <= status < 300:
+            try:
+                return json.loads(raw) if raw else None
+            except ValueError:
+                # Not the service's answer (a proxy's page with a 200): an error, with what came.
+                text = raw.decode("utf-8", "replace").strip()[:200]
+                raise APIError(status, {"error": f"the answer is not JSON: {text}"}, request=plan.label) from None
+        raise _api_error(status, response, raw, plan.label)
+
+
+def _api_error(status: int, response: http.client.HTTPResponse, raw: bytes, label: str) -> APIError:
+    """The spec's ``{error, issues?}`` as an exception by status, or a stand-in body when
+    something other than the service answered (a proxy's page)."""
+    body: Optional[Dict[str, Any]] = None
+    text = raw.decode("utf-8", "replace")
+    try:
+        parsed = json.loads(text)
+        if isinstance(parsed, dict) and isinstance(parsed.get("error"), str):
+            body = parsed
+    except ValueError:
+        pass
+    if body is None:
+        body = {"error": text.strip()[:200] or f"{status} {response.reason}".strip()}
+    headers = {k.lower(): v for k, v in response.getheaders()}
+    return error_for(status)(
+        status,
+        body,
+        headers=headers,
+        retry_after=parse_retry_after(headers.get("retry-after")),
+        request=label,
+    )

@@ -1,0 +1,187 @@
+"""Retries, timeouts and idempotent replay through a real proxy that fails, then recovers."""
+
+from __future__ import annotations
+
+import time
+import unittest
+from typing import List
+
+from harness import FaultProxy, fast_client, server
+
+from memory_service import (
+    APIError,
+    APIConnectionError,
+    APITimeoutError,
+    ConflictError,
+    InternalServerError,
+    MemoryClient,
+    NotFoundError,
+    ProviderUnavailableError,
+    RetryEvent,
+    ValidationError,
+)
+from memory_service._retry import backoff, parse_retry_after
+
+
+class Retries(unittest.TestCase):
+    def setUp(self) -> None:
+        self.proxy = FaultProxy(server().url)
+        self.addCleanup(self.proxy.close)
+        self.events: List[RetryEvent] = []
+        self.client = fast_client(MemoryClient, url=self.proxy.url, on_retry=self.events.append)
+        self.addCleanup(self.client.close)
+
+    def test_a_read_is_retried_on_503_until_the_service_recovers(self) -> None:
+        self.proxy.fail("POST", "/v1/memory/recall", times=2, status=503)
+        self.assertEqual(self.client.recall("py/retry-read")["context"], "")
+        self.assertEqual([s.status for s in self.proxy.requests("POST", "/v1/memory/recall")], [503, 503, 200])
+        self.assertEqual([e.retry for e in self.events], [1, 2])
+        self.assertIsInstance(self.events[0].error, ProviderUnavailableError)
+
+    def test_a_write_keeps_its_key_across_retries_and_writes_once(self) -> None:
+        self.proxy.fail("POST", "/v1/threads", times=2, status=503)
+        thread = self.client.threads.create("py/retry-write")
+        sent = self.proxy.requests("POST", "/v1/threads")
+        self.assertEqual(len(sent), 3)
+        keys = {s.idempotency_key for s in sent}
+        self.assertEqual(len(keys), 1)
+        self.assertIsNotNone(keys.pop())
+        self.assertEqual([t["threadId"] for t in self.client.datasets.export("py/retry-write")["threads"]], [thread["threadId"]])
+        # The next logical call gets a new key.
+        self.client.threads.create("py/retry-write")
+        self.assertNotEqual(self.proxy.requests("POST", "/v1/threads")[-1].idempotency_key, sent[0].idempotency_key)
+
+    def test_a_lost_answer_is_replayed_not_written_twice(self) -> None:
+        thread = self.client.threads.create("py/lost")
+        self.proxy.fail("POST", "/v1/memory/working/threads/", lose_answer=True)
+        added = self.client.threads.add_message(thread["threadId"], role="user", content="Only once, please.")
+        sent = self.proxy.requests("POST", "/v1/memory/working/threads/")
+        self.assertEqual(len(sent), 2)
+        self.assertEqual(sent[0].idempotency_key, sent[1].idempotency_key)
+        self.assertTrue(sent[1].replayed)  # the service answered the retry from the first answer
+        self.assertEqual(added["sequenceNumber"], 1)
+        self.assertEqual(self.client.threads.messages(thread["threadId"])["total"], 1)
+
+    def test_a_reset_connection_is_retried(self) -> None:
+        self.proxy.fail("GET", "/v1/memory/semantic/", reset=True)
+        self.assertEqual(self.client.facts.list("py/reset")["facts"], [])
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 2)
+        self.assertIsInstance(self.events[0].error, APIConnectionError)
+
+    def test_409_in_progress_is_retried_for_a_write_not_for_a_read(self) -> None:
+        self.proxy.fail("POST", "/v1/threads", status=409, body='{"error":"still running"}')
+        self.client.threads.create("py/409")
+        self.assertEqual([s.status for s in self.proxy.requests("POST", "/v1/threads")], [409, 201])
+        self.proxy.fail("GET", "/v1/threads/", status=409, body='{"error":"conflict"}')
+        with self.assertRaises(ConflictError):
+            self.client.threads.get("thr_any")
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/threads/")), 1)
+
+    def test_other_4xx_are_never_retried(self) -> None:
+        with self.assertRaises(NotFoundError):
+            self.client.threads.get("thr_unknown")
+        with self.assertRaises(ValidationError):
+            self.client.recall("py/4xx", limit=1000)
+        self.proxy.fail("POST", "/v1/threads", status=400, body='{"error":"Validation error","issues":[]}')
+        with self.assertRaises(ValidationError):
+            self.client.threads.create("py/4xx")
+        self.assertEqual(len(self.proxy.seen), 3)
+        self.assertEqual(self.events, [])
+
+    def test_chat_is_never_retried_on_a_5xx(self) -> None:
+        thread = self.client.threads.create("py/chat-5xx")
+        self.proxy.fail("POST", f"/v1/memory/working/threads/{thread['threadId']}/chat", times=2, status=500)
+        with self.assertRaises(InternalServerError):
+            self.client.threads.chat(thread["threadId"], content="Hello?")
+        with self.assertRaises(InternalServerError):
+            next(iter(self.client.threads.chat_stream(thread["threadId"], content="Hello?")))
+        self.assertEqual(len(self.proxy.requests("POST", f"/v1/memory/working/threads/{thread['threadId']}/chat")), 2)
+        # A connection error before any answer is retried (the key makes it safe).
+        self.proxy.fail("POST", f"/v1/memory/working/threads/{thread['threadId']}/chat", reset=True)
+        self.assertEqual(self.client.threads.chat(thread["threadId"], content="Hello?")["reply"]["content"], "Noted.")
+
+    def test_retries_run_out_and_the_last_error_keeps_its_body(self) -> None:
+        self.proxy.fail("GET", "/v1/memory/episodic/", times=5, status=503)
+        with self.assertRaises(ProviderUnavailableError) as caught:
+            self.client.episodes.list("py/out", retries=1)
+        self.assertEqual(caught.exception.body, {"error": "Service Unavailable (proxy)"})
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/episodic/")), 2)
+
+    def test_retry_after_is_a_floor_and_one_too_long_is_not_waited_for(self) -> None:
+        client = fast_client(MemoryClient, url=self.proxy.url, backoff_max=5, on_retry=self.events.append)
+        self.addCleanup(client.close)
+        self.proxy.fail("GET", "/v1/memory/recall/", status=503, retry_after=1)
+        client.datasets.export("py/retry-after")
+        self.assertGreaterEqual(self.events[0].delay, 1.0)
+        self.proxy.fail("GET", "/v1/memory/recall/", status=503, retry_after=120)
+        with self.assertRaises(ProviderUnavailableError) as caught:
+            client.datasets.export("py/retry-after")
+        self.assertEqual(caught.exception.retry_after, 120.0)
+        self.assertEqual(len(self.events), 1)
+
+    def test_a_write_without_a_key_is_never_retried(self) -> None:
+        self.proxy.fail("POST", "/v1/threads", status=503)
+        with self.assertRaises(ProviderUnavailableError):
+            self.client.threads.create("py/unkeyed", idempotency_key=False)
+        sent = self.proxy.requests("POST", "/v1/threads")
+        self.assertEqual(len(sent), 1)
+        self.assertIsNone(sent[0].idempotency_key)
+
+    def test_a_connection_the_server_closed_while_idle_is_not_reused(self) -> None:
+        thread = self.client.threads.create("py/idle")
+        self.proxy.fail("GET", "/v1/threads/", close_after=True)
+        self.client.threads.get(thread["threadId"])
+        time.sleep(0.1)  # idle, while the close reaches the client
+        # Even a write that may not be retried (no key) goes out on a new connection.
+        added = self.client.threads.add_message(thread["threadId"], role="user", content="Hi", idempotency_key=False)
+        self.assertEqual(added["sequenceNumber"], 1)
+        self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
+        self.assertEqual(self.events, [])
+
+    def test_a_2xx_that_is_not_json_is_an_error_not_a_crash(self) -> None:
+        self.proxy.fail("GET", "/v1/threads/", status=200, body="<html>captive portal</html>")
+        with self.assertRaises(APIError) as caught:
+            self.client.threads.get("thr_any")
+        self.assertEqual(caught.exception.status, 200)
+        self.assertIn("captive portal", caught.exception.message)
+
+    def test_a_timeout_per_call(self) -> None:
+        self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)
+        with self.assertRaises(APITimeoutError):
+            self.client.entities.list("py/timeout", timeout=0.2, retries=0)
+        # A slow first attempt, then a fast one: the retry gets a fresh budget.
+        self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)
+        self.assertEqual(self.client.entities.list("py/timeout", timeout=0.5)["entities"], [])
+        self.assertIsInstance(self.events[-1].error, APITimeoutError)
+
+
+class ExplicitKeys(unittest.TestCase):
+    def test_the_same_key_and_request_is_answered_from_the_first_answer(self) -> None:
+        proxy = FaultProxy(server().url)
+        self.addCleanup(proxy.close)
+        client = fast_client(MemoryClient, url=proxy.url)
+        self.addCleanup(client.close)
+        first = client.threads.create("py/replay", idempotency_key="py-replay-1")
+        again = client.threads.create("py/replay", idempotency_key="py-replay-1")
+        self.assertEqual(again, first)
+        self.assertEqual([s.replayed for s in proxy.requests("POST", "/v1/threads")], [False, True])
+        self.assertEqual(len(client.datasets.export("py/replay")["threads"]), 1)
+
+
+class Decisions(unittest.TestCase):
+    def test_backoff_is_full_jitter_under_a_ceiling(self) -> None:
+        self.assertEqual(backoff(0, 0.25, 10, draw=lambda: 0.999), 0.25 * 0.999)
+        self.assertEqual(backoff(3, 0.25, 10, draw=lambda: 0.5), 1.0)
+        self.assertEqual(backoff(10, 0.25, 10, draw=lambda: 0.5), 5.0)
+        self.assertEqual(backoff(0, 0.25, 10, retry_after=2, draw=lambda: 0.5), 2)
+        self.assertIsNone(backoff(0, 0.25, 10, retry_after=11))
+
+    def test_retry_after_as_seconds_or_a_date(self) -> None:
+        self.assertEqual(parse_retry_after("3"), 3.0)
+        self.assertEqual(parse_retry_after("Thu, 01 Jan 1970 00:01:40 GMT", now=40), 60.0)
+        self.assertIsNone(parse_retry_after("soon"))
+        self.assertIsNone(parse_retry_after(None))
+
+
+if __name__ == "__main__":
+    unittest.main()
