@@ -164,9 +164,10 @@ keys
       const { findApiKey, revokeApiKey } = await import("../lib/api-keys");
       const found = await findApiKey(deps, { ref });
       const { apiKey } = await revokeApiKey(deps, { apiKeyId: found.id });
-      const already = found.revokedAt !== null;
-      note(out, already ? `It was already revoked at ${apiKey.revokedAt}.` : "Requests with it now get 401.");
-      print(out, { apiKey }, `Revoked API key ${apiKey.id} (${apiKey.keyPreview}, "${apiKey.name}").`);
+      const named = `API key ${apiKey.id} (${apiKey.keyPreview}, "${apiKey.name}")`;
+      if (found.revokedAt) return print(out, { apiKey }, `${named} was already revoked at ${apiKey.revokedAt}.`);
+      note(out, "Requests with it now get 401.");
+      print(out, { apiKey }, `Revoked ${named}.`);
     }),
   );
 

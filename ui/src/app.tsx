@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, SESSION_ENDED, session, unwrap } from "./api/client";
 import { href, navigate, useRoute } from "./lib/router";
+import { AccountPage } from "./pages/account";
 import { ProjectPage } from "./pages/project";
 import { ProjectsPage } from "./pages/projects";
 import { SignInPage } from "./pages/sign-in";
@@ -71,6 +72,9 @@ export function App() {
           <a href={href("users")} aria-current={section === "users" ? "page" : undefined}>
             Users
           </a>
+          <a href={href("account")} aria-current={section === "account" ? "page" : undefined}>
+            Account
+          </a>
         </nav>
         <span class="who">{me.username}</span>
         <button type="button" onClick={signOut}>
@@ -81,6 +85,8 @@ export function App() {
       <main id="main" tabIndex={-1}>
         {section === "users" ? (
           <UsersPage me={me} />
+        ) : section === "account" ? (
+          <AccountPage me={me} />
         ) : section === "projects" && id ? (
           <ProjectPage projectId={id} parts={rest} query={route.query} />
         ) : (
