@@ -425,7 +425,9 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
   });
 
   it("changes the password on the Account page (and back)", async () => {
-    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Account" }).click();
+    // From the Users page (the header's username links there too, but phones hide it).
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();
+    await page.getByRole("link", { name: "Change your password" }).click();
     await heading("Account").waitFor();
     await capture(page, "account");
     const change = async (current: string, next: string, repeat = next) => {
@@ -447,12 +449,18 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect((await signIn(ADMIN.password)).status).toBe(200);
 
     await change(ADMIN.password, "changed-password");
-    await page.getByRole("status").getByText(/^Password changed\./).waitFor();
+    await page
+      .getByRole("status")
+      .getByText(/^Password changed\./)
+      .waitFor();
     expect((await signIn("changed-password")).status).toBe(200);
     expect((await signIn(ADMIN.password)).status).toBe(401);
     // This session stays signed in; the steps after this one sign in with the usual password.
     await change("changed-password", ADMIN.password);
-    await page.getByRole("status").getByText(/^Password changed\. 1 other session was signed out\./).waitFor();
+    await page
+      .getByRole("status")
+      .getByText(/^Password changed\. 1 other session was signed out\./)
+      .waitFor();
     expect((await signIn(ADMIN.password)).status).toBe(200);
   });
 

@@ -72,11 +72,10 @@ export function App() {
           <a href={href("users")} aria-current={section === "users" ? "page" : undefined}>
             Users
           </a>
-          <a href={href("account")} aria-current={section === "account" ? "page" : undefined}>
-            Account
-          </a>
         </nav>
-        <span class="who">{me.username}</span>
+        <a class="who" href={href("account")} aria-current={section === "account" ? "page" : undefined}>
+          {me.username}
+        </a>
         <button type="button" onClick={signOut}>
           Sign out
         </button>

@@ -3,7 +3,7 @@ import { ApiError, api, unwrap } from "../api/client";
 import type { Me } from "../app";
 import { ErrorMessage } from "../components/status";
 import { useAction } from "../lib/use-load";
-import "./users.css";
+import "./account.css";
 
 /**
  * The signed-in user's own account: change the password, proving the current one. The server
@@ -29,7 +29,7 @@ export function AccountPage({ me }: { me: Me }) {
   });
 
   return (
-    <section aria-labelledby="account-title" class="users-page">
+    <section aria-labelledby="account-title" class="account-page">
       <h1 id="account-title">Account</h1>
       <p class="hint">
         Signed in as <strong>{me.username}</strong>.
@@ -37,7 +37,7 @@ export function AccountPage({ me }: { me: Me }) {
 
       <h2 id="account-password-title">Change your password</h2>
       <form
-        class="inline-form users-form"
+        class="account-form"
         aria-labelledby="account-password-title"
         onSubmit={(e) => {
           e.preventDefault();
@@ -92,7 +92,7 @@ export function AccountPage({ me }: { me: Me }) {
         </button>
       </form>
       <ErrorMessage error={change.error} />
-      <p role="status" class="users-status">
+      <p role="status" class="account-status">
         {done && !change.pending && !change.error ? done : ""}
       </p>
     </section>
