@@ -40,13 +40,16 @@ const rule =
   };
 const name100 = rule(text().trim().min(1).max(100));
 
-/** Lists every page of a paged verb (100 rows a call). */
-async function everyPage<T>(list: (page: { limit: number; offset: number }) => Promise<{ rows: T[]; total: number }>) {
+/** Every page of a paged verb (100 rows a call): the rows under `key` of its answers. */
+async function everyPage<K extends string, T>(
+  key: K,
+  list: (page: { limit: number; offset: number }) => Promise<Record<K, T[]> & { total: number }>,
+): Promise<T[]> {
   const rows: T[] = [];
   for (let total = 1; rows.length < total; ) {
     const page = await list({ limit: 100, offset: rows.length });
-    rows.push(...page.rows);
-    total = page.rows.length === 0 ? rows.length : page.total;
+    rows.push(...page[key]);
+    total = page[key].length === 0 ? rows.length : page.total;
   }
   return rows;
 }
@@ -74,10 +77,7 @@ projects
   .action((_opts, cmd: Command) =>
     run(cmd, async (deps, out) => {
       const { listProjects } = await import("../lib/projects");
-      const rows = await everyPage(async (page) => {
-        const { projects, total } = await listProjects(deps, page);
-        return { rows: projects, total };
-      });
+      const rows = await everyPage("projects", (page) => listProjects(deps, page));
       type Project = (typeof rows)[number];
       const columns: Column<Project>[] = [
         ["ID", (p) => p.id],
@@ -126,19 +126,10 @@ keys
       ]);
       const chosen = opts.project
         ? [await findProject(deps, { ref: opts.project })]
-        : await everyPage(async (page) => {
-            const { projects, total } = await listProjects(deps, page);
-            return { rows: projects, total };
-          });
+        : await everyPage("projects", (page) => listProjects(deps, page));
       const rows = [];
       for (const project of chosen) {
-        const ctx = { deps, projectId: project.id };
-        rows.push(
-          ...(await everyPage(async (page) => {
-            const { apiKeys, total } = await listApiKeys(ctx, page);
-            return { rows: apiKeys, total };
-          })),
-        );
+        rows.push(...(await everyPage("apiKeys", (page) => listApiKeys({ deps, projectId: project.id }, page))));
       }
       type Key = (typeof rows)[number];
       const names = new Map(chosen.map((p) => [p.id, p.name]));
@@ -240,10 +231,7 @@ users
   .action((_opts, cmd: Command) =>
     run(cmd, async (deps, out) => {
       const { listUsers } = await import("../lib/users");
-      const rows = await everyPage(async (page) => {
-        const { users, total } = await listUsers(deps, page);
-        return { rows: users, total };
-      });
+      const rows = await everyPage("users", (page) => listUsers(deps, page));
       type User = (typeof rows)[number];
       const columns: Column<User>[] = [
         ["ID", (u) => u.id],

@@ -44,49 +44,16 @@ export function AccountPage({ me }: { me: Me }) {
           void change.run();
         }}
       >
-        <div class="field">
-          <label for="account-current">Current password</label>
-          <input
-            id="account-current"
-            name="current-password"
-            type="password"
-            autoComplete="current-password"
-            value={current}
-            required
-            maxLength={200}
-            onInput={(e) => setCurrent(e.currentTarget.value)}
-          />
-        </div>
-        <div class="field">
-          <label for="account-new">New password</label>
-          <input
-            id="account-new"
-            name="new-password"
-            type="password"
-            autoComplete="new-password"
-            value={next}
-            required
-            minLength={6}
-            maxLength={200}
-            aria-describedby="account-new-hint"
-            onInput={(e) => setNext(e.currentTarget.value)}
-          />
-          <small id="account-new-hint">6–200 characters</small>
-        </div>
-        <div class="field">
-          <label for="account-repeat">Repeat the new password</label>
-          <input
-            id="account-repeat"
-            name="repeat-password"
-            type="password"
-            autoComplete="new-password"
-            value={repeat}
-            required
-            minLength={6}
-            maxLength={200}
-            onInput={(e) => setRepeat(e.currentTarget.value)}
-          />
-        </div>
+        <PasswordField id="account-current" label="Current password" value={current} onInput={setCurrent} />
+        <PasswordField
+          id="account-new"
+          label="New password"
+          value={next}
+          onInput={setNext}
+          hint="6–200 characters"
+          isNew
+        />
+        <PasswordField id="account-repeat" label="Repeat the new password" value={repeat} onInput={setRepeat} isNew />
         <button type="submit" class="primary" disabled={change.pending}>
           {change.pending ? "Changing…" : "Change password"}
         </button>
@@ -96,5 +63,34 @@ export function AccountPage({ me }: { me: Me }) {
         {done && !change.pending && !change.error ? done : ""}
       </p>
     </section>
+  );
+}
+
+/** A labelled password input; a new password has the server's length rule (6-200). */
+function PasswordField(props: {
+  id: string;
+  label: string;
+  value: string;
+  onInput: (value: string) => void;
+  hint?: string;
+  isNew?: boolean;
+}) {
+  return (
+    <div class="field">
+      <label for={props.id}>{props.label}</label>
+      <input
+        id={props.id}
+        name={props.id}
+        type="password"
+        autoComplete={props.isNew ? "new-password" : "current-password"}
+        value={props.value}
+        required
+        minLength={props.isNew ? 6 : undefined}
+        maxLength={200}
+        aria-describedby={props.hint ? `${props.id}-hint` : undefined}
+        onInput={(e) => props.onInput(e.currentTarget.value)}
+      />
+      {props.hint && <small id={`${props.id}-hint`}>{props.hint}</small>}
+    </div>
   );
 }
