@@ -1,5 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { login, logout } from "../lib/auth";
+import { PASSWORD_LENGTH } from "../lib/inputs";
+import { changePassword } from "../lib/users";
 import { requireSession } from "./middleware";
 import { createRouter } from "./router";
 import { ErrorSchema, errorResponses } from "./schemas/errors";
@@ -54,6 +56,38 @@ const logoutRoute = createRoute({
   responses: { 204: { description: "Signed out" }, 401: errorResponses[401] },
 });
 
+const passwordRoute = createRoute({
+  method: "post",
+  path: "/password",
+  tags: ["Internal: auth"],
+  summary: "Change the signed-in user's password",
+  description: "Requires the current password. The user's other sessions are revoked; this one stays signed in.",
+  security: security.session,
+  middleware: [requireSession] as const,
+  request: jsonBody(
+    z.object({
+      currentPassword: z.string().min(1).max(200).openapi({ description: "The password the user signs in with now." }),
+      newPassword: z
+        .string()
+        .min(PASSWORD_LENGTH.min)
+        .max(PASSWORD_LENGTH.max)
+        .openapi({ description: `The new password (${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters).` }),
+    }),
+  ),
+  responses: {
+    200: jsonResponse(
+      z.object({
+        user: UserSchema,
+        sessionsRevoked: z.number().int().openapi({ description: "The user's other sessions, now signed out." }),
+      }),
+      "Changed",
+    ),
+    400: jsonResponse(ErrorSchema, "Validation error, or the current password is incorrect"),
+    401: errorResponses[401],
+    409: jsonResponse(ErrorSchema, "The password was changed meanwhile by another session"),
+  },
+});
+
 export const authRoutes = createRouter()
   .openapi(loginRoute, async (c) => {
     const { username, password } = c.req.valid("json");
@@ -62,6 +96,10 @@ export const authRoutes = createRouter()
   .openapi(meRoute, (c) => {
     const { userId, username } = c.get("session");
     return c.json({ user: { userId, username } }, 200);
+  })
+  .openapi(passwordRoute, async (c) => {
+    const { userId, sessionId } = c.get("session");
+    return c.json(await changePassword(c.get("deps"), { userId, sessionId, ...c.req.valid("json") }), 200);
   })
   .openapi(logoutRoute, async (c) => {
     await logout(c.get("deps"), c.get("session").sessionId);

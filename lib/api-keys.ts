@@ -1,14 +1,19 @@
-import { and, desc, eq, isNull } from "drizzle-orm";
-import type { ProjectContext } from "./context";
-import { hashToken, keyPreview, newApiKey } from "./crypto";
+import { and, desc, eq, isNull, or, sql } from "drizzle-orm";
+import { hashToken, KEY_PREFIX, keyPreview, newApiKey } from "./crypto";
 import { pageWithTotal } from "./db/paging";
 import { toIso } from "./db/rows";
 import { apiKeys, projects } from "./db/schema";
-import type { Deps } from "./deps";
-import { notFound } from "./errors";
+import type { DbDeps } from "./deps";
+import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
 
 type ApiKeyRow = typeof apiKeys.$inferSelect;
+
+/** A project's verbs over keys need only the database and the clock (a ProjectContext is one). */
+interface KeyContext {
+  deps: DbDeps;
+  projectId: string;
+}
 
 export function apiKeyRecord(k: ApiKeyRow) {
   return {
@@ -23,7 +28,7 @@ export function apiKeyRecord(k: ApiKeyRow) {
 }
 
 /** The plaintext key is returned here and never again; only its hash is stored. */
-export async function createApiKey({ deps, projectId }: ProjectContext, input: { name: string }) {
+export async function createApiKey({ deps, projectId }: KeyContext, input: { name: string }) {
   const [project] = await deps.db.select({ id: projects.id }).from(projects).where(eq(projects.id, projectId));
   if (!project) throw notFound("Project not found");
   const key = newApiKey();
@@ -41,7 +46,7 @@ export async function createApiKey({ deps, projectId }: ProjectContext, input: {
   return { key, apiKey: apiKeyRecord(row) };
 }
 
-export async function listApiKeys({ deps, projectId }: ProjectContext, page: { limit: number; offset: number }) {
+export async function listApiKeys({ deps, projectId }: KeyContext, page: { limit: number; offset: number }) {
   const { rows, total } = await pageWithTotal(
     deps.db,
     apiKeys,
@@ -53,7 +58,7 @@ export async function listApiKeys({ deps, projectId }: ProjectContext, page: { l
 }
 
 /** Revocation is permanent and idempotent: revoking twice keeps the first revokedAt. */
-export async function revokeApiKey(deps: Deps, { apiKeyId: id }: { apiKeyId: string }) {
+export async function revokeApiKey(deps: DbDeps, { apiKeyId: id }: { apiKeyId: string }) {
   const [revoked] = await deps.db
     .update(apiKeys)
     .set({ revokedAt: deps.clock.now() })
@@ -63,4 +68,34 @@ export async function revokeApiKey(deps: Deps, { apiKeyId: id }: { apiKeyId: str
   const [existing] = await deps.db.select().from(apiKeys).where(eq(apiKeys.id, id));
   if (!existing) throw notFound("API key not found");
   return { apiKey: apiKeyRecord(existing) };
+}
+
+const FULL_KEY = new RegExp(`^${KEY_PREFIX}[0-9a-f]{64}$`);
+
+/**
+ * The one key `ref` names, for the admin command line: its id, the key itself (found by its
+ * hash), or its preview or the start of it (`mk_1a2b`). A preview's visible part is short, so
+ * several keys may share one: then it names none and the error lists them.
+ */
+export async function findApiKey(deps: Pick<DbDeps, "db">, { ref }: { ref: string }) {
+  const rows = await deps.db
+    .select()
+    .from(apiKeys)
+    .where(
+      FULL_KEY.test(ref)
+        ? eq(apiKeys.keyHash, hashToken(ref))
+        : or(eq(apiKeys.id, ref), sql`starts_with(${apiKeys.keyPreview}, ${ref})`),
+    )
+    .orderBy(desc(apiKeys.createdAt))
+    .limit(6);
+  const exact = rows.find((k) => k.id === ref);
+  if (exact) return apiKeyRecord(exact);
+  if (rows.length === 0) throw notFound(`API key "${ref}" not found (give its id, its preview or the key)`);
+  if (rows.length > 1) {
+    const shown = rows.slice(0, 5).map((k) => `${k.id} ${k.keyPreview}`);
+    throw badRequest(
+      `"${ref}" matches several API keys (${shown.join(", ")}${rows.length > 5 ? ", ..." : ""}): give its id`,
+    );
+  }
+  return apiKeyRecord(rows[0]);
 }

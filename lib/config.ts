@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { PASSWORD_LENGTH } from "./inputs";
 import type { LogLevel } from "./log";
 
 const optionalString = z
@@ -24,7 +25,7 @@ export const configSchema = z.object({
       .optional(),
   ),
   ADMIN_USERNAME: z.string().min(1).max(100).default("admin"),
-  ADMIN_PASSWORD: optionalString.pipe(z.string().min(6).max(200).optional()),
+  ADMIN_PASSWORD: optionalString.pipe(z.string().min(PASSWORD_LENGTH.min).max(PASSWORD_LENGTH.max).optional()),
   OPENAI_API_KEY: optionalString,
   OPENAI_BASE_URL: optionalString,
   LLM_MODEL: z.string().default("gpt-4o-mini"),

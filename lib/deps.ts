@@ -27,3 +27,9 @@ export interface Deps {
   /** Recall's query embeddings, kept for the life of the process (Node.js) or isolate (edge). */
   queryEmbeddings: QueryEmbeddings;
 }
+
+/**
+ * What a verb over plain rows needs (users, projects, API keys): the admin command line opens a
+ * database and a clock, not a whole service.
+ */
+export type DbDeps = Pick<Deps, "db" | "clock">;

@@ -21,6 +21,9 @@ export const text = () =>
     .overwrite((s) => s.replace(LONE_SURROGATE, "\ufffd"))
     .refine((s) => !s.includes("\u0000"), "Must not contain NUL characters (\\u0000)");
 
+/** Every password the service sets: the dashboard's forms, its API and the admin command line. */
+export const PASSWORD_LENGTH = { min: 6, max: 200 } as const;
+
 /** Dataset names: any 1-256 characters (except NUL). */
 export const datasetName = () => text().min(1).max(256);
 

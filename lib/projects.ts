@@ -1,18 +1,18 @@
-import { desc, eq, sql } from "drizzle-orm";
+import { desc, eq, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
 import { dbInt, dbJson, parsedRowsOf } from "./db/rows";
 import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
-import type { Deps } from "./deps";
-import { notFound } from "./errors";
+import type { DbDeps } from "./deps";
+import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
 
 export function projectRecord(p: { id: string; name: string; createdAt: Date }) {
   return { id: p.id, name: p.name, createdAt: new Date(p.createdAt).toISOString() };
 }
 
-export async function createProject(deps: Deps, { name }: { name: string }) {
+export async function createProject(deps: DbDeps, { name }: { name: string }) {
   const [project] = await deps.db
     .insert(projects)
     .values({ id: newId("prj"), name, createdAt: deps.clock.now() })
@@ -20,7 +20,7 @@ export async function createProject(deps: Deps, { name }: { name: string }) {
   return projectRecord(project);
 }
 
-export async function listProjects(deps: Deps, page: { limit: number; offset: number }) {
+export async function listProjects(deps: DbDeps, page: { limit: number; offset: number }) {
   const { rows, total } = await pageWithTotal(
     deps.db,
     projects,
@@ -29,6 +29,24 @@ export async function listProjects(deps: Deps, page: { limit: number; offset: nu
     page,
   );
   return { projects: rows.map(projectRecord), total };
+}
+
+/** A project named by its id or by its name (which must then be unique), for the admin command line. */
+export async function findProject(deps: Pick<DbDeps, "db">, { ref }: { ref: string }) {
+  const rows = await deps.db
+    .select()
+    .from(projects)
+    .where(or(eq(projects.id, ref), eq(projects.name, ref)))
+    .orderBy(projects.createdAt);
+  const byId = rows.find((p) => p.id === ref);
+  if (byId) return projectRecord(byId);
+  if (rows.length === 0) throw notFound(`Project "${ref}" not found`);
+  if (rows.length > 1) {
+    throw badRequest(
+      `${rows.length} projects are named "${ref}": name one by its id (${rows.map((p) => p.id).join(", ")})`,
+    );
+  }
+  return projectRecord(rows[0]);
 }
 
 /** Irreversible: API keys, threads, messages, episodes, facts, entities and jobs cascade. */

@@ -1,13 +1,15 @@
-import { eq, sql } from "drizzle-orm";
+import { and, eq, type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import { userRecord } from "./auth";
-import { hashPassword } from "./crypto";
+import { hashPassword, verifyPassword } from "./crypto";
 import { pageWithTotal } from "./db/paging";
-import { users } from "./db/schema";
-import type { Deps } from "./deps";
+import { dbInt, dbTimestampSet, parsedRowsOf } from "./db/rows";
+import { sessions, users } from "./db/schema";
+import type { DbDeps, Deps } from "./deps";
 import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
 
-export async function listUsers(deps: Deps, page: { limit: number; offset: number }) {
+export async function listUsers(deps: DbDeps, page: { limit: number; offset: number }) {
   const { rows, total } = await pageWithTotal(
     deps.db,
     users,
@@ -18,7 +20,7 @@ export async function listUsers(deps: Deps, page: { limit: number; offset: numbe
   return { users: rows.map(userRecord), total };
 }
 
-export async function createUser(deps: Deps, input: { username: string; password: string }) {
+export async function createUser(deps: DbDeps, input: { username: string; password: string }) {
   const now = deps.clock.now();
   const [user] = await deps.db
     .insert(users)
@@ -54,4 +56,74 @@ export async function deleteUser(
   const [exists] = await deps.db.select({ id: users.id }).from(users).where(eq(users.id, id));
   if (!exists) throw notFound("User not found");
   throw badRequest("Cannot delete the last user");
+}
+
+const ChangedUser = z.object({
+  id: z.string(),
+  username: z.string(),
+  created_at: dbTimestampSet,
+  updated_at: dbTimestampSet,
+  sessions_revoked: dbInt,
+});
+
+/**
+ * One statement: the password of the user `where` picks, and every session of theirs ended but
+ * `keepSessionId` (a password changed because it leaked must not leave the thief signed in).
+ * Undefined when `where` picks no user.
+ */
+async function setPassword(deps: DbDeps, where: SQL, password: string, keepSessionId?: string) {
+  const now = deps.clock.now().toISOString();
+  const [row] = parsedRowsOf(
+    ChangedUser,
+    await deps.db.execute(sql`
+      WITH changed AS (
+        UPDATE ${users} SET password_hash = ${await hashPassword(password)}, updated_at = ${now}::timestamptz
+        WHERE ${where}
+        RETURNING id, username, created_at, updated_at
+      ), revoked AS (
+        UPDATE ${sessions} SET revoked_at = ${now}::timestamptz
+        WHERE user_id IN (SELECT id FROM changed) AND revoked_at IS NULL AND id IS DISTINCT FROM ${keepSessionId ?? null}
+        RETURNING id
+      )
+      SELECT changed.*, (SELECT count(*) FROM revoked)::int AS sessions_revoked FROM changed`),
+  );
+  if (!row) return undefined;
+  const user = userRecord({
+    id: row.id,
+    username: row.username,
+    createdAt: new Date(row.created_at),
+    updatedAt: new Date(row.updated_at),
+  });
+  return { user, sessionsRevoked: row.sessions_revoked };
+}
+
+/** An operator sets a user's password (the admin command line); every session of theirs ends. */
+export async function resetPassword(deps: DbDeps, { username, password }: { username: string; password: string }) {
+  const changed = await setPassword(deps, eq(users.username, username), password);
+  if (!changed) throw notFound(`User "${username}" not found`);
+  return changed;
+}
+
+/**
+ * A signed-in user changes their own password, proving the current one. Their other sessions
+ * end; the one asking stays signed in. The update applies only while the hash is still the one
+ * checked, so of two changes racing each other the second fails rather than undoing the first.
+ */
+export async function changePassword(
+  deps: DbDeps,
+  input: { userId: string; sessionId: string; currentPassword: string; newPassword: string },
+) {
+  const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
+  if (!user) throw notFound("User not found");
+  if (!(await verifyPassword(input.currentPassword, user.passwordHash))) {
+    throw badRequest("Current password is incorrect");
+  }
+  const changed = await setPassword(
+    deps,
+    and(eq(users.id, user.id), eq(users.passwordHash, user.passwordHash)) as SQL,
+    input.newPassword,
+    input.sessionId,
+  );
+  if (!changed) throw conflict("The password was changed meanwhile: sign in again with the new one");
+  return changed;
 }

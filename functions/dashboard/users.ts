@@ -1,4 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
+import { PASSWORD_LENGTH } from "../../lib/inputs";
 import { createUser, deleteUser, listUsers } from "../../lib/users";
 import { operation } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
@@ -35,7 +36,11 @@ export const userOperations = {
       request: jsonBody(
         z.object({
           username: text().min(1).max(100).openapi({ description: "1-100 characters." }),
-          password: z.string().min(6).max(200).openapi({ description: "6-200 characters." }),
+          password: z
+            .string()
+            .min(PASSWORD_LENGTH.min)
+            .max(PASSWORD_LENGTH.max)
+            .openapi({ description: `${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters.` }),
         }),
       ),
       responses: {

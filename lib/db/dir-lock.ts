@@ -61,7 +61,17 @@ function pidExists(pid: number): boolean {
   }
 }
 
-export class DirectoryInUseError extends Error {}
+/** The directory's lock is held by a live process (`pid`, when the lock file names it). */
+export class DirectoryInUseError extends Error {
+  constructor(
+    message: string,
+    readonly dir: string,
+    readonly pid?: number,
+  ) {
+    super(message);
+    this.name = "DirectoryInUseError";
+  }
+}
 
 /**
  * One process per embedded data directory: a lock file beside it names the holder. It is created
@@ -95,10 +105,14 @@ export function acquireDirLock(dir: string): () => void {
     const holder = parseLockFile(existing);
     if (holder && holder.pid !== process.pid) {
       if (holderIsAlive(holder, processInfo(holder.pid), pidExists(holder.pid))) {
-        throw new DirectoryInUseError(`The embedded database at ${dir} is in use by process ${holder.pid}`);
+        throw new DirectoryInUseError(
+          `The embedded database at ${dir} is in use by process ${holder.pid}`,
+          dir,
+          holder.pid,
+        );
       }
     }
     rmSync(lockFile, { force: true }); // stale (or ours, or unreadable): take it over
   }
-  throw new DirectoryInUseError(`Could not lock the embedded database at ${dir}: another process keeps taking it`);
+  throw new DirectoryInUseError(`Could not lock the embedded database at ${dir}: another process keeps taking it`, dir);
 }

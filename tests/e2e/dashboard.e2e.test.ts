@@ -424,6 +424,46 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     }
   });
 
+  it("changes the password on the Account page (and back)", async () => {
+    // From the Users page (the header's username links there too, but phones hide it).
+    await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();
+    await page.getByRole("link", { name: "Change your password" }).click();
+    await heading("Account").waitFor();
+    await capture(page, "account");
+    const change = async (current: string, next: string, repeat = next) => {
+      await page.getByLabel("Current password").fill(current);
+      await page.getByLabel("New password", { exact: true }).fill(next);
+      await page.getByLabel("Repeat the new password").fill(repeat);
+      await page.getByRole("button", { name: "Change password" }).click();
+    };
+    const signIn = (password: string) =>
+      fetch(`${svc.url}/auth/login`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ username: ADMIN.username, password }),
+      });
+    await change(ADMIN.password, "changed-password", "changed-passwort");
+    await page.getByRole("alert").getByText("The new passwords do not match").waitFor();
+    await change("not-the-password", "changed-password");
+    await page.getByRole("alert").getByText("Current password is incorrect").waitFor();
+    expect((await signIn(ADMIN.password)).status).toBe(200);
+
+    await change(ADMIN.password, "changed-password");
+    await page
+      .getByRole("status")
+      .getByText(/^Password changed\./)
+      .waitFor();
+    expect((await signIn("changed-password")).status).toBe(200);
+    expect((await signIn(ADMIN.password)).status).toBe(401);
+    // This session stays signed in; the steps after this one sign in with the usual password.
+    await change("changed-password", ADMIN.password);
+    await page
+      .getByRole("status")
+      .getByText(/^Password changed\. 1 other session was signed out\./)
+      .waitFor();
+    expect((await signIn(ADMIN.password)).status).toBe(200);
+  });
+
   it("signs out back to the sign-in page, with the reason", async () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await heading("Sign in").waitFor();

@@ -1,6 +1,7 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, SESSION_ENDED, session, unwrap } from "./api/client";
 import { href, navigate, useRoute } from "./lib/router";
+import { AccountPage } from "./pages/account";
 import { ProjectPage } from "./pages/project";
 import { ProjectsPage } from "./pages/projects";
 import { SignInPage } from "./pages/sign-in";
@@ -72,7 +73,9 @@ export function App() {
             Users
           </a>
         </nav>
-        <span class="who">{me.username}</span>
+        <a class="who" href={href("account")} aria-current={section === "account" ? "page" : undefined}>
+          {me.username}
+        </a>
         <button type="button" onClick={signOut}>
           Sign out
         </button>
@@ -81,6 +84,8 @@ export function App() {
       <main id="main" tabIndex={-1}>
         {section === "users" ? (
           <UsersPage me={me} />
+        ) : section === "account" ? (
+          <AccountPage me={me} />
         ) : section === "projects" && id ? (
           <ProjectPage projectId={id} parts={rest} query={route.query} />
         ) : (

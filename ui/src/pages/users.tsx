@@ -4,6 +4,7 @@ import type { Me } from "../app";
 import { ConfirmDialog } from "../components/confirm";
 import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
 import { formatDateTime } from "../lib/format";
+import { href } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
 import "./users.css";
 
@@ -70,7 +71,10 @@ export function UsersPage({ me }: { me: Me }) {
   return (
     <section aria-labelledby="users-title" class="users-page">
       <h1 id="users-title">Users</h1>
-      <p class="hint">Dashboard operators. Every user can see and manage every project.</p>
+      <p class="hint">
+        Dashboard operators. Every user can see and manage every project.{" "}
+        <a href={href("account")}>Change your password</a>
+      </p>
 
       <h2 id="users-create-title">Add a user</h2>
       <form

@@ -1,0 +1,83 @@
+import { systemClock } from "../lib/clock";
+import { type Config, parseConfig } from "../lib/config";
+import { DirectoryInUseError } from "../lib/db/dir-lock";
+import { migrateDatabase } from "../lib/db/migrate";
+import { createDatabase } from "../lib/db/node";
+import type { Database } from "../lib/db/types";
+import type { DbDeps } from "../lib/deps";
+import { failureText } from "../lib/errors";
+import { databaseEmbeddingSizes, databaseMismatch } from "../lib/llm/embedding-check";
+import { CliError } from "./errors";
+
+/** The environment, read as `npm start` reads it; a bad variable is named. */
+export function configFrom(env: NodeJS.ProcessEnv): Config {
+  try {
+    return parseConfig(env);
+  } catch (err) {
+    const issues = (err as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
+    if (!issues) throw err;
+    const first = issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; ");
+    throw new CliError(`Invalid environment variable ${first}`, 2);
+  }
+}
+
+/** Where the command works, for messages: never the URL's password. */
+export function databaseName(config: Config): string {
+  if (!config.databaseUrl) return `the embedded database at ${config.pgliteDir}`;
+  try {
+    const url = new URL(config.databaseUrl);
+    return `the database at DATABASE_URL (${url.host}${url.pathname})`;
+  } catch {
+    return "the database at DATABASE_URL";
+  }
+}
+
+/**
+ * Opens the database the server would use and brings it up to date as the server does at start
+ * (the same migrations; EMBEDDING_DIMENSIONS checked against it first, never against the model),
+ * runs `work` over it and closes it. The embedded database takes the directory's lock: while a
+ * server holds it, the command stops with one sentence instead of touching the files.
+ */
+export async function withDatabase<T>(env: NodeJS.ProcessEnv, work: (deps: DbDeps) => Promise<T>): Promise<T> {
+  const config = configFrom(env);
+  const database = await open(config);
+  try {
+    await prepare(database, config);
+    return await work({ db: database.db, clock: systemClock });
+  } finally {
+    await database.close();
+  }
+}
+
+async function open(config: Config): Promise<Database> {
+  try {
+    return await createDatabase(config);
+  } catch (err) {
+    if (err instanceof DirectoryInUseError) {
+      const holder = err.pid ? ` (pid ${err.pid})` : "";
+      throw new CliError(
+        `The data directory ${config.pgliteDir} is in use by a running server${holder}: stop it, or use the dashboard or the API.`,
+      );
+    }
+    throw new CliError(`Cannot open ${databaseName(config)}: ${reason(err)}`);
+  }
+}
+
+async function prepare(database: Database, config: Config): Promise<void> {
+  let problem: string | undefined;
+  try {
+    problem = databaseMismatch(config, await databaseEmbeddingSizes(database.db));
+    if (!problem) await migrateDatabase(database, config.openai.embeddingDimensions);
+  } catch (err) {
+    throw new CliError(`Cannot prepare ${databaseName(config)}: ${reason(err)}`);
+  }
+  if (problem) throw new CliError(problem);
+}
+
+/** A driver's error as one line (a refused connection is an AggregateError with no message). */
+function reason(err: unknown): string {
+  const inner = (err as { errors?: unknown[] }).errors?.[0] ?? err;
+  const text = failureText(inner);
+  const code = (inner as { code?: unknown }).code;
+  return text || (typeof code === "string" ? code : String(inner));
+}
