@@ -11,8 +11,10 @@ import { freePort } from "./helpers/process";
  * markers, the ```sh blocks are: the install (not run here), `npm run demo:provider` and the
  * `... npm start` line (each started here as a child process, with the environment the README
  * shows), then the curl + jq commands, which run in one bash, in order, after the server is up.
- * The documented ports (8787, 8788) and data directory (.data/demo) are replaced by free ports and
- * a temporary directory. Every line of a ```text output block that follows a command block must
+ * The ```sh blocks between the provider's and the server's (the admin command line, which works on
+ * the database before the server holds it) run in one bash before the server starts.
+ * The documented ports (8787, 8788), data directory (.data/demo) and key file (.data/demo.key) are
+ * replaced by free ports and a temporary directory. Every line of a ```text output block that follows a command block must
  * be in that command's output, except lines abbreviated with "..." (dates are compared as dates).
  */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
@@ -125,7 +127,7 @@ function substitute(text: string, from: string, to: string) {
 
 const normalise = (line: string) => line.trim().replace(/\d{4}-\d{2}-\d{2}/g, "YYYY-MM-DD");
 
-describe.runIf(tools || inCi)("README quick start", { timeout: 60_000 }, () => {
+describe.runIf(tools || inCi)("README quick start", { timeout: 180_000 }, () => {
   it("curl and jq are installed (CI installs jq)", () => {
     expect(tools, "curl or jq not found: apt-get install curl jq").toBe(true);
   });
@@ -142,10 +144,17 @@ describe.runIf(tools || inCi)("README quick start", { timeout: 60_000 }, () => {
 
     const [providerPort, serverPort] = [await freePort(), await freePort()];
     const pgliteDir = join(dir, "pglite");
+    const keyFile = join(dir, "demo.key");
     const local = (text: string) =>
       text
         .replaceAll("127.0.0.1:8788", `127.0.0.1:${providerPort}`)
-        .replaceAll("127.0.0.1:8787", `127.0.0.1:${serverPort}`);
+        .replaceAll("127.0.0.1:8787", `127.0.0.1:${serverPort}`)
+        .replaceAll(".data/demo.key", keyFile);
+    const providerIndex = blocks.indexOf(providerBlock as Block);
+    const adminBlocks = blocks.slice(providerIndex + 1, serverIndex).filter((b) => b.lang === "sh");
+    expect(adminBlocks.map((b) => b.code).join("\n"), "a key made with the admin command line").toMatch(
+      /npx memory-admin keys create .*> \.data\/demo\.key$/m,
+    );
 
     // The loop: every ```sh block after the server's, each with the output blocks that follow it.
     const steps: { code: string; expected: string[] }[] = [];
@@ -166,6 +175,28 @@ describe.runIf(tools || inCi)("README quick start", { timeout: 60_000 }, () => {
     await waitFor(provider, `listening on ${providerUrl}`, 20_000);
     // The provider says how to point the service at it, as the README's server line does.
     expect(provider.output()).toContain(`OPENAI_BASE_URL=${providerUrl}`);
+
+    // The admin command line makes the project and the key before the server starts.
+    const admin = substitute(
+      local(adminBlocks.map((b) => b.code).join("\n")),
+      "PGLITE_DIR=.data/demo",
+      `PGLITE_DIR=${pgliteDir}`,
+    );
+    const adminStarted = Date.now();
+    try {
+      execFileSync("bash", ["-c", `set -euo pipefail\n${admin}`], {
+        cwd: ROOT,
+        env: baseEnv(),
+        encoding: "utf8",
+        timeout: 90_000,
+        stdio: ["ignore", "pipe", "pipe"],
+      });
+    } catch (err) {
+      const e = err as { stdout?: string; stderr?: string };
+      throw new Error(`the admin command line failed:\n${e.stdout}\n${e.stderr}`);
+    }
+    expect(readFileSync(keyFile, "utf8")).toMatch(/^mk_[0-9a-f]+\n?$/);
+    const adminDone = Date.now();
 
     let serverCommand = substitute(
       serverLine,
@@ -196,7 +227,7 @@ describe.runIf(tools || inCi)("README quick start", { timeout: 60_000 }, () => {
     }
     const done = Date.now();
     console.log(
-      `quick start: provider up in ${serverSpawned - t0} ms, server up in ${listening - serverSpawned} ms, ` +
+      `quick start: provider up in ${adminStarted - t0} ms, the key made in ${adminDone - adminStarted} ms, server up in ${listening - serverSpawned} ms, ` +
         `the commands (sign-in to recall) in ${done - listening} ms; npm start to recall: ${done - serverSpawned} ms`,
     );
 
