@@ -65,6 +65,7 @@ const routes = {
       400: errorResponses[400],
       401: errorResponses[401],
       500: jsonResponse(ErrorSchema, "The embedding call failed"),
+      503: errorResponses[503],
     },
   }),
   get: createRoute({

@@ -103,10 +103,7 @@ const chatRoute = createRoute({
     401: errorResponses[401],
     404: jsonResponse(ErrorSchema, "Thread not found (or not in the caller's project); nothing is stored"),
     500: failureResponse(FAILED, `${FAILED}: the provider failed; the user message stays stored`),
-    503: jsonResponse(
-      ErrorSchema,
-      "No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored",
-    ),
+    503: errorResponses[503],
   },
 });
 

@@ -145,6 +145,7 @@ const routes = {
       401: errorResponses[401],
       404: errorResponses[404],
       500: failureResponse("Failed to compact thread", "The model call failed; nothing was compacted"),
+      503: errorResponses[503],
     },
   }),
   stats: createRoute({

@@ -98,11 +98,15 @@ export class ProviderError extends Error {
   }
 }
 
-/** What a call without a configured provider fails with (and chat's 503 says). */
+/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
 export const NO_PROVIDER_MESSAGE =
   "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
 
-/** The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). */
+/**
+ * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
+ * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
+ * HttpError, so the parts that degrade without a model (recall) still catch it.
+ */
 export class NoProviderError extends ProviderError {
   constructor() {
     super(NO_PROVIDER_MESSAGE);

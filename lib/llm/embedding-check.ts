@@ -125,5 +125,7 @@ const warnedNoProvider = new WeakSet<Config>();
 export function warnIfNoProvider(config: Config, log: Logger): void {
   if (providerConfigured(config) || warnedNoProvider.has(config)) return;
   warnedNoProvider.add(config);
-  log.warn(`${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.`);
+  log.warn(
+    `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 503, episodes and facts fail, and recall searches by keyword.`,
+  );
 }

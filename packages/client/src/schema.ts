@@ -795,6 +795,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     delete?: never;
@@ -1011,7 +1020,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored */
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1452,6 +1461,15 @@ export interface paths {
         };
         /** @description The embedding call failed */
         500: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+        503: {
           headers: {
             [name: string]: unknown;
           };

@@ -1319,7 +1319,7 @@ export interface paths {
         };
         /**
          * Whether a model provider is configured, and the models the service uses
-         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat answers 503 and episodes and fact extraction fail; the dashboard shows a banner.
+         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer 503 and episodes and fact extraction fail; the dashboard shows a banner.
          */
         get: {
             parameters: {
@@ -3216,6 +3216,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -3432,7 +3441,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored */
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
                 503: {
                     headers: {
                         [name: string]: unknown;
@@ -3873,6 +3882,15 @@ export interface paths {
                 };
                 /** @description The embedding call failed */
                 500: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+                503: {
                     headers: {
                         [name: string]: unknown;
                     };
