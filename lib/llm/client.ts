@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
-import { type Config, providerConfigured } from "../config";
+import type { Config, ProviderEndpoint } from "../config";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -134,9 +134,10 @@ type OpenAiOf = () => OpenAI;
 
 export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   const { llmModel } = config.openai;
-  const openai = lazyClient(config, options);
+  const openai = lazyClient(config.openai, options);
   const structured = structuredCalls(openai, llmModel);
-  const embeddings = embeddingCalls(openai, config.openai);
+  // Its own client: EMBEDDING_BASE_URL may name another server (the chat's when unset).
+  const embeddings = embeddingCalls(lazyClient(config.embeddings, options), config.openai);
   return {
     structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
     complete: (request) =>
@@ -158,12 +159,10 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   };
 }
 
-function lazyClient(config: Config, options: LlmOptions): OpenAiOf {
-  const { apiKey, baseUrl } = config.openai;
-  const configured = providerConfigured(config);
+function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions): OpenAiOf {
   let client: OpenAI | undefined;
   return () => {
-    if (!configured) throw new NoProviderError();
+    if (!apiKey && !baseUrl) throw new NoProviderError();
     client ??= new OpenAI({
       apiKey: apiKey ?? PLACEHOLDER_API_KEY,
       baseURL: baseUrl,
