@@ -148,8 +148,27 @@ export function embeddingsConfigured(config: Pick<Config, "embeddings">): boolea
 
 const endpointConfigured = (endpoint: ProviderEndpoint) => Boolean(endpoint.apiKey || endpoint.baseUrl);
 
+/** The environment does not parse: the message names each variable and what is wrong with it. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** One sentence naming each bad variable (never its value: it may be a secret). */
+export function configErrorMessage(issues: readonly z.core.$ZodIssue[]): string {
+  const problems = issues.map((issue) => {
+    const name = issue.path.map(String).join(".") || "the environment";
+    return `${name}: ${issue.message.replace(/^Invalid input: /, "").replace(/^./, (c) => c.toLowerCase())}`;
+  });
+  return `Invalid configuration: ${problems.join("; ")} (fix it in the environment, or unset it for its default).`;
+}
+
 export function parseConfig(env: Record<string, unknown>): Config {
-  const e = configSchema.parse(env);
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(configErrorMessage(parsed.error.issues));
+  const e = parsed.data;
   return {
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
