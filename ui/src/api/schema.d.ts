@@ -2490,6 +2490,14 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "dataset": "user-42",
+                     *       "tags": [
+                     *         "support"
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
                         dataset: string;
@@ -2593,6 +2601,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2645,6 +2654,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2652,6 +2662,14 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "tags": [
+                     *         "support",
+                     *         "travel"
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
                         tags?: string[];
@@ -2754,6 +2772,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2851,6 +2870,7 @@ export interface paths {
                 };
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -2909,6 +2929,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -2916,6 +2937,12 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "role": "user",
+                     *       "content": "I moved to Lisbon last spring, so I need a new dentist."
+                     *     }
+                     */
                     "application/json": {
                         /**
                          * @description user, assistant, system or tool.
@@ -3038,12 +3065,18 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
             };
             requestBody?: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messageLimit": 20
+                     *     }
+                     */
                     "application/json": {
                         /** @description How many recent messages (1-100, default 20). */
                         messageLimit?: number;
@@ -3147,6 +3180,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3246,6 +3280,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3351,6 +3386,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3358,6 +3394,11 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "content": "Can you suggest a dentist near where I live?"
+                     *     }
+                     */
                     "application/json": {
                         /** @description The user's message, non-empty. It is stored as a `user` message before anything else (and stays stored if the reply fails), so the window sent to the model ends with it; its first 2000 characters are the recall query. */
                         content: string;
@@ -3479,6 +3520,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3486,6 +3528,20 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "role": "user",
+                     *           "content": "I moved to Lisbon last spring."
+                     *         },
+                     *         {
+                     *           "role": "assistant",
+                     *           "content": "How are you finding it?"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description In order. At most 1000 messages and 5 MB of body. */
                         messages: {
@@ -3632,6 +3688,22 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+                     *           "role": "user",
+                     *           "content": "I moved to Lisbon last spring."
+                     *         },
+                     *         {
+                     *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+                     *           "role": "assistant",
+                     *           "content": "How are you finding it?"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description In order. At most 1000 messages and 5 MB of body. */
                         messages: {
@@ -3773,7 +3845,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -3842,7 +3917,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -3921,6 +3999,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -3969,6 +4048,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -4058,6 +4138,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -4155,7 +4236,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4226,9 +4310,15 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
-                    /** @description The fact's id. */
+                    /**
+                     * @description The fact's id.
+                     * @example fct_2m9q4x7k1d8w3e5r0t6y
+                     */
                     factId: string;
                 };
                 cookie?: never;
@@ -4320,7 +4410,10 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4392,9 +4485,15 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
-                    /** @description Entity name, percent-encoded. */
+                    /**
+                     * @description Entity name, percent-encoded.
+                     * @example Lisbon
+                     */
                     name: string;
                 };
                 cookie?: never;
@@ -4467,6 +4566,15 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "dataset": "user-42",
+                     *       "query": "Where does the user live now?",
+                     *       "include": [
+                     *         "raw"
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RecallRequest"];
                 };
             };
@@ -4549,7 +4657,10 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4615,7 +4726,10 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
