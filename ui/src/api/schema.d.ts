@@ -2157,7 +2157,7 @@ export interface paths {
                         projectId: string;
                         /**
                          * Format: uri
-                         * @description https:// only; no private, loopback or link-local addresses.
+                         * @description https:// only; no private, loopback or link-local addresses (http:// and loopback to localhost, 127.0.0.1 or [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development).
                          * @example https://hooks.example.com/memory
                          */
                         url: string;
