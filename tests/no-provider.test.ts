@@ -1,13 +1,11 @@
-import type { Server } from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createNodeServer } from "../functions/node-host";
 import { facts } from "../lib/db/schema";
 import { NO_PROVIDER_MESSAGE } from "../lib/llm/client";
 import type { OpenApiDoc } from "./helpers/openapi";
-import { adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
+import { adminSession, createTestService, newTenant, serveOverHttp, type TestService } from "./helpers/service";
 
 /**
  * No model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL): every route that needs
@@ -16,18 +14,14 @@ import { adminSession, createTestService, newTenant, type TestService } from "./
  * answer, recall by keyword; and a message added past the auto-compaction threshold is kept.
  */
 let svc: TestService;
-let server: Server;
-let url: string;
+let http: Awaited<ReturnType<typeof serveOverHttp>>;
 
 beforeAll(async () => {
   svc = await createTestService({ env: { OPENAI_API_KEY: "", OPENAI_BASE_URL: "" } });
-  server = createNodeServer({ fetch: svc.app.fetch, keepAliveTimeoutMs: 5_000, headersTimeoutMs: 6_000 });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  http = await serveOverHttp(svc);
 });
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  await http?.close();
   await svc?.close();
 });
 
@@ -193,7 +187,7 @@ describe("what does without a model, without a provider", () => {
     const t = await tenantWithThread(0);
     const client = new Client({ name: "no-provider-test", version: "1.0.0" });
     await client.connect(
-      new StreamableHTTPClientTransport(new URL(`${url}/mcp`), {
+      new StreamableHTTPClientTransport(new URL(`${http.url}/mcp`), {
         requestInit: { headers: { Authorization: `Bearer ${t.key}` } },
       }),
     );
