@@ -12,6 +12,7 @@ import { docsRoutes, registerOpenApi } from "./docs";
 import type { AppEnv } from "./env";
 import { episodicRoutes } from "./episodic";
 import { notFoundRoute, onError } from "./errors";
+import { faviconRoute } from "./favicon";
 import { healthRoutes } from "./health";
 import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
@@ -43,6 +44,7 @@ export function createApp(options: {
   // /dashboard/* API). Its files are public; only the API calls it makes carry a session.
   app.get("/", (c) => c.redirect("/dashboard/"));
   app.get("/dashboard", (c) => c.redirect("/dashboard/"));
+  app.get("/favicon.ico", faviconRoute);
   if (options.dashboardAssets) {
     app.get("/dashboard/", options.dashboardAssets);
     app.get("/dashboard/assets/*", options.dashboardAssets);

@@ -86,7 +86,9 @@ export function registerOpenApi(app: OpenAPIHono<AppEnv>) {
     scheme: "bearer",
     description: "Dashboard session token from `POST /auth/login`.",
   });
-  app.doc31("/openapi.json", OPENAPI_INFO);
+  // The origin it is served from as the server, so the reference's requests and copied curl
+  // commands have a host; `npm run openapi` (scripts/openapi.ts) writes the document without one.
+  app.doc31("/openapi.json", (c) => ({ ...OPENAPI_INFO, servers: [{ url: new URL(c.req.url).origin }] }));
 }
 
 /**

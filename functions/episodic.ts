@@ -7,16 +7,12 @@ import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
 import { ErrorSchema, errorResponses } from "./schemas/errors";
 import { jsonResponse, security } from "./schemas/http";
-import { datasetSchema, dateInput, intQuery, text } from "./schemas/inputs";
+import { datasetPathParam, dateInput, EXAMPLES, intQuery, pathParams, text } from "./schemas/inputs";
 
 const base = { tags: ["Episodic memory"], security: security.apiKey };
 
-const datasetParam = z.object({ dataset: datasetSchema.openapi({ param: { name: "dataset", in: "path" } }) });
-const episodeParam = z.object({
-  episodeId: text()
-    .min(1)
-    .openapi({ param: { name: "episodeId", in: "path" } }),
-});
+const datasetParam = datasetPathParam;
+const episodeParam = pathParams("episodeId", EXAMPLES.episodeId);
 
 const routes = {
   list: createRoute({
@@ -53,7 +49,10 @@ const routes = {
     request: {
       params: datasetParam,
       query: z.object({
-        q: text().min(1).max(1000).openapi({ description: "Search text, 1-1000 characters." }),
+        q: text()
+          .min(1)
+          .max(1000)
+          .openapi({ description: "Search text, 1-1000 characters.", example: "trip to Lisbon" }),
         limit: intQuery(1, 20, 5).openapi({ description: "1-20, default 5." }),
       }),
     },
@@ -65,6 +64,7 @@ const routes = {
       400: errorResponses[400],
       401: errorResponses[401],
       500: jsonResponse(ErrorSchema, "The embedding call failed"),
+      503: errorResponses[503],
     },
   }),
   get: createRoute({

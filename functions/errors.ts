@@ -2,6 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import { ZodError } from "zod";
 import { httpErrorOf } from "../lib/errors";
+import { NoProviderError } from "../lib/llm/client";
 import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
 import { declaredFailure } from "./failures";
@@ -14,6 +15,11 @@ export function onError(err: Error, c: Context<AppEnv>) {
   const refusal = httpErrorOf(err);
   if (refusal) {
     return c.json({ error: refusal.message }, refusal.status);
+  }
+  if (err instanceof NoProviderError) {
+    // Every route that needs a model, the same answer: the service is up, a dependency is not
+    // configured. A route that can do without one (recall) catches it and degrades instead.
+    return c.json({ error: err.message }, 503);
   }
   if (isUnstorableText(err)) {
     // A safety net behind the schemas' own checks: text Postgres cannot store (a NUL character).

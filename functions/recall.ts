@@ -10,7 +10,7 @@ import { EpisodeSchema } from "./schemas/episodes";
 import { errorResponses, failureResponse } from "./schemas/errors";
 import { EntitySchema, FactSchema } from "./schemas/facts";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
-import { datasetSchema, Iso } from "./schemas/inputs";
+import { datasetPathParam, EXAMPLES, Iso } from "./schemas/inputs";
 import { RecallRequestSchema, RecallResponseSchema } from "./schemas/recall";
 
 const base = { tags: ["Recall"], security: security.apiKey };
@@ -33,7 +33,7 @@ const ExportSchema = z
   })
   .openapi("DatasetExport");
 
-const datasetParam = z.object({ dataset: datasetSchema.openapi({ param: { name: "dataset", in: "path" } }) });
+const datasetParam = datasetPathParam;
 
 const routes = {
   recall: createRoute({
@@ -44,7 +44,7 @@ const routes = {
     description:
       "With a query: one embedding (cached per process for repeated queries) and one SQL statement ranking by one fused score of vector, keyword, entity and time signals (see `relevanceScore`). Without: the most recent live facts. A `Server-Timing` header reports the embedding, SQL and synthesis times.",
     middleware: [readsOnly] as const,
-    request: jsonBody(RecallRequestSchema),
+    request: jsonBody(RecallRequestSchema, { dataset: EXAMPLES.dataset, query: EXAMPLES.question, include: ["raw"] }),
     responses: {
       200: jsonResponse(RecallResponseSchema, "The recalled memory"),
       400: errorResponses[400],

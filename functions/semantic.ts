@@ -6,12 +6,12 @@ import { createRouter } from "./router";
 import { ErrorSchema, errorResponses, failureResponse } from "./schemas/errors";
 import { EntitySchema, FactSchema } from "./schemas/facts";
 import { jsonResponse, security } from "./schemas/http";
-import { boolQuery, datasetSchema, Iso, intQuery, text } from "./schemas/inputs";
+import { boolQuery, datasetPathParam, EXAMPLES, Iso, intQuery, text } from "./schemas/inputs";
 
 const base = { tags: ["Semantic memory"], security: security.apiKey };
 
-const dataset = datasetSchema.openapi({ param: { name: "dataset", in: "path" } });
-const datasetParam = z.object({ dataset });
+const datasetParam = datasetPathParam;
+const { dataset } = datasetParam.shape;
 
 const routes = {
   listFacts: createRoute({
@@ -59,7 +59,7 @@ const routes = {
         dataset,
         factId: text()
           .min(1)
-          .openapi({ param: { name: "factId", in: "path" }, description: "The fact's id." }),
+          .openapi({ param: { name: "factId", in: "path", example: EXAMPLES.factId }, description: "The fact's id." }),
       }),
     },
     responses: {
@@ -103,7 +103,10 @@ const routes = {
         dataset,
         name: text()
           .min(1)
-          .openapi({ param: { name: "name", in: "path" }, description: "Entity name, percent-encoded." }),
+          .openapi({
+            param: { name: "name", in: "path", example: EXAMPLES.entity },
+            description: "Entity name, percent-encoded.",
+          }),
       }),
     },
     responses: {

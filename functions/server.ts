@@ -1,6 +1,7 @@
-import type { AddressInfo } from "node:net";
 import { parseConfig } from "../lib/config";
+import { listen } from "../lib/dev/listen";
 import { consoleLogger, createLogger, errorFields } from "../lib/log";
+import { startFailureMessage } from "../lib/start-failure";
 import { createNodeService } from "./node";
 import { createNodeServer } from "./node-host";
 
@@ -31,9 +32,14 @@ async function main() {
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
   });
-  server.listen(config.port, "127.0.0.1", () => {
-    console.log(`Listening on http://127.0.0.1:${(server.address() as AddressInfo).port}`);
-  });
+  try {
+    const port = await listen(server, config.port, "127.0.0.1");
+    console.log(`Listening on http://127.0.0.1:${port}`);
+  } catch (err) {
+    // The port is taken: close the database (its lock too) before saying so.
+    await service.close();
+    throw err;
+  }
 
   let stopping = false;
   const stop = async (signal: string) => {
@@ -49,6 +55,9 @@ async function main() {
 }
 
 main().catch((err) => {
-  consoleLogger.error("failed to start", errorFields(err));
+  // A cause the operator fixes (a variable, the port, the data directory) is one plain sentence.
+  const message = startFailureMessage(err);
+  if (message) console.error(message);
+  else consoleLogger.error("failed to start", errorFields(err));
   process.exit(1);
 });

@@ -7,7 +7,7 @@ import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { errorResponses, failureResponse } from "./schemas/errors";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
-import { datasetSchema, pathParams, text } from "./schemas/inputs";
+import { datasetSchema, EXAMPLES, pathParams, text } from "./schemas/inputs";
 import { ThreadSchema } from "./schemas/threads";
 
 const tags = ["Threads"];
@@ -30,6 +30,7 @@ const routes = {
     summary: "Create a thread (a new one on every call)",
     request: jsonBody(
       z.object({ dataset: datasetSchema, tags: tagsSchema.optional(), settings: settingsSchema.optional() }),
+      { dataset: EXAMPLES.dataset, tags: ["support"] },
     ),
     responses: {
       201: jsonResponse(ThreadSchema, "Created"),
@@ -43,7 +44,7 @@ const routes = {
     method: "get",
     path: "/{id}",
     summary: "Get a thread",
-    request: { params: pathParams("id") },
+    request: { params: pathParams("id", EXAMPLES.threadId) },
     responses: { 200: jsonResponse(ThreadSchema, "The thread"), 401: errorResponses[401], 404: errorResponses[404] },
   }),
   patch: createRoute({
@@ -53,8 +54,10 @@ const routes = {
     summary: "Update a thread's tags or episodic override",
     description: "`tags` replaces the list; `settings.episodic` is merged into the existing override.",
     request: {
-      params: pathParams("id"),
-      ...jsonBody(z.object({ tags: tagsSchema.optional(), settings: settingsSchema.optional() })),
+      params: pathParams("id", EXAMPLES.threadId),
+      ...jsonBody(z.object({ tags: tagsSchema.optional(), settings: settingsSchema.optional() }), {
+        tags: ["support", "travel"],
+      }),
     },
     responses: {
       200: jsonResponse(ThreadSchema, "The updated thread"),
@@ -68,7 +71,7 @@ const routes = {
     method: "post",
     path: "/{id}/end",
     summary: "End a thread: triggers episode extraction",
-    request: { params: pathParams("id") },
+    request: { params: pathParams("id", EXAMPLES.threadId) },
     responses: {
       200: jsonResponse(
         z.object({

@@ -30,6 +30,9 @@ export const configSchema = z.object({
   OPENAI_BASE_URL: optionalString,
   LLM_MODEL: z.string().default("gpt-4o-mini"),
   EMBEDDING_MODEL: z.string().default("text-embedding-3-small"),
+  // Embeddings from their own server (vLLM, llama.cpp: one model per server); each defaults to OPENAI_*.
+  EMBEDDING_BASE_URL: optionalString,
+  EMBEDDING_API_KEY: optionalString,
   EMBEDDING_DIMENSIONS: intFromEnv(1536, 1),
   // The reranker projects may turn on (setting `rerank`): a /rerank endpoint when set, else the chat model.
   RERANK_BASE_URL: optionalString,
@@ -72,6 +75,12 @@ export const configSchema = z.object({
 
 export type Env = z.input<typeof configSchema>;
 
+/** An OpenAI-compatible server: its base URL (OpenAI's when unset) and key (optional with a URL). */
+export interface ProviderEndpoint {
+  apiKey: string | undefined;
+  baseUrl: string | undefined;
+}
+
 export interface Config {
   port: number;
   databaseUrl: string | undefined;
@@ -92,6 +101,11 @@ export interface Config {
     embeddingModel: string;
     embeddingDimensions: number;
   };
+  /**
+   * Where the Embeddings calls go: EMBEDDING_BASE_URL and EMBEDDING_API_KEY, each the chat's
+   * (OPENAI_BASE_URL, OPENAI_API_KEY) when unset, so one server serves both unless told otherwise.
+   */
+  embeddings: ProviderEndpoint;
   /**
    * Recall's optional reranker: `baseUrl` serves `POST {baseUrl}/rerank` (or is that URL) (vLLM, llama.cpp server,
    * Jina, Cohere); unset, the chat model reranks. `model` is omitted from the request when unset
@@ -125,11 +139,37 @@ export interface Config {
  * chat answers 503 and background model work fails with an error that says so.
  */
 export function providerConfigured(config: Pick<Config, "openai">): boolean {
-  return Boolean(config.openai.apiKey || config.openai.baseUrl);
+  return endpointConfigured(config.openai);
+}
+
+/** Whether the embedding endpoint is configured (its own variables, or the chat's it defaults to). */
+export function embeddingsConfigured(config: Pick<Config, "embeddings">): boolean {
+  return endpointConfigured(config.embeddings);
+}
+
+const endpointConfigured = (endpoint: ProviderEndpoint) => Boolean(endpoint.apiKey || endpoint.baseUrl);
+
+/** The environment does not parse: the message names each variable and what is wrong with it. */
+export class ConfigError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "ConfigError";
+  }
+}
+
+/** One sentence naming each bad variable (never its value: it may be a secret). */
+export function configErrorMessage(issues: readonly z.core.$ZodIssue[]): string {
+  const problems = issues.map((issue) => {
+    const name = issue.path.map(String).join(".") || "the environment";
+    return `${name}: ${issue.message.replace(/^Invalid input: /, "").replace(/^./, (c) => c.toLowerCase())}`;
+  });
+  return `Invalid configuration: ${problems.join("; ")} (fix it in the environment, or unset it for its default).`;
 }
 
 export function parseConfig(env: Record<string, unknown>): Config {
-  const e = configSchema.parse(env);
+  const parsed = configSchema.safeParse(env);
+  if (!parsed.success) throw new ConfigError(configErrorMessage(parsed.error.issues));
+  const e = parsed.data;
   return {
     port: e.PORT,
     databaseUrl: e.DATABASE_URL,
@@ -145,6 +185,10 @@ export function parseConfig(env: Record<string, unknown>): Config {
       llmModel: e.LLM_MODEL,
       embeddingModel: e.EMBEDDING_MODEL,
       embeddingDimensions: e.EMBEDDING_DIMENSIONS,
+    },
+    embeddings: {
+      apiKey: e.EMBEDDING_API_KEY ?? e.OPENAI_API_KEY,
+      baseUrl: e.EMBEDDING_BASE_URL ?? e.OPENAI_BASE_URL,
     },
     rerank: { baseUrl: e.RERANK_BASE_URL, apiKey: e.RERANK_API_KEY, model: e.RERANK_MODEL },
     corsOrigins: e.CORS_ORIGIN.split(",")

@@ -1,6 +1,6 @@
-import { COMPACTION_PROMPT, RECALL_SYNTHESIS_PROMPT } from "../lib/llm/prompts";
+import { CHAT_SYSTEM_PROMPT, COMPACTION_PROMPT, RECALL_SYNTHESIS_PROMPT } from "../lib/llm/prompts";
 import { type ChatRequest, startFakeOpenAI } from "../tests/helpers/fake-openai";
-import { extractFacts, judge, parseTranscript, summarise } from "./demo-rules";
+import { chatRequestLine, extractFacts, judge, parseTranscript, summarise } from "./demo-rules";
 
 /**
  * `npm run demo:provider`: an OpenAI-compatible server that needs no model, for trying the
@@ -40,6 +40,8 @@ fake.onText((request) => {
     const { summary } = summarise(parseTranscript(text));
     return summary;
   }
+  // A chat turn: one line with what recall put in its system block (the example app's "watch the requests").
+  console.log(chatRequestLine(CHAT_SYSTEM_PROMPT, system, text));
   const said = text.replace(/\s+/g, " ").trim();
   return `(demo provider, no model) You said: "${said.length > 200 ? `${said.slice(0, 197)}...` : said}"`;
 });

@@ -168,3 +168,15 @@ export function judge(text: string): { judgements: { pair: number; contradicts: 
   });
   return { judgements };
 }
+
+/**
+ * The line the demo provider prints for a chat turn: what the user said and the system block
+ * after `prompt` (the fixed chat prompt: the application's instructions and the facts recall put
+ * there), newlines shown as ` ⏎ `, so watching its terminal shows what memory added to the turn.
+ */
+export function chatRequestLine(prompt: string, system: string, user: string): string {
+  const oneLine = (text: string) => text.trim().replace(/\s*\n\s*/g, " ⏎ ");
+  const said = oneLine(user);
+  const block = oneLine(system.startsWith(prompt) ? system.slice(prompt.length) : system);
+  return `chat: user said "${said.length > 120 ? `${said.slice(0, 117)}...` : said}"; system block: ${block || "(nothing recalled)"}`;
+}

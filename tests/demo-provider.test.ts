@@ -13,7 +13,7 @@ import {
   FactExtractionSchema,
   RECALL_SYNTHESIS_PROMPT,
 } from "../lib/llm/prompts";
-import { extractFacts, judge, parseTranscript, summarise } from "../scripts/demo-rules";
+import { chatRequestLine, extractFacts, judge, parseTranscript, summarise } from "../scripts/demo-rules";
 import { freePort } from "./helpers/process";
 
 /**
@@ -30,7 +30,20 @@ const transcript = [
   "[4] user: I live in Rio de Janeiro now? No, kidding. I prefer tea.",
 ].join("\n");
 
+const FACTS_BLOCK =
+  "Known facts about the user, most relevant first.\n# FACTS (format: fact (valid: from - to))\n- user lives in Lisbon (valid: 2026-01-02 - present)";
+
 describe("the demo provider's rules", () => {
+  it("a chat turn's log line: what the user said and the system block after the chat prompt, on one line", () => {
+    expect(chatRequestLine(CHAT_SYSTEM_PROMPT, `${CHAT_SYSTEM_PROMPT}\n\n${FACTS_BLOCK}`, "Where do I\nlive?")).toBe(
+      'chat: user said "Where do I ⏎ live?"; system block: Known facts about the user, most relevant first. ⏎ # FACTS (format: fact (valid: from - to)) ⏎ - user lives in Lisbon (valid: 2026-01-02 - present)',
+    );
+    expect(chatRequestLine(CHAT_SYSTEM_PROMPT, CHAT_SYSTEM_PROMPT, "Hello")).toBe(
+      'chat: user said "Hello"; system block: (nothing recalled)',
+    );
+    expect(chatRequestLine(CHAT_SYSTEM_PROMPT, CHAT_SYSTEM_PROMPT, "x".repeat(300))).toMatch(/"x{117}\.\.\."/);
+  });
+
   it("extracts the user's facts, quoting the user's sentence, and none from the assistant", () => {
     const result = FactExtractionSchema.parse(extractFacts(parseTranscript(transcript)));
     const facts = result.facts.map((f) => [f.predicate, f.object, f.objectIsEntity]);
@@ -164,5 +177,19 @@ describe("npm run demo:provider", { timeout: 30_000 }, () => {
       ],
     });
     expect(synthesis.text).toBe("Known about the user: user lives in Lisbon.");
+  });
+
+  it("prints one line per chat turn with its system block, none for other calls", async () => {
+    const before = output.length;
+    await llm.complete({
+      system: `${CHAT_SYSTEM_PROMPT}\n\n${FACTS_BLOCK}`,
+      messages: [{ role: "user", content: "Where do I live?" }],
+    });
+    await llm.complete({ system: RECALL_SYNTHESIS_PROMPT, messages: [{ role: "user", content: FACTS_BLOCK }] });
+    const deadline = Date.now() + 5_000;
+    while (!output.slice(before).includes("\n") && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    expect(output.slice(before).trim().split("\n")).toEqual([
+      'chat: user said "Where do I live?"; system block: Known facts about the user, most relevant first. ⏎ # FACTS (format: fact (valid: from - to)) ⏎ - user lives in Lisbon (valid: 2026-01-02 - present)',
+    ]);
   });
 });

@@ -164,7 +164,10 @@ describe("EMBEDDING_DIMENSIONS at start", () => {
     const svc = await service;
     try {
       expect(logged).toEqual([
-        { level: "warn", message: `${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.` },
+        {
+          level: "warn",
+          message: `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 503, episodes and facts fail, and recall searches by keyword.`,
+        },
       ]);
       expect(logged[0].message).toMatch(/OPENAI_API_KEY.*OPENAI_BASE_URL/);
       expect(fake.requests).toEqual([]);

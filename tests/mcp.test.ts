@@ -1,16 +1,14 @@
-import type { Server } from "node:http";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
-import { createNodeServer } from "../functions/node-host";
 import { revokeApiKey } from "../lib/api-keys";
 import { threads } from "../lib/db/schema";
 import { runDueJobs } from "../lib/jobs/runner";
 import { echoSummary } from "./episodic-fixtures";
 import { type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
-import { createTestService, newTenant, type TestService } from "./helpers/service";
+import { createTestService, newTenant, serveOverHttp, type TestService } from "./helpers/service";
 import { fact } from "./semantic-fixtures";
 
 /**
@@ -21,19 +19,17 @@ import { fact } from "./semantic-fixtures";
  */
 let svc: TestService;
 let fake: FakeOpenAI;
-let server: Server;
+let http: Awaited<ReturnType<typeof serveOverHttp>>;
 let url: string;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI();
   svc = await createTestService({ provider: fake, manualTime: true });
-  server = createNodeServer({ fetch: svc.app.fetch, keepAliveTimeoutMs: 5_000, headersTimeoutMs: 6_000 });
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  url = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  http = await serveOverHttp(svc);
+  url = http.url;
 });
 afterAll(async () => {
-  server?.closeAllConnections();
-  await new Promise((resolve) => server?.close(resolve));
+  await http?.close();
   await svc?.close();
   await fake?.close();
 });

@@ -86,7 +86,8 @@ const routes = {
         url: text().min(1).max(2000).openapi({
           format: "uri",
           example: "https://hooks.example.com/memory",
-          description: "https:// only; no private, loopback or link-local addresses.",
+          description:
+            "https:// only; no private, loopback or link-local addresses (http:// and loopback to localhost, 127.0.0.1 or [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development).",
         }),
         eventTypes: z.array(EventTypeSchema).min(1),
       }),

@@ -26,6 +26,10 @@ export const errorResponses = {
   400: jsonResponse(ValidationErrorSchema, "Validation failed"),
   401: jsonResponse(ErrorSchema, "Missing, invalid or revoked credential"),
   404: jsonResponse(ErrorSchema, "Not found, or not in the caller's project"),
+  503: jsonResponse(
+    ErrorSchema,
+    "No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set",
+  ),
 } as const;
 
 /**

@@ -6,9 +6,16 @@ export const jsonResponse = <T extends z.ZodType>(schema: T, description: string
   description,
 });
 
-/** A required JSON body (otherwise a missing content type would skip validation). */
-export const jsonBody = <T extends z.ZodType>(schema: T, description = "JSON body") => ({
-  body: { content: { "application/json": { schema } }, required: true, description },
+/**
+ * A required JSON body (otherwise a missing content type would skip validation). `example` is the
+ * body the API reference shows and its "Test request" sends: a realistic one, which validates.
+ */
+export const jsonBody = <T extends z.ZodType>(schema: T, example?: z.input<T>) => ({
+  body: {
+    content: { "application/json": { schema, ...(example === undefined ? {} : { example }) } },
+    required: true,
+    description: "JSON body",
+  },
 });
 
 export const security = {

@@ -38,11 +38,29 @@ export const datasetSchema = datasetName().openapi({
   description: "Caller-chosen dataset name (1-256 characters); created implicitly by its first write.",
 });
 
-/** A non-empty path parameter, e.g. `pathParams("id")` for `/{id}`. */
-export const pathParams = <N extends string>(name: N) =>
+/**
+ * Realistic values for the API reference's examples (what its "Test request" and copied curl
+ * send): a dataset named like an end user, ids of the right shape, a question a user asks.
+ */
+export const EXAMPLES = {
+  dataset: "user-42",
+  threadId: "thr_4k2j9x7q1m8w3e5r0t6y",
+  episodeId: "epi_8d3f1k9x2m7q4w0e5r6t",
+  factId: "fct_2m9q4x7k1d8w3e5r0t6y",
+  entity: "Lisbon",
+  question: "Where does the user live now?",
+} as const;
+
+/** A non-empty path parameter, e.g. `pathParams("id")` for `/{id}`, with its example if it has one. */
+export const pathParams = <N extends string>(name: N, example?: string) =>
   z.object({
     [name]: z
       .string()
       .min(1)
-      .openapi({ param: { name, in: "path" } }),
+      .openapi({ param: { name, in: "path", ...(example === undefined ? {} : { example }) } }),
   } as Record<N, z.ZodString>);
+
+/** The `{dataset}` path parameter of the /v1 routes. */
+export const datasetPathParam = z.object({
+  dataset: datasetSchema.openapi({ param: { name: "dataset", in: "path", example: EXAMPLES.dataset } }),
+});

@@ -6,7 +6,7 @@ import { projectContext } from "../context";
 import { createRouter } from "../router";
 import { errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
-import { dateInput, pathParams, text } from "../schemas/inputs";
+import { dateInput, EXAMPLES, pathParams, text } from "../schemas/inputs";
 import { addMessageBody } from "../schemas/messages";
 
 /** The batch routes' body limit (the rest of the API: MAX_BODY_BYTES, 1 MB). */
@@ -84,8 +84,13 @@ const routes = {
     summary: "Append many messages to a thread",
     description: `${LIMITS} ${RULES}`,
     request: {
-      params: pathParams("threadId"),
-      ...jsonBody(z.object({ messages: messagesOf(oneThreadItem) })),
+      params: pathParams("threadId", EXAMPLES.threadId),
+      ...jsonBody(z.object({ messages: messagesOf(oneThreadItem) }), {
+        messages: [
+          { role: "user", content: "I moved to Lisbon last spring." },
+          { role: "assistant", content: "How are you finding it?" },
+        ],
+      }),
     },
     responses,
   }),
@@ -95,7 +100,12 @@ const routes = {
     path: "/messages:batch",
     summary: "Append many messages across threads",
     description: `Each item names its \`threadId\`. ${LIMITS} ${RULES}`,
-    request: jsonBody(z.object({ messages: messagesOf(crossThreadItem) })),
+    request: jsonBody(z.object({ messages: messagesOf(crossThreadItem) }), {
+      messages: [
+        { threadId: EXAMPLES.threadId, role: "user", content: "I moved to Lisbon last spring." },
+        { threadId: EXAMPLES.threadId, role: "assistant", content: "How are you finding it?" },
+      ],
+    }),
     responses,
   }),
 };

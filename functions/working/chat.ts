@@ -7,7 +7,7 @@ import { projectContext } from "../context";
 import { createRouter } from "../router";
 import { ErrorSchema, errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
-import { pathParams, text } from "../schemas/inputs";
+import { EXAMPLES, pathParams, text } from "../schemas/inputs";
 
 const chatBody = z.object({
   content: text()
@@ -81,8 +81,8 @@ const chatRoute = createRoute({
     "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
   ].join("\n\n"),
   request: {
-    params: pathParams("threadId"),
-    ...jsonBody(chatBody),
+    params: pathParams("threadId", EXAMPLES.threadId),
+    ...jsonBody(chatBody, { content: "Can you suggest a dentist near where I live?" }),
   },
   responses: {
     200: {
@@ -103,10 +103,7 @@ const chatRoute = createRoute({
     401: errorResponses[401],
     404: jsonResponse(ErrorSchema, "Thread not found (or not in the caller's project); nothing is stored"),
     500: failureResponse(FAILED, `${FAILED}: the provider failed; the user message stays stored`),
-    503: jsonResponse(
-      ErrorSchema,
-      "No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored",
-    ),
+    503: errorResponses[503],
   },
 });
 

@@ -8,12 +8,12 @@ import { readsOnly } from "../middleware";
 import { createRouter } from "../router";
 import { errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
-import { intQuery, pathParams } from "../schemas/inputs";
+import { EXAMPLES, intQuery, pathParams } from "../schemas/inputs";
 import { addMessageBody, MessageSchema, roleSchema } from "../schemas/messages";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
-const threadIdParam = pathParams("threadId");
+const threadIdParam = pathParams("threadId", EXAMPLES.threadId);
 
 const messageLimitSchema = intQuery(1, 100).openapi({ description: "How many recent messages (1-100, default 20)." });
 
@@ -38,7 +38,10 @@ const routes = {
     method: "post",
     path: "/threads/{threadId}/messages",
     summary: "Append a message",
-    request: { params: threadIdParam, ...jsonBody(addMessageBody) },
+    request: {
+      params: threadIdParam,
+      ...jsonBody(addMessageBody, { role: "user", content: "I moved to Lisbon last spring, so I need a new dentist." }),
+    },
     responses: {
       201: jsonResponse(
         z.object({
@@ -92,7 +95,9 @@ const routes = {
       params: threadIdParam,
       query: z.object({ messageLimit: messageLimitSchema }),
       body: {
-        content: { "application/json": { schema: z.object({ messageLimit: messageLimitSchema }) } },
+        content: {
+          "application/json": { schema: z.object({ messageLimit: messageLimitSchema }), example: { messageLimit: 20 } },
+        },
         required: false,
       },
     },
@@ -145,6 +150,7 @@ const routes = {
       401: errorResponses[401],
       404: errorResponses[404],
       500: failureResponse("Failed to compact thread", "The model call failed; nothing was compacted"),
+      503: errorResponses[503],
     },
   }),
   stats: createRoute({

@@ -106,7 +106,7 @@ export function acquireDirLock(dir: string): () => void {
     if (holder && holder.pid !== process.pid) {
       if (holderIsAlive(holder, processInfo(holder.pid), pidExists(holder.pid))) {
         throw new DirectoryInUseError(
-          `The embedded database at ${dir} is in use by process ${holder.pid}`,
+          `The embedded database at ${dir} is in use by process ${holder.pid}, another server on the same data directory: stop it, or set PGLITE_DIR to another directory.`,
           dir,
           holder.pid,
         );
@@ -114,5 +114,8 @@ export function acquireDirLock(dir: string): () => void {
     }
     rmSync(lockFile, { force: true }); // stale (or ours, or unreadable): take it over
   }
-  throw new DirectoryInUseError(`Could not lock the embedded database at ${dir}: another process keeps taking it`, dir);
+  throw new DirectoryInUseError(
+    `Could not lock the embedded database at ${dir}: another process keeps taking it (set PGLITE_DIR to another directory).`,
+    dir,
+  );
 }

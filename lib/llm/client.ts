@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
-import { type Config, providerConfigured } from "../config";
+import type { Config, ProviderEndpoint } from "../config";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -98,11 +98,15 @@ export class ProviderError extends Error {
   }
 }
 
-/** What a call without a configured provider fails with (and chat's 503 says). */
+/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
 export const NO_PROVIDER_MESSAGE =
   "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
 
-/** The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). */
+/**
+ * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
+ * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
+ * HttpError, so the parts that degrade without a model (recall) still catch it.
+ */
 export class NoProviderError extends ProviderError {
   constructor() {
     super(NO_PROVIDER_MESSAGE);
@@ -130,9 +134,10 @@ type OpenAiOf = () => OpenAI;
 
 export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   const { llmModel } = config.openai;
-  const openai = lazyClient(config, options);
+  const openai = lazyClient(config.openai, options);
   const structured = structuredCalls(openai, llmModel);
-  const embeddings = embeddingCalls(openai, config.openai);
+  // Its own client: EMBEDDING_BASE_URL may name another server (the chat's when unset).
+  const embeddings = embeddingCalls(lazyClient(config.embeddings, options), config.openai);
   return {
     structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
     complete: (request) =>
@@ -154,12 +159,10 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   };
 }
 
-function lazyClient(config: Config, options: LlmOptions): OpenAiOf {
-  const { apiKey, baseUrl } = config.openai;
-  const configured = providerConfigured(config);
+function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions): OpenAiOf {
   let client: OpenAI | undefined;
   return () => {
-    if (!configured) throw new NoProviderError();
+    if (!apiKey && !baseUrl) throw new NoProviderError();
     client ??= new OpenAI({
       apiKey: apiKey ?? PLACEHOLDER_API_KEY,
       baseURL: baseUrl,

@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { type Config, providerConfigured } from "../config";
+import { type Config, embeddingsConfigured, providerConfigured } from "../config";
 import { dbInt, parsedRowsOf } from "../db/rows";
 import type { Db } from "../db/types";
 import { EMBEDDED_TABLES } from "../db/vector-indexes";
@@ -102,7 +102,7 @@ export async function checkEmbeddingDimensions(deps: { db: Db; config: Config; l
   const { config, log } = deps;
   const dbProblem = databaseMismatch(config, await databaseEmbeddingSizes(deps.db));
   if (dbProblem) throw new EmbeddingDimensionsError(dbProblem);
-  if (!providerConfigured(config)) return { model: "not configured" as const };
+  if (!embeddingsConfigured(config)) return { model: "not configured" as const };
   let size: number;
   try {
     size = await deps.llm.embeddingSize();
@@ -125,5 +125,7 @@ const warnedNoProvider = new WeakSet<Config>();
 export function warnIfNoProvider(config: Config, log: Logger): void {
   if (providerConfigured(config) || warnedNoProvider.has(config)) return;
   warnedNoProvider.add(config);
-  log.warn(`${NO_PROVIDER_MESSAGE}. Until then chat answers 503 and episodes and facts fail.`);
+  log.warn(
+    `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 503, episodes and facts fail, and recall searches by keyword.`,
+  );
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
 import { notFound } from "../errors";
+import { NO_PROVIDER_MESSAGE, NoProviderError } from "../llm/client";
 import { toolFailure, toolSuccess } from "./results";
 
 describe("toolSuccess", () => {
@@ -38,6 +39,10 @@ describe("toolFailure", () => {
 
   it("answers a domain refusal with its message", () => {
     expect(bodyOf(notFound("Thread not found"))).toEqual({ body: { error: "Thread not found" }, unexpected: false });
+  });
+
+  it("answers a missing model provider with the message the /v1 routes' 503 carries", () => {
+    expect(bodyOf(new NoProviderError())).toEqual({ body: { error: NO_PROVIDER_MESSAGE }, unexpected: false });
   });
 
   it("answers anything else with the route's 500 message, hiding the cause, and marks it for the log", () => {

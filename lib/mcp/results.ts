@@ -1,6 +1,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ZodError } from "zod";
 import { HttpError } from "../errors";
+import { NoProviderError } from "../llm/client";
 import type { ToolOutput } from "./tools";
 
 /**
@@ -22,17 +23,18 @@ export function toolSuccess(output: ToolOutput): CallToolResult {
 /**
  * A failed call as the tool result the model sees (`isError`), carrying the body the matching /v1
  * route would answer: `{error: 'Validation error', issues}` for bad arguments, `{error}` with the
- * domain's message (`Thread not found`, `Fact not found`) for a refused call, and the route's 500
- * message for anything else, which is the only case to log (`unexpected`).
+ * domain's message (`Thread not found`, `Fact not found`) for a refused call or a missing model
+ * provider (the /v1 route's 503 message), and the route's 500 message for anything else, which is
+ * the only case to log (`unexpected`).
  */
 export function toolFailure(err: unknown, failureMessage: string): { result: CallToolResult; unexpected: boolean } {
-  const unexpected = !(err instanceof ZodError || err instanceof HttpError);
+  const expected = err instanceof HttpError || err instanceof NoProviderError;
   const body =
     err instanceof ZodError
       ? { error: "Validation error", issues: err.issues }
-      : { error: err instanceof HttpError ? err.message : failureMessage };
+      : { error: expected ? err.message : failureMessage };
   return {
     result: { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError: true },
-    unexpected,
+    unexpected: !(err instanceof ZodError || expected),
   };
 }

@@ -59,6 +59,22 @@ describe("webhook URL policy (SSRF)", () => {
     }
   });
 
+  it("names WEBHOOKS_ALLOW_HTTP where it is what would make the URL acceptable", () => {
+    const hint = "(localhost, 127.0.0.1 and [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development)";
+    expect(refused("https://localhost/hook")).toBe(`The host localhost is not a public name ${hint}`);
+    expect(refused("https://127.0.0.1/hook")).toBe(`The address 127.0.0.1 is private, loopback or reserved ${hint}`);
+    expect(refused("https://[::1]/hook")).toBe(`The address ::1 is private, loopback or reserved ${hint}`);
+    expect(refused("http://example.com/")).toBe(
+      "Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
+    );
+    expect(refused("http://example.com/", dev)).toBe(
+      "Only https:// URLs are accepted (WEBHOOKS_ALLOW_HTTP allows http:// only to localhost, 127.0.0.1 or [::1])",
+    );
+    // The flag would not help a private address or an internal name: no mention of it.
+    expect(refused("https://10.0.0.1/hook")).not.toMatch(/WEBHOOKS_ALLOW_HTTP/);
+    expect(refused("https://printer.local/hook")).not.toMatch(/WEBHOOKS_ALLOW_HTTP/);
+  });
+
   it("allows http and https to loopback only under the development flag", () => {
     expect(refused("http://127.0.0.1:8080/hook", dev)).toBeNull();
     expect(refused("http://localhost:8080/hook", dev)).toBeNull();

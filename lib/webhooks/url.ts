@@ -18,6 +18,10 @@ export interface UrlPolicy {
 
 const LOOPBACK_NAMES = new Set(["localhost", "localhost."]);
 
+/** Said of a loopback endpoint (a receiver on the developer's machine) refused: the flag that allows it. */
+const LOOPBACK_HINT =
+  " (localhost, 127.0.0.1 and [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development)";
+
 export function checkWebhookUrl(raw: string, policy: UrlPolicy): UrlDecision {
   let url: URL;
   try {
@@ -37,15 +41,15 @@ export function checkWebhookUrl(raw: string, policy: UrlPolicy): UrlDecision {
     return {
       ok: false,
       reason: policy.allowHttp
-        ? "Only https:// URLs are accepted (http:// only to localhost)"
-        : "Only https:// URLs are accepted",
+        ? "Only https:// URLs are accepted (WEBHOOKS_ALLOW_HTTP allows http:// only to localhost, 127.0.0.1 or [::1])"
+        : "Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
     };
   }
   const literal = parseIp(bare);
   if (literal) {
     return isPublicAddress(literal)
       ? { ok: true, url, hostname: bare, loopback: false }
-      : { ok: false, reason: `The address ${bare} is private, loopback or reserved` };
+      : { ok: false, reason: `The address ${bare} is private, loopback or reserved${loopback ? LOOPBACK_HINT : ""}` };
   }
   const name = bare.replace(/\.$/, "");
   if (
@@ -53,7 +57,7 @@ export function checkWebhookUrl(raw: string, policy: UrlPolicy): UrlDecision {
     /\.(localhost|local|internal|home\.arpa|lan|intranet|corp)$/.test(name) ||
     !name.includes(".")
   ) {
-    return { ok: false, reason: `The host ${bare} is not a public name` };
+    return { ok: false, reason: `The host ${bare} is not a public name${loopback ? LOOPBACK_HINT : ""}` };
   }
   return { ok: true, url, hostname: bare, loopback: false };
 }

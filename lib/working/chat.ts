@@ -1,7 +1,6 @@
 import { providerConfigured } from "../config";
 import type { ProjectContext } from "../context";
-import { HttpError } from "../errors";
-import { type ChatMessage, type Completion, NO_PROVIDER_MESSAGE } from "../llm/client";
+import { type ChatMessage, type Completion, NoProviderError } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { recall } from "../recall/recall";
@@ -92,14 +91,14 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
 }
 
 /**
- * Without a provider no reply can ever be made: a 503 (the service is up, a dependency is not
- * configured), not the 500 of a provider failing, and the message is not stored. The thread is
+ * Without a provider no reply can ever be made: the NoProviderError every route needing a model
+ * answers (a 503, functions/errors.ts), checked before the message is stored, not after. The thread is
  * read first (one statement, only on this path), so another project's thread is still a 404.
  */
 async function requireProvider(ctx: ProjectContext, threadId: string) {
   if (providerConfigured(ctx.deps.config)) return;
   await getThread(ctx, { threadId });
-  throw new HttpError(503, NO_PROVIDER_MESSAGE);
+  throw new NoProviderError();
 }
 
 interface Turn {

@@ -33,6 +33,8 @@ const WITH_QSTASH = "memory-service";
 const CRON_ONLY = "memory-service-cron-only";
 /** As CRON_ONLY, at LOG_LEVEL=info: its request lines are read back from workerd's logs. */
 const LOGGING = "memory-service-logging";
+/** As CRON_ONLY, with its embeddings on a server of their own (EMBEDDING_BASE_URL, EMBEDDING_API_KEY). */
+const SPLIT = "memory-service-split-embeddings";
 /** What the Workers wrote to the console (errors are printed as well, for a failing test). */
 const workerLogs: { level: string; message: string }[] = [];
 /** The cron triggers wrangler.toml deploys: the scheduled handler must know every one. */
@@ -44,6 +46,7 @@ let buildDir: string;
 let database: Database;
 let endpoint: NeonHttpEndpoint;
 let provider: FakeOpenAI;
+let embeddingServer: FakeOpenAI;
 let qstash: FakeQStash;
 let mf: Miniflare;
 let node: Awaited<ReturnType<typeof createNodeService>>;
@@ -63,6 +66,7 @@ beforeAll(async () => {
   });
   endpoint = await startNeonHttpEndpoint({ database });
   provider = await startFakeOpenAI();
+  embeddingServer = await startFakeOpenAI();
   provider.onStructured("episode_summary", (request) => ({
     summary: `Edge summary of: ${request.messages.at(-1)?.content.slice(0, 200)}`,
     keyLearnings: [],
@@ -95,6 +99,11 @@ beforeAll(async () => {
       }),
       worker(CRON_ONLY, common),
       worker(LOGGING, { ...common, LOG_LEVEL: text("info") }),
+      worker(SPLIT, {
+        ...common,
+        EMBEDDING_BASE_URL: text(embeddingServer.url),
+        EMBEDDING_API_KEY: text("edge-embedding-key"),
+      }),
     ],
     handleStructuredLogs: (log) => {
       workerLogs.push(log);
@@ -108,6 +117,7 @@ afterAll(async () => {
   await mf?.dispose();
   await qstash?.close();
   await provider?.close();
+  await embeddingServer?.close();
   await endpoint?.close();
   await node?.close();
   if (buildDir) rmSync(buildDir, { recursive: true, force: true });
@@ -416,5 +426,33 @@ describe("the request log on the Worker", () => {
 
     const quiet = await linesDuring(() => call(CRON_ONLY, "/v1/threads/thr_missing", { token: key }));
     expect(quiet.filter((l) => l.message === "request")).toEqual([]);
+  });
+});
+
+describe("a separate embedding server on the Worker (EMBEDDING_BASE_URL, EMBEDDING_API_KEY bindings)", () => {
+  it("sends recall's query embedding there with its key, and chat to OPENAI_BASE_URL", async () => {
+    const key = await newTenant("edge-split");
+    const threadId = await threadWithMessages(SPLIT, key, "Split");
+    const chatBefore = provider.requests.length;
+    const recalled = await call(SPLIT, "/v1/memory/recall", {
+      token: key,
+      json: { dataset: "edge-jobs", query: "Which seats does the user like?" },
+    });
+    expect(recalled.status).toBe(200);
+    expect(embeddingServer.requests).toMatchObject([
+      {
+        endpoint: "embeddings",
+        authorization: "Bearer edge-embedding-key",
+        body: { input: ["Which seats does the user like?"] },
+      },
+    ]);
+    expect(provider.requests.slice(chatBefore)).toEqual([]);
+    const chat = await call(SPLIT, `/v1/memory/working/threads/${threadId}/chat`, {
+      token: key,
+      json: { content: "Hello", recall: false },
+    });
+    expect(chat.status).toBe(200);
+    expect(provider.requests.slice(chatBefore)).toMatchObject([{ endpoint: "chat", authorization: "Bearer test-key" }]);
+    expect(embeddingServer.requests).toHaveLength(1);
   });
 });

@@ -42,8 +42,8 @@ export interface Failure {
 
 export interface FakeOpenAI {
   url: string;
-  /** Requests received, in order. */
-  requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown> }[];
+  /** Requests received, in order, with the Authorization header they carried. */
+  requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown>; authorization?: string }[];
   /**
    * Chat requests received; with a name, only the structured calls for that schema (JSON schema,
    * or JSON mode naming it in the system prompt).
@@ -250,7 +250,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         });
       }
       const body = await readJson(req);
-      fake.requests.push({ endpoint, body });
+      fake.requests.push({ endpoint, body, authorization: req.headers.authorization });
       const delay = fake.latencyMs + fake.endpointLatencyMs[endpoint];
       if (delay > 0) await new Promise((r) => setTimeout(r, delay));
 

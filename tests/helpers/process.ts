@@ -67,3 +67,31 @@ export async function startServerProcess(
   });
   return { child, url, output: () => out, exited };
 }
+
+/**
+ * `npm start`'s entry as a child process that is expected not to start: resolves with its exit
+ * code and its stdout and stderr once it exits (killed, and rejected, after `timeoutMs`).
+ */
+export async function runServerToExit(
+  env: Record<string, string>,
+  timeoutMs = 30_000,
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(process.execPath, npmStartArgs(), {
+    cwd: REPO_ROOT,
+    env: { ...process.env, LOG_LEVEL: testLogLevel("warn"), ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let stdout = "";
+  let stderr = "";
+  child.stdout?.on("data", (d) => {
+    stdout += d;
+  });
+  child.stderr?.on("data", (d) => {
+    stderr += d;
+  });
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const code = await new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c)));
+  clearTimeout(timer);
+  if (code === null) throw new Error(`server did not exit in ${timeoutMs} ms:\n${stdout}${stderr}`);
+  return { code, stdout, stderr };
+}

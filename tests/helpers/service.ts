@@ -1,12 +1,14 @@
 import { readFileSync } from "node:fs";
 import { inject } from "vitest";
 import { createNodeService } from "../../functions/node";
+import { createNodeServer } from "../../functions/node-host";
 import { createApiKey } from "../../lib/api-keys";
 import { login } from "../../lib/auth";
 import { manualClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
 import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { QueryHook } from "../../lib/db/types";
+import { listen } from "../../lib/dev/listen";
 import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
 import { createLlm } from "../../lib/llm/client";
 import type { Logger } from "../../lib/log";
@@ -96,4 +98,17 @@ export async function newTenant(service: TestService, name = "tenant") {
   const project = await createProject(service.deps, { name });
   const { key, apiKey } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key, keyId: apiKey.id };
+}
+
+/** The service on a real HTTP port (the Node.js host's server), for clients that need a URL. */
+export async function serveOverHttp(service: TestService) {
+  const server = createNodeServer({ fetch: service.app.fetch, keepAliveTimeoutMs: 5_000, headersTimeoutMs: 6_000 });
+  const port = await listen(server);
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: async () => {
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
+  };
 }

@@ -69,6 +69,14 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "dataset": "user-42",
+           *       "tags": [
+           *         "support"
+           *       ]
+           *     }
+           */
           "application/json": {
             /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
             dataset: string;
@@ -172,6 +180,7 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           id: string;
         };
         cookie?: never;
@@ -224,6 +233,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           id: string;
         };
         cookie?: never;
@@ -231,6 +241,14 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "tags": [
+           *         "support",
+           *         "travel"
+           *       ]
+           *     }
+           */
           "application/json": {
             /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
             tags?: string[];
@@ -333,6 +351,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           id: string;
         };
         cookie?: never;
@@ -430,6 +449,7 @@ export interface paths {
         };
         header?: never;
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -488,6 +508,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -495,6 +516,12 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "role": "user",
+           *       "content": "I moved to Lisbon last spring, so I need a new dentist."
+           *     }
+           */
           "application/json": {
             /**
              * @description user, assistant, system or tool.
@@ -617,12 +644,18 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
       };
       requestBody?: {
         content: {
+          /**
+           * @example {
+           *       "messageLimit": 20
+           *     }
+           */
           "application/json": {
             /** @description How many recent messages (1-100, default 20). */
             messageLimit?: number;
@@ -726,6 +759,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -795,6 +829,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     delete?: never;
@@ -816,6 +859,7 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -921,6 +965,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -928,6 +973,11 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "content": "Can you suggest a dentist near where I live?"
+           *     }
+           */
           "application/json": {
             /** @description The user's message, non-empty. It is stored as a `user` message before anything else (and stays stored if the reply fails), so the window sent to the model ends with it; its first 2000 characters are the recall query. */
             content: string;
@@ -1011,7 +1061,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored */
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
         503: {
           headers: {
             [name: string]: unknown;
@@ -1049,6 +1099,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example thr_4k2j9x7q1m8w3e5r0t6y */
           threadId: string;
         };
         cookie?: never;
@@ -1056,6 +1107,20 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "messages": [
+           *         {
+           *           "role": "user",
+           *           "content": "I moved to Lisbon last spring."
+           *         },
+           *         {
+           *           "role": "assistant",
+           *           "content": "How are you finding it?"
+           *         }
+           *       ]
+           *     }
+           */
           "application/json": {
             /** @description In order. At most 1000 messages and 5 MB of body. */
             messages: {
@@ -1202,6 +1267,22 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "messages": [
+           *         {
+           *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+           *           "role": "user",
+           *           "content": "I moved to Lisbon last spring."
+           *         },
+           *         {
+           *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+           *           "role": "assistant",
+           *           "content": "How are you finding it?"
+           *         }
+           *       ]
+           *     }
+           */
           "application/json": {
             /** @description In order. At most 1000 messages and 5 MB of body. */
             messages: {
@@ -1343,7 +1424,10 @@ export interface paths {
         };
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;
@@ -1412,7 +1496,10 @@ export interface paths {
         };
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;
@@ -1459,6 +1546,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+        503: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -1482,6 +1578,7 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
+          /** @example epi_8d3f1k9x2m7q4w0e5r6t */
           episodeId: string;
         };
         cookie?: never;
@@ -1530,6 +1627,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example epi_8d3f1k9x2m7q4w0e5r6t */
           episodeId: string;
         };
         cookie?: never;
@@ -1619,6 +1717,7 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
+          /** @example epi_8d3f1k9x2m7q4w0e5r6t */
           episodeId: string;
         };
         cookie?: never;
@@ -1716,7 +1815,10 @@ export interface paths {
         };
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;
@@ -1787,9 +1889,15 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
-          /** @description The fact's id. */
+          /**
+           * @description The fact's id.
+           * @example fct_2m9q4x7k1d8w3e5r0t6y
+           */
           factId: string;
         };
         cookie?: never;
@@ -1881,7 +1989,10 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;
@@ -1953,9 +2064,15 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
-          /** @description Entity name, percent-encoded. */
+          /**
+           * @description Entity name, percent-encoded.
+           * @example Lisbon
+           */
           name: string;
         };
         cookie?: never;
@@ -2028,6 +2145,15 @@ export interface paths {
       /** @description JSON body */
       requestBody: {
         content: {
+          /**
+           * @example {
+           *       "dataset": "user-42",
+           *       "query": "Where does the user live now?",
+           *       "include": [
+           *         "raw"
+           *       ]
+           *     }
+           */
           "application/json": components["schemas"]["RecallRequest"];
         };
       };
@@ -2110,7 +2236,10 @@ export interface paths {
         query?: never;
         header?: never;
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;
@@ -2176,7 +2305,10 @@ export interface paths {
           "Idempotency-Key"?: string;
         };
         path: {
-          /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+          /**
+           * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+           * @example user-42
+           */
           dataset: string;
         };
         cookie?: never;

@@ -1399,7 +1399,7 @@ export interface paths {
         };
         /**
          * Whether a model provider is configured, and the models the service uses
-         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat answers 503 and episodes and fact extraction fail; the dashboard shows a banner.
+         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer 503 and episodes and fact extraction fail; the dashboard shows a banner.
          */
         get: {
             parameters: {
@@ -2237,7 +2237,7 @@ export interface paths {
                         projectId: string;
                         /**
                          * Format: uri
-                         * @description https:// only; no private, loopback or link-local addresses.
+                         * @description https:// only; no private, loopback or link-local addresses (http:// and loopback to localhost, 127.0.0.1 or [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development).
                          * @example https://hooks.example.com/memory
                          */
                         url: string;
@@ -2570,6 +2570,14 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "dataset": "user-42",
+                     *       "tags": [
+                     *         "support"
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
                         dataset: string;
@@ -2673,6 +2681,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2725,6 +2734,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2732,6 +2742,14 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "tags": [
+                     *         "support",
+                     *         "travel"
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
                         tags?: string[];
@@ -2834,6 +2852,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     id: string;
                 };
                 cookie?: never;
@@ -2931,6 +2950,7 @@ export interface paths {
                 };
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -2989,6 +3009,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -2996,6 +3017,12 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "role": "user",
+                     *       "content": "I moved to Lisbon last spring, so I need a new dentist."
+                     *     }
+                     */
                     "application/json": {
                         /**
                          * @description user, assistant, system or tool.
@@ -3118,12 +3145,18 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
             };
             requestBody?: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messageLimit": 20
+                     *     }
+                     */
                     "application/json": {
                         /** @description How many recent messages (1-100, default 20). */
                         messageLimit?: number;
@@ -3227,6 +3260,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3296,6 +3330,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
@@ -3317,6 +3360,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3422,6 +3466,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3429,6 +3474,11 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "content": "Can you suggest a dentist near where I live?"
+                     *     }
+                     */
                     "application/json": {
                         /** @description The user's message, non-empty. It is stored as a `user` message before anything else (and stays stored if the reply fails), so the window sent to the model ends with it; its first 2000 characters are the recall query. */
                         content: string;
@@ -3512,7 +3562,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set); nothing is stored */
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
                 503: {
                     headers: {
                         [name: string]: unknown;
@@ -3550,6 +3600,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example thr_4k2j9x7q1m8w3e5r0t6y */
                     threadId: string;
                 };
                 cookie?: never;
@@ -3557,6 +3608,20 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "role": "user",
+                     *           "content": "I moved to Lisbon last spring."
+                     *         },
+                     *         {
+                     *           "role": "assistant",
+                     *           "content": "How are you finding it?"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description In order. At most 1000 messages and 5 MB of body. */
                         messages: {
@@ -3703,6 +3768,22 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "messages": [
+                     *         {
+                     *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+                     *           "role": "user",
+                     *           "content": "I moved to Lisbon last spring."
+                     *         },
+                     *         {
+                     *           "threadId": "thr_4k2j9x7q1m8w3e5r0t6y",
+                     *           "role": "assistant",
+                     *           "content": "How are you finding it?"
+                     *         }
+                     *       ]
+                     *     }
+                     */
                     "application/json": {
                         /** @description In order. At most 1000 messages and 5 MB of body. */
                         messages: {
@@ -3844,7 +3925,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -3913,7 +3997,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -3960,6 +4047,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
+                503: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         put?: never;
@@ -3983,6 +4079,7 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -4031,6 +4128,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -4120,6 +4218,7 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
+                    /** @example epi_8d3f1k9x2m7q4w0e5r6t */
                     episodeId: string;
                 };
                 cookie?: never;
@@ -4217,7 +4316,10 @@ export interface paths {
                 };
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4288,9 +4390,15 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
-                    /** @description The fact's id. */
+                    /**
+                     * @description The fact's id.
+                     * @example fct_2m9q4x7k1d8w3e5r0t6y
+                     */
                     factId: string;
                 };
                 cookie?: never;
@@ -4382,7 +4490,10 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4454,9 +4565,15 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
-                    /** @description Entity name, percent-encoded. */
+                    /**
+                     * @description Entity name, percent-encoded.
+                     * @example Lisbon
+                     */
                     name: string;
                 };
                 cookie?: never;
@@ -4529,6 +4646,15 @@ export interface paths {
             /** @description JSON body */
             requestBody: {
                 content: {
+                    /**
+                     * @example {
+                     *       "dataset": "user-42",
+                     *       "query": "Where does the user live now?",
+                     *       "include": [
+                     *         "raw"
+                     *       ]
+                     *     }
+                     */
                     "application/json": components["schemas"]["RecallRequest"];
                 };
             };
@@ -4611,7 +4737,10 @@ export interface paths {
                 query?: never;
                 header?: never;
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;
@@ -4677,7 +4806,10 @@ export interface paths {
                     "Idempotency-Key"?: string;
                 };
                 path: {
-                    /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+                    /**
+                     * @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write.
+                     * @example user-42
+                     */
                     dataset: string;
                 };
                 cookie?: never;

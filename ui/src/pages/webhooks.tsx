@@ -86,8 +86,13 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
             required
             maxLength={2000}
             placeholder="https://example.com/webhooks/memory"
+            aria-describedby="webhook-url-hint"
             onInput={(e) => setUrl(e.currentTarget.value)}
           />
+          <span id="webhook-url-hint" class="hint">
+            A public <code>https://</code> URL. A receiver on your own machine (<code>http://localhost…</code>) needs{" "}
+            <code>WEBHOOKS_ALLOW_HTTP=true</code> on the server (development only).
+          </span>
         </label>
         <fieldset class="field">
           <legend>Events</legend>
