@@ -114,7 +114,9 @@ stop_cluster() {
 trap stop_cluster EXIT
 trap 'exit 130' INT TERM
 
-"${AS_SERVER[@]}" "$PG_BIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --no-locale --no-sync >/dev/null
+# C.UTF-8: byte order, but lower() and upper() know non-ASCII letters (entity names match
+# case-insensitively, café and CAFÉ); the C locale would fold ASCII only.
+"${AS_SERVER[@]}" "$PG_BIN/initdb" -D "$DATA/data" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
 PORT=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
 # The server's defaults otherwise (fsync on): what a deployment runs. More connections than the
 # default 100: two test files at a time, each with its pools and its server processes.
