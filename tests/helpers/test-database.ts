@@ -121,13 +121,14 @@ export async function openTestDatabase(options: { onQuery?: QueryHook } = {}): P
 
 /**
  * The environment a child `npm start` needs for a database of its own: with TEST_PG_URL, a new
- * server database as DATABASE_URL (and `drop` removes it); otherwise the PGlite directory given.
+ * empty server database as DATABASE_URL, which the process migrates from empty at its first start
+ * (`drop` removes it); otherwise the PGlite directory given.
  */
 export async function serverProcessDatabase(
   pgliteDir: string,
 ): Promise<{ env: Record<string, string>; drop: () => Promise<void> }> {
   if (!testPgUrl()) return { env: { PGLITE_DIR: pgliteDir }, drop: async () => {} };
-  const { name, url } = await newServerDatabase();
+  const { name, url } = await newServerDatabase({ empty: true });
   return { env: { DATABASE_URL: url }, drop: () => dropServerDatabase(name) };
 }
 
