@@ -1,4 +1,4 @@
-import { defineConfig, mergeConfig } from "vitest/config";
+import { defineConfig } from "vitest/config";
 import base from "./vitest.config";
 
 /**
@@ -69,4 +69,5 @@ if (!process.env.TEST_PG_URL) {
   throw new Error("vitest.pg.config.ts runs against a PostgreSQL server: use npm run test:pg (or set TEST_PG_URL)");
 }
 
-export default mergeConfig(base, defineConfig({ test: { include: PG_SUITES } }));
+// The base config's test options with these files only (mergeConfig would add them to its include).
+export default defineConfig({ ...base, test: { ...base.test, include: PG_SUITES } });
