@@ -1,5 +1,5 @@
 import { defineConfig } from "vitest/config";
-import base from "./vitest.config";
+import base from "./vitest.config.js";
 
 /**
  * `npm run test:pg` (scripts/test-postgres.sh, which starts a throwaway PostgreSQL server with
