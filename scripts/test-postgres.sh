@@ -108,6 +108,13 @@ if [ "$(id -u)" -eq 0 ]; then AS_SERVER=(runuser -u postgres --); fi
 DATA=$(mktemp -d "${TMPDIR:-/tmp}/memsvc-pg.XXXXXX")
 if [ "$(id -u)" -eq 0 ]; then chown postgres: "$DATA"; fi
 stop_cluster() {
+  # The server's CPU time (its own and its ended backends'), for the run's cost.
+  local pid ticks
+  pid=$(head -1 "$DATA/data/postmaster.pid" 2>/dev/null || true)
+  if [ -n "$pid" ] && [ -r "/proc/$pid/stat" ]; then
+    ticks=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat")
+    echo "== the server used $((ticks / $(getconf CLK_TCK))) s of CPU"
+  fi
   "${AS_SERVER[@]}" "$PG_BIN/pg_ctl" -D "$DATA/data" -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$DATA"
 }
