@@ -1,5 +1,5 @@
 import { systemClock } from "../lib/clock";
-import { type Config, parseConfig } from "../lib/config";
+import { type Config, ConfigError, parseConfig } from "../lib/config";
 import { DirectoryInUseError } from "../lib/db/dir-lock";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
@@ -9,15 +9,13 @@ import { failureText } from "../lib/errors";
 import { databaseEmbeddingSizes, databaseMismatch } from "../lib/llm/embedding-check";
 import { CliError } from "./errors";
 
-/** The environment, read as `npm start` reads it; a bad variable is named. */
+/** The environment, read as `npm start` reads it; a bad variable is named (as the server names it). */
 export function configFrom(env: NodeJS.ProcessEnv): Config {
   try {
     return parseConfig(env);
   } catch (err) {
-    const issues = (err as { issues?: { path: PropertyKey[]; message: string }[] }).issues;
-    if (!issues) throw err;
-    const first = issues.map((i) => `${i.path.map(String).join(".")}: ${i.message}`).join("; ");
-    throw new CliError(`Invalid environment variable ${first}`, 2);
+    if (err instanceof ConfigError) throw new CliError(err.message, 2);
+    throw err;
   }
 }
 

@@ -152,7 +152,7 @@ describe("memory-admin without a database", { timeout: 120_000 }, () => {
   it("names a bad environment variable (exit 2) and a database it cannot reach (exit 1), never its password", async () => {
     const badEnv = await cli(["projects", "list"], { ...env, PGLITE_DURABILITY: "sometimes" });
     expect(badEnv.code).toBe(2);
-    expect(badEnv.stderr).toMatch(/^error: Invalid environment variable PGLITE_DURABILITY: /);
+    expect(badEnv.stderr).toMatch(/^error: Invalid configuration: PGLITE_DURABILITY: /);
     const unreachable = await cli(["projects", "list"], { DATABASE_URL: "postgres://svc:hunter22@127.0.0.1:1/memory" });
     expect(unreachable.code).toBe(1);
     expect(unreachable.stdout).toBe("");

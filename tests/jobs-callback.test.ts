@@ -1,10 +1,8 @@
-import { readFileSync } from "node:fs";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNodeService } from "../functions/node";
 import { createApiKey } from "../lib/api-keys";
 import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
-import { createPgliteDatabase } from "../lib/db/pglite";
 import { deduplicationIdFor, jobCallbackUrl, qstashDoorbell } from "../lib/jobs/doorbell";
 import { createLlm } from "../lib/llm/client";
 import type { Logger } from "../lib/log";
@@ -13,6 +11,7 @@ import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash } from "./helpers/fake-qstash";
 import { createTestService, type TestService } from "./helpers/service";
+import { openTestDatabase } from "./helpers/test-database";
 
 /**
  * `POST /jobs/run` on the Node.js host (the same app the Worker serves), with the QStash
@@ -37,7 +36,7 @@ interface LogLine {
  * routes' own rings publish messages the tests then deliver. Logs are captured.
  */
 async function serviceWithQStash() {
-  const database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
+  const database = await openTestDatabase();
   const config = parseConfig({
     PGLITE_DIR: "memory://",
     EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),

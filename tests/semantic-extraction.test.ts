@@ -7,6 +7,7 @@ import { processSemantic, SEMANTIC_MAX_RETRIES } from "../lib/semantic/extract";
 import { gate, type Tenant, transcriptLines } from "./episodic-fixtures";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { fakeEmbedding } from "./helpers/fake-openai";
+import { testPgUrl } from "./helpers/test-database";
 import { type Extraction, fact, factText, judge, judgedPairs, useSemanticService } from "./semantic-fixtures";
 
 /**
@@ -368,17 +369,21 @@ describe("budget", () => {
     // batch (one transaction): the setting, the claim guard (status and report), entities, facts
     // (with the report as written), links, invalidations. 2 facts or 12, the same 9 statements in
     // 3 round trips.
+    // On a PostgreSQL server (TEST_PG_URL), node-postgres also sends each transaction's BEGIN and
+    // COMMIT (two more round trips each); PGlite's transactions do not pass through the logger.
     const narrow = "SELECT set_config('hnsw.ef_search', $1,";
+    const tx = (...list: string[]) => (testPgUrl() ? ["begin", ...list, "commit"] : list);
     expect(shape(two)).toEqual([
       "WITH e AS",
-      narrow,
-      "WITH q AS",
-      narrow,
-      "WITH done AS",
-      'insert into "entities"',
-      "WITH written AS",
-      'insert into "fact_entities"',
-      'UPDATE "facts" f',
+      ...tx(narrow, "WITH q AS"),
+      ...tx(
+        narrow,
+        "WITH done AS",
+        'insert into "entities"',
+        "WITH written AS",
+        'insert into "fact_entities"',
+        'UPDATE "facts" f',
+      ),
     ]);
     expect(shape(twelve)).toEqual(shape(two));
   });

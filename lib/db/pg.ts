@@ -32,7 +32,15 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
     batch: (build) => batchInTransaction(db, build),
     withLeading: (lead) => leadingPool(pool, lead, options.onQuery),
     close: () => pool.end(),
+    // For the local Neon HTTP stand-in backed by a server (lib/dev/neon-http-endpoint.ts).
+    ...({ pool } as object),
   };
+}
+
+export function pgPoolOf(database: Database): pg.Pool {
+  const pool = (database as unknown as { pool?: pg.Pool }).pool;
+  if (!pool) throw new Error("not a node-postgres database");
+  return pool;
 }
 
 /**

@@ -1,11 +1,14 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { type PGlite, type QueryOptions, types } from "@electric-sql/pglite";
+import type pg from "pg";
+import { pgPoolOf } from "../db/pg";
 import { pgliteClientOf } from "../db/pglite";
 import type { Database } from "../db/types";
 import { listen } from "./listen";
 
 /**
- * A local stand-in for Neon's SQL-over-HTTP endpoint, backed by the embedded database, so the
+ * A local stand-in for Neon's SQL-over-HTTP endpoint, backed by the embedded database (or by a
+ * PostgreSQL server through node-postgres: `npm run test:pg` runs the edge suites so), so the
  * Worker's real driver (`@neondatabase/serverless` `neon()` under drizzle-orm/neon-http) can be run
  * in tests and `npm run dev` with no network. Point the driver at it with
  * `neonConfig.fetchEndpoint` (NEON_FETCH_ENDPOINT=`<url>/sql`), as drizzle-orm's own neon-http
@@ -94,10 +97,19 @@ const ISOLATION_LEVELS: Record<string, string> = {
 
 class BadRequest extends Error {}
 
+/** What the endpoint runs statements on: one statement, or a batch as one transaction. */
+interface SqlBackend {
+  query(body: QueryBody, arrayMode: boolean): Promise<NeonResult>;
+  transaction(preamble: string | undefined, queries: QueryBody[], arrayMode: boolean): Promise<NeonResult[]>;
+}
+
 export async function startNeonHttpEndpoint(options: NeonHttpEndpointOptions): Promise<NeonHttpEndpoint> {
-  const client = pgliteClientOf(options.database);
+  const backend =
+    options.database.kind === "pg"
+      ? pgBackend(pgPoolOf(options.database))
+      : pgliteBackend(pgliteClientOf(options.database));
   const server = createServer((req, res) => {
-    handle(client, req, res, options.onRequest).catch((err) => {
+    handle(backend, req, res, options.onRequest).catch((err) => {
       if (res.headersSent) res.destroy();
       else sendJson(res, 500, { message: String(err) });
     });
@@ -117,7 +129,7 @@ export async function startNeonHttpEndpoint(options: NeonHttpEndpointOptions): P
 }
 
 async function handle(
-  client: PGlite,
+  backend: SqlBackend,
   req: IncomingMessage,
   res: ServerResponse,
   onRequest: NeonHttpEndpointOptions["onRequest"],
@@ -129,19 +141,12 @@ async function handle(
   try {
     const body = parseBody(await readBody(req));
     onRequest?.("queries" in body ? body.queries.map((q) => q.query) : [body.query]);
-    const options = rawTextOptions(client);
     if ("queries" in body) {
-      const preamble = batchPreamble(req);
       // All-or-nothing, as on Neon: one transaction, rolled back by the first error.
-      const results = await client.transaction(async (tx) => {
-        if (preamble) await tx.query(preamble);
-        const out: NeonResult[] = [];
-        for (const query of body.queries) out.push(await runQuery(tx, query, options, arrayMode));
-        return out;
-      });
+      const results = await backend.transaction(batchPreamble(req), body.queries, arrayMode);
       return sendJson(res, 200, { results });
     }
-    return sendJson(res, 200, await runQuery(client, body, options, arrayMode));
+    return sendJson(res, 200, await backend.query(body, arrayMode));
   } catch (err) {
     return sendJson(res, 400, errorBody(err));
   }
@@ -200,14 +205,67 @@ function batchPreamble(req: IncomingMessage): string | undefined {
   return parts.length ? `SET TRANSACTION ${parts.join(" ")}` : undefined;
 }
 
-async function runQuery(
-  db: Pick<PGlite, "query">,
-  body: QueryBody,
-  options: QueryOptions,
-  arrayMode: boolean,
-): Promise<NeonResult> {
-  const result = await db.query<unknown[]>(body.query, body.params ?? [], options);
-  const { command, rowCount } = result as { command?: string; rowCount?: number };
+function pgliteBackend(client: PGlite): SqlBackend {
+  const options = rawTextOptions(client);
+  const run = async (db: Pick<PGlite, "query">, body: QueryBody, arrayMode: boolean) => {
+    const result = await db.query<unknown[]>(body.query, body.params ?? [], options);
+    return neonResult(result as RawResult, arrayMode);
+  };
+  return {
+    query: (body, arrayMode) => run(client, body, arrayMode),
+    transaction: (preamble, queries, arrayMode) =>
+      client.transaction(async (tx) => {
+        if (preamble) await tx.query(preamble);
+        const out: NeonResult[] = [];
+        for (const query of queries) out.push(await run(tx, query, arrayMode));
+        return out;
+      }),
+  };
+}
+
+/**
+ * A PostgreSQL server through a node-postgres pool: values come back as the server's text (every
+ * type parser is the identity), and parameters, already Postgres text, go as they are. A batch
+ * runs on one checked-out connection between BEGIN and COMMIT.
+ */
+function pgBackend(pool: pg.Pool): SqlBackend {
+  const run = async (db: pg.Pool | pg.PoolClient, body: QueryBody, arrayMode: boolean) => {
+    const values = (body.params ?? []).map((v) => (v === null || v === undefined ? null : toParamText(v)));
+    const result = await db.query({ text: body.query, values, rowMode: "array", types: rawTextTypes });
+    return neonResult(result as unknown as RawResult, arrayMode);
+  };
+  return {
+    query: (body, arrayMode) => run(pool, body, arrayMode),
+    async transaction(preamble, queries, arrayMode) {
+      const client = await pool.connect();
+      try {
+        await client.query("BEGIN");
+        if (preamble) await client.query(preamble);
+        const out: NeonResult[] = [];
+        for (const query of queries) out.push(await run(client, query, arrayMode));
+        await client.query("COMMIT");
+        return out;
+      } catch (err) {
+        await client.query("ROLLBACK").catch(() => {});
+        throw err;
+      } finally {
+        client.release();
+      }
+    },
+  };
+}
+
+const rawTextTypes = { getTypeParser: () => identity } as unknown as pg.CustomTypesConfig;
+
+/** A result as both drivers give it, rows as arrays of text (or null). */
+interface RawResult {
+  command?: string | null;
+  rowCount?: number | null;
+  rows: unknown[][];
+  fields: { name: string; dataTypeID: number }[];
+}
+
+function neonResult(result: RawResult, arrayMode: boolean): NeonResult {
   const fields: NeonField[] = result.fields.map((f) => ({
     name: f.name,
     tableID: 0,
@@ -220,7 +278,7 @@ async function runQuery(
   const rows = arrayMode
     ? result.rows
     : result.rows.map((row) => Object.fromEntries(fields.map((f, i) => [f.name, row[i]])));
-  return { command: command ?? null, rowCount: rowCount ?? null, rows, fields, rowAsArray: arrayMode };
+  return { command: result.command ?? null, rowCount: result.rowCount ?? null, rows, fields, rowAsArray: arrayMode };
 }
 
 /**

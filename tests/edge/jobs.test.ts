@@ -4,11 +4,10 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { sql } from "drizzle-orm";
 import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, describe, expect, inject, it, vi } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, vi } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { createApiKey } from "../../lib/api-keys";
 import { parseConfig } from "../../lib/config";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import { rowsOf } from "../../lib/db/rows";
 import type { Database } from "../../lib/db/types";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
@@ -18,6 +17,7 @@ import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
 import { testLogLevel } from "../helpers/log";
+import { openTestDatabase } from "../helpers/test-database";
 import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
 
 /**
@@ -54,7 +54,7 @@ let node: Awaited<ReturnType<typeof createNodeService>>;
 beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-jobs-"));
   const build = buildWorkerBundle(buildDir);
-  database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
+  database = await openTestDatabase();
   // Projects and keys are made by the Node.js host's code on the same database; no sweep here,
   // so every job below is run by the Worker.
   node = await createNodeService({

@@ -1,32 +1,32 @@
-import { readFileSync } from "node:fs";
 import { neon as neonClient } from "@neondatabase/serverless";
 import { eq, sql } from "drizzle-orm";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNeonDatabase } from "../../lib/db/neon";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import { rowsOf } from "../../lib/db/rows";
 import { episodes, messages, projects, threads } from "../../lib/db/schema";
 import type { Database } from "../../lib/db/types";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { newId } from "../../lib/ids";
+import { openTestDatabase } from "../helpers/test-database";
 
 /**
  * The local SQL-over-HTTP endpoint against the real Neon driver (drizzle-orm/neon-http): values
  * must survive the trip through Postgres text format and the driver's type parsers exactly as the
- * embedded driver sees them, and a batch must be one transaction.
+ * database's own driver sees them (embedded PGlite, or node-postgres on TEST_PG_URL's server),
+ * and a batch must be one transaction.
  */
-let embedded: Database;
+let direct: Database;
 let endpoint: NeonHttpEndpoint;
 let neon: Database;
 
 beforeAll(async () => {
-  embedded = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
-  endpoint = await startNeonHttpEndpoint({ database: embedded });
+  direct = await openTestDatabase();
+  endpoint = await startNeonHttpEndpoint({ database: direct });
   neon = createNeonDatabase("postgres://user:pass@localhost/db", { fetchEndpoint: endpoint.fetchEndpoint });
 });
 afterAll(async () => {
   await endpoint?.close();
-  await embedded?.close();
+  await direct?.close();
 });
 
 async function newProject() {
@@ -38,7 +38,7 @@ async function newProject() {
 }
 
 describe("neon-http over the local endpoint", () => {
-  it("round-trips text[], jsonb and timestamps, as the embedded driver reads them", async () => {
+  it("round-trips text[], jsonb and timestamps, as the database's own driver reads them", async () => {
     const project = await newProject();
     expect(project.createdAt).toBeInstanceOf(Date);
     expect(project.settings).toEqual({});
@@ -55,8 +55,8 @@ describe("neon-http over the local endpoint", () => {
     await neon.db.insert(threads).values(row);
 
     const [viaNeon] = await neon.db.select().from(threads).where(eq(threads.id, row.id));
-    const [viaEmbedded] = await embedded.db.select().from(threads).where(eq(threads.id, row.id));
-    expect(viaNeon).toEqual(viaEmbedded);
+    const [viaDirect] = await direct.db.select().from(threads).where(eq(threads.id, row.id));
+    expect(viaNeon).toEqual(viaDirect);
     expect(viaNeon.tags).toEqual(row.tags);
     expect(viaNeon.settings).toEqual(row.settings);
     expect(viaNeon.createdAt).toEqual(createdAt);
@@ -84,7 +84,7 @@ describe("neon-http over the local endpoint", () => {
     await neon.db.insert(messages).values(message);
     const [readMessage] = await neon.db.select().from(messages).where(eq(messages.id, message.id));
     expect(readMessage).toMatchObject(message);
-    expect(readMessage).toEqual((await embedded.db.select().from(messages).where(eq(messages.id, message.id)))[0]);
+    expect(readMessage).toEqual((await direct.db.select().from(messages).where(eq(messages.id, message.id)))[0]);
 
     const episode = {
       id: newId("epi"),
@@ -103,7 +103,7 @@ describe("neon-http over the local endpoint", () => {
     await neon.db.insert(episodes).values(episode);
     const [readEpisode] = await neon.db.select().from(episodes).where(eq(episodes.id, episode.id));
     expect(readEpisode).toMatchObject(episode);
-    expect(readEpisode).toEqual((await embedded.db.select().from(episodes).where(eq(episodes.id, episode.id)))[0]);
+    expect(readEpisode).toEqual((await direct.db.select().from(episodes).where(eq(episodes.id, episode.id)))[0]);
   });
 
   it("answers raw SQL with rows and a row count", async () => {
@@ -135,8 +135,8 @@ describe("neon-http over the local endpoint", () => {
       .catch((err: unknown) => err);
     expect(failure).toBeInstanceOf(Error);
     expect((failure as { code?: string }).code).toBe("23505");
-    expect(await embedded.db.select().from(threads).where(eq(threads.id, doomed))).toEqual([]);
-    const [kept] = await embedded.db.select().from(threads).where(eq(threads.id, ok));
+    expect(await direct.db.select().from(threads).where(eq(threads.id, doomed))).toEqual([]);
+    const [kept] = await direct.db.select().from(threads).where(eq(threads.id, ok));
     expect(kept.lastSeq).toBe(5);
   });
 

@@ -1,19 +1,19 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Miniflare } from "miniflare";
 import { build as buildUi } from "vite";
-import { afterAll, beforeAll, describe, expect, inject, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { login } from "../../lib/auth";
 import { parseConfig } from "../../lib/config";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { Database } from "../../lib/db/types";
 import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { silentLogger } from "../../lib/log";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { testLogLevel } from "../helpers/log";
+import { openTestDatabase } from "../helpers/test-database";
 import { buildWorkerBundle, workerConfig, wranglerAssets } from "../helpers/worker-bundle";
 
 /**
@@ -36,7 +36,7 @@ beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-"));
   const build = buildWorkerBundle(buildDir);
 
-  database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
+  database = await openTestDatabase();
   // The admin is bootstrapped by the Node.js host's code on the same database (its password
   // hashed by Node's scrypt, verified below by workerd's).
   const config = parseConfig({

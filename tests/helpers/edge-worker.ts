@@ -1,14 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Miniflare } from "miniflare";
-import { afterAll, beforeAll, inject } from "vitest";
+import { afterAll, beforeAll } from "vitest";
 import { systemClock } from "../../lib/clock";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { Database } from "../../lib/db/types";
 import type { Deps } from "../../lib/deps";
 import { startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
+import { openTestDatabase } from "./test-database";
 import { buildWorkerBundle, workerConfig } from "./worker-bundle";
 
 /** The built Worker under workerd with its database, for the edge tests that need nothing else. */
@@ -24,13 +24,14 @@ export interface EdgeWorker {
 
 /**
  * The Worker bundle `wrangler deploy --dry-run` produces, run by workerd in Miniflare, with the
- * Neon driver talking SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template.
+ * Neon driver talking SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template
+ * (embedded, or on TEST_PG_URL's server).
  * No provider and no QStash: the tests that need them set up their own (tests/edge/jobs.test.ts).
  */
 export async function startEdgeWorker(name: string): Promise<EdgeWorker> {
   const buildDir = mkdtempSync(join(tmpdir(), `memsvc-${name}-worker-`));
   const build = buildWorkerBundle(buildDir);
-  const database = await createPgliteDatabase({ loadDataDir: new Blob([readFileSync(inject("templatePath"))]) });
+  const database = await openTestDatabase();
   const sqlRequests: string[][] = [];
   const endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
   const text = (value: string) => ({ type: "text" as const, value });

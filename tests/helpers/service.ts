@@ -1,12 +1,9 @@
-import { readFileSync } from "node:fs";
-import { inject } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { createNodeServer } from "../../functions/node-host";
 import { createApiKey } from "../../lib/api-keys";
 import { login } from "../../lib/auth";
 import { manualClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
-import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { QueryHook } from "../../lib/db/types";
 import { listen } from "../../lib/dev/listen";
 import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
@@ -16,6 +13,7 @@ import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
 import type { FakeOpenAI } from "./fake-openai";
 import { testLogger } from "./log";
+import { openTestDatabase } from "./test-database";
 
 export const ADMIN = { username: "admin", password: "admin-password-for-tests" };
 
@@ -39,10 +37,12 @@ export interface TestServiceOptions {
   log?: Logger;
 }
 
-/** A service on a fresh copy of the migrated template database. Close it in afterAll. */
+/**
+ * A service on a fresh copy of the migrated template database (embedded, or a database of its own
+ * on TEST_PG_URL's server: tests/helpers/test-database.ts). Close it in afterAll.
+ */
 export async function createTestService(options: TestServiceOptions = {}) {
-  const template = new Blob([readFileSync(inject("templatePath"))]);
-  const database = await createPgliteDatabase({ loadDataDir: template, onQuery: options.onQuery });
+  const database = await openTestDatabase({ onQuery: options.onQuery });
   const config = parseConfig({
     PGLITE_DIR: "memory://",
     ADMIN_USERNAME: ADMIN.username,
