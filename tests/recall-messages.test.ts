@@ -63,9 +63,8 @@ interface Recall {
   messages: RecalledMessage[] | null;
 }
 
-async function tenant() {
+async function tenant(dataset = `ds-${randomUUID().slice(0, 6)}`) {
   const t = await newTenant(svc, `conv-${randomUUID().slice(0, 6)}`);
-  const dataset = `ds-${randomUUID().slice(0, 6)}`;
   const post = (path: string, json: unknown) => svc.request(path, { method: "POST", token: t.key, json });
   return {
     ...t,
@@ -218,6 +217,19 @@ describe("the response", () => {
       expect(body.error).toBe("Validation error");
       expect(body.issues.map((i) => i.path)).toEqual([["messageLimit"]]);
     }
+  });
+});
+
+describe("tenants", () => {
+  it("never finds another project's embedded message by meaning, in a dataset of the same name", async () => {
+    const theirs = await tenant();
+    const mine = await tenant(theirs.dataset);
+    await theirs.say(await theirs.thread(), STATEMENT);
+    await mine.say(await mine.thread(), "My favourite colour is green.");
+    await theirs.embed();
+    const question = { query: "Which city do I reside in?", include: ["messages"] };
+    expect((await mine.recall(question)).messages?.map((m) => m.content)).toEqual(["My favourite colour is green."]);
+    expect((await theirs.recall(question)).messages?.map((m) => m.content)).toEqual([STATEMENT]);
   });
 });
 
