@@ -7,7 +7,6 @@ import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../lib/evidence/write";
 import { runDueJobs } from "../lib/jobs/runner";
 import { deleteProject } from "../lib/projects";
 import { patchProjectSettings } from "../lib/settings/store";
-import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
 
@@ -185,7 +184,9 @@ describe("the response", () => {
     expect(r.factCount).toBe(1);
     expect(ids(r)).toEqual([other]);
     expect(ids(r)).not.toContain(quoted);
-    expect(r.context).toMatch(/# FACTS[\s\S]*# ENTITIES[\s\S]*# CONVERSATION[^\n]*\n- \[2026-06-\d\d\] user: The cat sleeps/);
+    expect(r.context).toMatch(
+      /# FACTS[\s\S]*# ENTITIES[\s\S]*# CONVERSATION[^\n]*\n- \[2026-06-\d\d\] user: The cat sleeps/,
+    );
   });
 
   it("without a query: the most recent; with asOf: only messages written by then; limits by messageLimit and the setting", async () => {
@@ -243,7 +244,10 @@ describe("what is indexed", () => {
     await t.say(th, "zebra from a tool", "tool");
     expect(ids(await t.recall({ query: "zebra", include: ["messages"] }))).toEqual([user]);
 
-    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { indexAssistantMessages: true } });
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { semantic: { indexAssistantMessages: true } },
+    );
     const assistant = await t.say(th, "zebra again from the assistant", "assistant");
     const r = await t.recall({ query: "zebra", include: ["messages"] });
     expect(new Set(ids(r))).toEqual(new Set([user, assistant]));

@@ -57,10 +57,18 @@ console.log(
     `p99 ${result.recall.latencyMs.p99.toFixed(1)} ms. Write ${result.seconds.write.toFixed(0)} s, ` +
     `evaluate ${result.seconds.evaluate.toFixed(0)} s.`,
 );
-console.log("\n### Evidence in the block (facts and conversation messages, `include: [\"messages\"]`)\n");
+console.log('\n### Evidence in the block (facts and conversation messages, `include: ["messages"]`)\n');
 console.log(
   markdown(
-    ["messages", "evidence in the block", "stored ceiling (facts)", "facts alone (hit@8)", "tokens mean", "median", "max"],
+    [
+      "messages",
+      "evidence in the block",
+      "stored ceiling (facts)",
+      "facts alone (hit@8)",
+      "tokens mean",
+      "median",
+      "max",
+    ],
     result.recall.evidence.map((e) => [
       String(e.messages),
       (e.inBlock * 100).toFixed(1),

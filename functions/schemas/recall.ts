@@ -110,12 +110,9 @@ export const RecallResponseSchema = z
       })
       .nullable()
       .openapi({ description: "Null unless included (or if they could not be read); never rendered into context." }),
-    messages: z
-      .array(RecallMessageSchema)
-      .nullable()
-      .openapi({
-        description:
-          "Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading.",
-      }),
+    messages: z.array(RecallMessageSchema).nullable().openapi({
+      description:
+        "Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading.",
+    }),
   })
   .openapi("RecallResponse");

@@ -24,7 +24,15 @@ const message = { role: "user", content: "I work\nas a nurse.", createdAt: "2026
 describe("renderContext", () => {
   it("is the spec's block without messages", () => {
     expect(renderContext(groups, entities)).toBe(
-      [CONTEXT_LEAD, "", FACTS_HEADING, "- user lives in Lisbon (valid: 2026-03-01 - present)", "", ENTITIES_HEADING, "- Lisbon (PLACE)"].join("\n"),
+      [
+        CONTEXT_LEAD,
+        "",
+        FACTS_HEADING,
+        "- user lives in Lisbon (valid: 2026-03-01 - present)",
+        "",
+        ENTITIES_HEADING,
+        "- Lisbon (PLACE)",
+      ].join("\n"),
     );
     expect(renderContext(groups, entities, [])).toBe(renderContext(groups, entities));
     expect(renderContext([], [])).toBe("");

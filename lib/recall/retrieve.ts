@@ -11,8 +11,8 @@ import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import type { RankedFact } from "./context";
-import { MessageJson, messageCtes, messagesColumn, type RecalledMessage, recalledMessage } from "./messages";
 import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
+import { MessageJson, messageCtes, messagesColumn, type RecalledMessage, recalledMessage } from "./messages";
 import type { TimeRange } from "./time-range";
 
 /**
@@ -138,7 +138,13 @@ const RecallRow = z.object({
   messages: dbJson(z.array(MessageJson).nullable()),
   settings: dbJson(
     z
-      .object({ limit: z.number(), messageLimit: z.number(), rerank: z.boolean(), rerankCandidates: z.number(), rerankTimeoutMs: z.number() })
+      .object({
+        limit: z.number(),
+        messageLimit: z.number(),
+        rerank: z.boolean(),
+        rerankCandidates: z.number(),
+        rerankTimeoutMs: z.number(),
+      })
       .nullable(),
   ) satisfies z.ZodType<RecallSettings | null>,
 });
@@ -192,7 +198,9 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
         projectId: r.projectId,
         dataset: r.dataset,
         query: r.mode === "recent" ? undefined : r.query,
-        vector: hybrid ? { q: sql`(SELECT v FROM query_vector)`, dims: deps.config.openai.embeddingDimensions } : undefined,
+        vector: hybrid
+          ? { q: sql`(SELECT v FROM query_vector)`, dims: deps.config.openai.embeddingDimensions }
+          : undefined,
         asOf: r.asOf,
         time: r.time,
       }),

@@ -112,7 +112,7 @@ const semanticShape = {
       "Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall (on the embedded database at a million facts, about 10 ms more with its data cached, several times more when it is read from disk).",
     ),
   messagesInContext: integerIn(1, 100).describe(
-    'Messages in recall\'s block when `include` has "messages" (recall\'s default messageLimit).',
+    "Messages in recall's block when `include` has \"messages\" (recall's default messageLimit).",
   ),
   indexAssistantMessages: z
     .boolean()
