@@ -65,6 +65,23 @@ export const apiKeys = pgTable(
   (t) => [index("api_keys_project_idx").on(t.projectId, t.createdAt)],
 );
 
+/** A table of keyword statistics per dataset (fact_terms, message_terms): same columns, same key. */
+function termStatistics<N extends string>(name: N) {
+  return pgTable(
+    name,
+    {
+      projectId: text("project_id")
+        .notNull()
+        .references(() => projects.id, { onDelete: "cascade" }),
+      dataset: text("dataset").notNull(),
+      term: text("term").notNull(),
+      docs: bigint("docs", { mode: "number" }).notNull(),
+      lexemes: bigint("lexemes", { mode: "number" }).notNull(),
+    },
+    (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Working memory
 // ---------------------------------------------------------------------------------------------
@@ -169,19 +186,7 @@ export const messageSearch = pgTable(
  * Keyword statistics per dataset for messages' BM25, as fact_terms is for facts: kept by
  * statement triggers on message_search (migrations/0016_message_index.sql).
  */
-export const messageTerms = pgTable(
-  "message_terms",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    dataset: text("dataset").notNull(),
-    term: text("term").notNull(),
-    docs: bigint("docs", { mode: "number" }).notNull(),
-    lexemes: bigint("lexemes", { mode: "number" }).notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
-);
+export const messageTerms = termStatistics("message_terms");
 
 /**
  * An indexed message's embedding, written by the thread's `message-embed` job (inserted once,
@@ -329,19 +334,7 @@ export const facts = pgTable(
  * Kept by statement triggers on facts (migrations/0011_fact_terms.sql), so the writers do not
  * know about it and a recall reads only its query's terms.
  */
-export const factTerms = pgTable(
-  "fact_terms",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    dataset: text("dataset").notNull(),
-    term: text("term").notNull(),
-    docs: bigint("docs", { mode: "number" }).notNull(),
-    lexemes: bigint("lexemes", { mode: "number" }).notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
-);
+export const factTerms = termStatistics("fact_terms");
 
 /** Which entities a fact touches (its subject or object), for anchor retrieval. */
 export const factEntities = pgTable(
