@@ -10,8 +10,7 @@ import {
   MemoryWaitTimeoutError,
   type RetryEvent,
 } from "../src/index.js";
-import { extractFacts, parseTranscript } from "../../../scripts/demo-rules";
-import { type Host, startHost } from "./helpers/host.js";
+import { demoFacts, type Host, startHost } from "./helpers/host.js";
 import { startFaultProxy } from "./helpers/proxy.js";
 
 /**
@@ -178,7 +177,7 @@ describe("episodes.waitFor", () => {
     });
     host.provider.onStructured("fact_extraction", async (r) => {
       await gate;
-      return extractFacts(parseTranscript(r.messages.findLast((m) => m.role === "user")?.content ?? ""));
+      return demoFacts(r);
     });
     try {
       const jobs = host.runJobs();
@@ -196,9 +195,7 @@ describe("episodes.waitFor", () => {
       expect(recalled.context).toContain("user lives in Porto");
     } finally {
       open();
-      host.provider.onStructured("fact_extraction", (r) =>
-        extractFacts(parseTranscript(r.messages.findLast((m) => m.role === "user")?.content ?? "")),
-      );
+      host.provider.onStructured("fact_extraction", demoFacts);
     }
   });
 
