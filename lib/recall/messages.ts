@@ -19,6 +19,22 @@ export interface RecalledMessage {
   relevanceScore: number;
 }
 
+/**
+ * How a message scored, each signal before its weight (the dashboard's playground shows them;
+ * /v1 does not): cosine (null until the message is embedded, or without a query vector), keyword
+ * (BM25 divided by the best candidate's) and the time term. All null without a query.
+ */
+export interface MessageSignals {
+  vector: number | null;
+  keyword: number | null;
+  time: number | null;
+}
+
+/** A message as the recall statement returns it: the API's shape and its signals. */
+export interface RetrievedMessage extends RecalledMessage {
+  signals: MessageSignals;
+}
+
 /** What the message part of the recall statement needs. */
 export interface MessageSearch {
   projectId: ProjectRef;
@@ -44,7 +60,8 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const inDataset = sql`ms.project_id = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
   if (!m.query) {
     return [
-      sql`m_top AS (SELECT ms.message_id AS id, 1.0::float8 AS score FROM ${messageSearch} ms WHERE ${inDataset}
+      sql`m_top AS (SELECT ms.message_id AS id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
+        NULL::float8 AS time_match FROM ${messageSearch} ms WHERE ${inDataset}
         ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT (SELECT msg_fetch FROM s))`,
     ];
   }
@@ -88,7 +105,8 @@ export function messageCtes(m: MessageSearch): SQL[] {
       LEFT JOIN ${messageVectors} v ON v.message_id = c.id
       LEFT JOIN LATERAL (${bm25Of(sql`ms.search`, MESSAGE_TERMS)}) k ON true)`,
     sql`m_top AS (
-      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + time_weight * time_match AS score
+      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + time_weight * time_match AS score,
+        vector, keyword, time_match
       FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM m_scored) x CROSS JOIN s
       ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
   );
@@ -105,7 +123,8 @@ function messageTimeTerm(time: TimeRange | null | undefined): SQL {
 /** The statement's `messages` column: m_top's messages with their rows, best first. */
 export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
     'id', m.id, 'thread_id', m.thread_id, 'role', m.role, 'content', m.content, 'created_at', m.created_at,
-    'score', t.score) ORDER BY t.score DESC, m.created_at DESC, m.id), '[]'::jsonb)
+    'score', t.score, 'signals', jsonb_build_object('vector', t.vector, 'keyword', t.keyword, 'time', t.time_match))
+    ORDER BY t.score DESC, m.created_at DESC, m.id), '[]'::jsonb)
   FROM m_top t JOIN ${messages} m ON m.id = t.id) AS messages`;
 
 export const MessageJson = z.object({
@@ -115,9 +134,10 @@ export const MessageJson = z.object({
   content: z.string(),
   created_at: dbTimestampSet,
   score: dbNumber,
+  signals: z.object({ vector: z.number().nullable(), keyword: z.number().nullable(), time: z.number().nullable() }),
 });
 
-export function recalledMessage(m: z.output<typeof MessageJson>): RecalledMessage {
+export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMessage {
   return {
     messageId: m.id,
     threadId: m.thread_id,
@@ -125,6 +145,7 @@ export function recalledMessage(m: z.output<typeof MessageJson>): RecalledMessag
     content: m.content,
     createdAt: toIso(m.created_at) as string,
     relevanceScore: m.score,
+    signals: m.signals,
   };
 }
 
@@ -136,11 +157,11 @@ const comparable = (text: string) => oneLine(text).toLowerCase();
  * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
  * evidence already), at most `limit`.
  */
-export function skipQuoted(
-  candidates: RecalledMessage[],
+export function skipQuoted<M extends RecalledMessage>(
+  candidates: M[],
   facts: { sourceQuote: string }[],
   limit: number,
-): RecalledMessage[] {
+): M[] {
   const quotes = facts.map((f) => comparable(f.sourceQuote)).filter((q) => q.length > 0);
   return candidates.filter((m) => !quotes.some((q) => comparable(m.content).includes(q))).slice(0, limit);
 }

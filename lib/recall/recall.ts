@@ -4,7 +4,7 @@ import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
-import { skipQuoted } from "./messages";
+import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
 import { timeRangeOf } from "./time-range";
@@ -38,6 +38,8 @@ export interface RecallExplanation {
   mode: RankingMode;
   /** One entry per fact, in rank order. */
   signals: (Signals & { factId: string; fused: number })[];
+  /** One entry per message of the response, in its order (empty without messages). */
+  messageSignals: (MessageSignals & { messageId: string; fused: number })[];
   rerank: RerankOutcome | null;
   projectFound: boolean;
 }
@@ -96,12 +98,13 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
       facts: raw ? facts.map(factOfRecall) : null,
       groups: raw ? groups : null,
       episodes: include.has("episodes") ? retrieved.episodes : null,
-      messages: include.has("messages") ? (messages ?? []) : null,
+      messages: include.has("messages") ? (messages ?? []).map(messageOfRecall) : null,
     },
     timings,
     explanation: {
       mode,
       signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
+      messageSignals: (messages ?? []).map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
       rerank: reranked.outcome,
       projectFound: retrieved.settings !== null,
     } satisfies RecallExplanation,
@@ -111,6 +114,11 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
 /** The spec's Fact: what recall knows beyond it (group, rank, entities, signals) left out. */
 function factOfRecall({ groupName: _g, rank: _r, entities: _e, signals: _s, ...fact }: RetrievedFact) {
   return fact;
+}
+
+/** The API's message: its signals left out (the playground shows them). */
+function messageOfRecall({ signals: _s, ...message }: RetrievedMessage) {
+  return message;
 }
 
 /**

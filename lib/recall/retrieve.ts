@@ -12,7 +12,7 @@ import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import type { RankedFact } from "./context";
 import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
-import { MessageJson, messageCtes, messagesColumn, type RecalledMessage, recalledMessage } from "./messages";
+import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
 import type { TimeRange } from "./time-range";
 
 /**
@@ -94,7 +94,7 @@ export interface Retrieved {
    * The best messages, best first: the block's `messageLimit` and as many more as the facts
    * fetched, for those a returned fact quotes to be skipped (skipQuoted). Null unless asked.
    */
-  messages: RecalledMessage[] | null;
+  messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
 }
@@ -112,7 +112,7 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
       row?.episodes == null
         ? null
         : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
-    messages: row?.messages?.map(recalledMessage) ?? null,
+    messages: row?.messages?.map(retrievedMessage) ?? null,
     settings: row?.settings ?? null,
   };
 }

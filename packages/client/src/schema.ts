@@ -2467,6 +2467,18 @@ export interface components {
       /** @description The fact's score (relevanceScore): the signals times their weights (project settings), summed. */
       fused: number;
     };
+    /** @description How a recalled message scored: each signal's value before its weight; null when it did not run. */
+    MessageSignalScores: {
+      messageId: string;
+      /** @description Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query. */
+      vector: number | null;
+      /** @description BM25 over the message, divided by the best candidate's (0 to 1); null without a query. */
+      keyword: number | null;
+      /** @description 1 when the message was written in the time the query names, else 0; null without a query. */
+      time: number | null;
+      /** @description The message's score (relevanceScore): the signals times the facts' weights, summed; 1 without a query. */
+      fused: number;
+    };
     RecallRequest: {
       /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
       dataset: string;

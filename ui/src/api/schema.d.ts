@@ -1374,7 +1374,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Recall playground: /v1 recall for any dataset of the project, with each fact's signal scores
+         * Recall playground: /v1 recall for any dataset of the project, with each fact's and message's signal scores
          * @description The same embedding call, the same one SQL statement and the same reranker call as POST /v1/memory/recall (`raw` always included); the scores come from that statement.
          */
         post: {
@@ -1408,6 +1408,8 @@ export interface paths {
                             mode: "hybrid" | "keyword" | "recent";
                             /** @description One per fact of recall.facts, same order (rank order). */
                             signals: components["schemas"]["SignalScores"][];
+                            /** @description One per message of recall.messages, same order; empty without `messages` in include. */
+                            messageSignals: components["schemas"]["MessageSignalScores"][];
                             /**
                              * @description What the reranker did; null when the project's reranker is off or there is no query.
                              * @enum {string|null}
@@ -4890,6 +4892,18 @@ export interface components {
             /** @description 1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0. */
             time: number | null;
             /** @description The fact's score (relevanceScore): the signals times their weights (project settings), summed. */
+            fused: number;
+        };
+        /** @description How a recalled message scored: each signal's value before its weight; null when it did not run. */
+        MessageSignalScores: {
+            messageId: string;
+            /** @description Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query. */
+            vector: number | null;
+            /** @description BM25 over the message, divided by the best candidate's (0 to 1); null without a query. */
+            keyword: number | null;
+            /** @description 1 when the message was written in the time the query names, else 0; null without a query. */
+            time: number | null;
+            /** @description The message's score (relevanceScore): the signals times the facts' weights, summed; 1 without a query. */
             fused: number;
         };
         RecallRequest: {
