@@ -23,6 +23,13 @@ const RERANK: Record<NonNullable<Answer["rerank"]>, string> = {
   failed: "The reranker failed: the fused order was kept (see the server log).",
   skipped: "The reranker had fewer than two candidates to reorder.",
 };
+/** A numeric column's header. */
+const Num = ({ children }: { children: string }) => (
+  <th scope="col" class="num">
+    {children}
+  </th>
+);
+
 const ms = (n: number) => `${n < 10 ? n.toFixed(1) : formatNumber(Math.round(n))} ms`;
 
 export function RecallResult({
@@ -98,28 +105,14 @@ export function RecallResult({
               <caption>Ranked facts</caption>
               <thead>
                 <tr>
-                  <th scope="col" class="num">
-                    Rank
-                  </th>
+                  <Num>Rank</Num>
                   <th scope="col">Fact</th>
-                  <th scope="col" class="num">
-                    Cosine
-                  </th>
-                  <th scope="col" class="num">
-                    Keyword
-                  </th>
-                  <th scope="col" class="num">
-                    Entity
-                  </th>
-                  <th scope="col" class="num">
-                    Time
-                  </th>
-                  <th scope="col" class="num">
-                    Score
-                  </th>
-                  <th scope="col" class="num">
-                    Confidence
-                  </th>
+                  <Num>Cosine</Num>
+                  <Num>Keyword</Num>
+                  <Num>Entity</Num>
+                  <Num>Time</Num>
+                  <Num>Score</Num>
+                  <Num>Confidence</Num>
                   <th scope="col">Validity</th>
                 </tr>
               </thead>
@@ -175,24 +168,14 @@ export function RecallResult({
                   <caption>Ranked messages</caption>
                   <thead>
                     <tr>
-                      <th scope="col" class="num">
-                        Rank
-                      </th>
+                      <Num>Rank</Num>
                       <th scope="col">Role</th>
                       <th scope="col">Written</th>
                       <th scope="col">Message</th>
-                      <th scope="col" class="num">
-                        Cosine
-                      </th>
-                      <th scope="col" class="num">
-                        Keyword
-                      </th>
-                      <th scope="col" class="num">
-                        Time
-                      </th>
-                      <th scope="col" class="num">
-                        Score
-                      </th>
+                      <Num>Cosine</Num>
+                      <Num>Keyword</Num>
+                      <Num>Time</Num>
+                      <Num>Score</Num>
                     </tr>
                   </thead>
                   <tbody>

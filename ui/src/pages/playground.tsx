@@ -21,6 +21,13 @@ interface Form {
   messages: boolean;
 }
 
+/** The include checkboxes, in their order on the form. */
+const INCLUDES = [
+  ["messages", "Messages"],
+  ["episodes", "Episodes"],
+  ["synthesis", "Synthesis"],
+] as const;
+
 const pad = (n: number) => String(n).padStart(2, "0");
 
 /** An ISO instant (or YYYY-MM-DD) as a `datetime-local` value in the browser's time zone. */
@@ -219,30 +226,12 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
           </div>
           <fieldset class="field include">
             <legend>Include</legend>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={form.messages}
-                onChange={(e) => set("messages", e.currentTarget.checked)}
-              />
-              Messages
-            </label>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={form.episodes}
-                onChange={(e) => set("episodes", e.currentTarget.checked)}
-              />
-              Episodes
-            </label>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={form.synthesis}
-                onChange={(e) => set("synthesis", e.currentTarget.checked)}
-              />
-              Synthesis
-            </label>
+            {INCLUDES.map(([key, label]) => (
+              <label class="check" key={key}>
+                <input type="checkbox" checked={form[key]} onChange={(e) => set(key, e.currentTarget.checked)} />
+                {label}
+              </label>
+            ))}
             <small>
               Messages: the conversation's best matches, in the block (the TypeScript and MCP clients ask for them by
               default). Synthesis adds a model call (1-3 s).
