@@ -13,6 +13,8 @@ export const SCENARIOS = {
   episodes: "episode pipeline, threads ended at once, instant and realistic provider",
   semantic: "fact extraction against --facts live facts",
   recall: "recall without and with a query at --facts live facts, --dims dimensions",
+  "recall-messages":
+    "recall with a query, without and with include messages, at --facts live facts and 200,000 messages (20,000 with --quick)",
   "recall-provider": "recall with a query at 1,000 facts, embeddings 150 ms",
   hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
   load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",

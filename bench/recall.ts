@@ -17,6 +17,7 @@ import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factWords } from "./fact-rows";
 import { type Bench, memoryNow, percentile } from "./lib";
+import { seedMessages } from "./messages-seed";
 import { openSeeded, recallQueries, type SeedStore } from "./seed";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
@@ -30,6 +31,15 @@ export interface RecallBenchResult extends VectorQuality {
   noQuery: { p50Ms: number; p99Ms: number };
   withQuery: { p50Ms: number; p99Ms: number };
   withQueryAndEpisodes: { p50Ms: number; p99Ms: number };
+  /** With `messages` seeded: recall with a query and `include: ["messages"]`, and without a query. */
+  withMessages?: {
+    messages: number;
+    withQuery: { p50Ms: number; p99Ms: number };
+    noQuery: { p50Ms: number; p99Ms: number };
+    statementsPerRecall: number;
+    seedSeconds: number;
+    bytesPerMessage: { message: number; search: number; terms: number; vector: number };
+  };
   statementsPerRecall: number;
   embeddingCallsPerQuery: number;
   hnswIndexUsed: boolean;
@@ -65,6 +75,8 @@ export interface RecallBenchOptions {
   store?: SeedStore;
   /** The project setting `semantic.vectorSecondSearch` (default: off, the service's default). */
   secondSearch?: boolean;
+  /** Conversation messages seeded in the dataset too (indexed and embedded); recall is also timed with them. */
+  messages?: number;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
@@ -132,6 +144,29 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       query: `${queries[i]} again`,
       include: ["episodes"],
     }));
+    const withMessages = options.messages ? await timeWithMessages(options.messages) : undefined;
+
+    /** Seeds the messages (after the runs without them), then the same runs with them included. */
+    async function timeWithMessages(count: number) {
+      fake.endpointLatencyMs.embeddings = 0;
+      const seeded = await seedMessages(db, { projectId, count, dims, build });
+      fake.endpointLatencyMs.embeddings = embeddingLatencyMs;
+      for (let i = 0; i < 10; i++) {
+        await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i} m`, include: ["messages"] });
+      }
+      const before = bench.statements();
+      const withQuery = await time((i) => ({ dataset: "big", query: `${queries[i]} said`, include: ["messages"] }));
+      const statements = (bench.statements() - before) / calls;
+      const noQuery = await time(() => ({ dataset: "big", include: ["messages"] }));
+      return {
+        messages: count,
+        withQuery,
+        noQuery,
+        statementsPerRecall: statements,
+        seedSeconds: seeded.seconds,
+        bytesPerMessage: seeded.bytesPerMessage,
+      };
+    }
 
     // Is the vector signal served by the HNSW index?
     const probe = benchEmbedding(queries[0], dims);
@@ -162,6 +197,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       noQuery,
       withQuery,
       withQueryAndEpisodes,
+      withMessages,
       statementsPerRecall,
       embeddingCallsPerQuery,
       hnswIndexUsed,

@@ -33,7 +33,7 @@ export interface UnitResult {
 
 /** The units `args` asks for, in order: the sized scenarios once per size and dimension. */
 export function unitsOf(args: BenchArgs): Unit[] {
-  const sized = new Set<Scenario>(["semantic", "recall", "hnsw", "load", "server-rss"]);
+  const sized = new Set<Scenario>(["semantic", "recall", "recall-messages", "hnsw", "load", "server-rss"]);
   return args.only.flatMap((scenario) =>
     sized.has(scenario)
       ? args.dims.flatMap((dims) => args.facts.map((facts) => ({ scenario, facts, dims })))
@@ -172,6 +172,23 @@ const RUNNERS: Record<Scenario, Runner> = {
         result: r,
       };
     }),
+  // Conversation evidence at scale: the same recall, then with 200k messages seeded and included.
+  "recall-messages": async ({ facts, dims }, args) => {
+    const messages = args.quick ? 20_000 : 200_000;
+    const build = { m: args.m, efConstruction: args.efConstruction };
+    const r = await benchRecall(facts, { calls: args.quick ? 100 : 200, dims, build, messages });
+    const m = r.withMessages as NonNullable<typeof r.withMessages>;
+    const at = `${n(facts)} live facts (${r.dimensions} dims)`;
+    const bytes = m.bytesPerMessage;
+    return {
+      rows: [
+        `| recall, with query, ${at}, no messages | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${r.statementsPerRecall} SQL statements |`,
+        `| recall, with query + messages, ${at} + ${n(messages)} messages | ${ms(m.withQuery.p50Ms, 1)} | ${ms(m.withQuery.p99Ms, 1)} | | ${m.statementsPerRecall} SQL statements; ${(m.withQuery.p50Ms / r.withQuery.p50Ms).toFixed(2)}× without messages |`,
+        `| recall, no query + messages, ${at} + ${n(messages)} messages | ${ms(m.noQuery.p50Ms, 1)} | ${ms(m.noQuery.p99Ms, 1)} | | bytes per message: row ${Math.round(bytes.message)}, keyword index ${Math.round(bytes.search)}, statistics ${Math.round(bytes.terms)}, vector ${Math.round(bytes.vector)}; seeded in ${m.seedSeconds.toFixed(0)} s |`,
+      ],
+      result: r,
+    };
+  },
   // The same at a realistic provider latency: the embedding round trip dominates.
   "recall-provider": async (_u, args) => {
     const r = await benchRecall(1_000, { calls: args.quick ? 20 : 60, embeddingLatencyMs: 150 });

@@ -1,4 +1,5 @@
 import { episodeJob, episodicBackstops, idleTimerJob } from "./episodic/jobs";
+import { embedBeforeEpisode, messageEmbedJob } from "./evidence/embed";
 import type { JobRegistry } from "./jobs/registry";
 import { processSemantic } from "./semantic/extract";
 import { requeueFailedExtractions, semanticJob } from "./semantic/jobs";
@@ -12,8 +13,9 @@ import { webhookJob } from "./webhooks/jobs";
  */
 export const backgroundJobs: JobRegistry = {
   handlers: {
-    // Facts follow the summary in the same run.
-    episode: episodeJob(processSemantic),
+    // Facts follow the summary in the same run; the thread's messages are embedded before it.
+    episode: episodeJob(processSemantic, embedBeforeEpisode),
+    "message-embed": messageEmbedJob,
     semantic: semanticJob,
     "thread-idle": idleTimerJob,
     webhook: webhookJob,

@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { MESSAGE_BLOCKS } from "../bench/quality/evaluate";
 import { TINY } from "../bench/quality/fixture";
 import { type QualityResult, runQuality } from "../bench/quality/quality";
 
@@ -55,5 +56,14 @@ describe("bench:quality, tiny", () => {
     expect(result.recall.tokens.median).toBeGreaterThan(20);
     expect(result.recall.tokens.max).toBeLessThan(1000);
     expect(result.recall.latencyMs.p50).toBeGreaterThan(0);
+  });
+
+  it("measures evidence in the block with messages: never below the facts alone, in a larger block", () => {
+    expect(result.recall.evidence.map((e) => e.messages)).toEqual(MESSAGE_BLOCKS);
+    for (const e of result.recall.evidence) {
+      expect(e.inBlock).toBeGreaterThanOrEqual(result.recall.all.hit8);
+      expect(e.inBlock).toBeLessThanOrEqual(1);
+      expect(e.tokens.median).toBeGreaterThan(result.recall.tokens.median);
+    }
   });
 });

@@ -1,6 +1,7 @@
 import { eq, sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { projects } from "../lib/db/schema";
+import { EMBED_DEBOUNCE_MS } from "../lib/evidence/write";
 import { runDueJobs } from "../lib/jobs/runner";
 import { DEFAULT_SETTINGS, MAX_EPISODE_INTERVAL_MS } from "../lib/settings/settings";
 import { DIMS, useDashboardService } from "./dashboard-fixtures";
@@ -398,6 +399,13 @@ interface Signals {
   time: number | null;
   fused: number;
 }
+interface MessageSignals {
+  messageId: string;
+  vector: number | null;
+  keyword: number | null;
+  time: number | null;
+  fused: number;
+}
 interface Playground {
   recall: {
     context: string;
@@ -405,9 +413,11 @@ interface Playground {
     facts: { factId: string; object: string; relevanceScore: number }[] | null;
     groups: unknown[] | null;
     episodes: unknown;
+    messages: { messageId: string; content: string; relevanceScore: number }[] | null;
   };
   mode: string;
   signals: Signals[];
+  messageSignals: MessageSignals[];
   rerank: string | null;
   timing: { name: string; ms: number }[];
 }
@@ -473,7 +483,8 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     // The session, then recall's one statement: as /v1 (the API key, then one).
     expect(m.statements).toHaveLength(2);
     const p = JSON.parse(m.text) as Playground;
-    expect(Object.keys(p).sort()).toEqual(["mode", "recall", "rerank", "signals", "timing"]);
+    expect(Object.keys(p).sort()).toEqual(["messageSignals", "mode", "recall", "rerank", "signals", "timing"]);
+    expect(p.messageSignals).toEqual([]);
     expect(p.rerank).toBeNull();
     expect(p.mode).toBe("hybrid");
     const v1 = await t.get("/v1/memory/recall", { method: "POST", json: { dataset: "ds", query, include: ["raw"] } });
@@ -513,7 +524,9 @@ describe("POST /dashboard/projects/{id}/recall", () => {
 
   it("an embedding failure degrades to keyword mode, as /v1 does", async () => {
     const { t } = await seeded("playground-degraded");
-    h.fake.fail({ status: 400, times: 1, endpoint: "embeddings" });
+    // A 500 on each of the client's three attempts: a 400 would read as `dimensions` refused and
+    // leave the shared client asking without it for every later test.
+    h.fake.fail({ status: 500, times: 3, endpoint: "embeddings" });
     const p = await playground(t.projectId, { dataset: "ds", query: `${query} today` });
     expect(p.mode).toBe("keyword");
     expectConsistent(p);
@@ -531,6 +544,52 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     expectConsistent(p);
     const none = await playground(t.projectId, { dataset: "ds", query, minConfidence: 1 });
     expect(none).toMatchObject({ recall: { factCount: 0, facts: [] }, signals: [] });
+  });
+
+  it("with messages: each message's signals (cosine once embedded), /v1's messages without them", async () => {
+    const { t } = await seeded("playground-messages");
+    const thread = (await (await t.get("/v1/threads", { method: "POST", json: { dataset: "ds" } })).json()) as {
+      threadId: string;
+    };
+    const added = await t.get(`/v1/memory/working/threads/${thread.threadId}/messages`, {
+      method: "POST",
+      json: { role: "user", content: "I drink oolong at Globex every morning." },
+    });
+    const { messageId } = (await added.json()) as { messageId: string };
+    const body = { dataset: "ds", query, include: ["messages"] };
+
+    // Searchable by keyword at once; no cosine before the thread's embedding job ran.
+    const before = await playground(t.projectId, body);
+    expect(before.recall.messages?.map((m) => m.messageId)).toEqual([messageId]);
+    expect(before.messageSignals).toEqual([
+      { messageId, vector: null, keyword: 1, time: 0, fused: before.recall.messages?.[0].relevanceScore },
+    ]);
+
+    h.clock.advance(EMBED_DEBOUNCE_MS);
+    await runDueJobs(h.svc.deps);
+    const after = await playground(t.projectId, body);
+    const [m] = after.messageSignals;
+    expect(m).toMatchObject({ messageId, keyword: 1, time: 0, vector: expect.any(Number) });
+    expect(m.vector).not.toBe(0);
+    expect(m.fused).toBe(after.recall.messages?.[0].relevanceScore);
+    expect(m.fused).toBeCloseTo(fusedOf({ ...m, factId: "", entity: null }), 6);
+    expect(after.recall.context).toContain("user: I drink oolong at Globex every morning.");
+    // /v1 answers the same messages, without the signals.
+    const v1 = await t.get("/v1/memory/recall", { method: "POST", json: { ...body, include: ["messages", "raw"] } });
+    expect(after.recall).toEqual(await v1.json());
+    expect(Object.keys(after.recall.messages?.[0] ?? {}).sort()).toEqual([
+      "content",
+      "createdAt",
+      "messageId",
+      "relevanceScore",
+      "role",
+      "threadId",
+    ]);
+
+    const without = await playground(t.projectId, { dataset: "ds", query });
+    expect(without).toMatchObject({ recall: { messages: null }, messageSignals: [] });
+    const recent = await playground(t.projectId, { dataset: "ds", include: ["messages"] });
+    expect(recent.messageSignals).toEqual([{ messageId, vector: null, keyword: null, time: null, fused: 1 }]);
   });
 
   it("404 Project not found, 400 for the /v1 validation errors, 401 without a session", async () => {

@@ -660,6 +660,8 @@ describe("project settings", () => {
           rerankCandidates: 20,
           rerankTimeoutMs: 2000,
           vectorSecondSearch: false,
+          messagesInContext: 4,
+          indexAssistantMessages: false,
         },
       },
     });

@@ -109,6 +109,8 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(recall.properties.dataset).toMatchObject({ type: "string", minLength: 1, maxLength: 256 });
     expect(recall.properties.query).toMatchObject({ type: "string", maxLength: 2000 });
     expect(recall.properties.limit).toMatchObject({ type: "integer", minimum: 1, maximum: 100 });
+    expect(recall.properties.messageLimit).toMatchObject({ type: "integer", minimum: 1, maximum: 100 });
+    expect(recall.properties.include).toMatchObject({ default: ["messages"] });
     expect(byName.add_messages.inputSchema.required).toEqual(["messages"]);
     expect(byName.recall.annotations?.readOnlyHint).toBe(true);
     expect(byName.forget_fact.annotations?.destructiveHint).toBe(true);
@@ -167,8 +169,12 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(recalled.body.factCount).toBe(1);
     expect(recalled.body.facts[0]).toMatchObject({ predicate: "lives_in", object: "Lisbon" });
     expect(recalled.body.episodes).toBeNull();
+    // The conversation comes by default, without the message the fact already quotes.
+    expect(recalled.body.messages.map((m: Json) => m.content)).toEqual(["Any tips for learning Portuguese?"]);
+    expect(recalled.body.context).toMatch(/# CONVERSATION[\s\S]*user: Any tips for learning Portuguese\?/);
     const withEpisodes = await ok(client, "recall", { dataset: "alice", include: ["episodes"] });
     expect(withEpisodes.episodes.episodes[0].episodeId).toBe(ended.episodeId);
+    expect(withEpisodes.messages).toBeNull();
 
     const found = await ok(client, "search_facts", { dataset: "alice", query: "Lisbon" });
     expect(found.factCount).toBe(1);
@@ -178,9 +184,12 @@ describe("MCP over HTTP on the Node.js host", () => {
 
     const forgotten = await ok(client, "forget_fact", { dataset: "alice", factId });
     expect(forgotten).toEqual({ factId, invalidatedAt: expect.any(String) });
-    const after = await call(client, "recall", { dataset: "alice", query: "Where does the user live?" });
-    expect(after.body).toMatchObject({ context: "", factCount: 0, facts: [] });
+    const after = await call(client, "recall", { dataset: "alice", query: "Where does the user live?", include: [] });
+    expect(after.body).toMatchObject({ context: "", factCount: 0, facts: [], messages: null });
     expect(after.texts[0]).toMatch(/Nothing is known/);
+    // Forgetting a fact leaves the conversation: the user's words are recalled again, now unquoted.
+    const words = await ok(client, "recall", { dataset: "alice", query: "Where does the user live?", messageLimit: 1 });
+    expect(words).toMatchObject({ factCount: 0, messages: [{ content: "I moved to Lisbon last spring." }] });
     expect(await toolError(client, "forget_fact", { dataset: "alice", factId })).toEqual({ error: "Fact not found" });
   });
 
@@ -194,6 +203,7 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(await issuesOf("recall", {})).toEqual([["dataset"]]);
     expect(await issuesOf("recall", { dataset: "a", query: "q".repeat(2001) })).toEqual([["query"]]);
     expect(await issuesOf("recall", { dataset: "x".repeat(257) })).toEqual([["dataset"]]);
+    expect(await issuesOf("recall", { dataset: "a", messageLimit: 101 })).toEqual([["messageLimit"]]);
     expect(await issuesOf("recall", { dataset: "a", limit: 0 })).toEqual([["limit"]]);
     expect(await issuesOf("recall", { dataset: "a", minConfidence: 2 })).toEqual([["minConfidence"]]);
     expect(await issuesOf("recall", { dataset: "a", asOf: "yesterday" })).toEqual([["asOf"]]);

@@ -260,7 +260,7 @@ describe("across threads", () => {
 });
 
 describe("once per thread", () => {
-  it("arms one idle timer per thread and compacts once per thread that crossed the threshold", async () => {
+  it("arms one idle timer and one embedding job per thread and compacts once per thread that crossed the threshold", async () => {
     const t = await tenant(10);
     const [a, b] = [await t.thread(), await t.thread()];
     const ringsBefore = svc.rings.length;
@@ -279,7 +279,7 @@ describe("once per thread", () => {
         .slice(ringsBefore)
         .map((r) => r.key)
         .sort(),
-    ).toEqual([`idle:${a}`, `idle:${b}`].sort());
+    ).toEqual([`idle:${a}`, `idle:${b}`, `embed:${a}`, `embed:${b}`].sort());
   });
 
   it("stores the batch when the auto-compaction fails (the provider)", async () => {

@@ -52,7 +52,7 @@ describe("migration 0015: single-precision HNSW indexes below 1024 dimensions", 
         WHERE indexname LIKE '%embedding_hnsw%' ORDER BY indexname`),
     );
     expect(indexes.map((i) => i.name)).toEqual(
-      ["entities", "episodes", "facts"].map((t) => `${t}_embedding_hnsw_${DIMS}`),
+      ["entities", "episodes", "facts", "message_vectors"].map((t) => `${t}_embedding_hnsw_${DIMS}`),
     );
     for (const index of indexes) {
       expect(index.definition).toContain(`(embedding)::vector(${DIMS})) vector_cosine_ops`);

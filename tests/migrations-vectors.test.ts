@@ -88,6 +88,7 @@ describe("migration 0013: embeddings at half precision", () => {
       "entities_embedding_hnsw_1536",
       "episodes_embedding_hnsw_1536",
       "facts_embedding_hnsw_1536",
+      "message_vectors_embedding_hnsw_1536",
     ]);
     for (const index of indexes)
       expect(index.definition).toContain("binary_quantize(embedding))::bit(1536)) bit_hamming_ops");

@@ -54,7 +54,8 @@ async function counts(projectId: string, dataset: string) {
         (SELECT count(*) FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id
           WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}) AS links,
         (SELECT count(*) FROM entities WHERE project_id = ${projectId} AND dataset = ${dataset}) AS entities,
-        (SELECT count(*) FROM jobs WHERE project_id = ${projectId} AND dataset = ${dataset}) AS jobs`),
+        (SELECT count(*) FROM jobs WHERE project_id = ${projectId} AND dataset = ${dataset}) AS jobs,
+        (SELECT count(*) FROM message_search WHERE project_id = ${projectId} AND dataset = ${dataset}) AS indexed`),
   );
   return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)]));
 }
@@ -149,7 +150,8 @@ describe("export and erase round trip", () => {
 
     const keptBefore = await counts(t.projectId, "kept");
     const otherBefore = await counts(other.projectId, DATASET);
-    expect(await counts(t.projectId, DATASET)).toMatchObject({ threads: 3, messages: 5, episodes: 1, jobs: 2 });
+    expect(await counts(t.projectId, DATASET)).toMatchObject({ threads: 3, messages: 5, episodes: 1, jobs: 3 });
+    expect((await counts(t.projectId, DATASET)).indexed).toBeGreaterThan(0);
 
     expect(await erase(t)).toEqual({ dataset: DATASET, deleted: { threads: 3, episodes: 1, facts: 2, entities: 2 } });
     expect(await counts(t.projectId, DATASET)).toEqual({
@@ -160,6 +162,7 @@ describe("export and erase round trip", () => {
       links: 0,
       entities: 0,
       jobs: 0,
+      indexed: 0,
     });
     expect(await counts(t.projectId, "kept")).toEqual(keptBefore);
     expect(await counts(other.projectId, DATASET)).toEqual(otherBefore);

@@ -223,7 +223,15 @@ describe("response shape", () => {
   it("has every field, absent includes null, and an empty context when nothing matched", async () => {
     const t = await tenant();
     const body = await t.recall({ dataset: "nothing-here", query: "anything at all" });
-    expect(body).toEqual({ context: "", factCount: 0, synthesis: null, facts: null, groups: null, episodes: null });
+    expect(body).toEqual({
+      context: "",
+      factCount: 0,
+      synthesis: null,
+      facts: null,
+      groups: null,
+      episodes: null,
+      messages: null,
+    });
   });
 
   it("renders the spec's block: lead line, FACTS lines with validity, ENTITIES with types", async () => {

@@ -158,6 +158,11 @@ const cases: Case[] = [
       },
     ],
   ],
+  [
+    "recall with messages",
+    200,
+    (t) => ["/v1/memory/recall", { method: "POST", token: t.key, json: { dataset: "rt", include: ["messages"] } }],
+  ],
   ["list unknown thread", 404, (t) => [`${W}/thr_unknown/messages`, { token: t.key }]],
   ["prepare unknown thread", 404, (t) => [`${W}/thr_unknown/prepare`, { method: "POST", token: t.key }]],
   ["stats unknown thread", 404, (t) => [`${W}/thr_unknown/stats`, { token: t.key }]],

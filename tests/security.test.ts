@@ -325,6 +325,34 @@ describe.each(threadRoutes)("$label across tenants", (route) => {
   });
 });
 
+describe("conversation evidence across tenants", () => {
+  it("never makes another project's messages recall candidates, in a dataset of the same name", async () => {
+    const theirs = await tenantWithResources();
+    const mine = await tenantWithResources();
+    const said = await svc.request(`/v1/memory/working/threads/${theirs.threadId}/messages`, {
+      method: "POST",
+      token: theirs.key,
+      json: { role: "user", content: "my passphrase is zanzibar" },
+    });
+    expect(said.status).toBe(201);
+    const recall = async (key: string, body: object) => {
+      const res = await svc.request("/v1/memory/recall", {
+        method: "POST",
+        token: key,
+        json: { dataset: mine.dataset, include: ["messages"], ...body },
+      });
+      expect(res.status).toBe(200);
+      return (await res.json()) as { context: string; messages: { content: string }[] };
+    };
+    for (const body of [{ query: "zanzibar passphrase" }, {}]) {
+      const r = await recall(mine.key, body);
+      expect({ body, messages: r.messages, context: r.context }).toEqual({ body, messages: [], context: "" });
+      // Control: the owner recalls it, so the empty answer above is the tenant filter.
+      expect((await recall(theirs.key, body)).messages.map((m) => m.content)).toEqual(["my passphrase is zanzibar"]);
+    }
+  });
+});
+
 describe("CORS", () => {
   it("answers the dashboard origin's preflight without a credential and ignores other origins", async () => {
     const preflight = (origin: string) =>

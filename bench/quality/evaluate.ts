@@ -82,6 +82,32 @@ export interface RecallRun {
   outcomes: (Outcome & { question: string })[];
   tokens: number[];
   latenciesMs: number[];
+  /** Per block size of messages (MESSAGE_BLOCKS): evidence in the block and its tokens, per question. */
+  evidence: Record<number, { inBlock: boolean[]; tokens: number[] }>;
+}
+
+/** The message counts measured beside the facts: the default (messagesInContext) and its neighbours. */
+export const MESSAGE_BLOCKS = [2, DEFAULT_SETTINGS.semantic.messagesInContext, 6];
+
+interface RecalledMessage {
+  content: string;
+}
+
+/** The quotes of a question's gold facts: a message holding one is an evidence turn (the fixture says each in a turn of its own). */
+export function goldQuotes(fixture: Fixture) {
+  return new Map(fixture.users.flatMap((u) => u.facts.map((f) => [f.id, f.sourceQuote])));
+}
+
+/** Evidence in the block: a gold fact among its facts, or an evidence turn among its messages. */
+export function evidenceInBlock(
+  factIds: string[],
+  messages: RecalledMessage[],
+  gold: string[],
+  quotes: Map<string, string>,
+): boolean {
+  if (firstGoldRank(factIds, gold) !== null) return true;
+  const wanted = gold.map((id) => quotes.get(id)).filter((q): q is string => q !== undefined);
+  return messages.some((m) => wanted.some((q) => m.content.includes(q)));
 }
 
 /**
@@ -92,7 +118,13 @@ export interface RecallRun {
  */
 export async function runRecall(q: QualityService, fixture: Fixture, questions: Question[], longOnly = false) {
   const ids = goldIndex(fixture);
-  const run: RecallRun = { outcomes: [], tokens: [], latenciesMs: [] };
+  const quotes = goldQuotes(fixture);
+  const run: RecallRun = {
+    outcomes: [],
+    tokens: [],
+    latenciesMs: [],
+    evidence: Object.fromEntries(MESSAGE_BLOCKS.map((n) => [n, { inBlock: [], tokens: [] }])),
+  };
   for (const question of questions) {
     const body = { dataset: question.dataset, query: question.query, include: ["raw"] };
     const long = (await q.call("POST", "/v1/memory/recall", { ...body, limit: LONG_LIST })) as {
@@ -109,6 +141,16 @@ export async function runRecall(q: QualityService, fixture: Fixture, questions: 
     const inBlock = firstGoldRank(rankedIds(question.dataset, block.facts, ids), question.gold) !== null;
     run.outcomes.push({ question: question.id, kind: question.kind, rank, inBlock });
     run.tokens.push(countTokens(block.context));
+    for (const messageLimit of MESSAGE_BLOCKS) {
+      const withMessages = (await q.call("POST", "/v1/memory/recall", {
+        ...body,
+        include: ["raw", "messages"],
+        messageLimit,
+      })) as { context: string; facts: RecalledFact[]; messages: RecalledMessage[] };
+      const factIds = rankedIds(question.dataset, withMessages.facts, ids);
+      run.evidence[messageLimit].inBlock.push(evidenceInBlock(factIds, withMessages.messages, question.gold, quotes));
+      run.evidence[messageLimit].tokens.push(countTokens(withMessages.context));
+    }
   }
   return run;
 }
@@ -168,6 +210,20 @@ export function summariseRecall(run: RecallRun) {
     ...scoreByKind(run.outcomes, QUESTION_KINDS),
     tokens: { median: percentile(tokens, 50), max: tokens.at(-1) ?? 0 },
     latencyMs: { p50: percentile(latencies, 50), p99: percentile(latencies, 99) },
+    /** Per message count: the share of questions with evidence in the block, and the block's tokens. */
+    evidence: MESSAGE_BLOCKS.map((messages) => {
+      const { inBlock, tokens: t } = run.evidence[messages];
+      const sorted = [...t].sort((a, b) => a - b);
+      return {
+        messages,
+        inBlock: inBlock.filter(Boolean).length / Math.max(inBlock.length, 1),
+        tokens: {
+          mean: t.reduce((a, b) => a + b, 0) / Math.max(t.length, 1),
+          median: percentile(sorted, 50),
+          max: sorted.at(-1) ?? 0,
+        },
+      };
+    }),
     /** Each question's rank in the 30-fact list and whether its gold was in the block. */
     questions: run.outcomes.map(({ question, rank, inBlock }) => ({ question, rank, inBlock })),
   };

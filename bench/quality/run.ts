@@ -57,6 +57,29 @@ console.log(
     `p99 ${result.recall.latencyMs.p99.toFixed(1)} ms. Write ${result.seconds.write.toFixed(0)} s, ` +
     `evaluate ${result.seconds.evaluate.toFixed(0)} s.`,
 );
+console.log('\n### Evidence in the block (facts and conversation messages, `include: ["messages"]`)\n');
+console.log(
+  markdown(
+    [
+      "messages",
+      "evidence in the block",
+      "stored ceiling (facts)",
+      "facts alone (hit@8)",
+      "tokens mean",
+      "median",
+      "max",
+    ],
+    result.recall.evidence.map((e) => [
+      String(e.messages),
+      (e.inBlock * 100).toFixed(1),
+      (result.ceiling.stored.all.hit30 * 100).toFixed(1),
+      (result.recall.all.hit8 * 100).toFixed(1),
+      e.tokens.mean.toFixed(0),
+      String(e.tokens.median),
+      String(e.tokens.max),
+    ]),
+  ),
+);
 if (result.sweep) {
   const pct = (x: number) => (x * 100).toFixed(1);
   console.log(`\n### Weight sweep (${result.sweep[0]?.questions ?? 0} questions, 30-fact recall; hit@8 = rank <= 8)\n`);

@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import { rowsOf } from "../../lib/db/rows";
+import { EMBED_DEBOUNCE_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { type ChatRequest, startFakeOpenAI } from "../../tests/helpers/fake-openai";
@@ -109,6 +110,10 @@ export async function writeFixture(q: QualityService, fixture: Fixture) {
     await q.call("POST", `/v1/threads/${thread.threadId}/end`);
     while ((await runDueJobs(q.service.deps)) > 0) {}
   }
+  // The messages' embedding jobs come due a debounce after their writes (each episode already
+  // embedded its thread's messages, so these find little or nothing left).
+  await new Promise((resolve) => setTimeout(resolve, EMBED_DEBOUNCE_MS + 100));
+  while ((await runDueJobs(q.service.deps)) > 0) {}
   await q.service.settle();
   return episodeStatuses(q);
 }

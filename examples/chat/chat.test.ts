@@ -61,6 +61,9 @@ it("remembers across threads: a fact from an earlier thread is in a later answer
   await waitFor('Chatting as dataset "alice"');
   say("Hi! I live in Lisbon and I work as a nurse at Santa Maria.");
   let seen = await waitFor("assistant: (fake model) You said: Hi! I live in Lisbon");
+  // No rule makes a fact of this one: only the conversation keeps it.
+  say("My favourite dish is bacalhau.");
+  seen = await waitFor("assistant: (fake model) You said: My favourite dish is bacalhau.", seen);
   say("/end");
   seen = await waitFor("Ended thread", seen);
 
@@ -74,20 +77,28 @@ it("remembers across threads: a fact from an earlier thread is in a later answer
 
   const before = host.provider.chatCalls().length;
   say("Where do I live?");
-  await waitFor("assistant: (fake model) You said: Where do I live?", seen);
+  seen = await waitFor("assistant: (fake model) You said: Where do I live?", seen);
+  say("What is my favourite dish?");
+  await waitFor("assistant: (fake model) You said: What is my favourite dish?", seen);
   say("/quit");
   expect(await exited).toBe(0);
 
-  // The app's model call for the later question: the recalled block is a system message.
-  const later = host.provider
-    .chatCalls()
-    .slice(before)
-    .find((c) => c.messages.at(-1)?.content === "Where do I live?");
-  expect(later).toBeDefined();
-  const system = later?.messages.filter((m) => m.role === "system").map((m) => m.content) ?? [];
-  expect(system.join("\n")).toMatch(/lives in Lisbon/);
+  // The app's model calls for the later questions: the recalled block is a system message.
+  const later = (question: string) =>
+    host.provider
+      .chatCalls()
+      .slice(before)
+      .find((c) => c.messages.at(-1)?.content === question);
+  const systemOf = (question: string) =>
+    (later(question)?.messages ?? [])
+      .filter((m) => m.role === "system")
+      .map((m) => m.content)
+      .join("\n");
+  expect(systemOf("Where do I live?")).toMatch(/lives in Lisbon/);
+  // What no fact holds is recalled from the conversation itself.
+  expect(systemOf("What is my favourite dish?")).toMatch(/# CONVERSATION[\s\S]*user: My favourite dish is bacalhau\./);
   // A new thread: the earlier conversation is not in the window, only what memory recalled.
-  expect(later?.messages.filter((m) => m.role === "user")).toHaveLength(1);
+  expect(later("Where do I live?")?.messages.filter((m) => m.role === "user")).toHaveLength(1);
   // The turns were written to the threads by the middleware.
   const threads = await memory.datasets.export("alice");
   expect(threads.threads).toHaveLength(2);

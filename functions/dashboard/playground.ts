@@ -7,7 +7,7 @@ import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { pathParams } from "../schemas/inputs";
 import { RecallRequestSchema, RecallResponseSchema } from "../schemas/recall";
 
-/** `/dashboard/projects/{id}/recall`: the recall playground, with each fact's signal scores. */
+/** `/dashboard/projects/{id}/recall`: the recall playground, with each fact's and message's signal scores. */
 const base = { tags: ["Internal: dashboard"], security: security.session };
 const idParam = pathParams("id");
 
@@ -27,13 +27,31 @@ const SignalScoresSchema = z
     description: "How a fact scored: each signal's value before its weight; null when that signal did not run.",
   });
 
+const MessageSignalScoresSchema = z
+  .object({
+    messageId: z.string(),
+    vector: signal(
+      "Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query.",
+    ),
+    keyword: signal("BM25 over the message, divided by the best candidate's (0 to 1); null without a query."),
+    time: signal("1 when the message was written in the time the query names, else 0; null without a query."),
+    fused: z.number().openapi({
+      description:
+        "The message's score (relevanceScore): the signals times the facts' weights, summed; 1 without a query.",
+    }),
+  })
+  .openapi("MessageSignalScores", {
+    description: "How a recalled message scored: each signal's value before its weight; null when it did not run.",
+  });
+
 export const playgroundOperations = {
   recall: operation(
     createRoute({
       ...base,
       method: "post",
       path: "/projects/{id}/recall",
-      summary: "Recall playground: /v1 recall for any dataset of the project, with each fact's signal scores",
+      summary:
+        "Recall playground: /v1 recall for any dataset of the project, with each fact's and message's signal scores",
       description:
         "The same embedding call, the same one SQL statement and the same reranker call as POST /v1/memory/recall (`raw` always included); the scores come from that statement.",
       request: { params: idParam, ...jsonBody(RecallRequestSchema) },
@@ -48,6 +66,9 @@ export const playgroundOperations = {
             signals: z
               .array(SignalScoresSchema)
               .openapi({ description: "One per fact of recall.facts, same order (rank order)." }),
+            messageSignals: z.array(MessageSignalScoresSchema).openapi({
+              description: "One per message of recall.messages, same order; empty without `messages` in include.",
+            }),
             rerank: z.enum(["reranked", "timeout", "failed", "skipped"]).nullable().openapi({
               description: "What the reranker did; null when the project's reranker is off or there is no query.",
             }),

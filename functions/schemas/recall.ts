@@ -2,7 +2,7 @@ import { z } from "@hono/zod-openapi";
 import { integerIn, numberIn } from "../../lib/numbers";
 import { EpisodeSchema } from "./episodes";
 import { FactSchema } from "./facts";
-import { datasetSchema, dateInput, text } from "./inputs";
+import { datasetSchema, dateInput, Iso, text } from "./inputs";
 
 export const RankedFactSchema = FactSchema.extend({
   relevanceScore: z.number().openapi({
@@ -46,6 +46,20 @@ const RecallEpisodeSchema = EpisodeSchema.pick({
   }),
 });
 
+const RecallMessageSchema = z
+  .object({
+    messageId: z.string().openapi({ description: "The message." }),
+    threadId: z.string().openapi({ description: "Its thread." }),
+    role: z.enum(["user", "assistant", "system", "tool"]).openapi({ description: "Who wrote it." }),
+    content: z.string().openapi({ description: "Its whole text (the block shows its first 240 characters)." }),
+    createdAt: Iso.openapi({ description: "When it was written." }),
+    relevanceScore: z.number().openapi({
+      description:
+        "The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query.",
+    }),
+  })
+  .openapi("RecallMessage");
+
 export const RecallRequestSchema = z
   .object({
     dataset: datasetSchema,
@@ -53,12 +67,19 @@ export const RecallRequestSchema = z
       description: "Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts.",
     }),
     include: z
-      .array(z.enum(["episodes", "synthesis", "raw"]))
+      .array(z.enum(["episodes", "synthesis", "raw", "messages"]))
       .default([])
-      .openapi({ description: "Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call)." }),
+      .openapi({
+        description:
+          "Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call), `messages` (the conversation's best-matching messages, also rendered into `context` after the facts).",
+      }),
     limit: integerIn(1, 100)
       .optional()
       .openapi({ description: "Facts in the block, 1-100; default the project's factsInContext (8)." }),
+    messageLimit: integerIn(1, 100).optional().openapi({
+      description:
+        'With `include: ["messages"]`: messages in the block, 1-100; default the project\'s messagesInContext (4). Ignored otherwise.',
+    }),
     minConfidence: numberIn(0, 1).optional().openapi({
       description: "0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0.",
     }),
@@ -89,5 +110,9 @@ export const RecallResponseSchema = z
       })
       .nullable()
       .openapi({ description: "Null unless included (or if they could not be read); never rendered into context." }),
+    messages: z.array(RecallMessageSchema).nullable().openapi({
+      description:
+        "Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading.",
+    }),
   })
   .openapi("RecallResponse");

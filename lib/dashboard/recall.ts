@@ -4,8 +4,8 @@ import { type RecallRequest, recall } from "../recall/recall";
 
 /**
  * The dashboard's recall playground: exactly what POST /v1/memory/recall answers for the project
- * (with `raw` included), plus how it was ranked: the mode, each fact's signal scores and fused
- * score, what the reranker did, and the time of each part. The same calls as /v1, so what the
+ * (with `raw` included), plus how it was ranked: the mode, each fact's and each message's signal
+ * scores and fused score, what the reranker did, and the time of each part. The same calls as /v1, so what the
  * operator sees is what an application gets.
  */
 export async function playgroundRecall(ctx: ProjectContext, request: RecallRequest) {
@@ -16,6 +16,7 @@ export async function playgroundRecall(ctx: ProjectContext, request: RecallReque
     recall: body,
     mode: explanation.mode,
     signals: explanation.signals,
+    messageSignals: explanation.messageSignals,
     rerank: explanation.rerank,
     timing: timings.map((t) => ({ name: t.name, ms: t.ms })),
   };

@@ -65,6 +65,23 @@ export const apiKeys = pgTable(
   (t) => [index("api_keys_project_idx").on(t.projectId, t.createdAt)],
 );
 
+/** A table of keyword statistics per dataset (fact_terms, message_terms): same columns, same key. */
+function termStatistics<N extends string>(name: N) {
+  return pgTable(
+    name,
+    {
+      projectId: text("project_id")
+        .notNull()
+        .references(() => projects.id, { onDelete: "cascade" }),
+      dataset: text("dataset").notNull(),
+      term: text("term").notNull(),
+      docs: bigint("docs", { mode: "number" }).notNull(),
+      lexemes: bigint("lexemes", { mode: "number" }).notNull(),
+    },
+    (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
+  );
+}
+
 // ---------------------------------------------------------------------------------------------
 // Working memory
 // ---------------------------------------------------------------------------------------------
@@ -135,6 +152,60 @@ export const messages = pgTable(
     // index at all, so the window costs the same on any thread.
     index("messages_live_idx").on(t.threadId, t.seq).where(sql`${t.compactedAt} IS NULL AND NOT ${t.isSummary}`),
   ],
+);
+
+/**
+ * Recall's keyword index of messages (lib/evidence): one row per indexed message (the user's, and
+ * the assistant's where the project says so), written by the statement that inserts the message,
+ * so a message is searchable when its 201 comes back. Its own table rather than columns of
+ * `messages`: the dataset and the index stay off the hot table's rows, and a message's row is never
+ * rewritten. Cascades with the thread (one delete per thread, not per message, so the statistics
+ * trigger runs once a thread).
+ */
+export const messageSearch = pgTable(
+  "message_search",
+  {
+    messageId: text("message_id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    threadId: text("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    createdAt: timestamptz("created_at").notNull(),
+    /** The same English configuration as facts' `search`, over the message's head (MESSAGE_INDEX_CHARS). */
+    search: tsvector("search").notNull(),
+  },
+  (t) => [
+    index("message_search_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
+    index("message_search_thread_idx").on(t.threadId),
+    index("message_search_search_idx").using("gin", t.search).with({ gin_pending_list_limit: 64 }),
+  ],
+);
+
+/**
+ * Keyword statistics per dataset for messages' BM25, as fact_terms is for facts: kept by
+ * statement triggers on message_search (migrations/0016_message_index.sql).
+ */
+export const messageTerms = termStatistics("message_terms");
+
+/**
+ * An indexed message's embedding, written by the thread's `message-embed` job (inserted once,
+ * never updated: no dead rows for a database without autovacuum). HNSW index per configured size
+ * (lib/db/vector-indexes.ts).
+ */
+export const messageVectors = pgTable(
+  "message_vectors",
+  {
+    messageId: text("message_id").primaryKey(),
+    projectId: text("project_id").notNull(),
+    threadId: text("thread_id")
+      .notNull()
+      .references(() => threads.id, { onDelete: "cascade" }),
+    dataset: text("dataset").notNull(),
+    createdAt: timestamptz("created_at").notNull(),
+    embedding: embedding("embedding").notNull(),
+  },
+  (t) => [index("message_vectors_thread_idx").on(t.threadId)],
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -263,19 +334,7 @@ export const facts = pgTable(
  * Kept by statement triggers on facts (migrations/0011_fact_terms.sql), so the writers do not
  * know about it and a recall reads only its query's terms.
  */
-export const factTerms = pgTable(
-  "fact_terms",
-  {
-    projectId: text("project_id")
-      .notNull()
-      .references(() => projects.id, { onDelete: "cascade" }),
-    dataset: text("dataset").notNull(),
-    term: text("term").notNull(),
-    docs: bigint("docs", { mode: "number" }).notNull(),
-    lexemes: bigint("lexemes", { mode: "number" }).notNull(),
-  },
-  (t) => [primaryKey({ columns: [t.projectId, t.dataset, t.term] })],
-);
+export const factTerms = termStatistics("fact_terms");
 
 /** Which entities a fact touches (its subject or object), for anchor retrieval. */
 export const factEntities = pgTable(

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import type { Db } from "./types";
 
-export const EMBEDDED_TABLES = ["facts", "entities", "episodes"] as const;
+export const EMBEDDED_TABLES = ["facts", "entities", "episodes", "message_vectors"] as const;
 export type EmbeddedTable = (typeof EMBEDDED_TABLES)[number];
 
 /**

@@ -10,14 +10,19 @@ import { processEpisode } from "./pipeline";
 import { cutEpisode, requeueFailedEpisodes, scheduleMissedIdleTimers } from "./triggers";
 
 /**
- * The `episode` job: summarise the episode, then run `afterSummary` (fact extraction, which the
+ * The `episode` job: run `beforeSummary` (embedding the thread's messages, which the evidence
+ * folder owns), summarise the episode, then run `afterSummary` (fact extraction, which the
  * semantic folder owns) in the same run. It is a no-op unless the episode is completed with
  * extraction pending, which is also the case when an earlier run of this job wrote the summary
  * and died before the facts.
  */
-export function episodeJob(afterSummary: (deps: Deps, episodeId: string) => Promise<unknown>): JobHandler {
+export function episodeJob(
+  afterSummary: (deps: Deps, episodeId: string) => Promise<unknown>,
+  beforeSummary?: (deps: Deps, episodeId: string) => Promise<void>,
+): JobHandler {
   return async (deps, job) => {
     const episodeId = String(job.payload.episodeId);
+    await beforeSummary?.(deps, episodeId);
     const outcome = await processEpisode(deps, episodeId);
     // In processing under another attempt whose lease holds: look again once it would have run out.
     if (outcome === "busy") return { next: "later", runAt: new Date(deps.clock.now().getTime() + LEASE_MS) };

@@ -13,6 +13,8 @@ export const JOB_KINDS = {
   episode: { prefix: "episode", subject: "episodeId" },
   /** Extracts an episode's facts again (after a failed or lost extraction). */
   semantic: { prefix: "semantic", subject: "episodeId" },
+  /** Embeds a thread's indexed messages not yet embedded (debounced after its writes). */
+  "message-embed": { prefix: "embed", subject: "threadId" },
   /** One attempt of one webhook delivery. */
   webhook: { prefix: "webhook", subject: "deliveryId" },
 } as const satisfies Record<string, { prefix: string; subject: string }>;

@@ -117,7 +117,7 @@ const recallTool = defineTool({
   name: "recall",
   title: "Recall memory",
   description:
-    "What is known about the user of a dataset, as a prompt-ready block of facts (most relevant first) plus the facts themselves with their ids and scores. Call it before answering, with the user's latest message as the query, and use the block as background knowledge. Without a query it returns the most recent facts. An empty block means nothing relevant is known yet.",
+    "What is known about the user of a dataset, as a prompt-ready block: facts (most relevant first), then the stored conversation messages that best match (the user's own words, recalled as soon as they are added, before any fact is learned from them), plus the facts and messages themselves with their ids and scores. Call it before answering, with the user's latest message as the query, and use the block as background knowledge. Without a query it returns the most recent facts and messages. An empty block means nothing relevant is known yet.",
   input: z.object({
     ...recallInput,
     query: text()
@@ -128,11 +128,14 @@ const recallTool = defineTool({
       .optional()
       .describe("Only facts true at that time (ISO datetime or YYYY-MM-DD), for questions about the past."),
     include: z
-      .array(z.enum(["episodes", "synthesis"]))
-      .default([])
+      .array(z.enum(["messages", "episodes", "synthesis"]))
+      .default(["messages"])
       .describe(
-        "Extra parts: `episodes` (summaries of the most relevant past conversations), `synthesis` (a model-written paragraph over the block; slower).",
+        'Extra parts, default ["messages"]: `messages` (the best-matching conversation messages, also in the block), `episodes` (summaries of the most relevant past conversations), `synthesis` (a model-written paragraph over the block; slower). A given list replaces the default: [] gives facts only.',
       ),
+    messageLimit: integerIn(1, 100)
+      .optional()
+      .describe("With messages: how many, 1-100; default the project's messagesInContext (4)."),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",

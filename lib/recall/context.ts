@@ -18,6 +18,14 @@ export interface FactGroup {
 export const CONTEXT_LEAD = "Known facts about the user, most relevant first.";
 export const FACTS_HEADING = "# FACTS (format: fact (valid: from - to))";
 export const ENTITIES_HEADING = "# ENTITIES";
+export const MESSAGES_HEADING = "# CONVERSATION (format: [date] role: words, most relevant first)";
+
+/**
+ * A message's line keeps its first 240 characters (about 60 tokens), cut at a word: a statement
+ * of fact in a chat turn is usually its first sentence or two, and 4 lines of this keep the block
+ * near 450 tokens with 8 facts (docs/memory.md, measured on bench:quality).
+ */
+export const MESSAGE_LINE_CHARS = 240;
 
 /** Collapses every run of whitespace (newlines included) to one space: one line per item. */
 export const oneLine = (text: string) => text.replace(/\s+/gu, " ").trim();
@@ -77,20 +85,49 @@ export function touchedEntities(
   return [...seen.values()];
 }
 
+/** One line of at most `max` characters: cut at the last space within it, marked with an ellipsis. */
+export function trimmed(text: string, max = MESSAGE_LINE_CHARS): string {
+  const line = oneLine(text);
+  if (line.length <= max) return line;
+  const cut = line.slice(0, max - 1);
+  const space = cut.lastIndexOf(" ");
+  return `${(space > max / 2 ? cut.slice(0, space) : cut).trimEnd()}…`;
+}
+
+/** A message as the block shows it (the fields of RecalledMessage it renders). */
+export interface BlockMessage {
+  role: string;
+  content: string;
+  createdAt: string;
+}
+
 /**
  * The prompt-ready block: deterministic (same rows, same text), no model involved. Facts in
- * group order, then the entities they touch; the empty string when there is no fact.
- * sourceQuote and confidence are stored but not rendered.
+ * group order, then the entities they touch, then (when recall includes them) the messages under
+ * their own heading, one trimmed line each; the empty string when there is nothing.
+ * sourceQuote and confidence are stored but not rendered. Without messages the block is the
+ * spec's.
  */
-export function renderContext(groups: FactGroup[], entities: { name: string; type: string }[]): string {
-  if (groups.length === 0) return "";
-  const lines = [CONTEXT_LEAD, "", FACTS_HEADING];
-  for (const group of groups) {
-    for (const f of group.facts) {
-      lines.push(`- ${factText(f)} (valid: ${day(f.validAt)} - ${f.validUntil ? day(f.validUntil) : "present"})`);
+export function renderContext(
+  groups: FactGroup[],
+  entities: { name: string; type: string }[],
+  messages: BlockMessage[] = [],
+): string {
+  const lines: string[] = [];
+  if (groups.length > 0) {
+    lines.push(CONTEXT_LEAD, "", FACTS_HEADING);
+    for (const group of groups) {
+      for (const f of group.facts) {
+        lines.push(`- ${factText(f)} (valid: ${day(f.validAt)} - ${f.validUntil ? day(f.validUntil) : "present"})`);
+      }
     }
+    lines.push("", ENTITIES_HEADING);
+    for (const e of entities) lines.push(`- ${oneLine(e.name)} (${oneLine(e.type)})`);
   }
-  lines.push("", ENTITIES_HEADING);
-  for (const e of entities) lines.push(`- ${oneLine(e.name)} (${oneLine(e.type)})`);
+  if (messages.length > 0) {
+    if (lines.length > 0) lines.push("");
+    lines.push(MESSAGES_HEADING);
+    for (const m of messages) lines.push(`- [${day(m.createdAt)}] ${m.role}: ${trimmed(m.content)}`);
+  }
   return lines.join("\n");
 }

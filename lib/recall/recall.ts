@@ -4,17 +4,20 @@ import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
+import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
 import { timeRangeOf } from "./time-range";
 
-export type RecallInclude = "episodes" | "synthesis" | "raw";
+export type RecallInclude = "episodes" | "synthesis" | "raw" | "messages";
 
 export interface RecallRequest {
   dataset: string;
   query?: string;
   include: RecallInclude[];
   limit?: number;
+  /** With `include: ["messages"]`: messages in the block; default the project's messagesInContext. */
+  messageLimit?: number;
   minConfidence?: number;
   asOf?: Date;
 }
@@ -35,6 +38,8 @@ export interface RecallExplanation {
   mode: RankingMode;
   /** One entry per fact, in rank order. */
   signals: (Signals & { factId: string; fused: number })[];
+  /** One entry per message of the response, in its order (empty without messages). */
+  messageSignals: (MessageSignals & { messageId: string; fused: number })[];
   rerank: RerankOutcome | null;
   projectFound: boolean;
 }
@@ -70,13 +75,18 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
     minConfidence: request.minConfidence,
     facts: true,
     episodes: include.has("episodes"),
+    messages: include.has("messages"),
+    messageLimit: request.messageLimit,
   });
   timings.push({ name: "sql", ms: performance.now() - started });
 
   const reranked = await rerankIfOn(deps, query, retrieved, timings);
   const facts = reranked.facts;
   const groups = groupFacts(facts);
-  const context = renderContext(groups, touchedEntities(facts));
+  const messages = retrieved.messages
+    ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
+    : null;
+  const context = renderContext(groups, touchedEntities(facts), messages ?? []);
   const synthesis = include.has("synthesis") && context ? await synthesise(deps, context, query, timings) : null;
 
   const raw = include.has("raw");
@@ -88,11 +98,13 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
       facts: raw ? facts.map(factOfRecall) : null,
       groups: raw ? groups : null,
       episodes: include.has("episodes") ? retrieved.episodes : null,
+      messages: include.has("messages") ? (messages ?? []).map(messageOfRecall) : null,
     },
     timings,
     explanation: {
       mode,
       signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
+      messageSignals: (messages ?? []).map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
       rerank: reranked.outcome,
       projectFound: retrieved.settings !== null,
     } satisfies RecallExplanation,
@@ -102,6 +114,11 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
 /** The spec's Fact: what recall knows beyond it (group, rank, entities, signals) left out. */
 function factOfRecall({ groupName: _g, rank: _r, entities: _e, signals: _s, ...fact }: RetrievedFact) {
   return fact;
+}
+
+/** The API's message: its signals left out (the playground shows them). */
+function messageOfRecall({ signals: _s, ...message }: RetrievedMessage) {
+  return message;
 }
 
 /**
@@ -170,7 +187,7 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   }
   const [facts, episodes] = await Promise.allSettled([
     retrieve(deps, { ...r, episodes: false }),
-    r.episodes ? retrieve(deps, { ...r, facts: false }) : Promise.resolve(undefined),
+    r.episodes ? retrieve(deps, { ...r, facts: false, messages: false }) : Promise.resolve(undefined),
   ]);
   if (facts.status === "rejected" && (!r.episodes || episodes.status === "rejected")) throw facts.reason;
   if (facts.status === "rejected") deps.log.error("recall: fact retrieval failed", errorFields(facts.reason));
@@ -179,6 +196,7 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   return {
     facts: facts.status === "fulfilled" ? facts.value.facts : [],
     episodes: episodes.status === "fulfilled" && episodes.value ? episodes.value.episodes : null,
+    messages: facts.status === "fulfilled" ? facts.value.messages : r.messages ? [] : null,
     settings: read?.status === "fulfilled" ? (read.value?.settings ?? null) : null,
   };
 }

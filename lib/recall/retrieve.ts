@@ -2,7 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, factTerms, projects } from "../db/schema";
+import { entities, episodes, factEntities, facts, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { cosineDistanceSql, nearestSql, searchLimitsFor, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
@@ -11,22 +11,9 @@ import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import type { RankedFact } from "./context";
+import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
+import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
 import type { TimeRange } from "./time-range";
-
-/** Candidates each query term may bring to the keyword signal (the rarest terms matter most). */
-export const KEYWORD_PER_TERM = 100;
-
-/**
- * A term held by more than this share of a dataset's facts (and by more than KEYWORD_PER_TERM of
- * them) brings no candidates of its own: its BM25 weight is low, and finding its facts means
- * reading its whole posting list, the costliest part of a recall at 10k facts. It still scores
- * the candidates the other signals bring.
- */
-export const KEYWORD_COMMON_SHARE = 0.05;
-
-/** Okapi BM25's term-frequency saturation and length normalisation. */
-export const BM25_K1 = 1.2;
-export const BM25_B = 0.75;
 
 /**
  * How facts are ranked (see docs/ranking.md):
@@ -50,9 +37,12 @@ export interface Retrieval {
   /** Per-call overrides; the project's settings otherwise (read inside the statement). */
   limit?: number;
   minConfidence?: number;
-  /** Which parts the statement computes (a part left out comes back null). */
+  /** Which parts the statement computes (a part left out comes back null; messages need facts). */
   facts: boolean;
   episodes: boolean;
+  messages?: boolean;
+  /** Per-call override of messagesInContext. */
+  messageLimit?: number;
 }
 
 /**
@@ -86,6 +76,8 @@ export interface RetrievedEpisode {
 /** The read-path settings the statement resolved (the per-call values where given). */
 export interface RecallSettings {
   limit: number;
+  /** Messages in the block (with `include: ["messages"]`). */
+  messageLimit: number;
   rerank: boolean;
   rerankCandidates: number;
   rerankTimeoutMs: number;
@@ -98,6 +90,11 @@ export interface Retrieved {
    */
   facts: RetrievedFact[] | null;
   episodes: { episodes: RetrievedEpisode[]; episodeCount: number } | null;
+  /**
+   * The best messages, best first: the block's `messageLimit` and as many more as the facts
+   * fetched, for those a returned fact quotes to be skipped (skipQuoted). Null unless asked.
+   */
+  messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
 }
@@ -115,6 +112,7 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
       row?.episodes == null
         ? null
         : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
+    messages: row?.messages?.map(retrievedMessage) ?? null,
     settings: row?.settings ?? null,
   };
 }
@@ -137,9 +135,16 @@ const RecallRow = z.object({
   facts: dbJson(z.array(FactJson).nullable()),
   episodes: dbJson(z.array(EpisodeJson).nullable()),
   episode_count: dbInt.nullable(),
+  messages: dbJson(z.array(MessageJson).nullable()),
   settings: dbJson(
     z
-      .object({ limit: z.number(), rerank: z.boolean(), rerankCandidates: z.number(), rerankTimeoutMs: z.number() })
+      .object({
+        limit: z.number(),
+        messageLimit: z.number(),
+        rerank: z.boolean(),
+        rerankCandidates: z.number(),
+        rerankTimeoutMs: z.number(),
+      })
       .nullable(),
   ) satisfies z.ZodType<RecallSettings | null>,
 });
@@ -170,7 +175,7 @@ function retrievedEpisode(e: EpisodeJson): RetrievedEpisode {
 export function recallSql(deps: Deps, r: Retrieval): SQL {
   const select: SQL[] = [];
   const cte: SQL[] = [settingsCte(r)];
-  select.push(sql`(SELECT jsonb_build_object('limit', lim, 'rerank', rerank, 'rerankCandidates', rerank_n,
+  select.push(sql`(SELECT jsonb_build_object('limit', lim, 'messageLimit', msg_lim, 'rerank', rerank, 'rerankCandidates', rerank_n,
       'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
 
   if (r.facts) {
@@ -184,6 +189,25 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
         ORDER BY rank), '[]'::jsonb) FROM grouped) AS facts`);
   } else {
     select.push(sql`NULL::jsonb AS facts`);
+  }
+
+  if (r.facts && r.messages) {
+    const hybrid = r.mode === "hybrid" && r.query && r.vector;
+    cte.push(
+      ...messageCtes({
+        projectId: r.projectId,
+        dataset: r.dataset,
+        query: r.mode === "recent" ? undefined : r.query,
+        vector: hybrid
+          ? { q: sql`(SELECT v FROM query_vector)`, dims: deps.config.openai.embeddingDimensions }
+          : undefined,
+        asOf: r.asOf,
+        time: r.time,
+      }),
+    );
+    select.push(messagesColumn);
+  } else {
+    select.push(sql`NULL::jsonb AS messages`);
   }
 
   if (r.episodes) {
@@ -223,8 +247,10 @@ function settingsCte(r: Retrieval): SQL {
   const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
     projectSetting("semantic", key, own, cast);
   const reranks = r.mode !== "recent" && r.facts;
-  return sql`s AS (SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
+  return sql`s AS (SELECT *, msg_lim + fetch_lim AS msg_fetch FROM (
+    SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
       coalesce(${r.limit ?? null}::int, ${setting("factsInContext", "int")}) AS lim,
+      coalesce(${r.messageLimit ?? null}::int, ${setting("messagesInContext", "int")}) AS msg_lim,
       -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
       -- least FLOAT4_MIN_NORMAL (numberIn, lib/settings/sql.ts), so the cast cannot underflow.
       coalesce(${r.minConfidence ?? null}::float8, ${setting("retrievalMinConfidence", "float8")})::real AS min_conf,
@@ -241,7 +267,7 @@ function settingsCte(r: Retrieval): SQL {
       ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
       ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
       ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
-      FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own)`;
+      FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own) lims)`;
 }
 
 /**
@@ -305,7 +331,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
         sql` UNION `,
       )}) c
       JOIN ${facts} f ON f.id = c.id
-      LEFT JOIN LATERAL (${bm25Of(sql`f`)}) k ON true
+      LEFT JOIN LATERAL (${bm25Of(sql`f.search`, FACT_TERMS)}) k ON true
       LEFT JOIN LATERAL (SELECT max(a.strength) AS strength FROM ${factEntities} fe JOIN anchor a ON a.id = fe.entity_id
         WHERE fe.fact_id = f.id) a ON true
       WHERE ${scope.eligible})`;
@@ -350,32 +376,13 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
 /**
  * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
  * `search` column; "user", every fact's subject, left out) with their inverse document
- * frequency from the dataset's statistics (fact_terms). `by_keyword`: for each term that is not
- * common (KEYWORD_COMMON_SHARE), at most KEYWORD_PER_TERM facts holding it, so a rare term's facts
- * are always candidates.
+ * frequency from the dataset's statistics (fact_terms). `by_keyword`: the candidates each term
+ * brings (keywordCandidatesSql).
  */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
-  return sql`stats AS (
-      SELECT docs::float8 AS n, GREATEST(lexemes::float8 / GREATEST(docs, 1), 1) AS avg_len FROM ${factTerms}
-      WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND term = ''),
-    terms AS (
-      SELECT t.term, t.docs, st.n, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${factTerms} t CROSS JOIN stats st
-      WHERE t.project_id = ${r.projectId} AND t.dataset = ${r.dataset} AND t.docs > 0
-        AND t.term IN (SELECT lexeme FROM unnest(to_tsvector('english', ${r.query ?? ""})) WHERE lexeme <> 'user')),
-    by_keyword AS (
-      SELECT DISTINCT m.id FROM terms t CROSS JOIN LATERAL (
-        SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ quote_literal(t.term)::tsquery
-        LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m
-      WHERE t.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))}))`;
-}
-
-/** Okapi BM25 of one fact (its search vector) for the query's terms; null when none occurs. */
-function bm25Of(f: SQL): SQL {
-  const tf = sql`cardinality(u.positions)::float8`;
-  const k1 = sql.raw(`${BM25_K1}::float8`);
-  const b = sql.raw(`${BM25_B}::float8`);
-  return sql`SELECT sum(t.idf * ${tf} * (${k1} + 1) / (${tf} + ${k1} * (1 - ${b} + ${b} * length(${f}.search) / st.avg_len))) AS bm25
-    FROM unnest(${f}.search) u JOIN terms t ON t.term = u.lexeme CROSS JOIN stats st`;
+  const lookup = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ ${termQuery}`;
+  return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, lookup)})`;
 }
 
 /**

@@ -40,6 +40,9 @@ export const DEFAULT_SETTINGS = {
     rerankCandidates: 20,
     rerankTimeoutMs: 2000,
     vectorSecondSearch: false,
+    /** Chosen on bench:quality (docs/memory.md): the evidence gained per token flattens past 4. */
+    messagesInContext: 4,
+    indexAssistantMessages: false,
   },
 };
 
@@ -107,6 +110,14 @@ const semanticShape = {
     .boolean()
     .describe(
       "Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall (on the embedded database at a million facts, about 10 ms more with its data cached, several times more when it is read from disk).",
+    ),
+  messagesInContext: integerIn(1, 100).describe(
+    "Messages in recall's block when `include` has \"messages\" (recall's default messageLimit).",
+  ),
+  indexAssistantMessages: z
+    .boolean()
+    .describe(
+      "Index the assistant's messages for recall beside the user's (new messages only); off: recall quotes only what the user said.",
     ),
 };
 

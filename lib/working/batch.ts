@@ -5,6 +5,7 @@ import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { messages, threads } from "../db/schema";
 import { idleJobSql } from "../episodic/triggers";
 import { notFound } from "../errors";
+import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import { errorFields } from "../log";
@@ -87,7 +88,7 @@ export async function addMessages(ctx: ProjectContext, { messages: items }: { me
   const early = earlyIssues(row.early ?? [], rows);
   if (early.length > 0) throw new ZodRealError(early as never);
   const touched = row.threads ?? [];
-  ringLater(deps, dueJobsFromJson(row.timers));
+  ringLater(deps, [...dueJobsFromJson(row.timers), ...dueJobsFromJson(row.embed_jobs)]);
 
   const compactedThreadIds: string[] = [];
   for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
@@ -122,6 +123,7 @@ const BatchResultRow = z.object({
   early: dbJson(z.array(z.object({ ord: z.number(), last_at: z.string() })).nullable()),
   threads: dbJson(z.array(TouchedThread).nullable()),
   timers: z.unknown(),
+  embed_jobs: z.unknown(),
   compact_threshold: dbInt.nullable(),
 });
 
@@ -163,13 +165,14 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
         th.last_seq - th.n + row_number() OVER (PARTITION BY input.thread_id ORDER BY input.ord),
         input.role, input.content, input.tokens, input.model, input.latency_ms, input.metadata, input.created_at
       FROM input JOIN th ON th.id = input.thread_id
-      RETURNING 1
+      RETURNING id, thread_id, role, content, created_at
     ),
+    ${indexMessagesCtes(now)},
     timer AS (${idleJobSql(now)})
     SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
       (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
       (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
-      ${dueJobsJson("timer")} AS timers,
+      ${dueJobsJson("timer")} AS timers, ${dueJobsJson("embed_job")} AS embed_jobs,
       (SELECT count(*) FROM msg)::int AS inserted,
       ${autoCompactThresholdSql(projectId)} AS compact_threshold`;
 }

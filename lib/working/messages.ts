@@ -5,7 +5,9 @@ import { dbInt, dbJson, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toI
 import { messages, threads } from "../db/schema";
 import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
 import { notFound } from "../errors";
+import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
+import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
 import { errorFields } from "../log";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 
@@ -45,15 +47,19 @@ export async function addMessage(ctx: ProjectContext, { threadId, ...input }: Me
              ${input.latencyMs ?? null}::real, ${metadata}::jsonb,
              ${now}::timestamptz
       FROM th
-      RETURNING id, thread_id, seq, role, created_at
+      RETURNING id, thread_id, seq, role, content, created_at
     ),
+    ${indexMessagesCtes(now)},
     timer AS (${idleJobSql(now)})
-    SELECT msg.*, (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
+    SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,
+      (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
+      ${dueJobsJson("embed_job")} AS embed_jobs,
       (SELECT live_count FROM th) AS live_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold
     FROM msg`);
   const [row] = parsedRowsOf(AddedRow, result);
   if (!row) throw notFound("Thread not found");
-  if (row.timer_key) ringLater(deps, dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]));
+  const timer = row.timer_key ? dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]) : [];
+  ringLater(deps, [...timer, ...dueJobsFromJson(row.embed_jobs)]);
   const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
   const compacted = crossesThreshold(Number(row.live_count), threshold) && (await compactInline(ctx, threadId));
   return {
@@ -74,6 +80,7 @@ const AddedRow = z.object({
   created_at: dbTimestampSet,
   timer_key: z.string().nullable(),
   timer_run_at: dbTimestamp,
+  embed_jobs: z.unknown(),
   live_count: dbInt,
   compact_threshold: dbInt.nullable(),
 });

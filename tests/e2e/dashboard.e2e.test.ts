@@ -303,12 +303,21 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await page.getByRole("list", { name: "Facts about Lisbon" }).getByText("user lives in Lisbon").waitFor();
   });
 
-  it("runs recall in the playground: the context block and the ranked facts", async () => {
+  it("runs recall in the playground: the context block, the ranked facts and messages", async () => {
+    // A message no fact quotes, in another thread of the dataset: recalled as conversation evidence.
+    const other = await v1Json<{ threadId: string }>("/threads", { json: { dataset: DATASET } }, 201);
+    const evidence = "Book me a window seat on the Lisbon sleeper.";
+    await v1Json(
+      `/memory/working/threads/${other.threadId}/messages`,
+      { json: { role: "user", content: evidence } },
+      201,
+    );
     await openTab("Recall playground");
     // A list of the project's datasets (a text field when there are none).
     await page.getByLabel("Dataset", { exact: true }).selectOption(DATASET);
     await page.getByLabel("Query", { exact: true }).fill("Where does the user live? Lisbon");
     await page.getByRole("checkbox", { name: "Episodes" }).check();
+    await page.getByRole("checkbox", { name: "Messages" }).check();
     await page.getByRole("button", { name: "Run recall" }).click();
     const block = page.locator('pre[aria-label="Context block"]');
     await block.waitFor();
@@ -320,6 +329,14 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await rows.count()).toBeGreaterThan(1);
     expect(await rows.nth(1).textContent()).toContain("user lives in Lisbon");
     expect(await rows.nth(1).getByText("lives in", { exact: true }).getAttribute("title")).toBe("lives_in");
+    // The message, in the block after the facts and ranked with its signals.
+    expect(await block.textContent()).toContain(`user: ${evidence}`);
+    const messages = page.getByRole("table", { name: "Ranked messages" });
+    await messages.waitFor();
+    expect(await messages.getByRole("row").count()).toBe(2);
+    const row = await messages.getByRole("row").nth(1).textContent();
+    expect(row).toContain(evidence);
+    expect(row).toMatch(/^1user/);
     // The episode came back beside the block.
     await page.getByRole("heading", { name: "Episodes" }).waitFor();
     await page.getByText(SUMMARY).waitFor();

@@ -120,6 +120,15 @@ describe("round trips per /v1 request over the Neon driver", () => {
       (b) => expect(b.context).toContain("Lisbon"),
     ],
     [
+      "recall with messages",
+      () => ["/v1/memory/recall", { json: { dataset: "rt", include: ["messages"], limit: 1 } }],
+      // The user's message is the fact's quote: the fact carries it, so it is skipped.
+      (b) => {
+        expect(b.factCount).toBe(1);
+        expect(b.messages).toEqual([]);
+      },
+    ],
+    [
       "export",
       () => ["/v1/memory/recall/datasets/rt/export"],
       (b) => {

@@ -19,7 +19,12 @@ export interface MemoryMiddlewareOptions {
    * called once per turn. Without one, the middleware only recalls.
    */
   threadId?: string | (() => string | undefined | Promise<string | undefined>);
-  /** Recall settings besides the query (limit, minConfidence, include). */
+  /**
+   * Recall settings besides the query (limit, minConfidence, include, messageLimit), passed to
+   * `client.recall` as they are. Without `include` the block holds the facts and the dataset's
+   * best-matching messages (`["messages"]`, so a turn of another thread is recalled as soon as it
+   * is stored); a given `include` replaces that (`[]`: facts only, as the spec's recall).
+   */
   recall?: Omit<RecallInput, "dataset" | "query">;
   /** How long recall may take before the model is called without memory (default 2000 ms; never retried). */
   recallTimeoutMs?: number;

@@ -1,5 +1,5 @@
 import createClient, { type Client } from "openapi-fetch";
-import { MemoryValidationError } from "./errors.js";
+import { MemoryEpisodeFailedError, MemoryValidationError, MemoryWaitTimeoutError } from "./errors.js";
 import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
 import type { components, paths } from "./schema.js";
 import { type ChatEvent, readChatEvents } from "./sse.js";
@@ -9,6 +9,7 @@ import {
   type CallOptions,
   perform,
   type RetryEvent,
+  sleep,
   type TransportConfig,
 } from "./transport.js";
 
@@ -52,11 +53,28 @@ export type BatchMessage = RequestBody<
 export type CrossThreadMessage = RequestBody<"/v1/memory/working/messages:batch", "post">["messages"][number];
 export type ChatInput = RequestBody<"/v1/memory/working/threads/{threadId}/chat", "post">;
 type ChatReply = components["schemas"]["ChatReply"];
+type Episode = components["schemas"]["Episode"];
 export type RecallInput = RequestBody<"/v1/memory/recall", "post">;
 export type RecallResult = ResponseBody<"/v1/memory/recall", "post">;
 export type ListMessagesQuery = QueryParams<"/v1/memory/working/threads/{threadId}/messages", "get">;
 export type ListEpisodesQuery = QueryParams<"/v1/memory/episodic/datasets/{dataset}/episodes", "get">;
 export type ListFactsQuery = QueryParams<"/v1/memory/semantic/datasets/{dataset}/facts", "get">;
+
+/** How `episodes.waitFor` waits. */
+export interface WaitForEpisodeOptions {
+  /** The whole wait, in ms (default 60 000); then it rejects with `MemoryWaitTimeoutError`. */
+  timeoutMs?: number;
+  /** Between two reads of the episode, in ms (default 250). */
+  intervalMs?: number;
+  /** Cancels the wait; it rejects with the signal's reason. */
+  signal?: AbortSignal;
+  /**
+   * Also wait for the episode's fact extraction (its `extractionReport`), so that facts and recall
+   * hold what it learnt (default false: the summary is enough). With semantic memory disabled no
+   * report ever comes: the wait times out.
+   */
+  facts?: boolean;
+}
 
 export interface MemoryClientOptions {
   /** Where the service is, e.g. `http://localhost:8787` (no `/v1`). */
@@ -307,19 +325,32 @@ function memoryCalls(api: Api, call: Call) {
       );
     },
 
-    /** What the service knows about a dataset, as a prompt-ready block (`context`). A read: retried. */
-    recall: (body: RecallInput, o?: CallOptions) => {
-      dataset(body?.dataset);
-      if (body.query !== undefined && body.query.length > 2000) {
+    /**
+     * What the service knows about a dataset, as a prompt-ready block (`context`). A read: retried.
+     * Without `include`, asks for `["messages"]`: the conversation's best-matching messages come
+     * back (`messages`) and in the block after the facts, so a message is recalled as soon as it is
+     * stored, before any episode or fact. A given `include` is sent as it is (`[]`: the spec's
+     * facts-only block).
+     */
+    recall: (input: RecallInput, o?: CallOptions) => {
+      dataset(input?.dataset);
+      if (input.query !== undefined && input.query.length > 2000) {
         throw new MemoryValidationError("query", "must be at most 2000 characters");
       }
+      const body: RecallInput = input.include === undefined ? { ...input, include: ["messages"] } : input;
       return call("POST /v1/memory/recall", "read", o, (init) => api.POST("/v1/memory/recall", { body, ...init }));
     },
   };
 }
 
-/** Episodes: list, search, read, archive, retry. */
+/** Episodes: list, search, read, wait for, archive, retry. */
 function episodeCalls(api: Api, call: Call) {
+  const get = (episodeId: string, o?: CallOptions) => {
+    const id = required("episodeId", episodeId);
+    return call("GET /v1/memory/episodic/episodes/{episodeId}", "read", o, (init) =>
+      api.GET("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
+    );
+  };
   return {
     list: (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
       const d = dataset(datasetName);
@@ -341,11 +372,34 @@ function episodeCalls(api: Api, call: Call) {
         }),
       );
     },
-    get: (episodeId: string, o?: CallOptions) => {
+    get,
+    /**
+     * Resolves with the episode (as `threads.end` names it) once it is `completed` (with `facts`,
+     * once its fact extraction is done too), reading it every `intervalMs`. Rejects with
+     * `MemoryEpisodeFailedError` when it is `failed` (the background retry may still redo it later:
+     * `episodes.retry` re-queues it now), `archived` or `deleted`, and with `MemoryWaitTimeoutError`
+     * after `timeoutMs`.
+     */
+    waitFor: async (episodeId: string, w: WaitForEpisodeOptions = {}): Promise<Episode> => {
       const id = required("episodeId", episodeId);
-      return call("GET /v1/memory/episodic/episodes/{episodeId}", "read", o, (init) =>
-        api.GET("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
-      );
+      const timeoutMs = w.timeoutMs ?? 60_000;
+      // One signal for the caller's abort and the deadline: it cancels a read or a pause at once.
+      let last: Episode | undefined;
+      const wait = new AbortController();
+      const timer = setTimeout(() => wait.abort(new MemoryWaitTimeoutError(timeoutMs, last)), timeoutMs);
+      const onAbort = () => wait.abort(w.signal?.reason);
+      w.signal?.addEventListener("abort", onAbort, { once: true });
+      try {
+        w.signal?.throwIfAborted();
+        for (;;) {
+          last = (await get(id, { signal: wait.signal })).episode;
+          if (episodeDone(last, w.facts ?? false)) return last;
+          await sleep(w.intervalMs ?? 250, wait.signal);
+        }
+      } finally {
+        clearTimeout(timer);
+        w.signal?.removeEventListener("abort", onAbort);
+      }
     },
     /** Archives the episode: it leaves retrieval, its facts remain. */
     delete: (episodeId: string, o?: CallOptions) => {
@@ -424,6 +478,14 @@ function semanticCalls(api: Api, call: Call) {
       },
     },
   };
+}
+
+/** Whether a wait for the episode is over (true) or goes on (false); throws when it never will be. */
+function episodeDone(episode: Episode, facts: boolean): boolean {
+  if (episode.status === "failed" || episode.status === "archived" || episode.status === "deleted") {
+    throw new MemoryEpisodeFailedError(episode);
+  }
+  return episode.status === "completed" && (!facts || episode.extractionReport !== null);
 }
 
 function batch(messages: unknown): void {

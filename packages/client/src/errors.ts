@@ -1,3 +1,5 @@
+import type { components } from "./schema.js";
+
 /** One issue of a `400 Validation error` body: which field (`path`) and what is wrong with it. */
 export interface ValidationIssue {
   code?: string;
@@ -62,5 +64,26 @@ export class MemoryValidationError extends MemoryError {
     message: string,
   ) {
     super(`${field}: ${message}`);
+  }
+}
+
+type Episode = components["schemas"]["Episode"];
+
+/** `episodes.waitFor`: the episode ended `failed` (its `error` says why), `archived` or `deleted`, so it will not complete. */
+export class MemoryEpisodeFailedError extends MemoryError {
+  override name = "MemoryEpisodeFailedError";
+  constructor(readonly episode: Episode) {
+    super(`Episode ${episode.episodeId} is ${episode.status}${episode.error ? `: ${episode.error}` : ""}`);
+  }
+}
+
+/** `episodes.waitFor`: the episode was not done within `timeoutMs`; `episode` is how it was last seen. */
+export class MemoryWaitTimeoutError extends MemoryError {
+  override name = "MemoryWaitTimeoutError";
+  constructor(
+    readonly timeoutMs: number,
+    readonly episode: Episode | undefined,
+  ) {
+    super(`The episode was not done within ${timeoutMs} ms${episode ? ` (last seen: ${episode.status})` : ""}`);
   }
 }

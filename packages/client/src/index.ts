@@ -16,14 +16,17 @@ export {
   type RequestBody,
   type ResponseBody,
   type UpdateThreadInput,
+  type WaitForEpisodeOptions,
 } from "./client.js";
 export {
   type ErrorBody,
   MemoryApiError,
+  MemoryEpisodeFailedError,
   MemoryError,
   MemoryNetworkError,
   MemoryTimeoutError,
   MemoryValidationError,
+  MemoryWaitTimeoutError,
   type ValidationIssue,
 } from "./errors.js";
 export { backoffMs, isRetryable, parseRetryAfter, type RetryPolicy } from "./retry.js";

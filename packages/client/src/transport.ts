@@ -146,7 +146,7 @@ export function errorBody(parsed: unknown, response: Response): ErrorBody {
   return { error: text || `${response.status} ${response.statusText}`.trim() };
 }
 
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve, reject) => {
     if (signal?.aborted) return reject(signal.reason);
     const timer = setTimeout(() => {

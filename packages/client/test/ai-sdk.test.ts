@@ -102,6 +102,31 @@ describe("generateText", () => {
     expect(messages[1]).toMatchObject({ model: "mock-chat", tokens: { input: 12, output: 5, total: 17 } });
   });
 
+  it("recalls the conversation too: a message just added in another thread reaches the system block", async () => {
+    const dataset = "ai-sdk-evidence";
+    const earlier = await memory.threads.create({ dataset });
+    await memory.threads.addMessage(earlier.threadId, {
+      role: "user",
+      content: "My sister Ana is visiting from Madrid on Friday.",
+    });
+    const thread = await memory.threads.create({ dataset });
+    const model = generating("On Friday.");
+    await generateText({
+      model: withMemory(model, { client: memory, dataset, threadId: thread.threadId }),
+      prompt: "When is my sister visiting?",
+    });
+    expect(systemOf(model)).toContain("# CONVERSATION");
+    expect(systemOf(model)).toContain("user: My sister Ana is visiting from Madrid on Friday.");
+
+    // `recall.include` is sent as given: without "messages" the block is the facts' alone, here none.
+    const factsOnly = generating("I do not know.");
+    await generateText({
+      model: withMemory(factsOnly, { client: memory, dataset, recall: { include: [] } }),
+      prompt: "When is my sister visiting?",
+    });
+    expect(factsOnly.doGenerateCalls[0].prompt.map((m) => m.role)).toEqual(["user"]);
+  });
+
   it("does not wait for the append: the answer returns while the write is still in flight", async () => {
     const proxy = await startFaultProxy(host.url);
     try {

@@ -2,13 +2,15 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import {
   createMemoryClient,
   type MemoryApiError,
+  MemoryEpisodeFailedError,
   MemoryError,
   MemoryNetworkError,
   MemoryTimeoutError,
   MemoryValidationError,
+  MemoryWaitTimeoutError,
   type RetryEvent,
 } from "../src/index.js";
-import { type Host, startHost } from "./helpers/host.js";
+import { demoFacts, type Host, startHost } from "./helpers/host.js";
 import { startFaultProxy } from "./helpers/proxy.js";
 
 /**
@@ -124,6 +126,110 @@ describe("every /v1 operation", () => {
     expect(exported.threads.map((t) => t.threadId)).toContain(thread.threadId);
     const erased = await memory.datasets.delete(dataset);
     expect(erased).toMatchObject({ dataset, deleted: { threads: 1, episodes: 1 } });
+  });
+});
+
+describe("recall with the conversation", () => {
+  it("asks for messages when no include is given: a message is recalled as soon as it is stored", async () => {
+    const memory = await client();
+    const dataset = "client/messages";
+    const thread = await memory.threads.create({ dataset });
+    const added = await memory.threads.addMessage(thread.threadId, {
+      role: "user",
+      content: "I just adopted a greyhound called Pixel.",
+    });
+
+    const recalled = await memory.recall({ dataset, query: "What is the name of my greyhound?" });
+    expect(recalled.messages).toEqual([
+      expect.objectContaining({ messageId: added.messageId, threadId: thread.threadId, role: "user" }),
+    ]);
+    expect(recalled.context).toContain("# CONVERSATION");
+    expect(recalled.context).toContain("user: I just adopted a greyhound called Pixel.");
+    expect(recalled.factCount).toBe(0);
+
+    // A given include is sent as it is: [] is the spec's facts-only answer, empty without facts.
+    const plain = await memory.recall({ dataset, query: "What is the name of my greyhound?", include: [] });
+    expect(plain).toMatchObject({ context: "", messages: null });
+    expect((await memory.recall({ dataset, query: "greyhound", include: ["raw"] })).messages).toBeNull();
+    const capped = await memory.recall({ dataset, include: ["messages", "raw"], messageLimit: 1 });
+    expect(capped.messages).toHaveLength(1);
+    expect(capped.facts).toEqual([]);
+  });
+});
+
+describe("episodes.waitFor", () => {
+  async function endedThread(memory: Awaited<ReturnType<typeof client>>, dataset: string) {
+    const thread = await memory.threads.create({ dataset });
+    await memory.threads.addMessage(thread.threadId, { role: "user", content: "I live in Porto." });
+    const { episodeId } = await memory.threads.end(thread.threadId);
+    expect(episodeId).toMatch(/^epi_/);
+    return episodeId as string;
+  }
+
+  it("resolves once the episode is completed; with facts, once its extraction is done", async () => {
+    const memory = await client();
+    const dataset = "client/wait";
+    const episodeId = await endedThread(memory, dataset);
+    // Fact extraction waits on a gate, so the summary is done well before the facts are.
+    let open!: () => void;
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    host.provider.onStructured("fact_extraction", async (r) => {
+      await gate;
+      return demoFacts(r);
+    });
+    try {
+      const jobs = host.runJobs();
+      const completed = await memory.episodes.waitFor(episodeId, { intervalMs: 20, timeoutMs: 10_000 });
+      expect(completed).toMatchObject({ episodeId, status: "completed", extractionReport: null });
+      expect(completed.summary).not.toBe("");
+
+      const withFacts = memory.episodes.waitFor(episodeId, { intervalMs: 20, facts: true, timeoutMs: 10_000 });
+      const settled = await Promise.race([withFacts.then(() => true), new Promise((r) => setTimeout(r, 200, false))]);
+      expect(settled).toBe(false);
+      open();
+      expect((await withFacts).extractionReport).toMatchObject({ kept: 1 });
+      await jobs;
+      const recalled = await memory.recall({ dataset, query: "Where does the user live?" });
+      expect(recalled.context).toContain("user lives in Porto");
+    } finally {
+      open();
+      host.provider.onStructured("fact_extraction", demoFacts);
+    }
+  });
+
+  it("rejects with MemoryEpisodeFailedError when summarisation fails", async () => {
+    const memory = await client();
+    const episodeId = await endedThread(memory, "client/wait-failed");
+    host.provider.fail({ status: 500, times: 1, endpoint: "chat" });
+    try {
+      await host.runJobs();
+    } finally {
+      host.provider.clearFailures();
+    }
+    const err = (await thrown(memory.episodes.waitFor(episodeId))) as MemoryEpisodeFailedError;
+    expect(err).toBeInstanceOf(MemoryEpisodeFailedError);
+    expect(err.episode).toMatchObject({ episodeId, status: "failed", error: expect.any(String) });
+    expect(err.message).toContain(`Episode ${episodeId} is failed`);
+  });
+
+  it("rejects with MemoryWaitTimeoutError after timeoutMs, and with the reason when aborted", async () => {
+    const memory = await client();
+    const episodeId = await endedThread(memory, "client/wait-timeout"); // no job runs: it stays pending
+    const started = performance.now();
+    const err = (await thrown(
+      memory.episodes.waitFor(episodeId, { timeoutMs: 300, intervalMs: 50 }),
+    )) as MemoryWaitTimeoutError;
+    expect(err).toBeInstanceOf(MemoryWaitTimeoutError);
+    expect(err).toMatchObject({ timeoutMs: 300, episode: { episodeId, status: "pending" } });
+    expect(performance.now() - started).toBeLessThan(1500);
+
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error("user went away")), 100);
+    const aborted = await thrown(memory.episodes.waitFor(episodeId, { signal: controller.signal, intervalMs: 20 }));
+    expect(aborted.message).toBe("user went away");
+    expect((await thrown(memory.episodes.waitFor("epi_missing"))).message).toBe("Episode not found");
   });
 });
 

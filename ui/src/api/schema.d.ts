@@ -692,6 +692,10 @@ export interface paths {
                             rerankTimeoutMs?: number;
                             /** @description Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped: more of the truly nearest facts, a slower recall (on the embedded database at a million facts, about 10 ms more with its data cached, several times more when it is read from disk). */
                             vectorSecondSearch?: boolean;
+                            /** @description Messages in recall's block when `include` has "messages" (recall's default messageLimit). */
+                            messagesInContext?: number;
+                            /** @description Index the assistant's messages for recall beside the user's (new messages only); off: recall quotes only what the user said. */
+                            indexAssistantMessages?: boolean;
                         };
                     };
                 };
@@ -1450,7 +1454,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Recall playground: /v1 recall for any dataset of the project, with each fact's signal scores
+         * Recall playground: /v1 recall for any dataset of the project, with each fact's and message's signal scores
          * @description The same embedding call, the same one SQL statement and the same reranker call as POST /v1/memory/recall (`raw` always included); the scores come from that statement.
          */
         post: {
@@ -1484,6 +1488,8 @@ export interface paths {
                             mode: "hybrid" | "keyword" | "recent";
                             /** @description One per fact of recall.facts, same order (rank order). */
                             signals: components["schemas"]["SignalScores"][];
+                            /** @description One per message of recall.messages, same order; empty without `messages` in include. */
+                            messageSignals: components["schemas"]["MessageSignalScores"][];
                             /**
                              * @description What the reranker did; null when the project's reranker is off or there is no query.
                              * @enum {string|null}
@@ -4996,6 +5002,8 @@ export interface components {
                 /** @description Completed episodes of the dataset (at asOf, if given). */
                 episodeCount: number;
             } | null;
+            /** @description Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading. */
+            messages: components["schemas"]["RecallMessage"][] | null;
         };
         RankedFact: components["schemas"]["Fact"] & {
             /** @description The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
@@ -5064,6 +5072,26 @@ export interface components {
             /** @description The best relevanceScore in the group; groups are in its order. */
             groupRelevance: number;
         };
+        RecallMessage: {
+            /** @description The message. */
+            messageId: string;
+            /** @description Its thread. */
+            threadId: string;
+            /**
+             * @description Who wrote it.
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "system" | "tool";
+            /** @description Its whole text (the block shows its first 240 characters). */
+            content: string;
+            /**
+             * Format: date-time
+             * @description When it was written.
+             */
+            createdAt: string;
+            /** @description The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query. */
+            relevanceScore: number;
+        };
         /** @description How a fact scored: each signal's value before its weight; null when that signal did not run. */
         SignalScores: {
             factId: string;
@@ -5078,18 +5106,32 @@ export interface components {
             /** @description The fact's score (relevanceScore): the signals times their weights (project settings), summed. */
             fused: number;
         };
+        /** @description How a recalled message scored: each signal's value before its weight; null when it did not run. */
+        MessageSignalScores: {
+            messageId: string;
+            /** @description Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query. */
+            vector: number | null;
+            /** @description BM25 over the message, divided by the best candidate's (0 to 1); null without a query. */
+            keyword: number | null;
+            /** @description 1 when the message was written in the time the query names, else 0; null without a query. */
+            time: number | null;
+            /** @description The message's score (relevanceScore): the signals times the facts' weights, summed; 1 without a query. */
+            fused: number;
+        };
         RecallRequest: {
             /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
             dataset: string;
             /** @description Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts. */
             query?: string;
             /**
-             * @description Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call).
+             * @description Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call), `messages` (the conversation's best-matching messages, also rendered into `context` after the facts).
              * @default []
              */
-            include: ("episodes" | "synthesis" | "raw")[];
+            include: ("episodes" | "synthesis" | "raw" | "messages")[];
             /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
             limit?: number;
+            /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise. */
+            messageLimit?: number;
             /** @description 0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0. */
             minConfidence?: number;
             /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */

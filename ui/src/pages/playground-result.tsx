@@ -23,6 +23,13 @@ const RERANK: Record<NonNullable<Answer["rerank"]>, string> = {
   failed: "The reranker failed: the fused order was kept (see the server log).",
   skipped: "The reranker had fewer than two candidates to reorder.",
 };
+/** A numeric column's header. */
+const Num = ({ children }: { children: string }) => (
+  <th scope="col" class="num">
+    {children}
+  </th>
+);
+
 const ms = (n: number) => `${n < 10 ? n.toFixed(1) : formatNumber(Math.round(n))} ms`;
 
 export function RecallResult({
@@ -34,8 +41,9 @@ export function RecallResult({
   request: Schemas["RecallRequest"];
   roundTripMs: number;
 }) {
-  const { recall, mode, signals, rerank, timing } = body;
+  const { recall, mode, signals, messageSignals, rerank, timing } = body;
   const signalsOf = new Map(signals.map((r) => [r.factId, r]));
+  const messageSignalsOf = new Map(messageSignals.map((r) => [r.messageId, r]));
   const facts = recall.facts ?? [];
   const serverMs = timing.reduce((sum, t) => sum + t.ms, 0);
   const empty = recall.context === "";
@@ -45,6 +53,9 @@ export function RecallResult({
       <p class="recall-summary" role="status">
         <strong>
           {formatNumber(recall.factCount)} fact{recall.factCount === 1 ? "" : "s"}
+          {recall.messages
+            ? ` and ${formatNumber(recall.messages.length)} message${recall.messages.length === 1 ? "" : "s"}`
+            : ""}
         </strong>{" "}
         in the block for <code>{request.dataset}</code>
         {request.query ? (
@@ -67,6 +78,7 @@ export function RecallResult({
         <p class="notice nothing-matched">
           <strong>Nothing matched.</strong> The context block is empty: no live fact of this dataset passed the minimum
           confidence{request.query ? " or matched the query" : ""}
+          {recall.messages ? ", and no indexed message matched" : ""}
           {request.asOf ? " at that time" : ""}. The model would get no memory.
         </p>
       ) : (
@@ -93,28 +105,14 @@ export function RecallResult({
               <caption>Ranked facts</caption>
               <thead>
                 <tr>
-                  <th scope="col" class="num">
-                    Rank
-                  </th>
+                  <Num>Rank</Num>
                   <th scope="col">Fact</th>
-                  <th scope="col" class="num">
-                    Cosine
-                  </th>
-                  <th scope="col" class="num">
-                    Keyword
-                  </th>
-                  <th scope="col" class="num">
-                    Entity
-                  </th>
-                  <th scope="col" class="num">
-                    Time
-                  </th>
-                  <th scope="col" class="num">
-                    Score
-                  </th>
-                  <th scope="col" class="num">
-                    Confidence
-                  </th>
+                  <Num>Cosine</Num>
+                  <Num>Keyword</Num>
+                  <Num>Entity</Num>
+                  <Num>Time</Num>
+                  <Num>Score</Num>
+                  <Num>Confidence</Num>
                   <th scope="col">Validity</th>
                 </tr>
               </thead>
@@ -149,6 +147,61 @@ export function RecallResult({
             </table>
           </div>
         </>
+      )}
+
+      {recall.messages !== null && (
+        <div class="recall-messages">
+          <h4>Conversation evidence</h4>
+          {recall.messages.length === 0 ? (
+            <p class="hint">
+              No indexed message matched (the user's messages; the assistant's if the project indexes them).
+            </p>
+          ) : (
+            <>
+              <p class="hint" id="ranked-messages-hint">
+                The dataset's messages that best match, as rendered after the facts (those a returned fact quotes are
+                left out). Cosine is — until the message is embedded, seconds after its thread's last write. Score: the
+                signals times the facts' weights, summed.
+              </p>
+              <div class="table-wrap">
+                <table class="ranked" aria-describedby="ranked-messages-hint">
+                  <caption>Ranked messages</caption>
+                  <thead>
+                    <tr>
+                      <Num>Rank</Num>
+                      <th scope="col">Role</th>
+                      <th scope="col">Written</th>
+                      <th scope="col">Message</th>
+                      <Num>Cosine</Num>
+                      <Num>Keyword</Num>
+                      <Num>Time</Num>
+                      <Num>Score</Num>
+                    </tr>
+                  </thead>
+                  <tbody>
+                    {recall.messages.map((m, i) => {
+                      const r = messageSignalsOf.get(m.messageId);
+                      return (
+                        <tr key={m.messageId}>
+                          <td class="num">{i + 1}</td>
+                          <td>{m.role}</td>
+                          <td class="nowrap">{formatDateTime(m.createdAt)}</td>
+                          <td class="ranked-message wrap-anywhere" title={`${m.messageId} in ${m.threadId}`}>
+                            {m.content}
+                          </td>
+                          <td class="num mono">{score(r?.vector)}</td>
+                          <td class="num mono">{score(r?.keyword)}</td>
+                          <td class="num mono">{score(r?.time)}</td>
+                          <td class="num mono">{(r?.fused ?? m.relevanceScore).toFixed(4)}</td>
+                        </tr>
+                      );
+                    })}
+                  </tbody>
+                </table>
+              </div>
+            </>
+          )}
+        </div>
       )}
 
       {recall.synthesis !== null || request.include.includes("synthesis") ? (

@@ -18,7 +18,15 @@ interface Form {
   asOf: string;
   episodes: boolean;
   synthesis: boolean;
+  messages: boolean;
 }
+
+/** The include checkboxes, in their order on the form. */
+const INCLUDES = [
+  ["messages", "Messages"],
+  ["episodes", "Episodes"],
+  ["synthesis", "Synthesis"],
+] as const;
 
 const pad = (n: number) => String(n).padStart(2, "0");
 
@@ -39,6 +47,7 @@ function formOf(query: URLSearchParams): Form {
     asOf: toLocalInput(query.get("asOf")),
     episodes: query.get("episodes") === "1",
     synthesis: query.get("synthesis") === "1",
+    messages: query.get("messages") === "1",
   };
 }
 
@@ -52,6 +61,7 @@ function queryOf(form: Form) {
     asOf: form.asOf ? new Date(form.asOf).toISOString() : undefined,
     episodes: form.episodes ? 1 : undefined,
     synthesis: form.synthesis ? 1 : undefined,
+    messages: form.messages ? 1 : undefined,
   };
 }
 
@@ -62,6 +72,7 @@ function requestOf(query: URLSearchParams): RecallRequest | null {
   const include: RecallRequest["include"] = [];
   if (query.get("episodes") === "1") include.push("episodes");
   if (query.get("synthesis") === "1") include.push("synthesis");
+  if (query.get("messages") === "1") include.push("messages");
   const number = (key: string) => {
     const raw = query.get(key);
     return raw === null || raw === "" ? undefined : Number(raw);
@@ -215,23 +226,16 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
           </div>
           <fieldset class="field include">
             <legend>Include</legend>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={form.episodes}
-                onChange={(e) => set("episodes", e.currentTarget.checked)}
-              />
-              Episodes
-            </label>
-            <label class="check">
-              <input
-                type="checkbox"
-                checked={form.synthesis}
-                onChange={(e) => set("synthesis", e.currentTarget.checked)}
-              />
-              Synthesis
-            </label>
-            <small>Synthesis adds a model call (1-3 s).</small>
+            {INCLUDES.map(([key, label]) => (
+              <label class="check" key={key}>
+                <input type="checkbox" checked={form[key]} onChange={(e) => set(key, e.currentTarget.checked)} />
+                {label}
+              </label>
+            ))}
+            <small>
+              Messages: the conversation's best matches, in the block (the TypeScript and MCP clients ask for them by
+              default). Synthesis adds a model call (1-3 s).
+            </small>
           </fieldset>
         </div>
         <div class="actions">

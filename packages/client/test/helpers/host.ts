@@ -2,7 +2,7 @@ import type { AddressInfo } from "node:net";
 import { createNodeServer } from "../../../../functions/node-host";
 import { runDueJobs } from "../../../../lib/jobs/runner";
 import { extractFacts, judge, parseTranscript, summarise } from "../../../../scripts/demo-rules";
-import { type FakeOpenAI, startFakeOpenAI } from "../../../../tests/helpers/fake-openai";
+import { type ChatRequest, type FakeOpenAI, startFakeOpenAI } from "../../../../tests/helpers/fake-openai";
 import { createTestService, newTenant, type TestServiceOptions } from "../../../../tests/helpers/service";
 
 /**
@@ -13,10 +13,8 @@ import { createTestService, newTenant, type TestServiceOptions } from "../../../
  */
 export async function startHost(options: Omit<TestServiceOptions, "provider"> = {}) {
   const provider = await startFakeOpenAI();
-  const userText = (messages: { role: string; content: string }[]) =>
-    messages.findLast((m) => m.role === "user")?.content ?? "";
   provider.onStructured("episode_summary", (r) => summarise(parseTranscript(userText(r.messages))));
-  provider.onStructured("fact_extraction", (r) => extractFacts(parseTranscript(userText(r.messages))));
+  provider.onStructured("fact_extraction", demoFacts);
   provider.onStructured("contradiction_judgement", (r) => judge(userText(r.messages)));
   const service = await createTestService({ ...options, provider });
   const server = createNodeServer({
@@ -43,5 +41,11 @@ export async function startHost(options: Omit<TestServiceOptions, "provider"> = 
     },
   };
 }
+
+const userText = (messages: { role: string; content: string }[]) =>
+  messages.findLast((m) => m.role === "user")?.content ?? "";
+
+/** The demo rules' answer to a fact_extraction request (a test that replaces the handler restores this one). */
+export const demoFacts = (r: ChatRequest) => extractFacts(parseTranscript(userText(r.messages)));
 
 export type Host = Awaited<ReturnType<typeof startHost>>;

@@ -1,0 +1,76 @@
+import { sql } from "drizzle-orm";
+import { rowsOf } from "../lib/db/rows";
+import type { Db } from "../lib/db/types";
+import { type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { ADJECTIVES, NOUNS } from "./fact-rows";
+
+/** Messages per seeded thread. */
+const PER_THREAD = 100;
+/** Rows per INSERT of vectors (the WASM heap holds one statement's rows). */
+const CHUNK = 20_000;
+
+/**
+ * `count` user messages in dataset "big" of `projectId`, 100 a thread, each indexed and embedded
+ * as the service would leave them (keyword row, statistics by trigger, a vector), written in SQL:
+ * sentences of the facts' words with a word of their own, random unit-ish vectors. The HNSW index
+ * is built after the rows. Answers the seconds it took and bytes on disk per message.
+ */
+export async function seedMessages(
+  db: Db,
+  input: { projectId: string; count: number; dims: number; build: HnswBuild },
+) {
+  const { projectId, count, dims, build } = input;
+  const started = performance.now();
+  const threads = Math.ceil(count / PER_THREAD);
+  await db.execute(sql`
+    INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
+    SELECT 'thr_bm_' || g, ${projectId}, 'big', ${PER_THREAD}, ${PER_THREAD}, now(), now(), now()
+    FROM generate_series(1, ${threads}) g`);
+  await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName("message_vectors", dims)}`));
+  // The keyword index is made again after the rows (a GIN index takes a bulk build far faster
+  // than row by row through its small pending list).
+  const [gin] = rowsOf<{ definition: string }>(
+    await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_search_idx'`),
+  );
+  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
+  const adjectives = `{${ADJECTIVES.join(",")}}`;
+  const nouns = `{${NOUNS.join(",")}}`;
+  for (let from = 1; from <= count; from += CHUNK) {
+    const to = Math.min(count, from + CHUNK - 1);
+    await db.execute(sql`
+      WITH m AS (
+        INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
+        SELECT 'msg_bm_' || g, ${projectId}, 'thr_bm_' || ((g - 1) / ${PER_THREAD} + 1), (g - 1) % ${PER_THREAD} + 1, 'user',
+          'I think the ' || (${adjectives}::text[])[1 + (g * 7) % ${ADJECTIVES.length}] || ' '
+            || (${nouns}::text[])[1 + (g * 13) % ${NOUNS.length}] || ' of the ' || (${nouns}::text[])[1 + (g * 29) % ${NOUNS.length}]
+            || ' club ' || (g % 200) || ' matters to me, note w' || g,
+          now() - make_interval(secs => ${count} - g)
+        FROM generate_series(${from}::int, ${to}::int) g
+        RETURNING id, thread_id, content, created_at)
+      INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search)
+      SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content) FROM m`);
+    await db.execute(sql`
+      INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
+      SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at,
+        (ARRAY(SELECT random() - 0.5 FROM generate_series(1, ${dims}) d WHERE s.message_id IS NOT NULL))::real[]::vector::halfvec
+      FROM message_search s
+      WHERE s.message_id IN (SELECT 'msg_bm_' || g FROM generate_series(${from}::int, ${to}::int) g)`);
+  }
+  if (gin) await db.execute(sql.raw(gin.definition));
+  await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
+  const [size] = rowsOf<{ messages: string; search: string; terms: string; vectors: string; n: string }>(
+    await db.execute(sql`SELECT pg_total_relation_size('messages') AS messages,
+      pg_total_relation_size('message_search') AS search, pg_total_relation_size('message_terms') AS terms,
+      pg_total_relation_size('message_vectors') AS vectors, (SELECT count(*) FROM messages) AS n`),
+  );
+  const per = (bytes: string) => Number(bytes) / Number(size.n);
+  return {
+    seconds: (performance.now() - started) / 1000,
+    bytesPerMessage: {
+      message: per(size.messages),
+      search: per(size.search),
+      terms: per(size.terms),
+      vector: per(size.vectors),
+    },
+  };
+}

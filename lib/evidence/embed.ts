@@ -1,0 +1,104 @@
+import { sql } from "drizzle-orm";
+import { z } from "zod";
+import { dbJson, dbTimestamp, parsedRowsOf, toDate } from "../db/rows";
+import { episodes, messageSearch, messages, messageVectors, threads } from "../db/schema";
+import type { Deps } from "../deps";
+import type { JobResult } from "../jobs/registry";
+import type { Job } from "../jobs/store";
+import { errorFields } from "../log";
+import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
+
+/** Messages embedded in one call (one batch per thread per debounce window; a backlog takes several). */
+export const EMBED_BATCH = 256;
+
+/**
+ * What of a message is embedded: its first 2,000 characters (about 500 tokens, inside every
+ * embedding model's input; a vector of a longer text says less about any one of its sentences).
+ */
+export const EMBED_INPUT_CHARS = 2_000;
+
+/**
+ * When a thread's messages are embedded: EMBED_DEBOUNCE_MS after its last write, but no later
+ * than EMBED_MAX_WAIT_MS after the job was armed (a thread written to every second still gets
+ * its batch). Null: now.
+ */
+export function embedDueAt(input: { now: Date; lastWriteAt: Date | null; armedAt: Date | null }): Date | null {
+  const quiet = (input.lastWriteAt?.getTime() ?? 0) + EMBED_DEBOUNCE_MS;
+  const cap = input.armedAt ? input.armedAt.getTime() + EMBED_MAX_WAIT_MS : quiet;
+  const due = Math.min(quiet, cap);
+  return due > input.now.getTime() ? new Date(due) : null;
+}
+
+/**
+ * The `message-embed` job of a thread: once the thread is quiet (embedDueAt), one embedding call
+ * for up to EMBED_BATCH of its indexed messages without a vector, one insert; a backlog runs
+ * again a debounce later. A provider failure throws (the runner retries the job with backoff);
+ * the messages stay stored and searchable by keyword meanwhile.
+ */
+export async function messageEmbedJob(deps: Deps, job: Job): Promise<JobResult> {
+  const threadId = String(job.payload.threadId);
+  const [state] = parsedRowsOf(
+    z.object({ last_message_at: dbTimestamp }),
+    await deps.db.execute(sql`SELECT last_message_at FROM ${threads} WHERE id = ${threadId}`),
+  );
+  if (!state) return { next: "done" };
+  const armed = typeof job.payload.armedAt === "string" ? toDate(job.payload.armedAt) : null;
+  const now = deps.clock.now();
+  const due = embedDueAt({ now, lastWriteAt: toDate(state.last_message_at), armedAt: armed });
+  if (due) return { next: "later", runAt: due, ring: true };
+  const more = await embedThreadMessages(deps, threadId);
+  return more ? { next: "later", runAt: new Date(now.getTime() + EMBED_DEBOUNCE_MS), ring: true } : { next: "done" };
+}
+
+const Pending = z.object({ id: z.string(), content: z.string() });
+
+/**
+ * Embeds up to EMBED_BATCH of a thread's indexed messages that have no vector yet (oldest first)
+ * and stores their vectors; true when more remain. A message whose thread was deleted meanwhile
+ * gets no vector (the insert joins its index row).
+ */
+export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
+  const [row] = parsedRowsOf(
+    z.object({ pending: dbJson(z.array(Pending).nullable()) }),
+    await deps.db.execute(sql`
+      SELECT json_agg(json_build_object('id', p.message_id, 'content', left(m.content, ${EMBED_INPUT_CHARS}))
+        ORDER BY p.created_at, p.message_id) AS pending
+      FROM (SELECT s.message_id, s.created_at FROM ${messageSearch} s
+        WHERE s.thread_id = ${threadId}
+          AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)
+        ORDER BY s.created_at, s.message_id LIMIT ${EMBED_BATCH + 1}) p
+      JOIN ${messages} m ON m.id = p.message_id`),
+  );
+  const pending = row?.pending ?? [];
+  const batch = pending.slice(0, EMBED_BATCH);
+  if (batch.length === 0) return false;
+  const vectors = await deps.llm.embed(batch.map((m) => m.content));
+  const rows = batch.map((m, i) => ({ id: m.id, v: `[${vectors[i].join(",")}]` }));
+  await deps.db.execute(sql`
+    INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
+    SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
+    JOIN ${messageSearch} s ON s.message_id = x.id
+    ON CONFLICT (message_id) DO NOTHING`);
+  return pending.length > batch.length;
+}
+
+/**
+ * Before an episode is summarised, a batch of its thread's messages gets its vectors (at the
+ * latest with the episode, even when the embedding job is backing off). Best effort: a failure is
+ * logged and the thread's job still runs.
+ */
+export async function embedBeforeEpisode(deps: Deps, episodeId: string): Promise<void> {
+  try {
+    const [row] = parsedRowsOf(
+      z.object({ thread_id: z.string() }),
+      await deps.db.execute(sql`SELECT thread_id FROM ${episodes} WHERE id = ${episodeId}`),
+    );
+    if (row) await embedThreadMessages(deps, row.thread_id);
+  } catch (err) {
+    deps.log.warn("embedding an episode's messages failed; the thread's job will retry", {
+      episodeId,
+      ...errorFields(err),
+    });
+  }
+}

@@ -1,0 +1,57 @@
+import { type SQL, sql } from "drizzle-orm";
+import { messageSearch, projects } from "../db/schema";
+import { jobExistsSql, scheduleJobsSql } from "../jobs/schedule";
+import { projectSetting } from "../settings/sql";
+
+/**
+ * What of a message the keyword index reads: its first 20,000 characters. A tsvector holds at
+ * most 1 MB and a message may be as long as a request (1 MB), so the whole text could fail the
+ * insert; the evidence a question needs is in the part of a turn a reader sees first.
+ */
+export const MESSAGE_INDEX_CHARS = 20_000;
+
+/**
+ * How long after a thread's last write its messages are embedded (the debounce), and the longest
+ * a message waits while the thread keeps being written to.
+ */
+export const EMBED_DEBOUNCE_MS = 2_000;
+export const EMBED_MAX_WAIT_MS = 6_000;
+
+/**
+ * Whether a message of `role` is indexed, as SQL over the project's settings `p.settings`: the
+ * user's always, the assistant's when the project says so; system prompts, tool output and
+ * compaction summaries never (docs/memory.md says why).
+ */
+function indexedRoleSql(role: SQL): SQL {
+  const assistant = projectSetting("semantic", "indexAssistantMessages", sql`p.settings`, "boolean");
+  return sql`(${role} = 'user' OR (${role} = 'assistant' AND ${assistant}))`;
+}
+
+/**
+ * CTEs folded into the statement that inserts messages, so a message is searchable by keyword
+ * when its insert commits: `indexed`, its keyword index row (the statistics follow by trigger),
+ * and `embed_job`, the thread's embedding job, armed once (a waiting job is not pushed back by
+ * every message: it re-reads the thread's last write when it fires, see ./embed.ts), with the
+ * time it was armed so a busy thread still waits at most EMBED_MAX_WAIT_MS. `msg` must expose the
+ * new messages' id, thread_id, role, content and created_at; `th` the threads' id, project_id and
+ * dataset. `embed_job` returns key and run_at, for the doorbell.
+ */
+export function indexMessagesCtes(now: string): SQL {
+  const runAt = new Date(Date.parse(now) + EMBED_DEBOUNCE_MS).toISOString();
+  return sql`indexed AS (
+      INSERT INTO ${messageSearch} (message_id, project_id, thread_id, dataset, created_at, search)
+      SELECT m.id, th.project_id, th.id, th.dataset, m.created_at,
+        to_tsvector('english', left(m.content, ${sql.raw(String(MESSAGE_INDEX_CHARS))}))
+      FROM msg m JOIN th ON th.id = m.thread_id JOIN ${projects} p ON p.id = th.project_id
+      WHERE ${indexedRoleSql(sql`m.role`)}
+      RETURNING thread_id),
+    embed_job AS (${scheduleJobsSql({
+      kind: "message-embed",
+      row: sql`th`,
+      runAt: sql`${runAt}::timestamptz`,
+      from: sql`FROM th WHERE th.id IN (SELECT thread_id FROM indexed) AND NOT ${jobExistsSql("message-embed", sql`th.id`)}`,
+      now,
+      mode: "keep",
+      payload: { armedAt: now },
+    })})`;
+}

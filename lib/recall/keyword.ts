@@ -1,0 +1,72 @@
+import { type SQL, sql } from "drizzle-orm";
+import { factTerms, messageTerms } from "../db/schema";
+import type { ProjectRef } from "../db/types";
+
+/** Candidates each query term may bring to the keyword signal (the rarest terms matter most). */
+export const KEYWORD_PER_TERM = 100;
+
+/**
+ * A term held by more than this share of a dataset's documents (and by more than
+ * KEYWORD_PER_TERM of them) brings no candidates of its own: its BM25 weight is low, and finding
+ * its documents means reading its whole posting list, the costliest part of a recall at 10k
+ * facts. It still scores the candidates the other signals bring.
+ */
+export const KEYWORD_COMMON_SHARE = 0.05;
+
+/** Okapi BM25's term-frequency saturation and length normalisation. */
+export const BM25_K1 = 1.2;
+export const BM25_B = 0.75;
+
+/**
+ * A keyword-searched collection: its per-dataset statistics table (kept by statement triggers)
+ * and the names of the statement's CTEs over it. Facts and messages are searched alike: the same
+ * English configuration, the same BM25, each against its own statistics.
+ */
+export interface TermIndex {
+  table: typeof factTerms | typeof messageTerms;
+  /** `n` (documents) and `avg_len` of the dataset. */
+  stats: string;
+  /** The query's terms the dataset holds, with `docs`, `n` and `idf`. */
+  terms: string;
+  /** A query word every document holds ("user", every fact's subject): left out. */
+  stopword?: string;
+}
+
+export const FACT_TERMS: TermIndex = { table: factTerms, stats: "stats", terms: "terms", stopword: "user" };
+export const MESSAGE_TERMS: TermIndex = { table: messageTerms, stats: "m_stats", terms: "m_terms" };
+
+/** The `stats` and `terms` CTEs of `ix` for the query, from the dataset's statistics. */
+export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+  const stats = sql.identifier(ix.stats);
+  const skip = ix.stopword ? sql` WHERE lexeme <> ${sql.raw(`'${ix.stopword}'`)}` : sql``;
+  return sql`${stats} AS (
+      SELECT docs::float8 AS n, GREATEST(lexemes::float8 / GREATEST(docs, 1), 1) AS avg_len FROM ${ix.table}
+      WHERE project_id = ${scope.projectId} AND dataset = ${scope.dataset} AND term = ''),
+    ${sql.identifier(ix.terms)} AS (
+      SELECT t.term, t.docs, st.n, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${ix.table} t CROSS JOIN ${stats} st
+      WHERE t.project_id = ${scope.projectId} AND t.dataset = ${scope.dataset} AND t.docs > 0
+        AND t.term IN (SELECT lexeme FROM unnest(to_tsvector('english', ${scope.query}))${skip}))`;
+}
+
+/**
+ * The keyword candidates: for each of the query's terms that is not common (KEYWORD_COMMON_SHARE),
+ * at most KEYWORD_PER_TERM of the documents `lookup` finds for it (`t.term` names the term), so a
+ * rare term's documents are always candidates. Returns their distinct `id`s.
+ */
+export function keywordCandidatesSql(ix: TermIndex, lookup: SQL): SQL {
+  return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (
+        ${lookup} LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m
+      WHERE t.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
+}
+
+/** `term` as a tsquery matching exactly that lexeme. */
+export const termQuery = sql`quote_literal(t.term)::tsquery`;
+
+/** Okapi BM25 of one document (its search vector) for the query's terms; null when none occurs. */
+export function bm25Of(search: SQL, ix: TermIndex): SQL {
+  const tf = sql`cardinality(u.positions)::float8`;
+  const k1 = sql.raw(`${BM25_K1}::float8`);
+  const b = sql.raw(`${BM25_B}::float8`);
+  return sql`SELECT sum(t.idf * ${tf} * (${k1} + 1) / (${tf} + ${k1} * (1 - ${b} + ${b} * length(${search}) / st.avg_len))) AS bm25
+    FROM unnest(${search}) u JOIN ${sql.identifier(ix.terms)} t ON t.term = u.lexeme CROSS JOIN ${sql.identifier(ix.stats)} st`;
+}

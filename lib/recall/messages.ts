@@ -1,0 +1,167 @@
+import { type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
+import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
+import { messageSearch, messages, messageVectors } from "../db/schema";
+import type { ProjectRef } from "../db/types";
+import { cosineDistanceSql, nearestSql, searchLimitsFor } from "../db/vectors";
+import { oneLine } from "./context";
+import { bm25Of, keywordCandidatesSql, MESSAGE_TERMS, termCtes, termQuery } from "./keyword";
+import type { TimeRange } from "./time-range";
+
+/** A message recall returns as evidence (`include: ["messages"]`), best first. */
+export interface RecalledMessage {
+  messageId: string;
+  threadId: string;
+  role: "user" | "assistant" | "system" | "tool";
+  content: string;
+  createdAt: string;
+  /** The fused score (cosine, keyword, time: the facts' weights); 1 without a query. */
+  relevanceScore: number;
+}
+
+/**
+ * How a message scored, each signal before its weight (the dashboard's playground shows them;
+ * /v1 does not): cosine (null until the message is embedded, or without a query vector), keyword
+ * (BM25 divided by the best candidate's) and the time term. All null without a query.
+ */
+export interface MessageSignals {
+  vector: number | null;
+  keyword: number | null;
+  time: number | null;
+}
+
+/** A message as the recall statement returns it: the API's shape and its signals. */
+export interface RetrievedMessage extends RecalledMessage {
+  signals: MessageSignals;
+}
+
+/** What the message part of the recall statement needs. */
+export interface MessageSearch {
+  projectId: ProjectRef;
+  dataset: string;
+  /** Absent: the most recent messages. */
+  query?: string;
+  /** The query vector as SQL (`query_vector`), when there is one. */
+  vector?: { q: SQL; dims: number };
+  asOf?: Date;
+  time?: TimeRange | null;
+}
+
+/**
+ * The messages' CTEs of the recall statement, ending with `m_top`: the best `msg_fetch` indexed
+ * messages (`s`, the settings CTE, gives it: the block's messages and as many more as facts may
+ * quote, see skipQuoted). With a query: candidates by keyword (BM25 over message_terms, like
+ * facts) and by vector (message_vectors' HNSW index; without an embedding, the most recent
+ * instead), scored as facts are: cosine + keyword (divided by the best candidate's) + time term.
+ * Without: the most recent, each scored 1.
+ */
+export function messageCtes(m: MessageSearch): SQL[] {
+  const asOf = m.asOf ? sql` AND ms.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
+  const inDataset = sql`ms.project_id = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
+  if (!m.query) {
+    return [
+      sql`m_top AS (SELECT ms.message_id AS id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
+        NULL::float8 AS time_match FROM ${messageSearch} ms WHERE ${inDataset}
+        ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT (SELECT msg_fetch FROM s))`,
+    ];
+  }
+  const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
+  const ctes: SQL[] = [
+    termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
+    sql`m_by_keyword AS (${keywordCandidatesSql(
+      MESSAGE_TERMS,
+      sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${inDataset} AND ms.search @@ ${termQuery}`,
+    )})`,
+  ];
+  if (m.vector) {
+    const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
+    const limits = searchLimitsFor(depth, sql`coalesce((SELECT n FROM m_stats), 0)`, m.vector.dims, sql`false`);
+    ctes.push(
+      sql`m_by_vector AS (${nearestSql({
+        from: sql`${messageVectors} v`,
+        column: sql`v.embedding`,
+        select: sql`v.message_id AS id`,
+        where: sql`v.project_id = ${m.projectId} AND v.dataset = ${m.dataset}${vAsOf}`,
+        query: m.vector.q,
+        dims: m.vector.dims,
+        ...limits,
+      })})`,
+    );
+  } else {
+    ctes.push(sql`m_by_vector AS (SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${inDataset}
+      ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth})`);
+  }
+  const D = m.vector ? sql.raw(String(m.vector.dims)) : undefined;
+  const cosine =
+    m.vector && D
+      ? sql`CASE WHEN vector_dims(v.embedding) = ${D} THEN 1 - ${cosineDistanceSql(sql`v.embedding`, m.vector.q, m.vector.dims)} END`
+      : sql`NULL::float8`;
+  ctes.push(
+    sql`m_scored AS (
+      SELECT ms.message_id AS id, ms.created_at, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
+        ${messageTimeTerm(m.time)}::float8 AS time_match
+      FROM (SELECT id FROM m_by_keyword UNION SELECT id FROM m_by_vector) c
+      JOIN ${messageSearch} ms ON ms.message_id = c.id
+      LEFT JOIN ${messageVectors} v ON v.message_id = c.id
+      LEFT JOIN LATERAL (${bm25Of(sql`ms.search`, MESSAGE_TERMS)}) k ON true)`,
+    sql`m_top AS (
+      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + time_weight * time_match AS score,
+        vector, keyword, time_match
+      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM m_scored) x CROSS JOIN s
+      ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
+  );
+  return ctes;
+}
+
+/** 1 when the message was written in the time the query names, else 0. */
+function messageTimeTerm(time: TimeRange | null | undefined): SQL {
+  if (!time) return sql`0`;
+  return sql`CASE WHEN ms.created_at >= ${time.from.toISOString()}::timestamptz
+    AND ms.created_at < ${time.to.toISOString()}::timestamptz THEN 1 ELSE 0 END`;
+}
+
+/** The statement's `messages` column: m_top's messages with their rows, best first. */
+export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
+    'id', m.id, 'thread_id', m.thread_id, 'role', m.role, 'content', m.content, 'created_at', m.created_at,
+    'score', t.score, 'signals', jsonb_build_object('vector', t.vector, 'keyword', t.keyword, 'time', t.time_match))
+    ORDER BY t.score DESC, m.created_at DESC, m.id), '[]'::jsonb)
+  FROM m_top t JOIN ${messages} m ON m.id = t.id) AS messages`;
+
+export const MessageJson = z.object({
+  id: z.string(),
+  thread_id: z.string(),
+  role: z.enum(["user", "assistant", "system", "tool"]),
+  content: z.string(),
+  created_at: dbTimestampSet,
+  score: dbNumber,
+  signals: z.object({ vector: z.number().nullable(), keyword: z.number().nullable(), time: z.number().nullable() }),
+});
+
+export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMessage {
+  return {
+    messageId: m.id,
+    threadId: m.thread_id,
+    role: m.role,
+    content: m.content,
+    createdAt: toIso(m.created_at) as string,
+    relevanceScore: m.score,
+    signals: m.signals,
+  };
+}
+
+/** Text as a quote is compared: one line, lower case. */
+const comparable = (text: string) => oneLine(text).toLowerCase();
+
+/**
+ * The block's messages: the candidates in order, without those a returned fact already quotes
+ * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
+ * evidence already), at most `limit`.
+ */
+export function skipQuoted<M extends RecalledMessage>(
+  candidates: M[],
+  facts: { sourceQuote: string }[],
+  limit: number,
+): M[] {
+  const quotes = facts.map((f) => comparable(f.sourceQuote)).filter((q) => q.length > 0);
+  return candidates.filter((m) => !quotes.some((q) => comparable(m.content).includes(q))).slice(0, limit);
+}
