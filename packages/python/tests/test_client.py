@@ -56,6 +56,16 @@ class WholeLoop(unittest.TestCase):
             [{"role": "assistant", "content": "Nice to meet you."}, {"role": "user", "content": "I love hiking in Sintra."}],
         )
         self.assertEqual([m["sequenceNumber"] for m in batch["messages"]], [2, 3])
+        # Before any episode: recall asks for the conversation by default, and finds it by a word.
+        fresh = client.recall(dataset, "Where do I go hiking?")
+        assert fresh["messages"] is not None
+        self.assertEqual(fresh["messages"][0]["content"], "I love hiking in Sintra.")
+        self.assertEqual(fresh["messages"][0]["threadId"], thread_id)
+        self.assertIn("I love hiking in Sintra.", fresh["context"])
+        self.assertEqual(len(client.recall(dataset, "hiking", message_limit=1)["messages"] or []), 1)
+        plain = client.recall(dataset, "Where do I go hiking?", include=[])
+        self.assertIsNone(plain["messages"])
+        self.assertNotIn("Sintra", plain["context"])
         other = client.threads.create("py/other")
         across = client.add_messages(
             [

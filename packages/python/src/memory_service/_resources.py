@@ -439,20 +439,24 @@ class Memory(_Resource):
         limit: Optional[int] = None,
         min_confidence: Optional[float] = None,
         as_of: Optional[str] = None,
+        message_limit: Optional[int] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> RecallResponse:
         """What the service knows about a dataset, as a prompt-ready block (``context``). A read:
-        retried."""
+        retried. Without ``include`` it asks for ``["messages"]``: the conversation's best-matching
+        messages come back (and into the block) as soon as they are stored, before any episode;
+        ``include=[]`` gives the facts-only answer of the plain API."""
         if query is not None and len(query) > 2000:
             raise InvalidRequestError("query: must be at most 2000 characters")
         body = _fields(
             dataset=_dataset(dataset),
             query=query,
-            include=list(include) if include is not None else None,
+            include=list(include) if include is not None else ["messages"],
             limit=limit,
             minConfidence=min_confidence,
             asOf=as_of,
+            messageLimit=message_limit,
         )
         return self._call("POST", "/v1/memory/recall", "read", body=body, timeout=timeout, retries=retries)
 

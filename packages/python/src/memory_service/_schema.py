@@ -15,7 +15,7 @@ if sys.version_info >= (3, 8):
 else:  # pragma: no cover
     from typing_extensions import Literal, TypedDict
 
-__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'Operation', 'OPERATIONS']
+__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallMessage', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'Operation', 'OPERATIONS']
 
 
 class EpisodicOverride(TypedDict, total=False):
@@ -629,7 +629,7 @@ class EntityFactsResult(TypedDict):
     """Newest validAt first; live facts only."""
 
 
-RecallPart = Literal['episodes', 'synthesis', 'raw']
+RecallPart = Literal['episodes', 'synthesis', 'raw', 'messages']
 
 
 class _RecallRequestRequired(TypedDict):
@@ -641,9 +641,11 @@ class RecallRequest(_RecallRequestRequired, total=False):
     query: str
     """Up to 2000 characters; drives ranking. Omit (or send blank) for the most recent facts."""
     include: List[RecallPart]
-    """Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call)."""
+    """Extra parts: `raw` (facts and groups), `episodes`, `synthesis` (one model call), `messages` (the conversation's best-matching messages, also rendered into `context` after the facts)."""
     limit: int
     """Facts in the block, 1-100; default the project's factsInContext (8)."""
+    messageLimit: int
+    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise."""
     minConfidence: float
     """0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0."""
     asOf: str
@@ -720,6 +722,21 @@ class RecallResponseEpisodes(TypedDict):
     """Completed episodes of the dataset (at asOf, if given)."""
 
 
+class RecallMessage(TypedDict):
+    messageId: str
+    """The message."""
+    threadId: str
+    """Its thread."""
+    role: Literal['user', 'assistant', 'system', 'tool']
+    """Who wrote it."""
+    content: str
+    """Its whole text (the block shows its first 240 characters)."""
+    createdAt: str
+    """When it was written."""
+    relevanceScore: float
+    """The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query."""
+
+
 class RecallResponse(TypedDict):
     context: str
     """Prompt-ready block; the empty string when nothing matched."""
@@ -733,6 +750,8 @@ class RecallResponse(TypedDict):
     """The same facts by anchor entity (raw)."""
     episodes: Optional[RecallResponseEpisodes]
     """Null unless included (or if they could not be read); never rendered into context."""
+    messages: Optional[List[RecallMessage]]
+    """Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading."""
 
 
 class DatasetExportThreadsItemMessagesItem(TypedDict):
@@ -831,7 +850,7 @@ OPERATIONS: Dict[str, Operation] = {
     'DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}': Operation('DELETE', '/v1/memory/semantic/datasets/{dataset}/facts/{factId}', 'facts.delete', 'write', (), (), None, 'DeleteFactResult'),
     'GET /v1/memory/semantic/datasets/{dataset}/entities': Operation('GET', '/v1/memory/semantic/datasets/{dataset}/entities', 'entities.list', 'read', (), (), None, 'ListEntitiesResult'),
     'GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts': Operation('GET', '/v1/memory/semantic/datasets/{dataset}/entities/{name}/facts', 'entities.facts', 'read', (), (), None, 'EntityFactsResult'),
-    'POST /v1/memory/recall': Operation('POST', '/v1/memory/recall', 'recall', 'read', (), ('dataset', 'query', 'include', 'limit', 'minConfidence', 'asOf'), 'RecallRequest', 'RecallResponse'),
+    'POST /v1/memory/recall': Operation('POST', '/v1/memory/recall', 'recall', 'read', (), ('dataset', 'query', 'include', 'limit', 'messageLimit', 'minConfidence', 'asOf'), 'RecallRequest', 'RecallResponse'),
     'GET /v1/memory/recall/datasets/{dataset}/export': Operation('GET', '/v1/memory/recall/datasets/{dataset}/export', 'datasets.export', 'read', (), (), None, 'DatasetExport'),
     'DELETE /v1/memory/recall/datasets/{dataset}': Operation('DELETE', '/v1/memory/recall/datasets/{dataset}', 'datasets.delete', 'write', (), (), None, 'DeleteDatasetResult'),
 }
