@@ -12,7 +12,7 @@ describe("bench:quality, tiny", () => {
   let result: QualityResult;
   const easy = "Where do I live?";
 
-  it("writes the fixture through the API and stores every gold fact", { timeout: 60_000 }, async () => {
+  it("writes the fixture through the API and stores every gold fact", { timeout: 180_000 }, async () => {
     result = await runQuality({
       seed: 42,
       size: TINY,

@@ -154,6 +154,17 @@ export const messages = pgTable(
   ],
 );
 
+/** The columns of a message's index rows: the message, its project, thread and dataset, its time. */
+const messageIndexColumns = () => ({
+  messageId: text("message_id").primaryKey(),
+  projectId: text("project_id").notNull(),
+  threadId: text("thread_id")
+    .notNull()
+    .references(() => threads.id, { onDelete: "cascade" }),
+  dataset: text("dataset").notNull(),
+  createdAt: timestamptz("created_at").notNull(),
+});
+
 /**
  * Recall's keyword index of messages (lib/evidence): one row per indexed message (the user's, and
  * the assistant's where the project says so), written by the statement that inserts the message,
@@ -165,13 +176,7 @@ export const messages = pgTable(
 export const messageSearch = pgTable(
   "message_search",
   {
-    messageId: text("message_id").primaryKey(),
-    projectId: text("project_id").notNull(),
-    threadId: text("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
-    dataset: text("dataset").notNull(),
-    createdAt: timestamptz("created_at").notNull(),
+    ...messageIndexColumns(),
     /** The same English configuration as facts' `search`, over the message's head (MESSAGE_INDEX_CHARS). */
     search: tsvector("search").notNull(),
   },
@@ -196,13 +201,7 @@ export const messageTerms = termStatistics("message_terms");
 export const messageVectors = pgTable(
   "message_vectors",
   {
-    messageId: text("message_id").primaryKey(),
-    projectId: text("project_id").notNull(),
-    threadId: text("thread_id")
-      .notNull()
-      .references(() => threads.id, { onDelete: "cascade" }),
-    dataset: text("dataset").notNull(),
-    createdAt: timestamptz("created_at").notNull(),
+    ...messageIndexColumns(),
     embedding: embedding("embedding").notNull(),
   },
   (t) => [index("message_vectors_thread_idx").on(t.threadId)],
