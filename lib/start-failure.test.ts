@@ -38,7 +38,9 @@ describe("startFailureMessage", () => {
   });
 
   it("the data directory held by another server and a wrong embedding size are their own messages", () => {
-    expect(startFailureMessage(new DirectoryInUseError("in use: set PGLITE_DIR", "/data"))).toBe("in use: set PGLITE_DIR");
+    expect(startFailureMessage(new DirectoryInUseError("in use: set PGLITE_DIR", "/data"))).toBe(
+      "in use: set PGLITE_DIR",
+    );
     expect(startFailureMessage(new EmbeddingDimensionsError("EMBEDDING_DIMENSIONS is 1536"))).toBe(
       "EMBEDDING_DIMENSIONS is 1536",
     );
