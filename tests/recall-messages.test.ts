@@ -305,6 +305,39 @@ describe("lifecycle", () => {
     expect((await t.recall({ query: "heron", include: ["messages"] })).messages).toEqual([]);
   });
 
+  it("forgetting a fact takes the messages that said it out of recall (they stay in the thread), and no others", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const said = await t.say(th, "By the way,   I adopted a CAT named Miso last week!");
+    const other = await t.say(th, "The cat sleeps on my keyboard.");
+    await t.embed();
+    const factId = `fct_${randomUUID().slice(0, 8)}`;
+    await svc.deps.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      VALUES (${factId}, ${t.projectId}, ${t.dataset}, 'user', 'adopted', 'a cat named Miso',
+              0.9, 'I adopted a cat named Miso', now())`);
+    const res = await svc.request(`/v1/memory/semantic/datasets/${t.dataset}/facts/${factId}`, {
+      method: "DELETE",
+      token: t.key,
+    });
+    expect(res.status).toBe(200);
+    const r = await t.recall({ query: "cat Miso", include: ["messages"] });
+    expect(r.factCount).toBe(0);
+    expect(ids(r)).toEqual([other]);
+    expect(r.context).not.toContain("Miso");
+    const [left] = rowsOf<{ search: number; vectors: number }>(
+      await svc.deps.db.execute(sql`SELECT
+        (SELECT count(*)::int FROM message_search WHERE message_id = ${said}) AS search,
+        (SELECT count(*)::int FROM message_vectors WHERE message_id = ${said}) AS vectors`),
+    );
+    expect(left).toEqual({ search: 0, vectors: 0 });
+    const listed = await svc.request(`${W}/threads/${th}/messages`, { token: t.key });
+    expect(((await listed.json()) as { messages: { messageId: string }[] }).messages.map((m) => m.messageId)).toEqual([
+      said,
+      other,
+    ]);
+  });
+
   it("a deleted project leaves no index rows, vectors or statistics", async () => {
     const t = await tenant();
     await t.say(await t.thread(), "osprey");

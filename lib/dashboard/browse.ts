@@ -7,6 +7,7 @@ import type { Deps } from "../deps";
 import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
 import { retryEpisode } from "../episodic/triggers";
 import { notFound } from "../errors";
+import { unindexQuotingMessagesCtes } from "../evidence/write";
 import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
 import { RawThreadRow, threadFromRaw, threadRecord } from "../threads";
 import { MessageRow, messageRecord } from "../working/messages";
@@ -250,13 +251,19 @@ export async function browseFacts(
 
 /**
  * Removes a fact of the project permanently; its entity links go with it (the foreign key
- * cascades). Unlike the /v1 delete, which invalidates. One statement.
+ * cascades), and the messages that said it leave recall's conversation evidence, as with the /v1
+ * delete (which invalidates instead). One statement.
  */
 export async function deleteFact({ deps, projectId }: ProjectContext, { factId }: { factId: string }): Promise<void> {
-  const deleted = await deps.db
-    .delete(facts)
-    .where(and(eq(facts.id, factId), eq(facts.projectId, projectId)))
-    .returning({ id: facts.id });
+  const deleted = parsedRowsOf(
+    z.object({ id: z.string() }),
+    await deps.db.execute(sql`
+      WITH forgotten AS (
+        DELETE FROM ${facts} WHERE id = ${factId} AND project_id = ${projectId}
+        RETURNING id, project_id, dataset, source_quote),
+      ${unindexQuotingMessagesCtes()}
+      SELECT id FROM forgotten`),
+  );
   if (deleted.length === 0) throw notFound("Fact not found");
 }
 

@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import { messageSearch, projects } from "../db/schema";
+import { messageSearch, messages, messageVectors, projects } from "../db/schema";
 import { jobExistsSql, scheduleJobsSql } from "../jobs/schedule";
 import { projectSetting } from "../settings/sql";
 
@@ -54,4 +54,25 @@ export function indexMessagesCtes(now: string): SQL {
       mode: "keep",
       payload: { armedAt: now },
     })})`;
+}
+
+/**
+ * CTEs that take out of the conversation index the messages that said what a forgotten fact
+ * holds: those of its dataset whose text contains its source quote, compared as recall compares
+ * a quote (one line, lower case: skipQuoted in lib/recall/messages.ts). Without them, forgetting
+ * "I live in Lisbon" would bring the user's own words back into recall, now unquoted. The
+ * messages stay in their thread and in the export. `forgotten` must expose project_id, dataset
+ * and source_quote; the keyword index narrows the candidates before the text is compared.
+ */
+export function unindexQuotingMessagesCtes(): SQL {
+  const comparable = (text: SQL) => sql`lower(btrim(regexp_replace(${text}, '\\s+', ' ', 'g')))`;
+  return sql`quoting AS (
+      SELECT s.message_id FROM forgotten f
+      JOIN ${messageSearch} s ON s.project_id = f.project_id AND s.dataset = f.dataset
+        AND s.search @@ plainto_tsquery('english', f.source_quote)
+      JOIN ${messages} m ON m.id = s.message_id
+      WHERE ${comparable(sql`f.source_quote`)} <> ''
+        AND strpos(${comparable(sql`m.content`)}, ${comparable(sql`f.source_quote`)}) > 0),
+    unindexed_vectors AS (DELETE FROM ${messageVectors} WHERE message_id IN (SELECT message_id FROM quoting)),
+    unindexed AS (DELETE FROM ${messageSearch} WHERE message_id IN (SELECT message_id FROM quoting))`;
 }

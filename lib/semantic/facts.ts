@@ -5,6 +5,7 @@ import { dbInt, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } fro
 import { entities, factEntities, facts } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { notFound } from "../errors";
+import { unindexQuotingMessagesCtes } from "../evidence/write";
 
 /** A `facts` row as raw SQL returns it (the columns of `FACT_COLUMNS`). */
 export const FactRow = z.object({
@@ -100,21 +101,26 @@ export async function listFacts(
  * retrieval while the row, its sourceQuote and embedding remain. `valid_until` is left alone: it
  * says when the fact stopped being true in the world, invalid_at when the service stopped
  * believing it. Unknown, another dataset's or project's, and already invalidated facts are all
- * "Fact not found" (the spec's lifecycle), so the one conditional UPDATE decides. One statement.
+ * "Fact not found" (the spec's lifecycle), so the one conditional UPDATE decides. The messages
+ * that said it leave recall's conversation evidence in the same statement (they stay in their
+ * thread and the export): forgetting must not bring the user's words back. One statement.
  */
 export async function invalidateFact(
   { deps, projectId }: ProjectContext,
   { dataset, factId }: { dataset: string; factId: string },
 ) {
-  const [row] = await deps.db
-    .update(facts)
-    .set({ invalidAt: deps.clock.now() })
-    .where(
-      and(eq(facts.id, factId), eq(facts.projectId, projectId), eq(facts.dataset, dataset), isNull(facts.invalidAt)),
-    )
-    .returning({ id: facts.id, invalidAt: facts.invalidAt });
+  const [row] = parsedRowsOf(
+    z.object({ id: z.string(), invalid_at: dbTimestampSet }),
+    await deps.db.execute(sql`
+      WITH forgotten AS (
+        UPDATE ${facts} SET invalid_at = ${deps.clock.now().toISOString()}::timestamptz
+        WHERE id = ${factId} AND project_id = ${projectId} AND dataset = ${dataset} AND invalid_at IS NULL
+        RETURNING id, invalid_at, project_id, dataset, source_quote),
+      ${unindexQuotingMessagesCtes()}
+      SELECT id, invalid_at FROM forgotten`),
+  );
   if (!row) throw notFound("Fact not found");
-  return { factId: row.id, invalidatedAt: toIso(row.invalidAt) as string };
+  return { factId: row.id, invalidatedAt: toIso(row.invalid_at) as string };
 }
 
 /**
