@@ -3,7 +3,8 @@ import { describe, expect, it } from "vitest";
 import { PULL_FORWARD_MS } from "../lib/episodic/triggers";
 import { runDueJobs, sweep } from "../lib/jobs/runner";
 import { patchProjectSettings } from "../lib/settings/store";
-import { type Episode, transcriptTexts, useEpisodicService } from "./episodic-fixtures";
+import { type Episode, type Tenant, transcriptTexts, useEpisodicService } from "./episodic-fixtures";
+import { runMessageEmbedJob, withoutMessageEmbed } from "./helpers/jobs-of-kind";
 import { adminSession } from "./helpers/service";
 
 /**
@@ -19,6 +20,11 @@ const MINUTE = 60_000;
 
 const ringsFor = (key: string) => h.svc.rings.filter((r) => r.key === key).map((r) => r.runAt.toISOString());
 const plus = (isoTime: string, ms: number) => new Date(Date.parse(isoTime) + ms).toISOString();
+/**
+ * The tenant's jobs without the threads' message-embed jobs (every user message arms one,
+ * lib/evidence/embed.ts): these tests are about the idle timer and the episodes.
+ */
+const episodicJobs = async (t: Tenant) => withoutMessageEmbed(await t.jobs());
 
 describe("idle timer", () => {
   it("schedules one job per thread at last message + interval; a second message does not reschedule it", async () => {
@@ -28,7 +34,7 @@ describe("idle timer", () => {
     const m1 = await t.say(a, "first words");
     await h.svc.settle();
     const expected = plus(m1.createdAt, DEFAULT_INTERVAL);
-    expect(await t.jobs()).toEqual([
+    expect(await episodicJobs(t)).toEqual([
       {
         key: `idle:${a}`,
         kind: "thread-idle",
@@ -46,14 +52,14 @@ describe("idle timer", () => {
     await t.say(a, "second words");
     await t.say(a, "third words");
     await h.svc.settle();
-    const jobs = await t.jobs();
+    const jobs = await episodicJobs(t);
     expect(jobs).toHaveLength(1);
     expect(jobs[0].runAt).toBe(expected);
     expect(ringsFor(`idle:${a}`)).toEqual([expected]);
 
     // Another thread gets its own timer.
     const mb = await t.say(b, "elsewhere");
-    expect(Object.fromEntries((await t.jobs()).map((j) => [j.key, j.runAt]))).toEqual({
+    expect(Object.fromEntries((await episodicJobs(t)).map((j) => [j.key, j.runAt]))).toEqual({
       [`idle:${a}`]: expected,
       [`idle:${b}`]: plus(mb.createdAt, DEFAULT_INTERVAL),
     });
@@ -64,6 +70,9 @@ describe("idle timer", () => {
     const a = await t.thread("ds");
     const m1 = await t.say(a, "idle alpha");
     h.clock.advance(10 * MINUTE);
+    // The thread's message embedding (due 2 s after m1) runs first: the counts below are the timer's.
+    await runMessageEmbedJob(h.svc.deps, a);
+    expect(h.fake.embeddingCalls().map((c) => c.input)).toEqual([["idle alpha"]]);
     const m2 = await t.say(a, "idle beta", "assistant");
 
     // The timer fires at m1 + interval: the thread has been idle for only 20 minutes.
@@ -91,7 +100,7 @@ describe("idle timer", () => {
     // The next message starts a new timer; when it fires, the episode holds only the new message.
     h.clock.advance(MINUTE);
     const m3 = await t.say(a, "idle gamma");
-    expect(await t.jobs()).toMatchObject([{ key: `idle:${a}`, runAt: plus(m3.createdAt, DEFAULT_INTERVAL) }]);
+    expect(await episodicJobs(t)).toMatchObject([{ key: `idle:${a}`, runAt: plus(m3.createdAt, DEFAULT_INTERVAL) }]);
     h.clock.advance(DEFAULT_INTERVAL);
     await runDueJobs(h.svc.deps);
     const all = await t.episodes();
@@ -107,7 +116,7 @@ describe("idle timer", () => {
     const overridden = await t.thread("d2", { autoEpisodeIntervalMs: 5000 });
     const p1 = await t.say(plain, "x");
     const o1 = await t.say(overridden, "x");
-    expect(Object.fromEntries((await t.jobs()).map((j) => [j.key, j.runAt]))).toEqual({
+    expect(Object.fromEntries((await episodicJobs(t)).map((j) => [j.key, j.runAt]))).toEqual({
       [`idle:${plain}`]: plus(p1.createdAt, DEFAULT_INTERVAL),
       [`idle:${overridden}`]: plus(o1.createdAt, 5000),
     });
@@ -123,7 +132,7 @@ describe("idle timer", () => {
     const overridden2 = await t.thread("d4", { autoEpisodeIntervalMs: 7000 });
     const p2 = await t.say(plain2, "x");
     const o2 = await t.say(overridden2, "x");
-    const jobs = Object.fromEntries((await t.jobs()).map((j) => [j.key, j.runAt]));
+    const jobs = Object.fromEntries((await episodicJobs(t)).map((j) => [j.key, j.runAt]));
     expect(jobs).toEqual({
       // Already scheduled work keeps its time; the new interval applies to new timers.
       [`idle:${plain}`]: plus(p1.createdAt, DEFAULT_INTERVAL),
@@ -135,7 +144,7 @@ describe("idle timer", () => {
     // A thread override of null is stripped: the project's value applies.
     const nulled = await t.thread("d5", { autoEpisodeIntervalMs: null });
     const n1 = await t.say(nulled, "x");
-    expect((await t.jobs()).find((j) => j.key === `idle:${nulled}`)?.runAt).toBe(plus(n1.createdAt, 60_000));
+    expect((await episodicJobs(t)).find((j) => j.key === `idle:${nulled}`)?.runAt).toBe(plus(n1.createdAt, 60_000));
 
     // The override's interval drives the cut: 5 s later the overridden thread has an episode.
     h.clock.advance(5000);
@@ -151,9 +160,11 @@ describe("idle timer", () => {
     );
     const a = await t.thread("ds");
     await t.conversation(a, ["null one", "null two"]);
-    expect(await t.jobs()).toEqual([]);
+    expect(await episodicJobs(t)).toEqual([]);
 
     h.clock.advance(30 * 24 * 60 * MINUTE);
+    // The thread's message embedding runs first: the sweep below has only episodic work to find.
+    await runMessageEmbedJob(h.svc.deps, a);
     expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
     expect(await t.jobs()).toEqual([]);
     expect(await t.episodes()).toEqual([]);
@@ -161,7 +172,7 @@ describe("idle timer", () => {
     // A thread override still turns the timer on for that thread.
     const b = await t.thread("ds2", { autoEpisodeIntervalMs: 2000 });
     const mb = await t.say(b, "override on");
-    expect(await t.jobs()).toMatchObject([{ key: `idle:${b}`, runAt: plus(mb.createdAt, 2000) }]);
+    expect(await episodicJobs(t)).toMatchObject([{ key: `idle:${b}`, runAt: plus(mb.createdAt, 2000) }]);
 
     const ended = await t.end(a);
     expect(ended.episodeId).toEqual(expect.any(String));
@@ -182,6 +193,8 @@ describe("idle timer", () => {
     await h.svc.deps.db.execute(sql`DELETE FROM jobs WHERE key = ${`idle:${a}`}`);
 
     h.clock.set(new Date(Date.parse(m.createdAt) + DEFAULT_INTERVAL - 1));
+    // The thread's message embedding (long due) runs first: the sweep's `ran` counts the timer's work.
+    await runMessageEmbedJob(h.svc.deps, a);
     expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
 
     h.clock.advance(1);
@@ -207,15 +220,19 @@ describe("episodic enabled: false", () => {
     expect(((await list.json()) as { total: number }).total).toBe(2);
     const prepare = await t.get(`/v1/memory/working/threads/${a}/prepare`, { method: "POST" });
     expect(prepare.status).toBe(200);
-    expect(await t.jobs()).toEqual([]);
+    // Messages stay conversation evidence (indexed, embedded) with episodic memory off.
+    expect((await t.jobs()).map((j) => j.key)).toEqual([`embed:${a}`]);
 
     expect((await t.end(a)).episodeId).toBeNull();
     await t.thread("ds");
-    expect(await t.jobs()).toEqual([]);
+    expect(await episodicJobs(t)).toEqual([]);
     h.clock.advance(2 * DEFAULT_INTERVAL);
+    await runMessageEmbedJob(h.svc.deps, a);
     expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
+    expect(await t.jobs()).toEqual([]);
     expect(await t.episodes()).toEqual([]);
-    expect(h.fake.requests).toEqual([]);
+    // The one model call is the user message's embedding: no summary, no episode embedding.
+    expect(h.fake.requests.map((r) => [r.endpoint, r.body.input])).toEqual([["embeddings", ["off one"]]]);
   });
 
   it("per thread: the disabled thread makes nothing while its siblings work", async () => {
@@ -224,10 +241,10 @@ describe("episodic enabled: false", () => {
     const on = await t.thread("ds2");
     await t.say(off, "quiet");
     await t.say(on, "loud");
-    expect((await t.jobs()).map((j) => j.key)).toEqual([`idle:${on}`]);
+    expect((await episodicJobs(t)).map((j) => j.key)).toEqual([`idle:${on}`]);
     // A new thread in its dataset does not pull the disabled thread forward either.
     await t.thread("ds");
-    expect((await t.jobs()).map((j) => j.key)).toEqual([`idle:${on}`]);
+    expect((await episodicJobs(t)).map((j) => j.key)).toEqual([`idle:${on}`]);
     expect((await t.end(off)).episodeId).toBeNull();
     expect((await t.end(on)).episodeId).toEqual(expect.any(String));
     await runDueJobs(h.svc.deps);
@@ -238,9 +255,10 @@ describe("episodic enabled: false", () => {
     const t = await tenant();
     const a = await t.thread("ds");
     await t.say(a, "soon disabled");
-    expect(await t.jobs()).toHaveLength(1);
+    expect(await episodicJobs(t)).toMatchObject([{ key: `idle:${a}` }]);
     await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { episodic: { enabled: false } });
     h.clock.advance(DEFAULT_INTERVAL);
+    await runMessageEmbedJob(h.svc.deps, a);
     expect(await runDueJobs(h.svc.deps)).toBe(1);
     expect(await t.jobs()).toEqual([]);
     expect(await t.episodes()).toEqual([]);
@@ -346,16 +364,20 @@ describe("a new thread pulls waiting siblings forward", () => {
     const b = await t.thread("ds");
     await h.svc.settle();
     const due = iso(PULL_FORWARD_MS);
-    const jobs = Object.fromEntries((await t.jobs()).map((j) => [j.key, j]));
+    const jobs = Object.fromEntries((await episodicJobs(t)).map((j) => [j.key, j]));
     expect(Object.keys(jobs).sort()).toEqual([`idle:${a}`, `idle:${elsewhere}`].sort());
     expect(jobs[`idle:${a}`]).toMatchObject({ runAt: due, payload: { threadId: a, pulled: true } });
     expect(jobs[`idle:${elsewhere}`]).toMatchObject({
       runAt: plus(me.createdAt, DEFAULT_INTERVAL),
       payload: { threadId: elsewhere },
     });
-    expect(await other.jobs()).toMatchObject([{ key: `idle:${foreign}`, runAt: plus(mf.createdAt, DEFAULT_INTERVAL) }]);
+    expect(await episodicJobs(other)).toMatchObject([
+      { key: `idle:${foreign}`, runAt: plus(mf.createdAt, DEFAULT_INTERVAL) },
+    ]);
     expect(ringsFor(`idle:${a}`)).toEqual([plus(ma.createdAt, DEFAULT_INTERVAL), due]);
     expect(ringsFor(`idle:${b}`)).toEqual([]);
+    // The threads' message embeddings (due 2 s after their messages) run first.
+    for (const thread of [a, elsewhere, foreign]) await runMessageEmbedJob(h.svc.deps, thread);
 
     h.clock.set(new Date(Date.parse(due) - 1));
     expect(await runDueJobs(h.svc.deps)).toBe(0);
@@ -374,7 +396,7 @@ describe("a new thread pulls waiting siblings forward", () => {
     const ma = await t.say(a, "short interval");
     h.clock.advance(30_000);
     await t.thread("ds");
-    expect(await t.jobs()).toMatchObject([{ key: `idle:${a}`, runAt: plus(ma.createdAt, 2 * MINUTE) }]);
+    expect(await episodicJobs(t)).toMatchObject([{ key: `idle:${a}`, runAt: plus(ma.createdAt, 2 * MINUTE) }]);
     h.clock.advance(90_000);
     await runDueJobs(h.svc.deps);
     expect(await t.episodes()).toMatchObject([{ thread_id: a, status: "completed" }]);
@@ -388,9 +410,9 @@ describe("a new thread pulls waiting siblings forward", () => {
     );
     const a = await t.thread("ds");
     await t.conversation(a, ["null sibling one", "null sibling two"]);
-    expect(await t.jobs()).toEqual([]);
+    expect(await episodicJobs(t)).toEqual([]);
     await t.thread("ds");
-    expect(await t.jobs()).toMatchObject([
+    expect(await episodicJobs(t)).toMatchObject([
       { key: `idle:${a}`, runAt: iso(PULL_FORWARD_MS), payload: { pulled: true } },
     ]);
     h.clock.advance(PULL_FORWARD_MS);
@@ -409,10 +431,10 @@ describe("a new thread pulls waiting siblings forward", () => {
     await runDueJobs(h.svc.deps);
     h.clock.advance(MINUTE);
     await t.thread("ds");
-    expect(await t.jobs()).toMatchObject([
+    expect(await episodicJobs(t)).toMatchObject([
       { key: `idle:${a}`, runAt: plus(ma.createdAt, DEFAULT_INTERVAL), payload: { threadId: a } },
     ]);
-    expect((await t.jobs())[0].payload.pulled).toBeUndefined();
+    expect((await episodicJobs(t))[0].payload.pulled).toBeUndefined();
     h.clock.advance(PULL_FORWARD_MS);
     await runDueJobs(h.svc.deps);
     expect(await t.episodes()).toHaveLength(1);

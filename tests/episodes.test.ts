@@ -1,6 +1,8 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
+import { EMBED_INPUT_CHARS } from "../lib/evidence/embed";
+import { EMBED_DEBOUNCE_MS } from "../lib/evidence/write";
 import { runDueJobs, sweep } from "../lib/jobs/runner";
 import { EPISODE_SUMMARY_PROMPT } from "../lib/llm/prompts";
 import { patchProjectSettings } from "../lib/settings/store";
@@ -34,6 +36,23 @@ async function endedEpisode(t: Awaited<ReturnType<typeof tenant>>, contents: str
   const { episodeId } = await t.end(threadId);
   expect(episodeId).toEqual(expect.any(String));
   return episodeId as string;
+}
+
+/**
+ * The provider's embedding calls, split: the thread's messages' (the `message-embed` job and the
+ * batch before an episode: every input is an indexed message's text) and the rest (summaries, facts).
+ */
+async function embeddingCallsByKind() {
+  const texts = new Set(
+    rowsOf<{ content: string }>(
+      await h.svc.deps.db.execute(
+        sql`SELECT left(m.content, ${EMBED_INPUT_CHARS}) AS content FROM message_search s JOIN messages m ON m.id = s.message_id`,
+      ),
+    ).map((r) => r.content),
+  );
+  const calls = h.fake.embeddingCalls();
+  const ofMessages = (c: { input: string[] }) => c.input.length > 0 && c.input.every((text) => texts.has(text));
+  return { messages: calls.filter(ofMessages), episodes: calls.filter((c) => !ofMessages(c)) };
 }
 
 const summaryCallCount = () => h.fake.chatCalls("episode_summary").length;
@@ -109,11 +128,15 @@ describe("pipeline", () => {
       expect(v).toBeCloseTo(expected[i], 3);
     });
 
-    // Exactly one model call and one embedding batch.
+    // Exactly one model call and one embedding batch for the episode.
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
-    expect(h.fake.embeddingCalls()).toEqual([
+    const embedded = await embeddingCallsByKind();
+    expect(embedded.episodes).toEqual([
       expect.objectContaining({ input: [done.summary], dimensions: TEST_EMBEDDING_DIMENSIONS }),
     ]);
+    // Besides it, the thread's user messages were embedded (their vectors for recall).
+    expect(embedded.messages.length).toBeGreaterThan(0);
+    for (const call of embedded.messages) expect(call.input).toEqual(["I am planning a trip", "Lisbon by train"]);
   });
 
   it("extracts facts after the summary, or skips extraction when semantic memory is disabled", async () => {
@@ -144,9 +167,11 @@ describe("pipeline", () => {
     await runDueJobs(h.svc.deps);
     for (const id of ids) expect((await t.episode(id)).status).toBe("completed");
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(3);
-    // Extraction found nothing here, so it embedded nothing: one batch per episode, the summary's.
-    expect(h.fake.embeddingCalls()).toHaveLength(3);
-    expect(h.fake.embeddingCalls().map((c) => c.input)).toEqual(
+    // Extraction found nothing here, so it embedded nothing: one batch per episode, the summary's
+    // (besides the threads' messages' batches).
+    const { episodes } = await embeddingCallsByKind();
+    expect(episodes).toHaveLength(3);
+    expect(episodes.map((c) => c.input)).toEqual(
       expect.arrayContaining([0, 1, 2].map((i) => [`batch ${i} hello batch ${i} bye`])),
     );
   });
@@ -248,7 +273,8 @@ describe("failures", () => {
     const episode = await failedEpisode(t);
     expect(episode.error).toMatch(/^Model call \(episode_summary\) failed: provider answered 500/);
     expect(episode).toMatchObject({ summary: "", keyLearnings: [], retryCount: 0, processingCompletedAt: iso() });
-    expect(h.fake.embeddingCalls()).toEqual([]);
+    // No summary to embed (the thread's messages were, by their own job).
+    expect((await embeddingCallsByKind()).episodes).toEqual([]);
     expect((await storedEmbedding(episode.episodeId)).vector).toBeNull();
     // The job is done with; only the retry brings the episode back.
     expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
@@ -256,11 +282,25 @@ describe("failures", () => {
 
   it("a provider error on the embedding call fails the episode", async () => {
     const t = await tenant();
+    const threadId = await t.thread("ds");
+    await t.conversation(threadId, ["failing hello", "failing bye"]);
+    // The thread's messages get their vectors first (their job, once the thread is quiet), so the
+    // one failure armed below hits the episode's own embedding call.
+    h.clock.advance(EMBED_DEBOUNCE_MS);
+    await runDueJobs(h.svc.deps);
+    expect(h.fake.embeddingCalls().map((c) => c.input)).toEqual([["failing hello"]]);
     h.fake.fail({ status: 500, times: 1, endpoint: "embeddings" });
-    const episode = await failedEpisode(t);
+    const { episodeId } = await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    const episode = await t.episode(episodeId as string);
+    expect(episode.status).toBe("failed");
     expect(episode.error).toMatch(/^Embedding call failed: provider answered 500/);
     expect(episode.summary).toBe("");
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+    // The failed call was the summary's.
+    const [, summaryCall] = h.fake.embeddingCalls();
+    expect(summaryCall.input).toEqual(["failing hello failing bye"]);
+    expect(h.fake.embeddingCalls()).toHaveLength(2);
   });
 
   it("an answer that does not match the schema fails the episode", async () => {

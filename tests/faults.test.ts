@@ -7,6 +7,7 @@ import { createLlm } from "../lib/llm/client";
 import { patchProjectSettings } from "../lib/settings/store";
 import { gate, type Tenant, transcriptLines } from "./episodic-fixtures";
 import type { ChatRequest } from "./helpers/fake-openai";
+import { embedWaitingMessages } from "./helpers/jobs-of-kind";
 import { fact, judge, useSemanticService } from "./semantic-fixtures";
 
 /**
@@ -31,6 +32,11 @@ const { h, tenant, facts, entities, semanticState } = S;
 
 const RETRY_INTERVAL_MS = 120_000;
 const db = () => h.svc.deps.db;
+/**
+ * The conversations' `message-embed` jobs, run before the part of a test that counts jobs or arms
+ * a fault, so sweeps and faults meet only the episode and extraction work (see helpers/jobs-of-kind.ts).
+ */
+const embedMessages = () => embedWaitingMessages(h.svc.deps, h.clock);
 const failStatements = (pattern: RegExp, times = Number.POSITIVE_INFINITY) => {
   failing = { pattern, times };
 };
@@ -136,6 +142,7 @@ describe("provider outage, then recovery", () => {
       const threadId = await conversationAbout(t, `early${i}`, things(i));
       early.push((await t.end(threadId)).episodeId as string);
     }
+    expect(await embedMessages()).toBe(3);
     expect((await sweep(deps)).ran).toBe(3);
     for (const row of await episodeRows(t)) {
       expect(row).toMatchObject({ status: "failed", retry_count: 0, summary: "", has_embedding: false });
@@ -152,6 +159,7 @@ describe("provider outage, then recovery", () => {
       const threadId = await conversationAbout(t, `late${i}`, things(10 + i));
       late.push((await t.end(threadId)).episodeId as string);
     }
+    expect(await embedMessages()).toBe(2);
     expect(await sweep(deps)).toMatchObject({ retried: 3, ran: 5 });
     for (const row of await episodeRows(t)) {
       expect(row.status).toBe("failed");
@@ -257,14 +265,20 @@ describe("provider outage, then recovery", () => {
   it("short bursts of 429 and timeouts inside the client's own retries never fail an episode", async () => {
     const t = await tenant();
     const deps = depsWithLlm({ timeoutMs: 1000, maxRetries: 2 });
+    const { episodeId } = await t.end(await conversationAbout(t, "ds", ["tea", "cake"]));
+    // The messages' own embedding first, so the hung embedding below is the episode's.
+    expect(await embedMessages()).toBe(1);
+    const embeddedBefore = h.fake.embeddingCalls().length;
     h.fake.fail({ status: 429, times: 2, endpoint: "chat" });
     h.fake.fail({ status: 500, times: 1, endpoint: "embeddings", hang: true });
-    const { episodeId } = await t.end(await conversationAbout(t, "ds", ["tea", "cake"]));
     expect((await sweep(deps)).ran).toBe(1);
     const [row] = await expectSettled(t);
     expect(row).toMatchObject({ id: episodeId, status: "completed", retry_count: 0, error: null });
     // Two refused summary calls, then one answered; one hung embedding, then one answered.
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(3);
+    const [hung, answered] = h.fake.embeddingCalls().slice(embeddedBefore);
+    expect(answered).toEqual(hung);
+    expect(hung.input).toEqual([row.summary]);
     expect((await expectFactsOnce(t)).map((f) => f.object).sort()).toEqual(["cake", "tea"]);
   });
 });
@@ -296,7 +310,10 @@ describe("a worker killed mid-episode", () => {
 
   async function endedThread(t: Tenant) {
     const threadId = await conversationAbout(t, "ds", ["rowing", "sailing"]);
-    return (await t.end(threadId)).episodeId as string;
+    const { episodeId } = await t.end(threadId);
+    // The messages' embedding job is not part of what the lease tests count.
+    expect(await embedMessages()).toBe(1);
+    return episodeId as string;
   }
 
   it("past the lease the sweep recovers the episode and completes it once; the stale worker's late answer writes nothing", async () => {
@@ -496,6 +513,11 @@ describe("the database failing a statement leaves no partial write", () => {
         sql`SELECT count(*) AS n FROM fact_entities fe JOIN facts f ON f.id = fe.fact_id WHERE f.project_id = ${t.projectId} AND f.dataset = ${dataset}`,
       ),
       jobs: await count(sql`SELECT count(*) AS n FROM jobs WHERE ${scope}`),
+      // The conversation index: keyword rows and vectors of the dataset's messages, and the
+      // threads' waiting embedding jobs (counted in `jobs` too).
+      indexed: await count(sql`SELECT count(*) AS n FROM message_search WHERE ${scope}`),
+      vectors: await count(sql`SELECT count(*) AS n FROM message_vectors WHERE ${scope}`),
+      embedJobs: await count(sql`SELECT count(*) AS n FROM jobs WHERE ${scope} AND kind = 'message-embed'`),
     };
   }
 
@@ -504,14 +526,30 @@ describe("the database failing a statement leaves no partial write", () => {
     for (const dataset of ["doomed", "kept"]) {
       const threadId = await conversationAbout(t, dataset, [`${dataset}jazz`, `${dataset}chess`]);
       await t.end(threadId);
-      // A second, open thread with messages not yet in an episode (and its idle timer).
+    }
+    // The ended threads' messages get their vectors.
+    expect(await embedMessages()).toBe(2);
+    for (const dataset of ["doomed", "kept"]) {
+      // A second, open thread with messages not yet in an episode (and its idle timer), nor
+      // embedded (its embedding job waits for the thread to be quiet).
       const open = await t.thread(dataset);
       await t.say(open, "I like waiting");
     }
     expect(await runDueJobs(h.svc.deps)).toBe(2);
     const before = await datasetRows(t, "doomed");
-    // Both threads' idle timers are still waiting.
-    expect(before).toEqual({ threads: 2, messages: 5, episodes: 1, facts: 2, entities: 2, links: 2, jobs: 2 });
+    // Both threads' idle timers are still waiting, and the open thread's embedding job.
+    expect(before).toEqual({
+      threads: 2,
+      messages: 5,
+      episodes: 1,
+      facts: 2,
+      entities: 2,
+      links: 2,
+      jobs: 3,
+      indexed: 3,
+      vectors: 2,
+      embedJobs: 1,
+    });
     const kept = await datasetRows(t, "kept");
     const erase = () => t.get("/v1/memory/recall/datasets/doomed", { method: "DELETE" });
 
@@ -544,6 +582,9 @@ describe("the database failing a statement leaves no partial write", () => {
       entities: 0,
       links: 0,
       jobs: 0,
+      indexed: 0,
+      vectors: 0,
+      embedJobs: 0,
     });
     expect(await datasetRows(t, "kept")).toEqual(kept);
   });
@@ -551,6 +592,7 @@ describe("the database failing a statement leaves no partial write", () => {
   it("episode summary write fails: nothing of it lands, the episode is failed with a readable error and completes on a retry", async () => {
     const t = await tenant();
     const episodeId = (await t.end(await conversationAbout(t, "ds", ["tea"]))).episodeId as string;
+    expect(await embedMessages()).toBe(1);
     const nothingLanded = async (retryCount: number, error: RegExp) => {
       const [row] = await episodeRows(t);
       expect(row).toMatchObject({ id: episodeId, status: "failed", retry_count: retryCount, summary: "" });
@@ -592,6 +634,7 @@ describe("the database failing a statement leaves no partial write", () => {
   it("fact batch: a statement failing inside it (at the driver, or raised by the database) rolls back the whole batch; the retry writes it once", async () => {
     const t = await tenant();
     const episodeId = (await t.end(await conversationAbout(t, "ds", ["tea", "cake"]))).episodeId as string;
+    expect(await embedMessages()).toBe(1);
 
     // The facts insert fails at the driver, after the batch's status update and entity insert ran.
     failStatements(/^\s*WITH written AS \(\s*insert into "facts"/, 1);

@@ -4,10 +4,12 @@ import { createNodeService } from "../functions/node";
 import { rowsOf, toDate } from "../lib/db/rows";
 import type { Deps } from "../lib/deps";
 import { processEpisode } from "../lib/episodic/pipeline";
+import { EMBED_DEBOUNCE_MS } from "../lib/evidence/write";
 import { keepLease, LEASE_MS, runDueJobs, runJob, runJobByKey, sweep } from "../lib/jobs/runner";
 import { claimJobs, completeJob, type JobSpec, rescheduleJob, scheduleJob } from "../lib/jobs/store";
 import { silentLogger } from "../lib/log";
 import { gate, type Tenant, useEpisodicService } from "./episodic-fixtures";
+import { runMessageEmbedJob } from "./helpers/jobs-of-kind";
 import { testPgUrl } from "./helpers/test-database";
 
 /**
@@ -26,12 +28,28 @@ const spec = (t: Tenant, key: string, runAt: Date, payload: Record<string, unkno
   payload,
 });
 
+/**
+ * A thread with one message, ended: its episode is pending with its job due. The thread's
+ * message-embed job (armed by the message, lib/evidence/embed.ts) runs first, so the jobs table
+ * holds only the episode's job and the episode job's best-effort embedding step
+ * (embedBeforeEpisode) finds nothing to embed: it makes no model call, and
+ * EMBED_BEFORE_EPISODE_STATEMENTS statements.
+ */
 async function pendingEpisode(t: Tenant, content = "job words") {
   const threadId = await t.thread("ds");
   await t.say(threadId, content);
+  h.clock.advance(EMBED_DEBOUNCE_MS);
+  await runMessageEmbedJob(h.svc.deps, threadId);
   const { episodeId } = await t.end(threadId);
   return episodeId as string;
 }
+
+/**
+ * The statements the episode job runs before the episode's claim: embedBeforeEpisode's lookup of
+ * the thread and of its messages without a vector (none after pendingEpisode). It swallows its
+ * own failures (best effort), so a failing database is set up to skip them and hit the claim.
+ */
+const EMBED_BEFORE_EPISODE_STATEMENTS = 2;
 
 /**
  * Deps whose database, after `skip` statements, fails the next `times` ones (a dropped
@@ -274,6 +292,7 @@ describe("runner", () => {
     const t = await tenant();
     const episodeId = await pendingEpisode(t, "rung twice");
     const key = `episode:${episodeId}`;
+    const embeddingsBefore = h.fake.embeddingCalls().length; // the message's, in pendingEpisode
     h.fake.latencyMs = 20;
     const results = await Promise.all([runJobByKey(h.svc.deps, key), runJobByKey(h.svc.deps, key)]);
     expect(results.sort()).toEqual([false, true]);
@@ -282,7 +301,13 @@ describe("runner", () => {
     expect(await processEpisode(h.svc.deps, episodeId)).toBe("skipped");
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "rung twice", retryCount: 0 });
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
-    expect(h.fake.embeddingCalls()).toHaveLength(1);
+    // One embedding call, the summary's (echoed from the transcript).
+    expect(
+      h.fake
+        .embeddingCalls()
+        .slice(embeddingsBefore)
+        .map((c) => c.input),
+    ).toEqual([["rung twice"]]);
     expect(await t.episodes()).toHaveLength(1);
   });
 
@@ -327,7 +352,7 @@ describe("runner", () => {
     const claim = () => claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
 
     const [first] = await claim();
-    await runJob(failingDb(h.svc.deps, 1), first);
+    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), first);
     const afterFirst = (await t.jobs()).find((j) => j.key === key);
     expect(afterFirst).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
@@ -340,7 +365,7 @@ describe("runner", () => {
     h.clock.advance(30_000);
     const [second] = await claim();
     expect(second.attempts).toBe(2);
-    await runJob(failingDb(h.svc.deps, 1), second);
+    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), second);
     expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 60_000).toISOString(),
       lockedUntil: null,
@@ -361,7 +386,7 @@ describe("runner", () => {
     const key = `episode:${episodeId}`;
     const [job] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
     // The claim goes through; the result write and the failure write both hit a dead connection.
-    await runJob(failingDb(h.svc.deps, 2, 1), job);
+    await runJob(failingDb(h.svc.deps, 2, EMBED_BEFORE_EPISODE_STATEMENTS + 1), job);
     expect((await t.episode(episodeId)).status).toBe("processing");
     expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),

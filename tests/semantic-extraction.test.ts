@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
+import { EMBED_INPUT_CHARS } from "../lib/evidence/embed";
 import { LEASE_MS, runDueJobs, sweep } from "../lib/jobs/runner";
 import { FACT_EXTRACTION_PROMPT } from "../lib/llm/prompts";
 import { processSemantic, SEMANTIC_MAX_RETRIES } from "../lib/semantic/extract";
@@ -26,6 +27,27 @@ const { h, tenant, extract, facts, factBy, entities, links, semanticState, setSe
 
 const RETRY_INTERVAL_MS = 120_000;
 const db = () => h.svc.deps.db;
+
+/**
+ * The provider's embedding calls for episodes (summaries, facts, entities): all but the threads'
+ * messages' batches (the `message-embed` job and the batch before an episode: every input is an
+ * indexed message's text).
+ */
+async function episodeEmbeddingCalls() {
+  const texts = new Set(
+    rowsOf<{ content: string }>(
+      await db().execute(
+        sql`SELECT left(m.content, ${EMBED_INPUT_CHARS}) AS content FROM message_search s JOIN messages m ON m.id = s.message_id`,
+      ),
+    ).map((r) => r.content),
+  );
+  return h.fake.embeddingCalls().filter((c) => !(c.input.length > 0 && c.input.every((text) => texts.has(text))));
+}
+
+/** `calls()`, counting the episodes' embedding batches only. */
+async function episodeCalls() {
+  return { ...calls(), embeddings: (await episodeEmbeddingCalls()).length };
+}
 
 async function listFacts(t: Tenant, query = "") {
   const res = await t.get(`/v1/memory/semantic/datasets/ds/facts${query}`);
@@ -194,7 +216,7 @@ describe("what the extraction model is asked, and what is kept", () => {
     expect(call.messages[1]).toEqual(h.fake.chatCalls("episode_summary")[0].messages[1]);
 
     // Nothing extracted: no embedding batch beyond the summary's, no judge, completed.
-    expect(calls()).toMatchObject({ summary: 1, extraction: 1, judge: 0, embeddings: 1 });
+    expect(await episodeCalls()).toMatchObject({ summary: 1, extraction: 1, judge: 0, embeddings: 1 });
     expect(await facts(t)).toEqual([]);
     expect((await semanticState(episodeId)).semanticStatus).toBe("completed");
   });
@@ -231,7 +253,7 @@ describe("what the extraction model is asked, and what is kept", () => {
       "user works_at Acme Corp | i work at 'acme' corp",
     ]);
     // Only the kept facts were embedded (after the summary's batch).
-    expect(h.fake.embeddingCalls()[1].input).toEqual([
+    expect((await episodeEmbeddingCalls())[1].input).toEqual([
       factText("lives_in", "Lisbon"),
       factText("works_at", "Acme Corp"),
     ]);
@@ -273,7 +295,7 @@ describe("budget", () => {
     );
     // Every pair of "user likes X" facts is in the band.
     await setSemantic(t, { contradictionBandMin: 0.1, factDedupThreshold: 0.99 });
-    const before = calls();
+    const before = await episodeCalls();
     h.fake.onStructured(
       "contradiction_judgement",
       judge(() => false),
@@ -291,7 +313,7 @@ describe("budget", () => {
         ],
       },
     );
-    const after = calls();
+    const after = await episodeCalls();
     expect({
       summary: after.summary - before.summary,
       extraction: after.extraction - before.extraction,
@@ -304,7 +326,7 @@ describe("budget", () => {
     expect(pairs.length).toBeGreaterThan(12);
     expect(pairs.map((p) => p.pair)).toEqual(pairs.map((_, i) => i + 1));
     // One embedding batch for 12 facts and 3 entities.
-    expect(h.fake.embeddingCalls().at(-1)?.input).toHaveLength(15);
+    expect((await episodeEmbeddingCalls()).at(-1)?.input).toHaveLength(15);
     expect(await facts(t)).toHaveLength(18);
   });
 
@@ -617,15 +639,16 @@ describe("settings", () => {
       entities: [],
     });
     await setSemantic(t, { enabled: false });
-    const before = calls();
+    const before = await episodeCalls();
     const { episodeId } = await extract(t, ["I live in Porto now", "ok"], {
       facts: [fact("lives_in", "Porto", "I live in Porto now")],
       entities: [],
     });
     expect(await semanticState(episodeId)).toMatchObject({ status: "completed", semanticStatus: "skipped" });
-    expect(calls().summary).toBe(before.summary + 1);
-    expect(calls().extraction).toBe(before.extraction);
-    expect(calls().embeddings).toBe(before.embeddings + 1);
+    const after = await episodeCalls();
+    expect(after.summary).toBe(before.summary + 1);
+    expect(after.extraction).toBe(before.extraction);
+    expect(after.embeddings).toBe(before.embeddings + 1);
     expect((await listFacts(t)).facts.map((f) => f.object)).toEqual(["Lisbon"]);
     // Nothing re-queues a skipped extraction.
     h.clock.advance(RETRY_INTERVAL_MS);

@@ -1,4 +1,4 @@
-import { and, eq, type SQL, sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext } from "../context";
 import { dbInt, dbJson, dbTimestampSet, parsedRowsOf } from "../db/rows";

@@ -1,4 +1,4 @@
-import { and, eq, isNull, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext, ReadContext } from "../context";
 import { dbInt, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
