@@ -606,6 +606,9 @@ describe("provider stream", () => {
     })().catch((e) => e);
     expect(err).toBeInstanceOf(ProviderError);
     expect(err.message).toMatch(/stalled/);
+    // The stalled connection is closed, not left open; waited for here, so that its close (seen
+    // by the server at its next chunk) is not counted in the next test.
+    await vi.waitFor(() => expect(fake.streamsClosedEarly).toBe(1), { timeout: 2000 });
   });
 
   it("abort() ends the iteration quietly and closes the connection", async () => {
