@@ -25,6 +25,14 @@ export function pgPoolConfig(url: string): pg.PoolConfig {
 /** Any other Postgres URL: a node-postgres pool. */
 export function createPgDatabase(url: string, options: { onQuery?: QueryHook } = {}): Database {
   const pool = new pg.Pool(pgPoolConfig(url));
+  // An idle connection the server ends (a restart, a failover, an administrator's terminate, a
+  // dropped database) is reported on the pool; without a listener Node.js would end the process.
+  // The pool discards that connection and opens another for the next query, and a query in
+  // flight gets the error itself, so a warning is all there is to do.
+  // (console: lib/log sits above lib/db in the folders' import order.)
+  pool.on("error", (err) =>
+    console.warn(JSON.stringify({ level: "warn", msg: "database connection lost while idle", error: err.message })),
+  );
   const db = drizzle({ client: pool, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,
