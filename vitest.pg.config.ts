@@ -43,6 +43,7 @@ export const PG_SUITES = [
   // Recall and vector search (pgvector's HNSW on the server).
   "tests/recall.test.ts",
   "tests/recall-dataset.test.ts",
+  "tests/recall-messages.test.ts",
   "tests/vector-search.test.ts",
   "tests/rerank.test.ts",
   // Statements per request.
