@@ -99,6 +99,31 @@ describe("batch add to one thread", () => {
     }
   });
 
+  it("moves a defaulted time up to a later message a concurrent append committed first; a client's own time is checked", async () => {
+    const t = await tenant();
+    const threadId = await t.thread();
+    expect((await t.post(`${W}/threads/${threadId}/messages`, { role: "user", content: "first" })).status).toBe(201);
+    // What a concurrent append leaves when it read the clock after this request but committed first.
+    const later = new Date(Date.now() + 60_000).toISOString();
+    await svc.deps.db.execute(sql`UPDATE messages SET created_at = ${later}::timestamptz WHERE thread_id = ${threadId}`);
+    await svc.deps.db.execute(sql`UPDATE threads SET last_message_at = ${later}::timestamptz WHERE id = ${threadId}`);
+
+    const res = await t.post(`${W}/threads/${threadId}/messages:batch`, { messages: say(2) });
+    expect(res.status).toBe(201);
+    const body = (await res.json()) as { messages: Created[] };
+    expect(body.messages.map((m) => m.createdAt)).toEqual([later, later]);
+    const single = await t.post(`${W}/threads/${threadId}/messages`, { role: "user", content: "next" });
+    expect(((await single.json()) as Created).createdAt).toBe(later);
+    const listed = await t.list(threadId);
+    expect(listed.map((m) => m.createdAt)).toEqual([later, later, later, later]);
+
+    const own = await t.post(`${W}/threads/${threadId}/messages:batch`, {
+      messages: [{ role: "user", content: "backfill", createdAt: new Date().toISOString() }],
+    });
+    expect(own.status).toBe(400);
+    expect(((await own.json()) as { issues: Issue[] }).issues[0].path).toEqual(["messages", 0, "createdAt"]);
+  });
+
   it("writes nothing when an item is invalid, naming each by index", async () => {
     const t = await tenant();
     const threadId = await t.thread();

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { batchRows, earlyIssues, sequenced, threadsToCompact } from "./batch";
+import { batchRows, earlyIssues, placedRows, sequenced, threadsToCompact } from "./batch";
 
 const now = "2026-01-01T00:00:00.000Z";
 
@@ -12,12 +12,25 @@ describe("batchRows", () => {
       ],
       now,
     );
-    expect(rows.map((r) => [r.ord, r.thread_id, r.created_at, r.metadata, r.tokens])).toEqual([
-      [0, "thr_a", now, undefined, { input: 1 }],
-      [1, "thr_b", "2025-12-31T00:00:00.000Z", undefined, undefined],
+    expect(rows.map((r) => [r.ord, r.thread_id, r.created_at, r.defaulted, r.metadata, r.tokens])).toEqual([
+      [0, "thr_a", now, true, undefined, { input: 1 }],
+      [1, "thr_b", "2025-12-31T00:00:00.000Z", false, undefined, undefined],
     ]);
     expect(rows[0].id).toMatch(/^msg_/);
     expect(rows[0].id).not.toBe(rows[1].id);
+  });
+});
+
+describe("placedRows", () => {
+  it("takes the time the statement stored for the rows it moved, and keeps the others", () => {
+    const rows = [
+      { ord: 0, created_at: now },
+      { ord: 1, created_at: now },
+    ];
+    expect(placedRows(rows, [{ ord: 1, at: "2026-01-01 00:00:05+00" }])).toEqual([
+      { ord: 0, created_at: now },
+      { ord: 1, created_at: "2026-01-01T00:00:05.000Z" },
+    ]);
   });
 });
 

@@ -94,7 +94,7 @@ export async function addMessages(ctx: ProjectContext, { messages: items }: { me
   for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
     if (await compactInline(ctx, threadId)) compactedThreadIds.push(threadId);
   }
-  return { messages: sequenced(rows, touched), compactedThreadIds };
+  return { messages: sequenced(placedRows(rows, row.moved ?? []), touched), compactedThreadIds };
 }
 
 export type BatchRow = ReturnType<typeof batchRows>[number];
@@ -112,6 +112,10 @@ export function batchRows(items: BatchItem[], now: string) {
     latency_ms: item.latencyMs,
     metadata: nonEmpty(item.metadata),
     created_at: item.createdAt?.toISOString() ?? now,
+    // A defaulted time is the request's clock, read before the thread is locked: a concurrent
+    // append may commit a later one first. Such a time moves up to the thread's last message
+    // (never a 400); a client's own createdAt is checked, not moved.
+    defaulted: item.createdAt === undefined,
   }));
 }
 
@@ -122,6 +126,7 @@ const BatchResultRow = z.object({
   missing: dbInt,
   early: dbJson(z.array(z.object({ ord: z.number(), last_at: z.string() })).nullable()),
   threads: dbJson(z.array(TouchedThread).nullable()),
+  moved: dbJson(z.array(z.object({ ord: z.number(), at: z.string() })).nullable()),
   timers: z.unknown(),
   embed_jobs: z.unknown(),
   compact_threshold: dbInt.nullable(),
@@ -131,12 +136,10 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
   return sql`
     WITH input AS (
       SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(ord int, id text, thread_id text,
-        role text, content text, tokens jsonb, model text, latency_ms real, metadata jsonb, created_at timestamptz)
+        role text, content text, tokens jsonb, model text, latency_ms real, metadata jsonb, created_at timestamptz,
+        defaulted boolean)
     ),
-    per AS (
-      SELECT thread_id, count(*)::int AS n, min(created_at) AS first_at, max(created_at) AS last_at
-      FROM input GROUP BY thread_id
-    ),
+    per AS (SELECT thread_id, count(*)::int AS n FROM input GROUP BY thread_id),
     locked AS (
       -- The row as locked is its newest version (last_message_at); the newest message covers a
       -- summary written by compaction.
@@ -145,26 +148,28 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
       FROM ${threads} t WHERE t.id IN (SELECT thread_id FROM per) AND t.project_id = ${projectId}
       ORDER BY t.id FOR UPDATE
     ),
-    early AS (
-      SELECT input.ord, locked.last_at FROM input JOIN locked ON locked.id = input.thread_id
-      WHERE input.created_at < locked.last_at
+    placed AS (
+      SELECT input.*, CASE WHEN input.defaulted THEN greatest(input.created_at, locked.last_at)
+        ELSE input.created_at END AS placed_at
+      FROM input JOIN locked ON locked.id = input.thread_id
     ),
+    early AS (SELECT ord, last_at FROM placed JOIN locked ON locked.id = placed.thread_id WHERE placed_at < last_at),
     ok AS (
       SELECT (SELECT count(*) FROM locked) = (SELECT count(*) FROM per) AND NOT EXISTS (SELECT 1 FROM early) AS ok
     ),
     th AS (
       UPDATE ${threads} t SET last_seq = t.last_seq + per.n, live_count = t.live_count + per.n,
-        last_message_at = per.last_at, updated_at = ${now}::timestamptz
+        last_message_at = (SELECT max(placed_at) FROM placed WHERE placed.thread_id = t.id), updated_at = ${now}::timestamptz
       FROM per, ok
       WHERE ok.ok AND t.id = per.thread_id AND t.project_id = ${projectId}
       RETURNING t.id, t.project_id, t.dataset, t.settings, t.last_seq, t.live_count, per.n
     ),
     msg AS (
       INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
-      SELECT input.id, ${projectId}, th.id,
-        th.last_seq - th.n + row_number() OVER (PARTITION BY input.thread_id ORDER BY input.ord),
-        input.role, input.content, input.tokens, input.model, input.latency_ms, input.metadata, input.created_at
-      FROM input JOIN th ON th.id = input.thread_id
+      SELECT placed.id, ${projectId}, th.id,
+        th.last_seq - th.n + row_number() OVER (PARTITION BY placed.thread_id ORDER BY placed.ord),
+        placed.role, placed.content, placed.tokens, placed.model, placed.latency_ms, placed.metadata, placed.placed_at
+      FROM placed JOIN th ON th.id = placed.thread_id
       RETURNING id, thread_id, role, content, created_at
     ),
     ${indexMessagesCtes(now)},
@@ -172,6 +177,7 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
     SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
       (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
       (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
+      (SELECT json_agg(json_build_object('ord', ord, 'at', placed_at)) FROM placed WHERE placed_at <> created_at) AS moved,
       ${dueJobsJson("timer")} AS timers, ${dueJobsJson("embed_job")} AS embed_jobs,
       (SELECT count(*) FROM msg)::int AS inserted,
       ${autoCompactThresholdSql(projectId)} AS compact_threshold`;
@@ -187,6 +193,12 @@ export function earlyIssues(early: { ord: number; last_at: string }[], rows: Pic
       message: `Must not be before the thread's last message (${toIso(e.last_at)})`,
       input: rows[e.ord].created_at,
     }));
+}
+
+/** The rows with the times the statement stored: a defaulted time it moved up to the thread's last message. */
+export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(rows: R[], moved: { ord: number; at: string }[]): R[] {
+  const at = new Map(moved.map((m) => [m.ord, toIso(m.at) as string]));
+  return rows.map((r) => (at.has(r.ord) ? { ...r, created_at: at.get(r.ord) as string } : r));
 }
 
 /** Sequence numbers: each thread's items, in request order, end at its new last_seq. */

@@ -36,16 +36,18 @@ export async function addMessage(ctx: ProjectContext, { threadId, ...input }: Me
   const result = await deps.db.execute(sql`
     WITH th AS (
       UPDATE ${threads} SET last_seq = last_seq + 1, live_count = live_count + 1,
-        last_message_at = ${now}::timestamptz, updated_at = ${now}::timestamptz
+        -- The clock was read before the row was locked; a concurrent append may have committed a
+        -- later time, and a thread's message times never go back.
+        last_message_at = greatest(last_message_at, ${now}::timestamptz), updated_at = ${now}::timestamptz
       WHERE id = ${threadId} AND project_id = ${projectId}
-      RETURNING id, project_id, dataset, settings, last_seq, live_count
+      RETURNING id, project_id, dataset, settings, last_seq, live_count, last_message_at
     ),
     msg AS (
       INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
       SELECT ${newId("msg")}, ${projectId}, th.id, th.last_seq, ${input.role}, ${input.content},
              ${tokens}::jsonb, ${input.model ?? null},
              ${input.latencyMs ?? null}::real, ${metadata}::jsonb,
-             ${now}::timestamptz
+             th.last_message_at
       FROM th
       RETURNING id, thread_id, seq, role, content, created_at
     ),
