@@ -660,7 +660,7 @@ describe("project settings", () => {
           rerankCandidates: 20,
           rerankTimeoutMs: 2000,
           vectorSecondSearch: false,
-          messagesInContext: 4,
+          messagesInContext: 6,
           indexAssistantMessages: false,
         },
       },

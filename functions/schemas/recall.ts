@@ -78,7 +78,7 @@ export const RecallRequestSchema = z
       .openapi({ description: "Facts in the block, 1-100; default the project's factsInContext (8)." }),
     messageLimit: integerIn(1, 100).optional().openapi({
       description:
-        'With `include: ["messages"]`: messages in the block, 1-100; default the project\'s messagesInContext (4). Ignored otherwise.',
+        'With `include: ["messages"]`: messages in the block, 1-100; default the project\'s messagesInContext (6). Ignored otherwise.',
     }),
     minConfidence: numberIn(0, 1).optional().openapi({
       description: "0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0.",

@@ -135,7 +135,7 @@ const recallTool = defineTool({
       ),
     messageLimit: integerIn(1, 100)
       .optional()
-      .describe("With messages: how many, 1-100; default the project's messagesInContext (4)."),
+      .describe("With messages: how many, 1-100; default the project's messagesInContext (6)."),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
   failure: "Failed to recall memory",

@@ -41,7 +41,7 @@ export const DEFAULT_SETTINGS = {
     rerankTimeoutMs: 2000,
     vectorSecondSearch: false,
     /** Chosen on bench:quality (docs/memory.md): the evidence gained per token flattens past 4. */
-    messagesInContext: 4,
+    messagesInContext: 6,
     indexAssistantMessages: false,
   },
 };

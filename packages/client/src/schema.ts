@@ -2623,7 +2623,7 @@ export interface components {
       include?: ("episodes" | "synthesis" | "raw" | "messages")[];
       /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
       limit?: number;
-      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise. */
+      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise. */
       messageLimit?: number;
       /** @description 0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0. */
       minConfidence?: number;

@@ -645,7 +645,7 @@ class RecallRequest(_RecallRequestRequired, total=False):
     limit: int
     """Facts in the block, 1-100; default the project's factsInContext (8)."""
     messageLimit: int
-    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise."""
+    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise."""
     minConfidence: float
     """0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0."""
     asOf: str
