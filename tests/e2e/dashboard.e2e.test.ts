@@ -359,6 +359,10 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await heading("Users").waitFor();
     await page.getByText(ADMIN.username).first().waitFor();
     await capture(page, "users");
+    // Deleting yourself is refused on the page, before any confirmation.
+    await page.getByRole("button", { name: `Delete ${ADMIN.username}` }).click();
+    await page.getByRole("alert").getByText("You cannot delete your own account").waitFor();
+    expect(await page.getByRole("dialog").count()).toBe(0);
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Projects" }).click();
     await page.getByRole("link", { name: PROJECT }).waitFor();
     await capture(page, "projects");
