@@ -196,7 +196,10 @@ export function earlyIssues(early: { ord: number; last_at: string }[], rows: Pic
 }
 
 /** The rows with the times the statement stored: a defaulted time it moved up to the thread's last message. */
-export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(rows: R[], moved: { ord: number; at: string }[]): R[] {
+export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(
+  rows: R[],
+  moved: { ord: number; at: string }[],
+): R[] {
   const at = new Map(moved.map((m) => [m.ord, toIso(m.at) as string]));
   return rows.map((r) => (at.has(r.ord) ? { ...r, created_at: at.get(r.ord) as string } : r));
 }
