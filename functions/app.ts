@@ -16,7 +16,7 @@ import { faviconRoute } from "./favicon";
 import { healthRoutes } from "./health";
 import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
-import { mcpRoutes } from "./mcp";
+import { mcpRoutes } from "./mcp/routes";
 import { recallRoutes } from "./recall";
 import { requestLog } from "./request-log";
 import { createRouter } from "./router";
@@ -96,7 +96,7 @@ export function createApp(options: {
   app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/v1/memory/recall", recallRoutes);
   app.route("/jobs", jobRoutes);
-  // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp.ts).
+  // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp/routes.ts).
   app.route("/mcp", mcpRoutes);
   // The API reference; on the Node.js host also the renderer's file, from the same built assets.
   app.route("/", docsRoutes(options.dashboardAssets));

@@ -4,8 +4,8 @@ import type { Database, Db } from "./db/types";
 import type { Doorbell } from "./jobs/doorbell";
 import type { JobRegistry } from "./jobs/registry";
 import type { Llm } from "./llm/client";
+import type { QueryEmbeddings } from "./llm/query-embeddings";
 import type { Logger } from "./log";
-import type { QueryEmbeddings } from "./recall/query-embeddings";
 
 /** Everything a domain function may touch, injected by the host. */
 export interface Deps {

@@ -1,8 +1,9 @@
 import { DrizzleQueryError } from "drizzle-orm";
 
 /**
- * The one error type the domain throws. `onError` in functions/app.ts maps it to `{error}` with
- * its status; anything else becomes a logged 500.
+ * The domain's errors. A refusal is an HttpError; a model provider's failure a ProviderError. Both
+ * become an answer in one place, `knownFailure` in functions/errors.ts (HTTP and MCP alike):
+ * `{error}` with the refusal's status, a 503 for a missing provider; anything else a logged 500.
  */
 export class HttpError extends Error {
   constructor(
@@ -45,4 +46,28 @@ export const conflict = (message: string) => new HttpError(409, message);
 export function failureText(err: unknown): string {
   if (err instanceof DrizzleQueryError && err.cause instanceof Error) return `Database error: ${err.cause.message}`;
   return err instanceof Error ? err.message : String(err);
+}
+
+/** Raised for every provider failure, with a message fit for an episode's `error`. */
+export class ProviderError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ProviderError";
+  }
+}
+
+/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
+export const NO_PROVIDER_MESSAGE =
+  "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
+
+/**
+ * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
+ * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
+ * HttpError, so the parts that degrade without a model (recall) still catch it.
+ */
+export class NoProviderError extends ProviderError {
+  constructor() {
+    super(NO_PROVIDER_MESSAGE);
+    this.name = "NoProviderError";
+  }
 }

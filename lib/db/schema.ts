@@ -11,7 +11,7 @@ import {
   text,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
-import type { ExtractionReport } from "../semantic/report";
+import { MESSAGE_ROLES } from "../roles";
 import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
 
 // ---------------------------------------------------------------------------------------------
@@ -130,7 +130,7 @@ export const messages = pgTable(
       .notNull()
       .references(() => threads.id, { onDelete: "cascade" }),
     seq: integer("seq").notNull(),
-    role: text("role", { enum: ["user", "assistant", "system", "tool"] }).notNull(),
+    role: text("role", { enum: MESSAGE_ROLES }).notNull(),
     content: text("content").notNull(),
     tokens: jsonb("tokens").$type<{ input?: number; output?: number; total?: number }>(),
     model: text("model"),
@@ -247,8 +247,12 @@ export const episodes = pgTable(
     retryCount: integer("retry_count").notNull().default(0),
     semanticRetryCount: integer("semantic_retry_count").notNull().default(0),
     semanticError: text("semantic_error"),
-    /** What the last completed fact extraction proposed, kept and dropped; null before it ran. */
-    extractionReport: jsonb("extraction_report").$type<ExtractionReport>(),
+    /**
+     * What the last completed fact extraction proposed, kept and dropped; null before it ran. Its
+     * shape is lib/semantic/report.ts's `ExtractionReport`, not named here: lib/semantic imports
+     * lib/db, never the other way round (written and read with raw SQL, parsed on the way out).
+     */
+    extractionReport: jsonb("extraction_report").$type<Record<string, unknown>>(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
     embedding: embedding("embedding"),
     createdAt: createdAt(),

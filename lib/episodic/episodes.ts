@@ -8,6 +8,7 @@ import { cosineDistanceSql, sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
 import type { ExtractionReport } from "../semantic/report";
+import { DEFAULT_SETTINGS } from "../settings/settings";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -108,7 +109,7 @@ export async function listEpisodes(
 
 /**
  * Semantic search of completed summaries: one embedding call, then one statement ranking by
- * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (0.7 / 0.3 unless given).
+ * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (the default episodic settings' unless given).
  */
 export async function searchEpisodes(
   { deps, projectId }: ReadContext,
@@ -118,7 +119,17 @@ export async function searchEpisodes(
   }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
   const [vector] = await deps.llm.embed([q.query]);
-  return rankEpisodes(deps, projectId, dataset, vector, q.limit, q.similarityWeight ?? 0.7, q.recencyWeight ?? 0.3);
+  const weights = DEFAULT_SETTINGS.episodic;
+  const similarityWeight = q.similarityWeight ?? weights.similarityWeight;
+  return rankEpisodes(
+    deps,
+    projectId,
+    dataset,
+    vector,
+    q.limit,
+    similarityWeight,
+    q.recencyWeight ?? weights.recencyWeight,
+  );
 }
 
 /**

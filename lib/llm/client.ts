@@ -3,6 +3,7 @@ import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
+import { NoProviderError, ProviderError } from "../errors";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -88,30 +89,6 @@ export interface CompletionStream extends AsyncIterable<string> {
   completion(): Completion;
   /** Stop reading and close the provider connection; the iteration then ends without an error. */
   abort(): void;
-}
-
-/** Raised for every provider failure, with a message fit for an episode's `error`. */
-export class ProviderError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "ProviderError";
-  }
-}
-
-/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
-export const NO_PROVIDER_MESSAGE =
-  "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
-
-/**
- * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
- * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
- * HttpError, so the parts that degrade without a model (recall) still catch it.
- */
-export class NoProviderError extends ProviderError {
-  constructor() {
-    super(NO_PROVIDER_MESSAGE);
-    this.name = "NoProviderError";
-  }
 }
 
 /**

@@ -9,6 +9,12 @@ import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
 import { timeRangeOf } from "./time-range";
 
+/**
+ * What a recall that could read nothing answers with (the spec's 500 message of POST
+ * /v1/memory/recall, declared by functions/recall.ts; the MCP recall tools say the same).
+ */
+export const RECALL_FAILURE = "Failed to recall memory";
+
 export type RecallInclude = "episodes" | "synthesis" | "raw" | "messages";
 
 export interface RecallRequest {

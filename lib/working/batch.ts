@@ -9,8 +9,9 @@ import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import { errorFields } from "../log";
+import type { MessageRole } from "../roles";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
-import type { MessageInput, Role } from "./messages";
+import type { MessageInput } from "./messages";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
 export const MAX_BATCH_MESSAGES = 1000;
@@ -25,7 +26,7 @@ export interface BatchMessage {
   messageId: string;
   threadId: string;
   sequenceNumber: number;
-  role: Role;
+  role: MessageRole;
   createdAt: string;
 }
 

@@ -1,11 +1,13 @@
 import { providerConfigured } from "../config";
 import type { ProjectContext } from "../context";
-import { type ChatMessage, type Completion, NoProviderError } from "../llm/client";
+import { NoProviderError } from "../errors";
+import type { ChatMessage, Completion } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { recall } from "../recall/recall";
+import type { MessageRole } from "../roles";
 import { getThread } from "../threads";
-import { addMessage, prepareContext, type Role } from "./messages";
+import { addMessage, prepareContext } from "./messages";
 
 export interface ChatInput {
   threadId: string;
@@ -150,7 +152,7 @@ function recallQuery(content: string): string {
  * Chat Completions accepts a `tool` message only as the answer to an assistant tool call (with
  * its tool_call_id), which the stored window does not have: a tool output is passed as user text.
  */
-function toChatMessage(m: { role: Role; content: string }): ChatMessage {
+function toChatMessage(m: { role: MessageRole; content: string }): ChatMessage {
   return m.role === "tool" ? { role: "user", content: `[tool] ${m.content}` } : { role: m.role, content: m.content };
 }
 

@@ -9,13 +9,11 @@ import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
 import { errorFields } from "../log";
+import { MESSAGE_ROLES, type MessageRole, messageRole, perRole } from "../roles";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 
-export const ROLES = ["user", "assistant", "system", "tool"] as const;
-export type Role = (typeof ROLES)[number];
-
 export interface MessageInput {
-  role: Role;
+  role: MessageRole;
   content: string;
   tokens?: { input?: number; output?: number; total?: number };
   model?: string;
@@ -78,7 +76,7 @@ const AddedRow = z.object({
   id: z.string(),
   thread_id: z.string(),
   seq: dbInt,
-  role: z.enum(ROLES),
+  role: messageRole(),
   created_at: dbTimestampSet,
   timer_key: z.string().nullable(),
   timer_run_at: dbTimestamp,
@@ -107,7 +105,7 @@ export const MessageRow = z.object({
   id: z.string(),
   thread_id: z.string(),
   seq: dbInt,
-  role: z.enum(ROLES),
+  role: messageRole(),
   content: z.string(),
   tokens: z
     .looseObject({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
@@ -222,7 +220,7 @@ export async function prepareContext(
   };
 }
 
-const WindowMessage = z.object({ role: z.enum(ROLES), content: z.string() });
+const WindowMessage = z.object({ role: messageRole(), content: z.string() });
 const WindowRow = z.object({
   dataset: z.string(),
   message_count: dbInt,
@@ -230,6 +228,11 @@ const WindowRow = z.object({
   summary: dbJson(WindowMessage.nullable()),
   window: dbJson(z.array(WindowMessage)),
 });
+
+/** The thread's messages counted by role, as one JSON object (`{"user": 3, …}`, every role named). */
+const BY_ROLE = sql.raw(
+  `jsonb_build_object(${MESSAGE_ROLES.map((role) => `'${role}', count(*) FILTER (WHERE role = '${role}')`).join(", ")})`,
+);
 
 /**
  * Counts by role, caller-reported token totals, first/last message time, session duration, and
@@ -242,10 +245,7 @@ export async function threadStats({ deps, projectId }: ReadContext, { threadId }
     SELECT (SELECT dataset FROM t) AS dataset,
            (SELECT count(*) FROM t)::int AS thread_found,
            count(*)::int AS message_count,
-           count(*) FILTER (WHERE role = 'user')::int AS user_count,
-           count(*) FILTER (WHERE role = 'assistant')::int AS assistant_count,
-           count(*) FILTER (WHERE role = 'system')::int AS system_count,
-           count(*) FILTER (WHERE role = 'tool')::int AS tool_count,
+           ${BY_ROLE} AS by_role,
            count(*) FILTER (WHERE compacted_at IS NOT NULL)::int AS compacted_count,
            coalesce(sum((tokens ->> 'input')::numeric), 0)::float8 AS input_tokens,
            coalesce(sum((tokens ->> 'output')::numeric), 0)::float8 AS output_tokens,
@@ -267,7 +267,7 @@ export async function threadStats({ deps, projectId }: ReadContext, { threadId }
     threadId,
     dataset: r.dataset,
     messageCount: r.message_count,
-    byRole: { user: r.user_count, assistant: r.assistant_count, system: r.system_count, tool: r.tool_count },
+    byRole: r.by_role,
     compactedCount: r.compacted_count,
     compaction: {
       compactions: r.compactions,
@@ -284,10 +284,7 @@ const StatsRow = z.object({
   dataset: z.string().nullable(),
   thread_found: dbInt,
   message_count: dbInt,
-  user_count: dbInt,
-  assistant_count: dbInt,
-  system_count: dbInt,
-  tool_count: dbInt,
+  by_role: dbJson(z.object(perRole(() => z.number()))),
   compacted_count: dbInt,
   input_tokens: dbNumber,
   output_tokens: dbNumber,

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { listen } from "../../lib/dev/listen";
+import { listen } from "../../functions/listen";
 
 /**
  * A local OpenAI-compatible server for tests and benchmarks: Chat Completions (plain and
