@@ -6,6 +6,7 @@ import type { JobRegistry } from "./jobs/registry";
 import type { Llm } from "./llm/client";
 import type { Logger } from "./log";
 import type { QueryEmbeddings } from "./recall/query-embeddings";
+import type { UsageListener } from "./usage/collector";
 
 /** Everything a domain function may touch, injected by the host. */
 export interface Deps {
@@ -26,6 +27,11 @@ export interface Deps {
   defer(work: Promise<unknown>): void;
   /** Recall's query embeddings, kept for the life of the process (Node.js) or isolate (edge). */
   queryEmbeddings: QueryEmbeddings;
+  /**
+   * Hears of every provider call as it ends (operation, kind, model, tokens, outcome), beside the
+   * ledger that records it: the hook for metrics. Optional; nothing is told when absent.
+   */
+  onUsage?: UsageListener;
 }
 
 /**
