@@ -107,7 +107,8 @@ async function metered<R>(
   try {
     answer = await call();
   } catch (err) {
-    meter?.({ kind, model, ...NO_TOKENS, outcome: "error" });
+    // No provider configured: no call was made, nothing to record.
+    if (!(err instanceof NoProviderError)) meter?.({ kind, model, ...NO_TOKENS, outcome: "error" });
     throw err;
   }
   const { model: answeredModel, ok } = answered(answer);
@@ -231,7 +232,9 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
           });
         } catch (err) {
           // Accepted, the meter hears of it when the stream ends; refused, now.
-          request.meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
+          if (!(err instanceof NoProviderError)) {
+            request.meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
+          }
           throw err;
         }
         return completionStream(stream, llmModel, options.timeoutMs ?? 60_000, request.meter);
