@@ -2404,7 +2404,7 @@ export interface paths {
         query?: {
           /** @description Start of the range, inclusive (ISO datetime or YYYY-MM-DD); default the start of this month (UTC). */
           start?: string;
-          /** @description End of the range, exclusive (ISO datetime or YYYY-MM-DD); default now. At most 366 days after start. */
+          /** @description End of the range, exclusive (ISO datetime or YYYY-MM-DD); default the start of next month (UTC). At most 366 days after start. */
           end?: string;
           /** @description day (UTC, oldest first), dataset, operation or model (most tokens first). */
           groupBy?: "day" | "dataset" | "operation" | "model";

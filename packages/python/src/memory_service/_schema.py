@@ -827,7 +827,7 @@ class GetUsageQuery(TypedDict, total=False):
     start: str
     """Start of the range, inclusive (ISO datetime or YYYY-MM-DD); default the start of this month (UTC)."""
     end: str
-    """End of the range, exclusive (ISO datetime or YYYY-MM-DD); default now. At most 366 days after start."""
+    """End of the range, exclusive (ISO datetime or YYYY-MM-DD); default the start of next month (UTC). At most 366 days after start."""
     groupBy: Literal['day', 'dataset', 'operation', 'model']
     """day (UTC, oldest first), dataset, operation or model (most tokens first)."""
     limit: int
