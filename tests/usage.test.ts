@@ -13,7 +13,29 @@ import { fact, judge } from "./semantic-fixtures";
  * row, with the tokens it reported; and the monthly budget, which pauses extraction without
  * losing a message and resumes it by itself.
  */
-const { h, tenant, json } = useEpisodicService({ env: { WEBHOOKS_ALLOW_HTTP: "true" } });
+/** Statements sent while `recording` (a request being measured). */
+const statements: string[] = [];
+let recording = false;
+const { h, tenant, json } = useEpisodicService({
+  env: { WEBHOOKS_ALLOW_HTTP: "true" },
+  onQuery: (statement) => {
+    if (recording) statements.push(statement);
+  },
+});
+
+/** The statements one request sends (deferred work included), and its status. */
+async function measured(send: () => Promise<Response>) {
+  statements.length = 0;
+  recording = true;
+  try {
+    const res = await send();
+    await res.arrayBuffer();
+    await h.svc.settle();
+    return { status: res.status, statements: [...statements] };
+  } finally {
+    recording = false;
+  }
+}
 
 interface LedgerRow {
   operation: string;
@@ -161,6 +183,38 @@ describe("the usage ledger", () => {
     // Another project's key sees none of it.
     const other = await tenant("other");
     expect((await usage(other)).total.calls).toBe(0);
+  });
+
+  it("costs no statement of its own: chat, recall with a query and episode search send what they sent before", async () => {
+    const t = await tenant("statements");
+    const threadId = await t.thread("d");
+    await t.say(threadId, "I live in Lisbon");
+    const post = (path: string, body?: unknown) => () =>
+      t.get(path, { method: "POST", ...(body ? { json: body } : {}) });
+    // Authentication, the user's message, the window (and the budget), recall (and its query
+    // embedding's row), the reply (and the chat call's row).
+    // (A question of its own: a query embedding cached by an earlier test would make no call.)
+    const chat = await measured(
+      post(`/v1/memory/working/threads/${threadId}/chat`, { content: "Which city is home for me these days?" }),
+    );
+    expect(chat.status).toBe(200);
+    expect(chat.statements).toHaveLength(5);
+    expect(chat.statements.filter((s) => s.includes('INSERT INTO "usage_events"'))).toHaveLength(2);
+    // A read: the key's check and the recall statement, which records the query embedding.
+    const recall = await measured(post("/v1/memory/recall", { dataset: "d", query: "a question never asked before" }));
+    expect(recall.status).toBe(200);
+    expect(recall.statements).toHaveLength(2);
+    expect(recall.statements[1]).toMatch(/INSERT INTO "usage_events"/);
+    const search = await measured(() => t.get("/v1/memory/episodic/datasets/d/episodes/search?q=Lisbon%20trips"));
+    expect(search.status).toBe(200);
+    expect(search.statements).toHaveLength(2);
+    expect(search.statements[1]).toMatch(/^WITH usage_recorded AS/);
+    expect((await ledger(t)).map((r) => r.operation)).toEqual([
+      "recall_embedding",
+      "chat",
+      "recall_embedding",
+      "episode_search_embedding",
+    ]);
   });
 
   it("counts a provider that reports no usage as unknown, not zero", async () => {
