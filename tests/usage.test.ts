@@ -24,7 +24,7 @@ const { h, tenant, json } = useEpisodicService({
 });
 
 /** The statements one request sends (deferred work included), and its status. */
-async function measured(send: () => Promise<Response>) {
+async function measured(send: () => Response | Promise<Response>) {
   statements.length = 0;
   recording = true;
   try {
