@@ -95,10 +95,9 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
     ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
-  const synthesis =
-    include.has("synthesis") && context && !retrieved.budgetSpent
-      ? await synthesise(deps, context, query, timings, usage)
-      : null;
+  // Not while the project's monthly token budget is spent (null, as when synthesis fails).
+  const synthesise = include.has("synthesis") && context && !retrieved.budgetSpent;
+  const synthesis = synthesise ? await synthesisOf(deps, context, query, timings, usage) : null;
   // Only when the reranker or synthesis called the provider: off the response's path.
   if (usage.pending > 0) deps.defer(flushUsage(deps, usage, scope));
 
@@ -114,13 +113,24 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
       messages: include.has("messages") ? (messages ?? []).map(messageOfRecall) : null,
     },
     timings,
-    explanation: {
-      mode,
-      signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
-      messageSignals: (messages ?? []).map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
-      rerank: reranked.outcome,
-      projectFound: retrieved.settings !== null,
-    } satisfies RecallExplanation,
+    explanation: explanationOf(mode, facts, messages ?? [], reranked.outcome, retrieved.settings !== null),
+  };
+}
+
+/** How the facts and messages were ranked, for the dashboard's playground. */
+function explanationOf(
+  mode: RankingMode,
+  facts: RetrievedFact[],
+  messages: RetrievedMessage[],
+  rerank: RerankOutcome | null,
+  projectFound: boolean,
+): RecallExplanation {
+  return {
+    mode,
+    signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
+    messageSignals: messages.map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
+    rerank,
+    projectFound,
   };
 }
 
@@ -223,7 +233,7 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
   };
 }
 
-async function synthesise(
+async function synthesisOf(
   deps: Deps,
   context: string,
   query: string | undefined,

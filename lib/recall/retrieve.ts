@@ -242,7 +242,6 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
 
   if (r.usage) cte.push(r.usage);
   if (r.budget) select.push(sql`${budgetSpentSql(r.projectId, deps.clock.now())} AS budget_spent`);
-
   // Planned once per statement text (lib/db/generic-plan.ts): each search is an index scan or a
   // lateral lookup whatever the query's values.
   return withGenericPlan(sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`);
