@@ -22,6 +22,7 @@ import { requestLog } from "./request-log";
 import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
+import { usageRoutes } from "./usage";
 import { BATCH_PATH, batchBodyLimit } from "./working/batch";
 import { workingRoutes } from "./working/routes";
 
@@ -95,6 +96,7 @@ export function createApp(options: {
   app.route("/v1/memory/episodic", episodicRoutes);
   app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/v1/memory/recall", recallRoutes);
+  app.route("/v1/usage", usageRoutes);
   app.route("/jobs", jobRoutes);
   // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp/routes.ts).
   app.route("/mcp", mcpRoutes);

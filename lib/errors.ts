@@ -7,7 +7,7 @@ import { DrizzleQueryError } from "drizzle-orm";
  */
 export class HttpError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 500,
+    readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 429 | 500,
     message: string,
   ) {
     super(message);

@@ -663,6 +663,7 @@ describe("project settings", () => {
           messagesInContext: 6,
           indexAssistantMessages: false,
         },
+        usage: { monthlyTokenBudget: null },
       },
     });
   });

@@ -6,6 +6,7 @@ import type { Deps } from "../deps";
 import type { JobHandler, JobResult } from "../jobs/registry";
 import { type Job, LEASE_MS } from "../jobs/store";
 import { episodicSetting } from "../settings/sql";
+import { budgetRecheckAt } from "../usage/budget";
 import { processEpisode } from "./pipeline";
 import { cutEpisode, requeueFailedEpisodes, scheduleMissedIdleTimers } from "./triggers";
 
@@ -26,6 +27,10 @@ export function episodeJob(
     const outcome = await processEpisode(deps, episodeId);
     // In processing under another attempt whose lease holds: look again once it would have run out.
     if (outcome === "busy") return { next: "later", runAt: new Date(deps.clock.now().getTime() + LEASE_MS) };
+    // Waiting for the project's token budget: looked at again a retry interval on (or at the
+    // month's end), so a raised budget or a new month resumes it without anyone asking.
+    if (outcome === "paused")
+      return { next: "later", runAt: budgetRecheckAt(deps.clock.now(), deps.config.retryIntervalMs) };
     if (outcome !== "failed") await afterSummary(deps, episodeId);
     return { next: "done" };
   };

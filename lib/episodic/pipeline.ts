@@ -9,15 +9,19 @@ import { LEASE_MS } from "../jobs/store";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { errorFields } from "../log";
 import { resolveProjectSettings, resolveThreadSettings, type Settings } from "../settings/settings";
+import { budgetSpentSql } from "../usage/budget";
+import { type UsageCollector, usageCollector } from "../usage/collector";
+import { type UsageScope, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 
 /**
  * `skipped`: nothing to do (not pending, or no longer ours when writing). `busy`: the episode is in
  * processing under another attempt that started less than a lease ago; its job should run again
- * once that attempt's lease has run out (its worker died).
+ * once that attempt's lease has run out (its worker died). `paused`: pending, and not started
+ * because the project's monthly token budget is spent (lib/usage/budget.ts).
  */
-export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy";
+export type EpisodeOutcome = "completed" | "failed" | "skipped" | "busy" | "paused";
 
 /** A claimed episode and the settings it runs with (the summary's claim, and fact extraction's). */
 export const ClaimedEpisodeRow = z.object({
@@ -65,15 +69,18 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     episode.thread_settings ?? undefined,
   );
   const transcript: TranscriptMessage[] = episode.transcript ?? [];
-  const claim = { episodeId, claimedAt };
+  // The calls are recorded by the statement that writes the outcome, whichever it is.
+  const usage = usageCollector(deps.onUsage);
+  const claim = { episodeId, claimedAt, usage, scope: { projectId: episode.project_id, dataset: episode.dataset } };
   try {
     const summary = await deps.llm.structured({
       name: "episode_summary",
       schema: EpisodeSummarySchema,
       system: EPISODE_SUMMARY_PROMPT,
       user: summaryInput(transcript, settings),
+      meter: usage.meter("episode_summary"),
     });
-    const [embedding] = await deps.llm.embed([summary.summary]);
+    const [embedding] = await deps.llm.embed([summary.summary], usage.meter("episode_embedding"));
     // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
     if (!(await writeSummary(deps, claim, summary, embedding, semanticStatusAfterSummary(settings)))) return "skipped";
     deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
@@ -95,7 +102,7 @@ async function claimEpisode(deps: Deps, episodeId: string, now: string): Promise
         UPDATE ${episodes} SET status = 'processing', processing_started_at = ${now}::timestamptz,
           processing_completed_at = NULL, error = NULL, locked_until = ${leaseUntil}::timestamptz, updated_at = ${now}::timestamptz
         WHERE id = ${episodeId}
-          AND (status = 'pending'
+          AND ((status = 'pending' AND NOT ${budgetSpentSql(sql`${episodes}.project_id`, new Date(now))})
                OR (status = 'processing' AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)))
         RETURNING id, project_id, thread_id, dataset, from_seq, to_seq
       )
@@ -110,19 +117,24 @@ async function claimEpisode(deps: Deps, episodeId: string, now: string): Promise
   return claimed;
 }
 
-/** Not claimable: `busy` while another attempt holds it, else `skipped`. */
+/** Not claimable: `busy` while another attempt holds it, `paused` when still pending (the budget), else `skipped`. */
 async function unclaimedOutcome(deps: Deps, episodeId: string): Promise<EpisodeOutcome> {
   const [current] = await deps.db.select({ status: episodes.status }).from(episodes).where(eq(episodes.id, episodeId));
-  return current?.status === "processing" ? "busy" : "skipped";
+  return current?.status === "processing" ? "busy" : current?.status === "pending" ? "paused" : "skipped";
 }
 
 /** A write that raised webhook events: the row it wrote (none when the claim was lost) and their jobs. */
 const WrittenWithEvents = z.object({ id: z.string(), webhook_jobs: z.unknown() });
 
-/** This attempt's claim: every write requires the episode to be still processing under it. */
+/**
+ * This attempt's claim: every write requires the episode to be still processing under it. The
+ * write records the attempt's provider calls (`usage`) whether or not the claim still holds.
+ */
 interface Claim {
   episodeId: string;
   claimedAt: string;
+  usage: UsageCollector;
+  scope: UsageScope;
 }
 
 /** The summary and its embedding, and the episode.completed event; false if the claim was lost. */
@@ -145,7 +157,7 @@ async function writeSummary(
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz
         RETURNING id, project_id, thread_id, dataset, summary
-      ), ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
+      )${withUsage(claim.usage, claim.scope, done)}, ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
   );
   if (!written) return false;
@@ -167,7 +179,7 @@ async function markFailed(deps: Deps, claim: Claim, message: string): Promise<bo
           processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
         WHERE id = ${claim.episodeId} AND status = 'processing' AND processing_started_at = ${claim.claimedAt}::timestamptz
         RETURNING id, project_id, thread_id, dataset, error, retry_count
-      ), ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
+      )${withUsage(claim.usage, claim.scope, failedAt)}, ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
   );
   if (!marked) return false;

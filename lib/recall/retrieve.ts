@@ -10,6 +10,7 @@ import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episod
 import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
+import { budgetSpentSql } from "../usage/budget";
 import type { RankedFact } from "./context";
 import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
 import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
@@ -43,6 +44,10 @@ export interface Retrieval {
   messages?: boolean;
   /** Per-call override of messagesInContext. */
   messageLimit?: number;
+  /** A CTE recording the request's provider calls so far (lib/usage/sql.ts usageCteOf): no statement of its own. */
+  usage?: SQL | null;
+  /** Also answer whether the project's monthly token budget is spent (synthesis is then skipped). */
+  budget?: boolean;
 }
 
 /**
@@ -97,6 +102,8 @@ export interface Retrieved {
   messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
+  /** The project's monthly token budget is spent (asked with `budget`; false otherwise). */
+  budgetSpent: boolean;
 }
 
 /**
@@ -114,6 +121,7 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
         : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
     messages: row?.messages?.map(retrievedMessage) ?? null,
     settings: row?.settings ?? null,
+    budgetSpent: row?.budget_spent === true,
   };
 }
 
@@ -136,6 +144,7 @@ const RecallRow = z.object({
   episodes: dbJson(z.array(EpisodeJson).nullable()),
   episode_count: dbInt.nullable(),
   messages: dbJson(z.array(MessageJson).nullable()),
+  budget_spent: z.boolean().optional(),
   settings: dbJson(
     z
       .object({
@@ -231,6 +240,8 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }
 
+  if (r.usage) cte.push(r.usage);
+  if (r.budget) select.push(sql`${budgetSpentSql(r.projectId, deps.clock.now())} AS budget_spent`);
   // Planned once per statement text (lib/db/generic-plan.ts): each search is an index scan or a
   // lateral lookup whatever the query's values.
   return withGenericPlan(sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`);

@@ -11,6 +11,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "facts.extracted",
   "thread.compacted",
   "dataset.erased",
+  "usage.budget_exhausted",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 

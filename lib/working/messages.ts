@@ -10,6 +10,9 @@ import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
 import { errorFields } from "../log";
 import { MESSAGE_ROLES, type MessageRole, messageRole, perRole } from "../roles";
+import { budgetSpentSql } from "../usage/budget";
+import type { UsageCollector } from "../usage/collector";
+import { withUsage } from "../usage/sql";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 
 export interface MessageInput {
@@ -26,7 +29,10 @@ export interface MessageInput {
  * so concurrent appends queue) and its new value is the message's sequence number. Gapless and
  * ordered by insert; no row when the thread is not in the project.
  */
-export async function addMessage(ctx: ProjectContext, { threadId, ...input }: MessageInput & { threadId: string }) {
+export async function addMessage(
+  ctx: ProjectContext,
+  { threadId, usage, ...input }: MessageInput & { threadId: string; usage?: UsageCollector },
+) {
   const { deps, projectId } = ctx;
   const now = deps.clock.now().toISOString();
   const tokens = jsonOrNull(input.tokens);
@@ -48,7 +54,7 @@ export async function addMessage(ctx: ProjectContext, { threadId, ...input }: Me
              th.last_message_at
       FROM th
       RETURNING id, thread_id, seq, role, content, created_at
-    ),
+    )${withUsage(usage, { projectId, dataset: sql`(SELECT dataset FROM th)` }, now)},
     ${indexMessagesCtes(now)},
     timer AS (${idleJobSql(now)})
     SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,
@@ -180,8 +186,10 @@ export async function listMessages(
  */
 export async function prepareContext(
   { deps, projectId }: ReadContext,
-  { threadId, messageLimit }: { threadId: string; messageLimit: number },
+  { threadId, messageLimit, budget = false }: { threadId: string; messageLimit: number; budget?: boolean },
 ) {
+  // Chat asks whether the project's token budget is spent, in the same statement.
+  const budgetColumn = budget ? sql`, ${budgetSpentSql(projectId, deps.clock.now())} AS budget_spent` : sql``;
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
@@ -198,7 +206,7 @@ export async function prepareContext(
     )
     SELECT t.dataset, t.live_count AS message_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold,
            (SELECT row_to_json(summary) FROM summary) AS summary,
-           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window
+           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window${budgetColumn}
     FROM t`);
   const [row] = parsedRowsOf(WindowRow, result);
   if (!row) throw notFound("Thread not found");
@@ -208,6 +216,7 @@ export async function prepareContext(
   return {
     threadId,
     dataset: row.dataset,
+    ...(budget ? { budgetSpent: row.budget_spent === true } : {}),
     messages: summary ? [{ role: summary.role, content: summary.content }, ...window] : window,
     messageCount,
     truncated: messageCount > window.length,
@@ -227,6 +236,7 @@ const WindowRow = z.object({
   compact_threshold: dbInt.nullable(),
   summary: dbJson(WindowMessage.nullable()),
   window: dbJson(z.array(WindowMessage)),
+  budget_spent: z.boolean().optional(),
 });
 
 /** The thread's messages counted by role, as one JSON object (`{"user": 3, …}`, every role named). */

@@ -16,6 +16,7 @@ const EVENT_TYPES: EventType[] = [
   "facts.extracted",
   "thread.compacted",
   "dataset.erased",
+  "usage.budget_exhausted",
 ];
 
 function StatusBadge({ status }: { status: string }) {
