@@ -300,7 +300,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   if (q) {
     // An HNSW index scan (hnsw.iterative_scan keeps it going until the tenant, time and
     // confidence filters have let `depth` rows through), its candidate list and, past pgvector's
-    // largest list, how far it reads (where the project turned the second search on) sized for
+    // largest list, how far it reads (the second search, unless the project turned it off) sized for
     // the dataset's fact count (`stats`, the keyword signal's statistics).
     const limits = searchLimitsFor(
       depth,
