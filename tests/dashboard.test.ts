@@ -659,7 +659,7 @@ describe("project settings", () => {
           rerank: false,
           rerankCandidates: 20,
           rerankTimeoutMs: 2000,
-          vectorSecondSearch: false,
+          vectorSecondSearch: true,
           messagesInContext: 6,
           indexAssistantMessages: false,
         },

@@ -1,3 +1,4 @@
+import { embeddingsConfigured } from "../config";
 import type { ReadContext } from "../context";
 import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
@@ -190,6 +191,13 @@ async function embedQuery(
   timings: Timing[],
   usage: UsageCollector,
 ): Promise<number[] | undefined> {
+  // No embedding endpoint at all: nothing is asked of a provider, so the key's check need not go
+  // first on its own (lib/auth.ts) and rides with the keyword statement, one round trip on Neon
+  // as for a cached query (issue 34). The start-up check already warned once that none is set.
+  if (!embeddingsConfigured(deps.config)) {
+    timings.push({ name: "embedding", ms: 0, description: "not configured" });
+    return undefined;
+  }
   const key = { model: deps.config.openai.embeddingModel, dimensions: deps.config.openai.embeddingDimensions, text };
   const cached = deps.queryEmbeddings.get(key);
   if (cached) {
