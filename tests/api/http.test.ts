@@ -4,13 +4,17 @@ import { MAX_BODY_BYTES } from "../../functions/app";
 import { messages, threads } from "../../lib/db/schema";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
+/**
+ * Request handling on the app: unknown routes, request bodies (malformed JSON, content types, the
+ * body limit), dataset names and percent-encoding. The route list, the API reference, CORS and
+ * every 401 are in tests/auth/security.test.ts.
+ */
 let svc: TestService;
 beforeAll(async () => {
   svc = await createTestService();
 });
 afterAll(() => svc.close());
 
-const ALLOWED_ORIGIN = "http://dashboard.test";
 const W = "/v1/memory/working/threads";
 
 async function errorBody(res: Response) {
@@ -76,21 +80,6 @@ describe("unknown routes", () => {
     expect(await errorBody(res)).toEqual({ error: "Not found" });
     // The thread is still there.
     expect((await svc.request(`/v1/threads/${t.threadId}`, { token: t.key })).status).toBe(200);
-  });
-});
-
-describe("authentication on /v1", () => {
-  it("answers 401 {error} without a key and with an unknown key", async () => {
-    const none = await svc.request("/v1/threads", { method: "POST", json: { dataset: "d" } });
-    expect(none.status).toBe(401);
-    expect(await errorBody(none)).toEqual({ error: "Missing or invalid Authorization header" });
-    const bad = await svc.request("/v1/threads", {
-      method: "POST",
-      token: `mk_${"0".repeat(64)}`,
-      json: { dataset: "d" },
-    });
-    expect(bad.status).toBe(401);
-    expect(await errorBody(bad)).toEqual({ error: "Invalid API key" });
   });
 });
 
@@ -346,154 +335,5 @@ describe("dataset names and percent-encoding", () => {
     const res = await svc.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "\u0000" } });
     expect(res.status).toBe(400);
     expect((await errorBody(res)).error).toBe("Validation error");
-  });
-});
-
-describe("CORS", () => {
-  it("answers a preflight from the allowed origin", async () => {
-    const res = await svc.request("/v1/threads", {
-      method: "OPTIONS",
-      headers: {
-        origin: ALLOWED_ORIGIN,
-        "access-control-request-method": "POST",
-        "access-control-request-headers": "authorization, content-type",
-      },
-    });
-    expect(res.status).toBe(204);
-    expect(res.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
-    expect(res.headers.get("access-control-allow-methods")).toMatch(/POST/);
-    expect(res.headers.get("access-control-allow-methods")).toMatch(/PATCH/);
-    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toMatch(/authorization/);
-    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toMatch(/content-type/);
-  });
-
-  it("gives a preflight from another origin no allow-origin", async () => {
-    const res = await svc.request("/v1/threads", {
-      method: "OPTIONS",
-      headers: { origin: "http://evil.test", "access-control-request-method": "POST" },
-    });
-    expect(res.headers.get("access-control-allow-origin")).toBeNull();
-  });
-
-  it("sets allow-origin on actual requests from the allowed origin, errors included", async () => {
-    const t = await newTenant(svc);
-    const ok = await svc.request("/v1/threads", {
-      method: "POST",
-      token: t.key,
-      json: { dataset: "cors" },
-      headers: { origin: ALLOWED_ORIGIN },
-    });
-    expect(ok.status).toBe(201);
-    expect(ok.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
-    expect(ok.headers.get("vary")?.toLowerCase()).toMatch(/origin/);
-
-    const health = await svc.request("/health", { headers: { origin: ALLOWED_ORIGIN } });
-    expect(health.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
-
-    const unauthorized = await svc.request("/v1/threads", {
-      method: "POST",
-      json: {},
-      headers: { origin: ALLOWED_ORIGIN },
-    });
-    expect(unauthorized.status).toBe(401);
-    expect(unauthorized.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
-
-    const invalid = await svc.request("/v1/threads", {
-      method: "POST",
-      token: t.key,
-      json: { dataset: "" },
-      headers: { origin: ALLOWED_ORIGIN },
-    });
-    expect(invalid.status).toBe(400);
-    expect(invalid.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
-  });
-
-  it("sets no allow-origin for another origin or no origin", async () => {
-    const t = await newTenant(svc);
-    const other = await svc.request("/v1/threads", {
-      method: "POST",
-      token: t.key,
-      json: { dataset: "cors" },
-      headers: { origin: "http://evil.test" },
-    });
-    expect(other.status).toBe(201);
-    expect(other.headers.get("access-control-allow-origin")).toBeNull();
-    const none = await svc.request("/health");
-    expect(none.headers.get("access-control-allow-origin")).toBeNull();
-    const similar = await svc.request("/health", { headers: { origin: `${ALLOWED_ORIGIN}.evil.test` } });
-    expect(similar.headers.get("access-control-allow-origin")).toBeNull();
-  });
-});
-
-describe("API reference", () => {
-  interface OpenApiDoc {
-    openapi: string;
-    info: { title: string; version: string };
-    paths: Record<string, Record<string, { security?: Record<string, unknown>[]; responses: Record<string, unknown> }>>;
-    components: { securitySchemes: Record<string, unknown> };
-  }
-  const v1Routes = [
-    ["post", "/v1/threads"],
-    ["get", "/v1/threads/{id}"],
-    ["patch", "/v1/threads/{id}"],
-    ["post", "/v1/threads/{id}/end"],
-    ["post", "/v1/memory/working/threads/{threadId}/messages"],
-    ["get", "/v1/memory/working/threads/{threadId}/messages"],
-    ["post", "/v1/memory/working/threads/{threadId}/prepare"],
-    ["get", "/v1/memory/working/threads/{threadId}/stats"],
-  ];
-
-  async function doc() {
-    const res = await svc.request("/openapi.json");
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toMatch(/^application\/json/);
-    return (await res.json()) as OpenApiDoc;
-  }
-
-  it("is OpenAPI 3.1 with both security schemes", async () => {
-    const d = await doc();
-    expect(d.openapi).toBe("3.1.0");
-    expect(d.info.title.length).toBeGreaterThan(0);
-    expect(Object.keys(d.components.securitySchemes).sort()).toEqual(["apiKey", "session"]);
-  });
-
-  it.each(v1Routes)("documents %s %s with the API key scheme", async (method, path) => {
-    const op = (await doc()).paths[path]?.[method];
-    expect(op, `${method} ${path}`).toBeDefined();
-    expect(op.security).toEqual([{ apiKey: [] }]);
-    expect(Object.keys(op.responses)).toContain("401");
-  });
-
-  it("documents every /v1, /dashboard and /auth route the app serves", async () => {
-    const d = await doc();
-    // The dashboard UI's own files (/dashboard/ and /dashboard/assets/*) are pages, not API.
-    const uiFiles = new Set(["/dashboard/", "/dashboard/assets/*"]);
-    const served = new Set(
-      svc.app.routes
-        .filter((r) => r.method !== "ALL" && /^\/(v1|dashboard|auth)\//.test(r.path) && !uiFiles.has(r.path))
-        .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/\/:(\w+)/g, "/{$1}")}`),
-    );
-    expect(served.size).toBeGreaterThanOrEqual(v1Routes.length);
-    for (const [method, path] of v1Routes) expect(served).toContain(`${method} ${path}`);
-    const documented = new Set(
-      Object.entries(d.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`)),
-    );
-    const missing = [...served].filter((r) => !documented.has(r));
-    expect(missing).toEqual([]);
-    expect([...served].some((r) => r.includes(" /dashboard/"))).toBe(true);
-    for (const route of served) {
-      if (!route.includes(" /dashboard/")) continue;
-      const [method, path] = route.split(" ");
-      expect(d.paths[path][method].security, route).toEqual([{ session: [] }]);
-    }
-  });
-
-  it("serves an HTML reference at /docs that loads /openapi.json", async () => {
-    const res = await svc.request("/docs");
-    expect(res.status).toBe(200);
-    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
-    const html = await res.text();
-    expect(html).toMatch(/^<!doctype html>/i);
-    expect(html).toContain("/openapi.json");
   });
 });

@@ -12,7 +12,8 @@ import { adminSession, createTestService, newTenant } from "../helpers/service";
  * a path parameter or in the query, an oversized body, a body that would not validate). A Bearer
  * header whose credential is junk (inner spaces, control characters, a literal "%00") is an
  * unknown credential, not a malformed header. A method and path that no route answers is 404 for
- * everyone, without looking any credential up.
+ * everyone, without looking any credential up. The route list itself is checked in
+ * tests/auth/security.test.ts.
  */
 const statements: string[] = [];
 const svc = await createTestService({ onQuery: (sql) => statements.push(sql) });
@@ -95,14 +96,6 @@ async function expect401(route: Route, url: string, authorization: string | unde
     body: JSON.stringify({ error: message }),
   });
 }
-
-describe("the protected route list", () => {
-  it("is read from the OpenAPI document and covers both surfaces", () => {
-    expect(routes.filter((r) => r.credential === "apiKey").length).toBeGreaterThanOrEqual(20);
-    expect(routes.filter((r) => r.credential === "session").length).toBeGreaterThanOrEqual(14);
-    expect(routes.filter((r) => r.url("P") !== r.url("Q")).length).toBeGreaterThanOrEqual(20);
-  });
-});
 
 describe.each(routes)("$label", (route) => {
   it("answers a Bearer credential with spaces, control characters or %00 inside with the unknown-credential 401", async () => {

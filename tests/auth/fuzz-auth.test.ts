@@ -1,23 +1,22 @@
-import { randomUUID } from "node:crypto";
-import { eq } from "drizzle-orm";
 import fc from "fast-check";
 import { afterAll, describe, expect, it } from "vitest";
-import { revokeApiKey } from "../../lib/api-keys";
-import { login, SESSION_LIFETIME_MS } from "../../lib/auth";
-import { hashPassword } from "../../lib/crypto";
-import { apiKeys, users } from "../../lib/db/schema";
-import { newId } from "../../lib/ids";
-import { deleteUser } from "../../lib/users";
+import {
+  type CredentialCase,
+  deadCredentials as deadCredentialsOf,
+  MISSING,
+  makeCredentials,
+} from "../helpers/credentials";
 import { insertSession, tableCounts } from "../helpers/db-state";
 import { documentedRoutes } from "../helpers/openapi";
-import { ADMIN, createTestService, newTenant } from "../helpers/service";
+import { createTestService } from "../helpers/service";
 
 /**
  * Authentication fuzz over every protected route of the OpenAPI document: mutated credentials
  * (truncated, one character altered, extended, re-cased, garbage), dead ones (revoked key,
  * orphaned key, expired, logged-out and orphaned sessions), the other surface's credential and
  * broken headers (no Bearer, misspelled, whitespace). Every case must answer 401 with the spec's
- * exact message for it ("401 messages"), before validation, and write nothing.
+ * exact message for it ("401 messages"), before validation, and write nothing. The route list and
+ * each dead or foreign credential on every route, unfuzzed, are in tests/auth/security.test.ts.
  */
 const svc = await createTestService({ manualTime: true });
 afterAll(() => svc.close());
@@ -26,45 +25,10 @@ const clock = svc.clock as NonNullable<typeof svc.clock>;
 /** Per route; raise with FUZZ_RUNS for a deep run. */
 const NUM_RUNS = Number(process.env.FUZZ_RUNS ?? 30);
 
-const MISSING = "Missing or invalid Authorization header";
+// --- Credentials, alive and dead (tests/helpers/credentials.ts) ---------------------------------
 
-// --- Credentials, alive and dead -----------------------------------------------------------------
-
-const tenant = await newTenant(svc, "auth-fuzz");
-const revokedKey = await newTenant(svc, "auth-fuzz-revoked");
-await revokeApiKey(svc.deps, { apiKeyId: revokedKey.keyId });
-const orphanKey = await newTenant(svc, "auth-fuzz-orphan");
-await svc.deps.db.update(apiKeys).set({ projectId: null }).where(eq(apiKeys.id, orphanKey.keyId));
-
-const signIn = async (username = ADMIN.username, password = ADMIN.password) =>
-  (await login(svc.deps, username, password)).token;
-const me = async (token: string) => (await svc.request("/auth/me", { token })).status;
-
-// Expired: signed in, then the manual clock moves past the 7-day lifetime. A session lives
-// exactly 7 days: valid 1 ms before, expired 1 ms after.
-const expiredSession = await signIn();
-clock.advance(SESSION_LIFETIME_MS - 1);
-expect(await me(expiredSession)).toBe(200);
-clock.advance(2);
-expect(await me(expiredSession)).toBe(401);
-
-// Every other session is made after the clock moved. Logged out:
-const loggedOutSession = await signIn();
-expect((await svc.request("/auth/logout", { method: "POST", token: loggedOutSession })).status).toBe(204);
-// The session of a user who was deleted afterwards:
-const gone = { id: newId("usr"), username: `gone-${randomUUID().slice(0, 8)}`, password: "gone-password" };
-await svc.deps.db.insert(users).values({
-  id: gone.id,
-  username: gone.username,
-  passwordHash: await hashPassword(gone.password),
-  createdAt: clock.now(),
-  updatedAt: clock.now(),
-});
-const orphanSession = await signIn(gone.username, gone.password);
-const [admin] = await svc.deps.db.select().from(users).where(eq(users.username, ADMIN.username));
-await deleteUser(svc.deps, { actingUserId: admin.id, userId: gone.id });
-// The live one:
-const session = await signIn();
+const credentials = await makeCredentials(svc, "auth-fuzz");
+const { tenant, session, admin } = credentials;
 
 /** An admin session inserted directly (no scrypt), for the logout control. */
 async function throwawaySession(): Promise<string> {
@@ -99,35 +63,14 @@ const routes: Route[] = (await documentedRoutes(svc)).routes.flatMap(({ method, 
 
 // --- Cases ---------------------------------------------------------------------------------------
 
-interface Case {
-  name: string;
-  /** The whole Authorization header, or undefined for none. */
-  header: string | undefined;
-  message: string;
-}
+type Case = CredentialCase;
 
 /** The route's own live credential and the 401 message of an unknown one of its kind. */
 const own = (route: Route) => (route.credential === "apiKey" ? tenant.key : session);
 const unknownMessage = (route: Route) => (route.credential === "apiKey" ? "Invalid API key" : "Invalid session");
 
 /** Dead and foreign credentials, each with the message the route's surface gives for it. */
-function deadCredentials(route: Route): Case[] {
-  const onV1 = route.credential === "apiKey";
-  const dead = (name: string, token: string, v1: string, dashboard: string): Case => ({
-    name,
-    header: `Bearer ${token}`,
-    message: onV1 ? v1 : dashboard,
-  });
-  return [
-    dead("revoked API key", revokedKey.key, "API key has been revoked", "Invalid session"),
-    dead("orphaned API key", orphanKey.key, "API key is not linked to a project", "Invalid session"),
-    dead("live API key", tenant.key, "(authenticates)", "Invalid session"),
-    dead("expired session", expiredSession, "Invalid API key", "Session has expired"),
-    dead("logged-out session", loggedOutSession, "Invalid API key", "Session has been revoked"),
-    dead("deleted user's session", orphanSession, "Invalid API key", "Session user no longer exists"),
-    dead("live session", session, "Invalid API key", "(authenticates)"),
-  ].filter((c) => c.message !== "(authenticates)");
-}
+const deadCredentials = (route: Route): Case[] => deadCredentialsOf(credentials, route.credential);
 
 /** Printable, never whitespace: ASCII and Latin-1 (header values are bytes). */
 const tokenChar = fc.oneof(
@@ -248,20 +191,7 @@ async function expect401(route: Route, c: Case) {
   expect(await counts(), `${where}: a 401 writes nothing`).toEqual(before);
 }
 
-describe("the protected route list", () => {
-  it("is read from the OpenAPI document and covers both surfaces", () => {
-    expect(routes.filter((r) => r.credential === "apiKey").length).toBeGreaterThanOrEqual(20);
-    expect(routes.filter((r) => r.credential === "session").length).toBeGreaterThanOrEqual(14);
-    expect(routes.map((r) => r.label)).toEqual(expect.arrayContaining(["GET /auth/me", "POST /auth/logout"]));
-  });
-});
-
 describe.each(routes)("$label", (route) => {
-  it("answers every dead or foreign credential with its own 401 message", async () => {
-    for (const c of deadCredentials(route)) await expect401(route, c);
-    await expect401(route, { name: "no header", header: undefined, message: MISSING });
-  });
-
   it("answers fuzzed credentials and headers with the spec's exact 401 message", async () => {
     await fc.assert(
       fc.asyncProperty(credentialCases(route), (c) => expect401(route, c)),

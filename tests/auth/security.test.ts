@@ -7,7 +7,10 @@ import { hashPassword, hashToken } from "../../lib/crypto";
 import { apiKeys, sessions, users } from "../../lib/db/schema";
 import { newId } from "../../lib/ids";
 import { deleteUser } from "../../lib/users";
+import { type CredentialCase, deadCredentials, MISSING, makeCredentials } from "../helpers/credentials";
+import { tableCounts } from "../helpers/db-state";
 import {
+  API_PATH,
   type DocumentedRoute,
   documentedRoutes,
   type OpenApiDoc,
@@ -17,19 +20,28 @@ import {
 import { ADMIN, createTestService, newTenant } from "../helpers/service";
 
 /**
- * One security suite over every route the app documents: the routes are read from
- * GET /openapi.json, so a new route is covered as soon as it exists. Path parameters are filled
- * with the ids of another tenant's real resources, bodies and required query parameters with
- * values generated from the route's own schema (so a 401/404 is never a 400 in disguise).
+ * One security suite over every route the app documents, and the one place for who reaches which
+ * route: the route list (read from GET /openapi.json, so a new route is covered as soon as it
+ * exists; every route the app serves is documented), the public routes, CORS, and every protected
+ * route's answer to a missing, malformed, unknown, foreign or dead credential (revoked or orphaned
+ * key; logged-out, expired or deleted user's session), then isolation between tenants. Path
+ * parameters are filled with the ids of another tenant's real resources, bodies and required query
+ * parameters with values generated from the route's own schema (so a 401/404 is never a 400 in
+ * disguise); the same credentials are also sent with a body no route accepts (so the 401 comes
+ * before validation) and must write nothing. Mutated credentials: tests/auth/fuzz-auth.test.ts;
+ * authentication before every other check: tests/auth/auth-first.test.ts.
  */
-const svc = await createTestService();
+const svc = await createTestService({ manualTime: true });
 afterAll(() => svc.close());
+const clock = svc.clock as NonNullable<typeof svc.clock>;
+/** Live, dead and foreign credentials made once (the clock moves 7 days for the expired one). */
+const credentials = await makeCredentials(svc, "security");
 
 // --- The route list ----------------------------------------------------------------------------
 
 const { doc, routes } = await documentedRoutes(svc);
 type Route = DocumentedRoute;
-const protectedRoutes = routes.filter((r) => r.credential !== null);
+const protectedRoutes = routes.filter((r): r is Route & { credential: "apiKey" | "session" } => r.credential !== null);
 const apiKeyRoutes = routes.filter((r) => r.credential === "apiKey");
 const sessionRoutes = routes.filter((r) => r.credential === "session");
 /** /v1 routes that address one thread by a path parameter. */
@@ -158,6 +170,44 @@ async function expect401(route: Route, res: Response, message: string) {
 const wrongCredentialMessage = (route: Route) =>
   route.credential === "apiKey" ? "Invalid API key" : "Invalid session";
 
+/** The route's URL with a placeholder in every path and required query parameter. */
+function placeholderUrl(route: Route): string {
+  let url = route.path;
+  const query = new URLSearchParams();
+  for (const p of route.op.parameters ?? []) {
+    if (p.in === "path") url = url.replace(`{${p.name}}`, "fz-x");
+    else if (p.in === "query" && p.required) query.set(p.name, "fz-x");
+  }
+  return query.size > 0 ? `${url}?${query}` : url;
+}
+
+/** A credential case on a body the route would reject: the exact 401, JSON, and nothing written. */
+async function expectRefusedFirst(route: Route, c: CredentialCase) {
+  const headers: Record<string, string> = {};
+  if (c.header !== undefined) headers.authorization = c.header;
+  const body = route.method === "GET" ? undefined : JSON.stringify({ junk: true });
+  if (body) headers["content-type"] = "application/json";
+  const before = await tableCounts(svc.deps.db);
+  const res = await svc.app.request(placeholderUrl(route), { method: route.method, headers, body });
+  const text = await res.text();
+  const where = `${route.label} with ${c.name}: ${JSON.stringify(c.header)}`;
+  expect({ status: res.status, body: text }, where).toEqual({
+    status: 401,
+    body: JSON.stringify({ error: c.message }),
+  });
+  expect(res.headers.get("content-type"), where).toMatch(/^application\/json/);
+  expect(await tableCounts(svc.deps.db), `${where}: a 401 writes nothing`).toEqual(before);
+}
+
+/** An error answer: JSON `{error}` with a message. */
+async function errorBody(res: Response) {
+  expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+  const b = (await res.json()) as { error: unknown };
+  expect(typeof b.error).toBe("string");
+  expect((b.error as string).length).toBeGreaterThan(0);
+  return b as { error: string };
+}
+
 /** Users made to be deleted share one password hash, computed once (scrypt is slow on purpose). */
 const GONE_PASSWORD = "gone-password";
 const GONE_PASSWORD_HASH = hashPassword(GONE_PASSWORD);
@@ -168,13 +218,92 @@ async function adminToken() {
 
 // --- The suite ---------------------------------------------------------------------------------
 
+/** The API reference as served. */
+async function openApiDocument() {
+  const res = await svc.request("/openapi.json");
+  expect(res.status).toBe(200);
+  expect(res.headers.get("content-type")).toMatch(/^application\/json/);
+  return (await res.json()) as OpenApiDoc;
+}
+
+/** /v1 routes of the spec that must be documented with the API key scheme. */
+const v1Routes = [
+  ["post", "/v1/threads"],
+  ["get", "/v1/threads/{id}"],
+  ["patch", "/v1/threads/{id}"],
+  ["post", "/v1/threads/{id}/end"],
+  ["post", "/v1/memory/working/threads/{threadId}/messages"],
+  ["get", "/v1/memory/working/threads/{threadId}/messages"],
+  ["post", "/v1/memory/working/threads/{threadId}/prepare"],
+  ["get", "/v1/memory/working/threads/{threadId}/stats"],
+];
+
 describe("the route list", () => {
   it("is read from the OpenAPI document and covers both surfaces", () => {
     const labels = routes.map((r) => r.label);
-    expect(labels).toEqual(expect.arrayContaining(["POST /v1/threads", "GET /auth/me", "GET /dashboard/projects"]));
+    expect(labels).toEqual(
+      expect.arrayContaining([
+        "POST /v1/threads",
+        "GET /auth/me",
+        "POST /auth/logout",
+        "GET /dashboard/projects",
+        "POST /v1/memory/recall",
+      ]),
+    );
     expect(apiKeyRoutes.length).toBeGreaterThanOrEqual(8);
+    expect(apiKeyRoutes.length).toBeGreaterThanOrEqual(20);
     expect(sessionRoutes.length).toBeGreaterThanOrEqual(14);
     expect(threadRoutes.length).toBeGreaterThanOrEqual(7);
+    // tests/auth/auth-first.test.ts puts a NUL in path parameters: enough routes have one.
+    const withPathParameter = protectedRoutes.filter((r) => (r.op.parameters ?? []).some((p) => p.in === "path"));
+    expect(withPathParameter.length).toBeGreaterThanOrEqual(20);
+  });
+
+  it("covers /v1, /dashboard and /auth among the routes the input fuzz sends (tests/api/fuzz.test.ts)", () => {
+    const fuzzed = routes.filter((r) => API_PATH.test(r.path));
+    expect(fuzzed.filter((r) => r.path.startsWith("/v1/")).length).toBeGreaterThanOrEqual(20);
+    expect(fuzzed.filter((r) => r.path.startsWith("/dashboard/")).length).toBeGreaterThanOrEqual(12);
+    expect(fuzzed.map((r) => r.label)).toEqual(
+      expect.arrayContaining(["POST /auth/login", "GET /auth/me", "POST /auth/logout", "POST /v1/memory/recall"]),
+    );
+  });
+
+  it("is OpenAPI 3.1 with both security schemes", async () => {
+    const d = await openApiDocument();
+    expect(d.openapi).toBe("3.1.0");
+    expect(d.info?.title.length).toBeGreaterThan(0);
+    expect(Object.keys(d.components?.securitySchemes ?? {}).sort()).toEqual(["apiKey", "session"]);
+  });
+
+  it.each(v1Routes)("documents %s %s with the API key scheme", async (method, path) => {
+    const op = (await openApiDocument()).paths[path]?.[method];
+    expect(op, `${method} ${path}`).toBeDefined();
+    expect(op.security).toEqual([{ apiKey: [] }]);
+    expect(Object.keys(op.responses ?? {})).toContain("401");
+  });
+
+  it("documents every /v1, /dashboard and /auth route the app serves", async () => {
+    const d = await openApiDocument();
+    // The dashboard UI's own files (/dashboard/ and /dashboard/assets/*) are pages, not API.
+    const uiFiles = new Set(["/dashboard/", "/dashboard/assets/*"]);
+    const served = new Set(
+      svc.app.routes
+        .filter((r) => r.method !== "ALL" && /^\/(v1|dashboard|auth)\//.test(r.path) && !uiFiles.has(r.path))
+        .map((r) => `${r.method.toLowerCase()} ${r.path.replace(/\/:(\w+)/g, "/{$1}")}`),
+    );
+    expect(served.size).toBeGreaterThanOrEqual(v1Routes.length);
+    for (const [method, path] of v1Routes) expect(served).toContain(`${method} ${path}`);
+    const documented = new Set(
+      Object.entries(d.paths).flatMap(([path, ops]) => Object.keys(ops).map((m) => `${m} ${path}`)),
+    );
+    const missing = [...served].filter((r) => !documented.has(r));
+    expect(missing).toEqual([]);
+    expect([...served].some((r) => r.includes(" /dashboard/"))).toBe(true);
+    for (const route of served) {
+      if (!route.includes(" /dashboard/")) continue;
+      const [method, path] = route.split(" ");
+      expect(d.paths[path][method].security, route).toEqual([{ session: [] }]);
+    }
   });
 
   it("declares exactly /health and /auth/login as public", () => {
@@ -212,6 +341,15 @@ describe("public routes", () => {
     expect(signIn.status).toBe(200);
   });
 
+  it("serves an HTML reference at /docs that loads /openapi.json", async () => {
+    const res = await svc.request("/docs");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toMatch(/^text\/html/);
+    const html = await res.text();
+    expect(html).toMatch(/^<!doctype html>/i);
+    expect(html).toContain("/openapi.json");
+  });
+
   it("/auth/login ignores any Authorization header and only checks the password", async () => {
     const t = await newTenant(svc);
     for (const authorization of [undefined, "Basic xyz", `Bearer ${t.key}`]) {
@@ -226,7 +364,27 @@ describe("public routes", () => {
   });
 });
 
+describe("authentication on /v1", () => {
+  it("answers 401 {error} without a key and with an unknown key", async () => {
+    const none = await svc.request("/v1/threads", { method: "POST", json: { dataset: "d" } });
+    expect(none.status).toBe(401);
+    expect(await errorBody(none)).toEqual({ error: "Missing or invalid Authorization header" });
+    const bad = await svc.request("/v1/threads", {
+      method: "POST",
+      token: `mk_${"0".repeat(64)}`,
+      json: { dataset: "d" },
+    });
+    expect(bad.status).toBe(401);
+    expect(await errorBody(bad)).toEqual({ error: "Invalid API key" });
+  });
+});
+
 describe.each(protectedRoutes)("$label", (route) => {
+  it("answers every dead or foreign credential with its own 401 message, before validation, writing nothing", async () => {
+    for (const c of deadCredentials(credentials, route.credential)) await expectRefusedFirst(route, c);
+    await expectRefusedFirst(route, { name: "no header", header: undefined, message: MISSING });
+  });
+
   it("answers 401 Missing or invalid Authorization header without a usable header (before validating)", async () => {
     const r = await tenantWithResources();
     const malformed = [undefined, "", "Basic xyz", `Basic ${r.key}`, "Bearer", "Bearer ", `Token ${r.key}`, r.key];
@@ -281,7 +439,7 @@ describe.each(sessionRoutes)("$label with a dead session", (route) => {
     const token = await adminToken();
     await svc.deps.db
       .update(sessions)
-      .set({ expiresAt: new Date(Date.now() - 1) })
+      .set({ expiresAt: new Date(clock.now().getTime() - 1) })
       .where(eq(sessions.tokenHash, hashToken(token)));
     await expect401(route, await call(route, r, `Bearer ${token}`), "Session has expired");
   });
@@ -353,6 +511,9 @@ describe("conversation evidence across tenants", () => {
   });
 });
 
+/** CORS_ORIGIN of the test service. */
+const ALLOWED_ORIGIN = "http://dashboard.test";
+
 describe("CORS", () => {
   it("answers the dashboard origin's preflight without a credential and ignores other origins", async () => {
     const preflight = (origin: string) =>
@@ -380,5 +541,79 @@ describe("CORS", () => {
     });
     expect(res.status).toBe(201);
     expect(res.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
+  it("answers a preflight from the allowed origin", async () => {
+    const res = await svc.request("/v1/threads", {
+      method: "OPTIONS",
+      headers: {
+        origin: ALLOWED_ORIGIN,
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+      },
+    });
+    expect(res.status).toBe(204);
+    expect(res.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
+    expect(res.headers.get("access-control-allow-methods")).toMatch(/POST/);
+    expect(res.headers.get("access-control-allow-methods")).toMatch(/PATCH/);
+    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toMatch(/authorization/);
+    expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toMatch(/content-type/);
+  });
+
+  it("gives a preflight from another origin no allow-origin", async () => {
+    const res = await svc.request("/v1/threads", {
+      method: "OPTIONS",
+      headers: { origin: "http://evil.test", "access-control-request-method": "POST" },
+    });
+    expect(res.headers.get("access-control-allow-origin")).toBeNull();
+  });
+
+  it("sets allow-origin on actual requests from the allowed origin, errors included", async () => {
+    const t = await newTenant(svc);
+    const ok = await svc.request("/v1/threads", {
+      method: "POST",
+      token: t.key,
+      json: { dataset: "cors" },
+      headers: { origin: ALLOWED_ORIGIN },
+    });
+    expect(ok.status).toBe(201);
+    expect(ok.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
+    expect(ok.headers.get("vary")?.toLowerCase()).toMatch(/origin/);
+
+    const health = await svc.request("/health", { headers: { origin: ALLOWED_ORIGIN } });
+    expect(health.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
+
+    const unauthorized = await svc.request("/v1/threads", {
+      method: "POST",
+      json: {},
+      headers: { origin: ALLOWED_ORIGIN },
+    });
+    expect(unauthorized.status).toBe(401);
+    expect(unauthorized.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
+
+    const invalid = await svc.request("/v1/threads", {
+      method: "POST",
+      token: t.key,
+      json: { dataset: "" },
+      headers: { origin: ALLOWED_ORIGIN },
+    });
+    expect(invalid.status).toBe(400);
+    expect(invalid.headers.get("access-control-allow-origin")).toBe(ALLOWED_ORIGIN);
+  });
+
+  it("sets no allow-origin for another origin or no origin", async () => {
+    const t = await newTenant(svc);
+    const other = await svc.request("/v1/threads", {
+      method: "POST",
+      token: t.key,
+      json: { dataset: "cors" },
+      headers: { origin: "http://evil.test" },
+    });
+    expect(other.status).toBe(201);
+    expect(other.headers.get("access-control-allow-origin")).toBeNull();
+    const none = await svc.request("/health");
+    expect(none.headers.get("access-control-allow-origin")).toBeNull();
+    const similar = await svc.request("/health", { headers: { origin: `${ALLOWED_ORIGIN}.evil.test` } });
+    expect(similar.headers.get("access-control-allow-origin")).toBeNull();
   });
 });
