@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SESSION_LIFETIME_MS } from "../../lib/auth";
 import { hashToken } from "../../lib/crypto";
 import { apiKeys, sessions, users } from "../../lib/db/schema";
+import type { ApiSchema, Body } from "../helpers/api-types";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
 // One embedded database for the file, with a manual clock. Every test makes its own sessions,
@@ -15,16 +16,8 @@ beforeAll(async () => {
 });
 afterAll(() => svc.close());
 
-interface UserRecord {
-  id: string;
-  username: string;
-  createdAt: string;
-  updatedAt: string;
-}
-interface LoginBody {
-  token: string;
-  user: UserRecord;
-}
+type UserRecord = ApiSchema<"DashboardUser">;
+type LoginBody = Body<"/auth/login", "post", 200>;
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const uniqueName = (prefix: string) => `${prefix}-${randomUUID().slice(0, 8)}`;

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { runDueJobs } from "../../lib/jobs/runner";
+import type { ApiSchema, Body } from "../helpers/api-types";
 import { useDashboardService } from "../helpers/dashboard-fixtures";
-import type { Episode } from "../helpers/episodic-fixtures";
 
 /**
  * GET/POST/DELETE /dashboard/browse/*: datasets, a thread's messages (compacted rows and
@@ -15,50 +15,11 @@ const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
 const B = "/dashboard/browse";
 const tick = (ms = 1000) => h.clock.advance(ms);
 
-interface Dataset {
-  dataset: string;
-  threads: number;
-  messages: number;
-  episodes: number;
-  facts: number;
-  liveFacts: number;
-  entities: number;
-  lastActivityAt: string | null;
-}
-interface BrowseMessage {
-  messageId: string;
-  threadId: string;
-  sequenceNumber: number;
-  role: string;
-  content: string;
-  compactedAt: string | null;
-  createdAt: string;
-  compacted: boolean;
-  summary: boolean;
-}
-interface MessagesPage {
-  thread: { threadId: string; dataset: string; messageCount: number };
-  messages: BrowseMessage[];
-  activeSummary: BrowseMessage | null;
-  nextCursor: string | null;
-}
-type BrowseEpisode = Episode & { extraction: { status: string; error: string | null; attempts: number } | null };
-interface BrowseFact {
-  factId: string;
-  predicate: string;
-  object: string;
-  validAt: string;
-  invalidAt: string | null;
-  createdAt: string;
-  relevanceScore: number;
-  entities: { entityId: string; name: string; type: string }[];
-}
-interface BrowseEntity {
-  entityId: string;
-  name: string;
-  type: string;
-  facts: number;
-}
+type Dataset = ApiSchema<"BrowseDataset">;
+type MessagesPage = Body<"/dashboard/browse/threads/{id}/messages", "get", 200>;
+type BrowseEpisode = ApiSchema<"BrowseEpisode">;
+type BrowseFact = ApiSchema<"BrowseFact">;
+type BrowseEntity = ApiSchema<"BrowseEntity">;
 
 /** Every request of a route with its 400s: no projectId, bad paging. */
 async function expectListValidation(path: string, query: string) {

@@ -4,6 +4,7 @@ import { projects } from "../../lib/db/schema";
 import { EMBED_DEBOUNCE_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { DEFAULT_SETTINGS, MAX_EPISODE_INTERVAL_MS } from "../../lib/settings/settings";
+import type { ApiSchema, Body } from "../helpers/api-types";
 import { DIMS, useDashboardService } from "../helpers/dashboard-fixtures";
 import { fakeEmbedding, near } from "../helpers/fake-openai";
 
@@ -25,18 +26,7 @@ const fusedOf = (r: Signals) => {
   );
 };
 
-interface SettingField {
-  group: "working" | "episodic" | "semantic";
-  key: string;
-  type: "boolean" | "integer" | "number";
-  nullable: boolean;
-  minimum: number | null;
-  maximum: number | null;
-  default: boolean | number | null;
-  value: boolean | number | null;
-  overridden: boolean;
-  description: string;
-}
+type SettingField = ApiSchema<"SettingField">;
 
 const fieldsOf = async (projectId: string) =>
   (await get<{ fields: SettingField[] }>(`${P}/${projectId}/settings/fields`)).fields;
@@ -391,36 +381,8 @@ describe("GET /dashboard/projects/{id}/extraction-failures", () => {
 
 // -------------------------------------------------------------------------------------------------
 
-interface Signals {
-  factId: string;
-  vector: number | null;
-  keyword: number | null;
-  entity: number | null;
-  time: number | null;
-  fused: number;
-}
-interface MessageSignals {
-  messageId: string;
-  vector: number | null;
-  keyword: number | null;
-  time: number | null;
-  fused: number;
-}
-interface Playground {
-  recall: {
-    context: string;
-    factCount: number;
-    facts: { factId: string; object: string; relevanceScore: number }[] | null;
-    groups: unknown[] | null;
-    episodes: unknown;
-    messages: { messageId: string; content: string; relevanceScore: number }[] | null;
-  };
-  mode: string;
-  signals: Signals[];
-  messageSignals: MessageSignals[];
-  rerank: string | null;
-  timing: { name: string; ms: number }[];
-}
+type Signals = ApiSchema<"SignalScores">;
+type Playground = Body<"/dashboard/projects/{id}/recall", "post", 200>;
 
 describe("POST /dashboard/projects/{id}/recall", () => {
   const query = "what does the user drink at globex";

@@ -6,6 +6,7 @@ import { hashToken } from "../../lib/crypto";
 import { apiKeys, jobs, messages, projects, threads, users } from "../../lib/db/schema";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { deleteUser } from "../../lib/users";
+import type { ApiSchema, ValidationError } from "../helpers/api-types";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
 // A manual clock so "newest first" orders are deterministic: tests advance it between creations.
@@ -16,40 +17,11 @@ beforeAll(async () => {
 });
 afterAll(() => svc.close());
 
-interface Issue {
-  code: string;
-  path: (string | number)[];
-  message: string;
-}
-interface ValidationBody {
-  error: string;
-  issues: Issue[];
-}
-interface ApiKeyRecord {
-  id: string;
-  name: string;
-  keyPreview: string;
-  projectId: string | null;
-  createdAt: string;
-  lastUsedAt: string | null;
-  revokedAt: string | null;
-}
-interface ProjectRecord {
-  id: string;
-  name: string;
-  createdAt: string;
-}
-interface UserRecord {
-  id: string;
-  username: string;
-  createdAt: string;
-  updatedAt: string;
-}
-interface ThreadRecord {
-  threadId: string;
-  dataset: string;
-  createdAt: string;
-}
+type ValidationBody = ValidationError;
+type ApiKeyRecord = ApiSchema<"ApiKey">;
+type ProjectRecord = ApiSchema<"Project">;
+type UserRecord = ApiSchema<"DashboardUser">;
+type ThreadRecord = ApiSchema<"Thread">;
 type Settings = typeof DEFAULT_SETTINGS;
 
 const ISO = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { processEpisode } from "../../lib/episodic/pipeline";
 import { runDueJobs } from "../../lib/jobs/runner";
+import type { Body, ValidationError } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type Episode, gate, type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import { fakeEmbedding } from "../helpers/fake-openai";
@@ -13,16 +14,8 @@ const { h, tenant, request, json } = useEpisodicService();
 const E = "/v1/memory/episodic";
 const DAY = 86_400_000;
 
-interface Page {
-  episodes: Episode[];
-  total: number;
-  hasMore: boolean;
-}
-type Ranked = Episode & { relevanceScore: number };
-interface ValidationError {
-  error: string;
-  issues: { code: string; path: (string | number)[]; message: string }[];
-}
+type Page = Body<"/v1/memory/episodic/datasets/{dataset}/episodes", "get", 200>;
+type Ranked = Body<"/v1/memory/episodic/datasets/{dataset}/episodes/search", "get", 200>["episodes"][number];
 
 const EPISODE_KEYS = [
   "createdAt",

@@ -5,6 +5,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { users } from "../../lib/db/schema";
 import { newId } from "../../lib/ids";
 import { createLlm } from "../../lib/llm/client";
+import type { Issue } from "./api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
 import { insertSession } from "./db-state";
 import { useEpisodicService } from "./episodic-fixtures";
@@ -18,11 +19,7 @@ import { ADMIN, type TestService } from "./service";
  */
 export const DIMS = TEST_EMBEDDING_DIMENSIONS;
 
-export interface Issue {
-  code: string;
-  path: (string | number)[];
-  message: string;
-}
+export type { Issue };
 
 type RequestOptions = NonNullable<Parameters<TestService["request"]>[1]>;
 

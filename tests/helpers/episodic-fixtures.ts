@@ -3,8 +3,8 @@ import { afterAll, afterEach, beforeAll, beforeEach, expect } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf, toIso } from "../../lib/db/rows";
 import { deleteProject } from "../../lib/projects";
-import type { ExtractionReport } from "../../lib/semantic/report";
 import { patchProjectSettings } from "../../lib/settings/store";
+import type { ApiSchema } from "./api-types";
 import { type ChatRequest, type FakeOpenAI, startFakeOpenAI } from "./fake-openai";
 import { createTestService, newTenant, type TestService, type TestServiceOptions } from "./service";
 
@@ -15,27 +15,8 @@ import { createTestService, newTenant, type TestService, type TestServiceOptions
  */
 export type ManualClock = ReturnType<typeof manualClock>;
 
-export interface Episode {
-  episodeId: string;
-  threadId: string;
-  dataset: string;
-  projectId: string;
-  status: string;
-  summary: string;
-  keyLearnings: string[];
-  messageCount: number;
-  tokenCount: number | null;
-  startedAt: string | null;
-  endedAt: string | null;
-  processingStartedAt: string | null;
-  processingCompletedAt: string | null;
-  error: string | null;
-  retryCount: number;
-  metadata: Record<string, unknown> | null;
-  extractionReport: ExtractionReport | null;
-  createdAt: string | null;
-  updatedAt: string | null;
-}
+/** An episode as the API answers it. */
+export type Episode = ApiSchema<"Episode">;
 
 export interface JobRow {
   key: string;

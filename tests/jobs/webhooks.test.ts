@@ -8,6 +8,7 @@ import { runDueJobs } from "../../lib/jobs/runner";
 import { eraseDataset } from "../../lib/recall/dataset";
 import { DISABLE_AFTER_MS, nextAttemptAt } from "../../lib/webhooks/deliver";
 import { compactThread } from "../../lib/working/compaction";
+import type { ApiSchema } from "../helpers/api-types";
 import { useEpisodicService } from "../helpers/episodic-fixtures";
 import { adminSession } from "../helpers/service";
 
@@ -77,16 +78,10 @@ async function endpoints(projectId: string) {
   return (await json<{ endpoints: Record<string, unknown>[] }>(res, 200)).endpoints;
 }
 
-interface Delivery {
-  id: string;
-  status: string;
-  attempts: number;
-  nextAttemptAt: string | null;
-  lastError: string | null;
-  lastStatusCode: number | null;
+/** A delivery as the dashboard lists it; the document leaves the event payload's shape open. */
+type Delivery = ApiSchema<"WebhookDelivery"> & {
   payload: { type: string; timestamp: string; data: Record<string, unknown> };
-  attemptLog: { at: string; statusCode: number | null; error: string | null; durationMs: number }[];
-}
+};
 
 async function deliveries(endpointId: string) {
   const res = await h.svc.request(`/dashboard/webhooks/${endpointId}/deliveries`, { token: await session() });

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { EXPORT_PAGE_ROWS } from "../../lib/recall/dataset";
+import type { ApiSchema } from "../helpers/api-types";
 import { gate, type Tenant } from "../helpers/episodic-fixtures";
 import { fact, useSemanticService } from "../helpers/semantic-fixtures";
 
@@ -16,19 +17,7 @@ const db = () => h.svc.deps.db;
 const enc = encodeURIComponent;
 const DATASET = "team/α b?#%&";
 
-interface Export {
-  dataset: string;
-  exportedAt: string;
-  threads: {
-    threadId: string;
-    tags: string[];
-    createdAt: string;
-    messages: { role: string; content: string; createdAt: string }[];
-  }[];
-  episodes: Record<string, unknown>[];
-  facts: Record<string, unknown>[];
-  entities: { name: string; type: string }[];
-}
+type Export = ApiSchema<"DatasetExport">;
 
 async function exportOf(t: Tenant, dataset = DATASET) {
   const res = await t.get(`/v1/memory/recall/datasets/${enc(dataset)}/export`);

@@ -7,6 +7,7 @@ import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
 import { patchProjectSettings } from "../../lib/settings/store";
+import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -48,19 +49,7 @@ afterAll(async () => {
 });
 beforeEach(() => fake.reset());
 
-interface RecalledMessage {
-  messageId: string;
-  threadId: string;
-  role: string;
-  content: string;
-  createdAt: string;
-  relevanceScore: number;
-}
-interface Recall {
-  context: string;
-  factCount: number;
-  messages: RecalledMessage[] | null;
-}
+type Recall = ApiSchema<"RecallResponse">;
 
 async function tenant(dataset = `ds-${randomUUID().slice(0, 6)}`) {
   const t = await newTenant(svc, `conv-${randomUUID().slice(0, 6)}`);

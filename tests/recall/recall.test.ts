@@ -7,6 +7,7 @@ import { newId } from "../../lib/ids";
 import { deleteProject } from "../../lib/projects";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
+import type { ApiSchema } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeRerank, startFakeRerank } from "../helpers/fake-rerank";
@@ -77,28 +78,7 @@ beforeEach(() => {
   failStatementsMatching = undefined;
 });
 
-interface RankedFact {
-  factId: string;
-  subject: string;
-  predicate: string;
-  object: string;
-  confidence: number;
-  validAt: string;
-  validUntil: string | null;
-  invalidAt: string | null;
-  relevanceScore: number;
-}
-interface Recall {
-  context: string;
-  factCount: number;
-  synthesis: string | null;
-  facts: RankedFact[] | null;
-  groups: { entityName: string; facts: RankedFact[]; groupRelevance: number }[] | null;
-  episodes: {
-    episodes: { episodeId: string; summary: string; relevanceScore: number }[];
-    episodeCount: number;
-  } | null;
-}
+type Recall = ApiSchema<"RecallResponse">;
 
 interface FactInput {
   predicate: string;

@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf, toIso } from "../../lib/db/rows";
 import { newId } from "../../lib/ids";
+import type { ApiSchema, Body, ValidationError } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -37,28 +38,8 @@ beforeAll(async () => {
 });
 afterAll(() => svc?.close());
 
-interface Fact {
-  factId: string;
-  subject: string;
-  predicate: string;
-  object: string;
-  objectIsEntity: boolean;
-  confidence: number;
-  sourceQuote: string;
-  validAt: string;
-  validUntil: string | null;
-  invalidAt: string | null;
-  episodeId: string | null;
-  relevanceScore: number;
-}
-interface FactList {
-  facts: Fact[];
-  total: number;
-}
-interface ValidationError {
-  error: string;
-  issues: { code: string; path: (string | number)[]; message: string }[];
-}
+type Fact = ApiSchema<"Fact">;
+type FactList = Body<"/v1/memory/semantic/datasets/{dataset}/facts", "get", 200>;
 
 const FACT_KEYS = [
   "confidence",

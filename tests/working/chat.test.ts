@@ -4,6 +4,7 @@ import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vites
 import { parseConfig } from "../../lib/config";
 import { createLlm, NO_PROVIDER_MESSAGE, ProviderError } from "../../lib/llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../../lib/llm/prompts";
+import type { ApiSchema } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
 import { adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
@@ -42,33 +43,9 @@ beforeEach(() => {
   failStatementsMatching = undefined;
 });
 
-type Role = "user" | "assistant" | "system" | "tool";
-interface ChatBody {
-  threadId: string;
-  reply: {
-    messageId: string;
-    sequenceNumber: number;
-    content: string;
-    model: string;
-    tokens: { input?: number; output?: number; total?: number };
-    latencyMs: number;
-    createdAt: string;
-  };
-  userMessage: { messageId: string; sequenceNumber: number; createdAt: string };
-  factCount: number;
-  compacted: boolean;
-}
-interface Message {
-  messageId: string;
-  sequenceNumber: number;
-  role: Role;
-  content: string;
-  tokens: { input?: number; output?: number; total?: number } | null;
-  model: string | null;
-  latencyMs: number | null;
-  compactedAt: string | null;
-  createdAt: string;
-}
+type ChatBody = ApiSchema<"ChatReply">;
+type Message = ApiSchema<"Message">;
+type Role = Message["role"];
 interface SseEvent {
   event: string;
   data: unknown;

@@ -5,6 +5,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { COMPACT_KEEP_RECENT } from "../../lib/working/compaction";
+import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -33,13 +34,7 @@ beforeEach(() => {
   fake.onStructured("fact_extraction", () => ({ facts: [], entities: [] }));
 });
 
-interface Message {
-  messageId: string;
-  sequenceNumber: number;
-  role: string;
-  content: string;
-  compactedAt: string | null;
-}
+type Message = ApiSchema<"Message">;
 
 async function json<T>(res: Response, status: number): Promise<T> {
   const text = await res.text();

@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { patchProjectSettings } from "../../lib/settings/store";
+import type { Body, Issue } from "../helpers/api-types";
 import { tableCounts } from "../helpers/db-state";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -23,17 +24,7 @@ beforeEach(() => {
 });
 
 const W = "/v1/memory/working";
-interface Created {
-  messageId: string;
-  threadId: string;
-  sequenceNumber: number;
-  role: string;
-  createdAt: string;
-}
-interface Issue {
-  path: (string | number)[];
-  message: string;
-}
+type Created = Body<"/v1/memory/working/threads/{threadId}/messages", "post", 201>;
 
 /** A tenant (auto-compaction off unless asked) with helpers. */
 async function tenant(autoCompactThreshold: number | null = null) {

@@ -1,6 +1,7 @@
 import { count, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { messages, threads } from "../../lib/db/schema";
+import type { ApiSchema, Body, ValidationError } from "../helpers/api-types";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 let svc: TestService;
@@ -9,58 +10,12 @@ beforeAll(async () => {
 });
 afterAll(() => svc.close());
 
-type Role = "user" | "assistant" | "system" | "tool";
-interface Added {
-  messageId: string;
-  threadId: string;
-  sequenceNumber: number;
-  role: Role;
-  createdAt: string;
-  compacted: boolean;
-}
-interface Message {
-  messageId: string;
-  threadId: string;
-  sequenceNumber: number;
-  role: Role;
-  content: string;
-  tokens: { input?: number; output?: number; total?: number } | null;
-  model: string | null;
-  latencyMs: number | null;
-  metadata: { stopReason?: string; agentName?: string } | null;
-  compactedAt: string | null;
-  createdAt: string;
-}
-interface Page {
-  messages: Message[];
-  total: number;
-  hasMore: boolean;
-}
-interface Prepared {
-  threadId: string;
-  dataset: string;
-  messages: { role: Role; content: string }[];
-  messageCount: number;
-  truncated: boolean;
-  compacted: boolean;
-  warning?: string;
-}
-interface Stats {
-  threadId: string;
-  dataset: string;
-  messageCount: number;
-  byRole: Record<Role, number>;
-  compactedCount: number;
-  compaction: { compactions: number; activeSummary: unknown };
-  tokens: { input: number; output: number; total: number };
-  firstMessageAt: string | null;
-  lastMessageAt: string | null;
-  sessionDurationMs: number;
-}
-interface ValidationError {
-  error: string;
-  issues: { code: string; path: (string | number)[]; message: string }[];
-}
+type Role = Message["role"];
+type Added = Body<"/v1/memory/working/threads/{threadId}/messages", "post", 201>;
+type Message = ApiSchema<"Message">;
+type Page = Body<"/v1/memory/working/threads/{threadId}/messages", "get", 200>;
+type Prepared = Body<"/v1/memory/working/threads/{threadId}/prepare", "post", 200>;
+type Stats = Body<"/v1/memory/working/threads/{threadId}/stats", "get", 200>;
 
 const W = "/v1/memory/working/threads";
 

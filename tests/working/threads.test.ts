@@ -1,6 +1,7 @@
 import { and, count, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { threads } from "../../lib/db/schema";
+import type { ApiSchema, Issue, ValidationError } from "../helpers/api-types";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 let svc: TestService;
@@ -9,26 +10,7 @@ beforeAll(async () => {
 });
 afterAll(() => svc.close());
 
-interface Thread {
-  threadId: string;
-  dataset: string;
-  tags: string[];
-  settings: { episodic?: Record<string, unknown> };
-  messageCount: number;
-  lastMessageAt: string | null;
-  endedAt: string | null;
-  createdAt: string;
-  updatedAt: string;
-}
-interface Issue {
-  code: string;
-  path: (string | number)[];
-  message: string;
-}
-interface ValidationError {
-  error: string;
-  issues: Issue[];
-}
+type Thread = ApiSchema<"Thread">;
 
 async function body<T>(res: Response): Promise<T> {
   expect(res.headers.get("content-type")).toMatch(/^application\/json/);
