@@ -32,11 +32,17 @@ export interface Operation {
   security?: Record<string, string[]>[];
   parameters?: Parameter[];
   requestBody?: { required?: boolean; content: Record<string, { schema: Schema }> };
+  responses?: Record<string, unknown>;
 }
 export interface OpenApiDoc {
+  openapi?: string;
+  info?: { title: string; version: string };
   paths: Record<string, Record<string, Operation>>;
-  components?: { schemas?: Record<string, Schema> };
+  components?: { schemas?: Record<string, Schema>; securitySchemes?: Record<string, unknown> };
 }
+
+/** The API's paths (the routes the input fuzz sends): /v1, /dashboard, /auth and /health. */
+export const API_PATH = /^\/(v1|dashboard|auth|health)\b/;
 
 export interface DocumentedRoute {
   method: string;

@@ -63,12 +63,12 @@ export async function createTestService(options: TestServiceOptions = {}) {
     config,
     database,
     migrate: false,
-    // The template is migrated for TEST_EMBEDDING_DIMENSIONS; tests/embedding-check.test.ts tests the check.
+    // The template is migrated for TEST_EMBEDDING_DIMENSIONS; tests/provider/embedding-check.test.ts tests the check.
     checkEmbeddings: false,
     log: options.log ?? testLogger(),
     clock,
     dashboardDir: options.dashboardDir,
-    // Fast retries in tests; the provider's own retry/backoff is tested in tests/llm.test.ts.
+    // Fast retries in tests; the provider's own retry/backoff is tested in tests/provider/llm.test.ts.
     llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
     doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
     sweepIntervalMs: options.sweep === "interval" ? undefined : false,

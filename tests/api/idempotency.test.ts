@@ -1,0 +1,315 @@
+import { sql } from "drizzle-orm";
+import { afterAll, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
+import { CLAIM_LEASE_MS, claimKey, requestFingerprint } from "../../lib/idempotency";
+import { sweep } from "../../lib/jobs/runner";
+import { startFakeOpenAI } from "../helpers/fake-openai";
+import { documentedRoutes } from "../helpers/openapi";
+import { createTestService, newTenant, type TestService } from "../helpers/service";
+
+/**
+ * The `Idempotency-Key` header on /v1 writes, through the app on the embedded database: replays,
+ * 409 while running, 422 for another request, 400 for a bad key, expiry on a manual clock and the
+ * sweep, 5xx releasing the key, streamed answers, and the statements each case costs.
+ */
+const fake = await startFakeOpenAI();
+const statements: string[] = [];
+let recording = false;
+const svc = await createTestService({
+  provider: fake,
+  manualTime: true,
+  onQuery: (text) => {
+    if (recording) statements.push(text);
+  },
+});
+afterAll(async () => {
+  await svc.close();
+  await fake.close();
+});
+const clock = svc.clock as NonNullable<TestService["clock"]>;
+const TTL = svc.deps.config.idempotencyTtlMs;
+const W = "/v1/memory/working/threads";
+
+type Init = Parameters<TestService["request"]>[1] & { key?: string };
+
+async function send(path: string, init: Init = {}) {
+  const headers = new Headers(init.headers);
+  if (init.key !== undefined) headers.set("Idempotency-Key", init.key);
+  const res = await svc.request(path, { method: "POST", ...init, headers });
+  const text = await res.text();
+  return {
+    status: res.status,
+    text,
+    body: text && res.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(text) : undefined,
+    replayed: res.headers.get("idempotent-replayed"),
+    contentType: res.headers.get("content-type"),
+  };
+}
+
+/** The response with the statements sent while serving it. */
+async function measured(path: string, init: Init = {}) {
+  statements.length = 0;
+  recording = true;
+  try {
+    return { ...(await send(path, init)), statements: [...statements] };
+  } finally {
+    recording = false;
+  }
+}
+
+async function count(table: string, projectId: string): Promise<number> {
+  const [row] = rowsOf<{ n: number }>(
+    await svc.deps.db.execute(
+      sql`SELECT count(*)::int AS n FROM ${sql.identifier(table)} WHERE project_id = ${projectId}`,
+    ),
+  );
+  return Number(row.n);
+}
+
+const keyRows = (projectId: string) => count("idempotency_keys", projectId);
+const messageCount = async (threadId: string) =>
+  Number(
+    rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE thread_id = ${threadId}`),
+    )[0].n,
+  );
+
+async function newThread(token: string) {
+  const res = await send("/v1/threads", { token, json: { dataset: "idem" } });
+  expect(res.status).toBe(201);
+  return res.body.threadId as string;
+}
+
+describe("Idempotency-Key on /v1 writes", () => {
+  it("without the header, nothing changes: every call writes and no key is stored", async () => {
+    const t = await newTenant(svc);
+    await send("/v1/threads", { token: t.key, json: { dataset: "a" } });
+    await send("/v1/threads", { token: t.key, json: { dataset: "a" } });
+    expect(await count("threads", t.projectId)).toBe(2);
+    expect(await keyRows(t.projectId)).toBe(0);
+  });
+
+  it("replays the first answer (status, body, Idempotent-Replayed) and writes nothing; statements: +2, replay 2", async () => {
+    const t = await newTenant(svc);
+    const first = await measured("/v1/threads", { token: t.key, key: "create-1", json: { dataset: "a", tags: ["x"] } });
+    expect(first.status).toBe(201);
+    expect(first.replayed).toBeNull();
+    // Authentication, the claim, the work, the stored answer.
+    expect(first.statements).toHaveLength(4);
+    expect(first.statements[1]).toMatch(/insert into "idempotency_keys"/i);
+    expect(first.statements[3]).toMatch(/^\s*update "idempotency_keys"/i);
+
+    for (let i = 0; i < 3; i++) {
+      const again = await measured("/v1/threads", {
+        token: t.key,
+        key: "create-1",
+        json: { dataset: "a", tags: ["x"] },
+      });
+      expect(again.status).toBe(201);
+      expect(again.text).toBe(first.text);
+      expect(again.replayed).toBe("true");
+      expect(again.contentType).toMatch(/^application\/json/);
+      expect(again.statements).toHaveLength(2); // authentication, the claim (which finds the answer)
+    }
+    expect(await count("threads", t.projectId)).toBe(1);
+  });
+
+  it("a different request with the same key is 422; another key runs; keys are per project", async () => {
+    const t = await newTenant(svc);
+    const other = await newTenant(svc, "other");
+    const threadId = await newThread(t.key);
+    const path = `${W}/${threadId}/messages`;
+    expect((await send(path, { token: t.key, key: "k", json: { role: "user", content: "one" } })).status).toBe(201);
+
+    const body = await send(path, { token: t.key, key: "k", json: { role: "user", content: "two" } });
+    expect(body.status).toBe(422);
+    expect(body.body).toEqual({ error: expect.stringMatching(/Idempotency-Key.*different request/) });
+    const otherPath = await send("/v1/threads", { token: t.key, key: "k", json: { role: "user", content: "one" } });
+    expect(otherPath.status).toBe(422);
+    const patch = await send(`/v1/threads/${threadId}`, { method: "PATCH", token: t.key, key: "k", json: {} });
+    expect(patch.status).toBe(422);
+    expect(await messageCount(threadId)).toBe(1);
+
+    // The same key in another project is another key.
+    const theirs = await send("/v1/threads", { token: other.key, key: "k", json: { dataset: "a" } });
+    expect(theirs.status).toBe(201);
+    expect(theirs.replayed).toBeNull();
+  });
+
+  it("concurrent duplicates: exactly one write, the others 409 or a replay of the one answer", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const results = await Promise.all(
+      Array.from({ length: 24 }, () =>
+        send(`${W}/${threadId}/messages`, { token: t.key, key: "burst", json: { role: "user", content: "once" } }),
+      ),
+    );
+    expect(await messageCount(threadId)).toBe(1);
+    const ran = results.filter((r) => r.status === 201 && r.replayed === null);
+    expect(ran).toHaveLength(1);
+    for (const r of results) {
+      if (r.status === 409) expect(r.body).toEqual({ error: expect.stringMatching(/still being processed/) });
+      else expect({ status: r.status, text: r.text }).toEqual({ status: 201, text: ran[0].text });
+    }
+    expect(results.some((r) => r.status === 409)).toBe(true);
+    // Once the first has answered, every repeat is its replay.
+    const after = await send(`${W}/${threadId}/messages`, {
+      token: t.key,
+      key: "burst",
+      json: { role: "user", content: "once" },
+    });
+    expect([after.status, after.replayed, after.text]).toEqual([201, "true", ran[0].text]);
+  });
+
+  it("stores 4xx answers: a validation error and a 404 are replayed, not re-run", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const bad = { role: "bot", content: "" };
+    const first = await send(`${W}/${threadId}/messages`, { token: t.key, key: "v", json: bad });
+    expect(first.status).toBe(400);
+    expect(first.body.error).toBe("Validation error");
+    const again = await send(`${W}/${threadId}/messages`, { token: t.key, key: "v", json: bad });
+    expect([again.status, again.replayed, again.text]).toEqual([400, "true", first.text]);
+
+    const missing = await send("/v1/threads/thr_missing", { method: "PATCH", token: t.key, key: "m", json: {} });
+    expect(missing).toMatchObject({ status: 404, body: { error: "Thread not found" } });
+    const missingAgain = await send("/v1/threads/thr_missing", { method: "PATCH", token: t.key, key: "m", json: {} });
+    expect([missingAgain.status, missingAgain.replayed]).toEqual([404, "true"]);
+
+    // DELETE with a key: the first answer is replayed (without a key the second would be a 404).
+    const res = await send("/v1/memory/recall/datasets/idem", { method: "DELETE", token: t.key, key: "d" });
+    expect(res.status).toBe(200);
+    expect(res.body.deleted.threads).toBe(1);
+    const resAgain = await send("/v1/memory/recall/datasets/idem", { method: "DELETE", token: t.key, key: "d" });
+    expect([resAgain.status, resAgain.replayed, resAgain.text]).toEqual([200, "true", res.text]);
+  });
+
+  it("rejects an empty key, one over 255 characters or non-ASCII with the validation error naming the header", async () => {
+    const t = await newTenant(svc);
+    for (const key of ["", "x".repeat(256), "caf\u00e9", '""']) {
+      const res = await send("/v1/threads", { token: t.key, key, json: { dataset: "a" } });
+      expect(res.status, JSON.stringify(key)).toBe(400);
+      expect(res.body).toMatchObject({ error: "Validation error", issues: [{ path: ["Idempotency-Key"] }] });
+    }
+    expect(await count("threads", t.projectId)).toBe(0);
+    // 255 characters is fine; a structured-field string "…" names the same key as the bare value.
+    const long = await send("/v1/threads", { token: t.key, key: "y".repeat(255), json: { dataset: "a" } });
+    expect(long.status).toBe(201);
+    const bare = await send("/v1/threads", { token: t.key, key: "abc-1", json: { dataset: "a" } });
+    const quoted = await send("/v1/threads", { token: t.key, key: '"abc-1"', json: { dataset: "a" } });
+    expect([quoted.replayed, quoted.text]).toEqual(["true", bare.text]);
+  });
+
+  it("authentication stays first: a bad credential is 401 whatever the header, and looks up no key", async () => {
+    const res = await measured("/v1/threads", { token: `mk_${"f".repeat(64)}`, key: "", json: { dataset: "a" } });
+    expect(res).toMatchObject({ status: 401, body: { error: "Invalid API key" } });
+    expect(res.statements).toHaveLength(1);
+    const none = await send("/v1/threads", { key: "k", json: { dataset: "a" } });
+    expect(none).toMatchObject({ status: 401, body: { error: "Missing or invalid Authorization header" } });
+  });
+
+  it("a 5xx releases the key: the retry runs, and its answer is the one replayed", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const chat = { token: t.key, key: "chat-1", json: { content: "hello", recall: false } };
+    fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "chat" });
+    try {
+      const failed = await send(`${W}/${threadId}/chat`, chat);
+      expect(failed).toMatchObject({ status: 500, body: { error: "Failed to generate reply" } });
+    } finally {
+      fake.clearFailures();
+    }
+    expect(await keyRows(t.projectId)).toBe(0);
+    const retried = await send(`${W}/${threadId}/chat`, chat);
+    expect(retried.status).toBe(200);
+    expect(retried.replayed).toBeNull();
+    const replayed = await send(`${W}/${threadId}/chat`, chat);
+    expect([replayed.status, replayed.replayed, replayed.text]).toEqual([200, "true", retried.text]);
+  });
+
+  it("a streamed answer is not stored: the key is freed when the stream ends, and a repeat runs again", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const init = {
+      token: t.key,
+      key: "sse",
+      headers: { accept: "text/event-stream" },
+      json: { content: "stream me", recall: false },
+    };
+    const headers = { "Idempotency-Key": "sse", accept: "text/event-stream" };
+    const streaming = await svc.request(`${W}/${threadId}/chat`, { ...init, method: "POST", headers });
+    expect(streaming.status).toBe(200);
+    expect(streaming.headers.get("content-type")).toMatch(/text\/event-stream/);
+    // Held while it streams: a repeat meanwhile is 409.
+    expect((await send(`${W}/${threadId}/chat`, init)).status).toBe(409);
+    expect(await streaming.text()).toMatch(/event: done/);
+    await expect.poll(() => keyRows(t.projectId)).toBe(0);
+    const again = await send(`${W}/${threadId}/chat`, init);
+    expect(again.status).toBe(200);
+    expect(again.replayed).toBeNull();
+    expect(await messageCount(threadId)).toBe(4); // two turns of user and assistant
+  });
+
+  it("expires after IDEMPOTENCY_TTL_MS: the repeat runs again, and the sweep deletes expired keys", async () => {
+    const t = await newTenant(svc);
+    const init = { token: t.key, key: "ttl", json: { dataset: "a" } };
+    const first = await send("/v1/threads", init);
+    clock.advance(TTL - 1);
+    expect((await send("/v1/threads", init)).replayed).toBe("true");
+    expect((await sweep(svc.deps)).expiredKeys).toBe(0);
+    clock.advance(1);
+    const later = await send("/v1/threads", init);
+    expect(later.status).toBe(201);
+    expect(later.replayed).toBeNull();
+    expect(later.body.threadId).not.toBe(first.body.threadId);
+    expect(await count("threads", t.projectId)).toBe(2);
+    expect(await keyRows(t.projectId)).toBe(1);
+
+    clock.advance(TTL);
+    expect((await sweep(svc.deps)).expiredKeys).toBeGreaterThanOrEqual(1);
+    expect(await keyRows(t.projectId)).toBe(0);
+  });
+
+  it("a claim whose process died is 409 until its lease runs out, then taken over", async () => {
+    const t = await newTenant(svc);
+    const path = "/v1/threads";
+    const body = JSON.stringify({ dataset: "a" });
+    // A request that claimed the key and never answered (its process died).
+    const dead = await claimKey(svc.deps, {
+      projectId: t.projectId,
+      key: "dead",
+      fingerprint: requestFingerprint("POST", path, new TextEncoder().encode(body)),
+    });
+    expect(dead.kind).toBe("claimed");
+    const init = { token: t.key, key: "dead", headers: { "content-type": "application/json" }, body };
+    expect((await send(path, init)).status).toBe(409);
+    clock.advance(CLAIM_LEASE_MS);
+    const taken = await send(path, init);
+    expect(taken.status).toBe(201);
+    expect(taken.replayed).toBeNull();
+    expect((await send(path, init)).replayed).toBe("true");
+    expect(await count("threads", t.projectId)).toBe(1);
+  });
+
+  it("leaves GET alone, and documents the header with its 400, 409 and 422 on every /v1 write", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const get = await send(`/v1/threads/${threadId}`, { method: "GET", token: t.key, key: "" });
+    expect(get.status).toBe(200);
+
+    const { routes } = await documentedRoutes(svc);
+    const writes = routes.filter((r) => r.path.startsWith("/v1/") && ["POST", "PATCH", "DELETE"].includes(r.method));
+    expect(writes.length).toBeGreaterThanOrEqual(10);
+    for (const route of routes) {
+      const header = route.op.parameters?.find((p) => p.name === "Idempotency-Key");
+      if (!writes.includes(route)) {
+        expect(header, route.label).toBeUndefined();
+        continue;
+      }
+      expect(header, route.label).toMatchObject({ in: "header", schema: { type: "string", maxLength: 255 } });
+      expect(header?.required ?? false).toBe(false);
+      const responses = (route.op as { responses?: Record<string, unknown> }).responses ?? {};
+      expect(Object.keys(responses), route.label).toEqual(expect.arrayContaining(["400", "409", "422"]));
+    }
+  });
+});

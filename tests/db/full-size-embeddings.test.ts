@@ -1,0 +1,111 @@
+import { sql } from "drizzle-orm";
+import { beforeAll, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
+import { ensureVectorIndexes, vectorIndexName } from "../../lib/db/vector-indexes";
+import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
+import { fakeEmbedding } from "../helpers/fake-openai";
+import { fact, useSemanticService } from "../helpers/semantic-fixtures";
+
+/**
+ * 1536-dimensional embeddings (text-embedding-3-small's default size, the service's default
+ * EMBEDDING_DIMENSIONS) end to end on the real database: stored at half precision inside their
+ * rows, searched through the binary (sign-bit) HNSW indexes with a cosine re-rank by extraction's
+ * duplicate and contradiction searches and by recall, and exported.
+ */
+const DIMS = 1536;
+const S = useSemanticService({ env: { EMBEDDING_DIMENSIONS: String(DIMS) } });
+const { h, tenant, extract, facts, entities } = S;
+const db = () => h.svc.deps.db;
+const cosine = (a: number[], b: number[]) => a.reduce((sum, x, i) => sum + x * b[i], 0);
+const similarity = (a: string, b: string) => cosine(fakeEmbedding(a, DIMS), fakeEmbedding(b, DIMS));
+
+beforeAll(async () => {
+  // The test template was migrated for the tests' 64 dimensions.
+  await ensureVectorIndexes(db(), DIMS);
+});
+
+describe("1536-dimensional embeddings", () => {
+  it("are written by extraction, found by its duplicate search, recalled through the binary index and exported", async () => {
+    const t = await tenant();
+    const said = ["I live in Lisbon and I play the cello.", "Noted.", "My sister Ana lives in Porto.", "Nice."];
+    await extract(t, said, {
+      facts: [
+        fact("lives_in", "Lisbon", "I live in Lisbon", { objectIsEntity: true }),
+        fact("plays", "cello", "I play the cello"),
+        fact("has_sister", "Ana", "My sister Ana lives in Porto", { objectIsEntity: true }),
+      ],
+      entities: [
+        { name: "Lisbon", type: "PLACE" },
+        { name: "Ana", type: "PERSON" },
+      ],
+    });
+    // The same fact again, in another episode: the write-time duplicate search finds it.
+    const again = await extract(t, ["I live in Lisbon, as I said.", "Yes."], {
+      facts: [fact("lives_in", "Lisbon", "I live in Lisbon, as I said", { objectIsEntity: true })],
+      entities: [{ name: "Lisbon", type: "PLACE" }],
+    });
+    expect((await facts(t)).map((f) => `${f.predicate} ${f.object}`)).toEqual([
+      "has_sister Ana",
+      "lives_in Lisbon",
+      "plays cello",
+    ]);
+    const [report] = rowsOf<{ report: { kept: number; dropped: { duplicate: number } } }>(
+      await db().execute(sql`SELECT extraction_report AS report FROM episodes WHERE id = ${again.episodeId}`),
+    );
+    expect(report.report).toMatchObject({ kept: 0, dropped: { duplicate: 1 } });
+    expect((await entities(t)).map((e) => [e.name, e.dims]).sort()).toEqual([
+      ["Ana", DIMS],
+      ["Lisbon", DIMS],
+    ]);
+
+    // Stored at half precision (2 bytes a dimension and an 8-byte header), inside the row.
+    const [stored] = rowsOf<{ bytes: number; type: string; toasted: number }>(
+      await db().execute(sql`
+        SELECT max(pg_column_size(embedding)) AS bytes, pg_typeof(max(embedding::text)::halfvec)::text AS type,
+          (SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'facts') AS toasted
+        FROM facts WHERE project_id = ${t.projectId}`),
+    );
+    expect(Number(stored.bytes)).toBe(2 * DIMS + 8);
+    expect(Number(stored.toasted)).toBe(0);
+
+    const res = await t.get("/v1/memory/recall", {
+      method: "POST",
+      json: { dataset: "ds", query: "where does the user live", include: ["raw"] },
+    });
+    const recalled = (await res.json()) as { facts: { object: string }[] };
+    expect(res.status).toBe(200);
+    expect(recalled.facts.map((f) => f.object)).toContain("Lisbon");
+
+    // Every fact's cosine to the query, over the stored vectors.
+    const retrieval: Retrieval = {
+      projectId: t.projectId,
+      dataset: "ds",
+      mode: "hybrid",
+      query: "where does the user live",
+      vector: fakeEmbedding("where does the user live", DIMS),
+      facts: true,
+      episodes: false,
+    };
+    const retrieved = await retrieve(h.svc.deps, retrieval);
+    for (const f of retrieved.facts ?? []) {
+      const stored = await similarity(`user ${f.predicate} ${f.object}`, retrieval.query as string);
+      expect(f.signals.vector, f.object).toBeCloseTo(stored, 2);
+    }
+    // (A handful of rows is cheaper to scan: the planner is kept off sequential scans to show that
+    // the index matches the statement's search.)
+    await db().execute(sql`SET enable_seqscan = off`);
+    const plan = rowsOf<Record<string, string>>(await db().execute(sql`EXPLAIN ${recallSql(h.svc.deps, retrieval)}`))
+      .map((r) => Object.values(r)[0])
+      .join("\n");
+    await db().execute(sql`RESET enable_seqscan`);
+    // The statement's fact search is the binary index's (expression and predicate).
+    expect(plan).toContain(`Index Scan using ${vectorIndexName("facts", DIMS)}`);
+    expect(plan).toContain("Order By: ((binary_quantize(embedding))::bit(1536) <~>");
+
+    const exported = await t.get("/v1/memory/recall/datasets/ds/export");
+    expect(exported.status).toBe(200);
+    const dump = (await exported.json()) as { facts: { object: string }[]; entities: { name: string }[] };
+    expect(dump.facts.map((f) => f.object).sort()).toEqual(["Ana", "Lisbon", "cello"]);
+    expect(dump.entities.map((e) => e.name).sort()).toEqual(["Ana", "Lisbon"]);
+  });
+});

@@ -1,0 +1,425 @@
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { createNodeService } from "../../functions/node";
+import { rowsOf, toDate } from "../../lib/db/rows";
+import type { Deps } from "../../lib/deps";
+import { processEpisode } from "../../lib/episodic/pipeline";
+import { EMBED_DEBOUNCE_MS } from "../../lib/evidence/write";
+import { keepLease, LEASE_MS, runDueJobs, runJob, runJobByKey, sweep } from "../../lib/jobs/runner";
+import { claimJobs, completeJob, type JobSpec, rescheduleJob, scheduleJob } from "../../lib/jobs/store";
+import { silentLogger } from "../../lib/log";
+import { gate, type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
+import { runMessageEmbedJob } from "../helpers/jobs-of-kind";
+import { testPgUrl } from "../helpers/test-database";
+
+/**
+ * Issue 3, the durable job table: scheduling upserts, exclusive claims with a lease, recovery of
+ * a crashed worker's job, idempotency under duplicated doorbells, unexpected handler errors and
+ * stale leases.
+ */
+const { h, tenant } = useEpisodicService();
+
+const spec = (t: Tenant, key: string, runAt: Date, payload: Record<string, unknown> = {}): JobSpec => ({
+  kind: "episode",
+  key: `${t.projectId}:${key}`,
+  projectId: t.projectId,
+  dataset: "ds",
+  runAt,
+  payload,
+});
+
+/**
+ * A thread with one message, ended: its episode is pending with its job due. The thread's
+ * message-embed job (armed by the message, lib/evidence/embed.ts) runs first, so the jobs table
+ * holds only the episode's job and the episode job's best-effort embedding step
+ * (embedBeforeEpisode) finds nothing to embed: it makes no model call, and
+ * EMBED_BEFORE_EPISODE_STATEMENTS statements.
+ */
+async function pendingEpisode(t: Tenant, content = "job words") {
+  const threadId = await t.thread("ds");
+  await t.say(threadId, content);
+  h.clock.advance(EMBED_DEBOUNCE_MS);
+  await runMessageEmbedJob(h.svc.deps, threadId);
+  const { episodeId } = await t.end(threadId);
+  return episodeId as string;
+}
+
+/**
+ * The statements the episode job runs before the episode's claim: embedBeforeEpisode's lookup of
+ * the thread and of its messages without a vector (none after pendingEpisode). It swallows its
+ * own failures (best effort), so a failing database is set up to skip them and hit the claim.
+ */
+const EMBED_BEFORE_EPISODE_STATEMENTS = 2;
+
+/**
+ * Deps whose database, after `skip` statements, fails the next `times` ones (a dropped
+ * connection), then recovers.
+ */
+function failingDb(deps: Deps, times: number, skip = 0): Deps {
+  let passed = 0;
+  let left = times;
+  const db = new Proxy(deps.db, {
+    get(target, prop) {
+      if (prop === "execute" && passed >= skip && left > 0) {
+        return async () => {
+          left--;
+          throw new Error("connection reset by peer");
+        };
+      }
+      if (prop === "execute") passed++;
+      const value = Reflect.get(target, prop, target);
+      return typeof value === "function" ? value.bind(target) : value;
+    },
+  });
+  return { ...deps, db };
+}
+
+describe("job store", () => {
+  it("schedules with an upsert per key: keep, earlier or replace", async () => {
+    const t = await tenant();
+    const now = h.clock.now();
+    const at = (ms: number) => new Date(now.getTime() + ms);
+    const db = h.svc.deps.db;
+
+    const first = await scheduleJob(db, spec(t, "k", at(10_000), { n: 1 }), "keep", now);
+    expect(first).toMatchObject({ key: `${t.projectId}:k`, runAt: at(10_000), attempts: 0, payload: { n: 1 } });
+    expect(await scheduleJob(db, spec(t, "k", at(5_000), { n: 2 }), "keep", now)).toBeNull();
+    expect(await t.jobs()).toMatchObject([{ runAt: at(10_000).toISOString(), payload: { n: 1 } }]);
+
+    await scheduleJob(db, spec(t, "k", at(20_000)), "earlier", now);
+    expect((await t.jobs())[0].runAt).toBe(at(10_000).toISOString());
+    await scheduleJob(db, spec(t, "k", at(3_000)), "earlier", now);
+    expect((await t.jobs())[0].runAt).toBe(at(3_000).toISOString());
+
+    await scheduleJob(db, spec(t, "k", at(60_000), { n: 3 }), "replace", now);
+    expect(await t.jobs()).toMatchObject([{ runAt: at(60_000).toISOString(), payload: { n: 3 }, attempts: 0 }]);
+    expect(await t.jobs()).toHaveLength(1);
+  });
+
+  it("claims exclusively: two concurrent claims get disjoint jobs, and only due ones", async () => {
+    const t = await tenant();
+    const now = h.clock.now();
+    for (let i = 0; i < 5; i++) await scheduleJob(h.svc.deps.db, spec(t, `c${i}`, now), "keep", now);
+    await scheduleJob(h.svc.deps.db, spec(t, "later", new Date(now.getTime() + 1)), "keep", now);
+
+    const claim = () => claimJobs(h.svc.deps.db, { now, leaseMs: LEASE_MS, limit: 3 });
+    const [a, b] = await Promise.all([claim(), claim()]);
+    const keysA = a.map((j) => j.key);
+    const keysB = b.map((j) => j.key);
+    expect(keysA.filter((k) => keysB.includes(k))).toEqual([]);
+    expect([...keysA, ...keysB].sort()).toEqual([0, 1, 2, 3, 4].map((i) => `${t.projectId}:c${i}`).sort());
+    for (const job of [...a, ...b]) {
+      expect(job.attempts).toBe(1);
+      expect(job.lockedUntil?.toISOString()).toBe(new Date(now.getTime() + LEASE_MS).toISOString());
+    }
+    // Everything due is leased: nothing left to claim.
+    expect(await claim()).toEqual([]);
+  });
+
+  it("a completeJob or rescheduleJob with a stale lease leaves the new owner's job alone", async () => {
+    const t = await tenant();
+    const db = h.svc.deps.db;
+    await scheduleJob(db, spec(t, "stale", h.clock.now()), "keep", h.clock.now());
+    const key = `${t.projectId}:stale`;
+    const [old] = await claimJobs(db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+    expect(old).toBeDefined();
+
+    h.clock.advance(LEASE_MS + 1);
+    const [owner] = await claimJobs(db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+    expect(owner).toMatchObject({ key, attempts: 2 });
+    const held = await t.jobs();
+
+    await completeJob(db, old);
+    await rescheduleJob(db, old, new Date(h.clock.now().getTime() + 999_999), "late worker");
+    expect(await t.jobs()).toEqual(held);
+    expect(held[0].lockedUntil).toBe(owner.lockedUntil?.toISOString());
+
+    await completeJob(db, owner);
+    expect(await t.jobs()).toEqual([]);
+  });
+
+  it("runJobByKey runs nothing for a job that is not due or does not exist", async () => {
+    const t = await tenant();
+    const now = h.clock.now();
+    await scheduleJob(h.svc.deps.db, spec(t, "future", new Date(now.getTime() + 1000)), "keep", now);
+    expect(await runJobByKey(h.svc.deps, `${t.projectId}:future`)).toBe(false);
+    expect(await runJobByKey(h.svc.deps, "no-such-key")).toBe(false);
+    expect(await t.jobs()).toMatchObject([{ attempts: 0, lockedUntil: null }]);
+  });
+});
+
+describe("runner", () => {
+  it("recovers an expired lease: a worker that crashed before processing", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "crash before");
+    const key = `episode:${episodeId}`;
+    const [claimed] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+    expect(claimed.key).toBe(key);
+    // ... and the worker dies here.
+
+    expect(await sweep(h.svc.deps)).toMatchObject({ retried: 0, backstop: 0, ran: 0 });
+    h.clock.advance(LEASE_MS);
+    expect((await sweep(h.svc.deps)).ran).toBe(0);
+    expect((await t.episode(episodeId)).status).toBe("pending");
+
+    h.clock.advance(1);
+    expect((await sweep(h.svc.deps)).ran).toBe(1);
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "crash before" });
+    expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+  });
+
+  it("recovers an expired lease: a worker that crashed while the episode was processing", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "crash during");
+    const key = `episode:${episodeId}`;
+    await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+    // The worker moved the episode to processing, then died before writing anything else.
+    await h.svc.deps.db.execute(sql`
+      UPDATE episodes SET status = 'processing', processing_started_at = ${h.clock.now().toISOString()}::timestamptz
+      WHERE id = ${episodeId}`);
+    expect((await t.episode(episodeId)).status).toBe("processing");
+
+    h.clock.advance(LEASE_MS + 1);
+    expect((await sweep(h.svc.deps)).ran).toBe(1);
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "crash during" });
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+  });
+
+  it("renews a running job's lease and its episode's, so no other worker takes it over; it ends with the lease it holds", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "long summary");
+    const [job] = await claimJobs(h.svc.deps.db, {
+      now: h.clock.now(),
+      leaseMs: LEASE_MS,
+      limit: 1,
+      key: `episode:${episodeId}`,
+    });
+    const reached = gate();
+    const hold = gate();
+    h.fake.onStructured("episode_summary", async () => {
+      reached.open();
+      await hold.opened;
+      return { summary: "the slow one", keyLearnings: [] };
+    });
+    const first = processEpisode(h.svc.deps, episodeId);
+    await reached.opened;
+    const claimedLease = job.lockedUntil?.getTime();
+
+    // A heartbeat every 20 ms of real time, renewing a lease ahead of the (manual) clock.
+    const lease = keepLease(h.svc.deps, job, 20);
+    h.clock.advance(LEASE_MS - 5_000);
+    const renewedTo = h.clock.now().getTime() + LEASE_MS;
+    await expect.poll(() => job.lockedUntil?.getTime(), { timeout: 5_000 }).toBe(renewedTo);
+    const [row] = rowsOf<{ job: unknown; episode: unknown }>(
+      await h.svc.deps.db.execute(sql`
+        SELECT (SELECT locked_until FROM jobs WHERE id = ${job.id}) AS job,
+               (SELECT locked_until FROM episodes WHERE id = ${episodeId}) AS episode`),
+    );
+    expect(toDate(row.job)?.getTime()).toBe(renewedTo);
+    expect(toDate(row.episode)?.getTime()).toBe(renewedTo);
+
+    // Past the lease it was claimed with: still alive, so neither the claim nor the episode is taken.
+    h.clock.advance(10_000);
+    expect(h.clock.now().getTime()).toBeGreaterThan(claimedLease as number);
+    expect(await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 10 })).toEqual([]);
+    expect(await processEpisode(h.svc.deps, episodeId)).toBe("busy");
+
+    await lease.stop();
+    hold.open();
+    expect(await first).toBe("completed");
+    await completeJob(h.svc.deps.db, job);
+    expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
+  });
+
+  const onServer = Boolean(testPgUrl());
+  it(
+    onServer
+      ? "on a PostgreSQL server, a restarted host leaves a lease alone until it runs out (other hosts may share the database)"
+      : "on the embedded host, releases at start every lease a dead process held: its work runs at once",
+    async () => {
+      const t = await tenant();
+      const episodeId = await pendingEpisode(t, "left by the dead");
+      await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key: `episode:${episodeId}` });
+      await h.svc.deps.db.execute(sql`
+      UPDATE episodes SET status = 'processing', processing_started_at = ${h.clock.now().toISOString()}::timestamptz,
+        locked_until = ${new Date(h.clock.now().getTime() + LEASE_MS).toISOString()}::timestamptz
+      WHERE id = ${episodeId}`);
+      expect(await runDueJobs(h.svc.deps)).toBe(0); // held: nothing to run inside the lease
+
+      // The process restarts on the same database (the directory lock says it is the only one; a
+      // server's database may have other hosts, so their leases are left to run out).
+      const restarted = await createNodeService({
+        config: h.svc.deps.config,
+        database: h.svc.deps.database,
+        migrate: false,
+        log: silentLogger,
+        clock: h.clock,
+        llm: h.svc.deps.llm,
+        doorbell: { ring: async () => {} },
+        sweepIntervalMs: false,
+      });
+      if (onServer) {
+        expect(await runDueJobs(restarted.deps)).toBe(0);
+        h.clock.advance(LEASE_MS + 1); // past both leases, the job's and the episode's
+      }
+      expect(await runDueJobs(restarted.deps)).toBe(1);
+      expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "left by the dead" });
+    },
+  );
+
+  it("does not take over an episode another worker is still processing inside its lease", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "busy worker");
+    const reached = gate();
+    const hold = gate();
+    h.fake.onStructured("episode_summary", async () => {
+      reached.open();
+      await hold.opened;
+      return { summary: "first worker", keyLearnings: [] };
+    });
+    const first = processEpisode(h.svc.deps, episodeId);
+    await reached.opened;
+    h.clock.advance(LEASE_MS - 1);
+    expect(await processEpisode(h.svc.deps, episodeId)).toBe("busy");
+    hold.open();
+    expect(await first).toBe("completed");
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "first worker" });
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+  });
+
+  it("is idempotent under a duplicated doorbell: one episode, one summary call", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "rung twice");
+    const key = `episode:${episodeId}`;
+    const embeddingsBefore = h.fake.embeddingCalls().length; // the message's, in pendingEpisode
+    h.fake.latencyMs = 20;
+    const results = await Promise.all([runJobByKey(h.svc.deps, key), runJobByKey(h.svc.deps, key)]);
+    expect(results.sort()).toEqual([false, true]);
+    // A late third ring and a direct second run change nothing.
+    expect(await runJobByKey(h.svc.deps, key)).toBe(false);
+    expect(await processEpisode(h.svc.deps, episodeId)).toBe("skipped");
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "rung twice", retryCount: 0 });
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+    // One embedding call, the summary's (echoed from the transcript).
+    expect(
+      h.fake
+        .embeddingCalls()
+        .slice(embeddingsBefore)
+        .map((c) => c.input),
+    ).toEqual([["rung twice"]]);
+    expect(await t.episodes()).toHaveLength(1);
+  });
+
+  it("a ring arriving while the job runs is a no-op", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "ring during run");
+    const key = `episode:${episodeId}`;
+    const reached = gate();
+    const hold = gate();
+    h.fake.onStructured("episode_summary", async () => {
+      reached.open();
+      await hold.opened;
+      return { summary: "once", keyLearnings: [] };
+    });
+    const running = runJobByKey(h.svc.deps, key);
+    await reached.opened;
+    expect(await runJobByKey(h.svc.deps, key)).toBe(false);
+    expect(await runDueJobs(h.svc.deps)).toBe(0);
+    hold.open();
+    expect(await running).toBe(true);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+    expect((await t.episode(episodeId)).status).toBe("completed");
+  });
+
+  it("a duplicated idle doorbell cuts one episode", async () => {
+    const t = await tenant();
+    const threadId = await t.thread("ds");
+    await t.say(threadId, "idle twice");
+    h.clock.advance(1_800_000);
+    const key = `idle:${threadId}`;
+    h.fake.latencyMs = 10;
+    const results = await Promise.all([runJobByKey(h.svc.deps, key), runJobByKey(h.svc.deps, key)]);
+    expect(results.sort()).toEqual([false, true]);
+    expect(await t.episodes()).toMatchObject([{ status: "completed", message_count: 1 }]);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
+  });
+
+  it("reschedules a job whose handler throws unexpectedly, with growing backoff, and runs it later", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "flaky database");
+    const key = `episode:${episodeId}`;
+    const claim = () => claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+
+    const [first] = await claim();
+    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), first);
+    const afterFirst = (await t.jobs()).find((j) => j.key === key);
+    expect(afterFirst).toMatchObject({
+      runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
+      lockedUntil: null,
+      attempts: 1,
+      lastError: "Error: connection reset by peer",
+    });
+    expect((await t.episode(episodeId)).status).toBe("pending");
+
+    h.clock.advance(30_000);
+    const [second] = await claim();
+    expect(second.attempts).toBe(2);
+    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), second);
+    expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
+      runAt: new Date(h.clock.now().getTime() + 60_000).toISOString(),
+      lockedUntil: null,
+      attempts: 2,
+    });
+
+    h.clock.advance(60_000 - 1);
+    expect(await runDueJobs(h.svc.deps)).toBe(0);
+    h.clock.advance(1);
+    expect(await runDueJobs(h.svc.deps)).toBe(1);
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "flaky database" });
+    expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
+  });
+
+  it("an episode left in processing by a failed write is taken over once the attempt counts as abandoned", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "lost write");
+    const key = `episode:${episodeId}`;
+    const [job] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
+    // The claim goes through; the result write and the failure write both hit a dead connection.
+    await runJob(failingDb(h.svc.deps, 2, EMBED_BEFORE_EPISODE_STATEMENTS + 1), job);
+    expect((await t.episode(episodeId)).status).toBe("processing");
+    expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
+      runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
+      lockedUntil: null,
+    });
+
+    // The retry finds the episode still marked processing by that attempt: the job waits a lease.
+    h.clock.advance(30_000);
+    expect(await runDueJobs(h.svc.deps)).toBe(1);
+    expect((await t.episode(episodeId)).status).toBe("processing");
+    const waiting = (await t.jobs()).find((j) => j.key === key);
+    expect(waiting).toMatchObject({ runAt: new Date(h.clock.now().getTime() + LEASE_MS).toISOString() });
+
+    h.clock.advance(LEASE_MS);
+    expect(await runDueJobs(h.svc.deps)).toBe(1);
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "lost write" });
+    expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
+  });
+
+  it("drops a job of an unknown kind instead of running it forever", async () => {
+    const t = await tenant();
+    const now = h.clock.now();
+    await scheduleJob(h.svc.deps.db, { ...spec(t, "odd", now), kind: "nonsense" as "episode" }, "keep", now);
+    expect(await runDueJobs(h.svc.deps)).toBe(1);
+    expect(await t.jobs()).toEqual([]);
+  });
+
+  it("runs every due job in one runDueJobs, beyond one batch", async () => {
+    const t = await tenant();
+    const ids = [];
+    for (let i = 0; i < 10; i++) ids.push(await pendingEpisode(t, `many ${i}`));
+    expect(await runDueJobs(h.svc.deps)).toBe(10);
+    for (const id of ids) expect((await t.episode(id)).status).toBe("completed");
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(10);
+  });
+});

@@ -1,0 +1,389 @@
+import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { sql } from "drizzle-orm";
+import { Webhook } from "standardwebhooks";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
+import { runDueJobs } from "../../lib/jobs/runner";
+import { eraseDataset } from "../../lib/recall/dataset";
+import { DISABLE_AFTER_MS, nextAttemptAt } from "../../lib/webhooks/deliver";
+import { compactThread } from "../../lib/working/compaction";
+import type { ApiSchema } from "../helpers/api-types";
+import { useEpisodicService } from "../helpers/episodic-fixtures";
+import { adminSession } from "../helpers/service";
+
+/**
+ * Issue 19 part 3, signed webhooks: endpoints registered through the dashboard API, deliveries
+ * signed per Standard Webhooks through the job queue, retried with backoff for a day, each attempt
+ * recorded; a day of failures disables the endpoint; replay; SSRF refusals at delivery time.
+ * A local receiver on 127.0.0.1 (WEBHOOKS_ALLOW_HTTP) and a manual clock; a short attempt timeout.
+ */
+const TIMEOUT_MS = 300;
+const { h, tenant, json } = useEpisodicService({
+  env: { WEBHOOKS_ALLOW_HTTP: "true", WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) },
+});
+
+interface Received {
+  headers: IncomingHttpHeaders;
+  body: string;
+}
+
+/** A receiver whose answer each test sets: a status (and headers), or `hang` (never answers). */
+const receiver = {
+  server: undefined as Server | undefined,
+  url: "",
+  received: [] as Received[],
+  answer: (() => ({ status: 204 })) as () => { status: number; headers?: Record<string, string> } | "hang",
+};
+
+beforeAll(async () => {
+  receiver.server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on("data", (c: Buffer) => chunks.push(c));
+    req.on("end", () => {
+      receiver.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      const answer = receiver.answer();
+      if (answer === "hang") return;
+      res.writeHead(answer.status, answer.headers).end("ok");
+    });
+  });
+  await new Promise<void>((resolve) => receiver.server?.listen(0, "127.0.0.1", resolve));
+  receiver.url = `http://127.0.0.1:${(receiver.server.address() as AddressInfo).port}/hook`;
+});
+afterAll(async () => {
+  receiver.server?.closeAllConnections();
+  await new Promise((resolve) => receiver.server?.close(resolve));
+});
+afterEach(() => {
+  receiver.received = [];
+  receiver.answer = () => ({ status: 204 });
+  receiver.server?.closeAllConnections();
+});
+
+async function session() {
+  return adminSession(h.svc);
+}
+
+async function createEndpoint(projectId: string, eventTypes: string[], url = receiver.url) {
+  const res = await h.svc.request("/dashboard/webhooks", {
+    method: "POST",
+    token: await session(),
+    json: { projectId, url, eventTypes },
+  });
+  return json<{ secret: string; endpoint: { id: string } }>(res, 201);
+}
+
+async function endpoints(projectId: string) {
+  const res = await h.svc.request(`/dashboard/webhooks?projectId=${projectId}`, { token: await session() });
+  return (await json<{ endpoints: Record<string, unknown>[] }>(res, 200)).endpoints;
+}
+
+/** A delivery as the dashboard lists it; the document leaves the event payload's shape open. */
+type Delivery = ApiSchema<"WebhookDelivery"> & {
+  payload: { type: string; timestamp: string; data: Record<string, unknown> };
+};
+
+async function deliveries(endpointId: string) {
+  const res = await h.svc.request(`/dashboard/webhooks/${endpointId}/deliveries`, { token: await session() });
+  return (await json<{ deliveries: Delivery[]; total: number }>(res, 200)).deliveries;
+}
+
+/** An event with no model call: erasing a dataset. */
+async function eraseEvent(projectId: string) {
+  await eraseDataset({ deps: h.svc.deps, projectId }, { dataset: "ds" });
+}
+
+/** Runs the due jobs after moving the clock to the delivery's next attempt. */
+async function runNextAttempt(endpointId: string) {
+  const [d] = await deliveries(endpointId);
+  if (d.nextAttemptAt) h.clock.set(new Date(d.nextAttemptAt));
+  await runDueJobs(h.svc.deps);
+}
+
+describe("webhooks", () => {
+  it("an episode completing delivers a signed episode.completed (Standard Webhooks)", async () => {
+    // The receiver checks the timestamp against the real time: start the manual clock there.
+    h.clock.set(new Date());
+    const t = await tenant("webhooks");
+    const { secret, endpoint } = await createEndpoint(t.projectId, ["episode.completed"]);
+    expect(secret).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+    // The secret is shown once: the list never carries it.
+    expect(JSON.stringify(await endpoints(t.projectId))).not.toContain(secret);
+
+    const threadId = await t.thread("ds");
+    await t.say(threadId, "I moved to Lisbon in May");
+    const { episodeId } = await t.end(threadId);
+    const rings = h.svc.rings.length;
+    await runDueJobs(h.svc.deps);
+    // The delivery's job was rung as soon as the event was written.
+    expect(h.svc.rings.slice(rings).some((r) => r.key.startsWith("webhook:"))).toBe(true);
+
+    expect(receiver.received).toHaveLength(1);
+    const [got] = receiver.received;
+    const payload = new Webhook(secret).verify(got.body, {
+      "webhook-id": String(got.headers["webhook-id"]),
+      "webhook-timestamp": String(got.headers["webhook-timestamp"]),
+      "webhook-signature": String(got.headers["webhook-signature"]),
+    }) as Delivery["payload"];
+    expect(payload.type).toBe("episode.completed");
+    expect(payload.data).toMatchObject({ episodeId, threadId, dataset: "ds", summary: "I moved to Lisbon in May" });
+    expect(got.headers["content-type"]).toBe("application/json");
+    // A wrong secret does not verify.
+    expect(() =>
+      new Webhook(`whsec_${Buffer.from("x".repeat(24)).toString("base64")}`).verify(
+        got.body,
+        got.headers as Record<string, string>,
+      ),
+    ).toThrow();
+
+    const [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ id: got.headers["webhook-id"], status: "succeeded", attempts: 1, lastStatusCode: 204 });
+    // A delivery's id is its own kind (lib/ids.ts), not a chat message's `msg_`.
+    expect(d.id).toMatch(/^whd_[0-9a-f]{32}$/);
+    expect(d.attemptLog).toHaveLength(1);
+    const [listed] = await endpoints(t.projectId);
+    expect(listed).toMatchObject({
+      disabledAt: null,
+      nextAttemptAt: null,
+      lastDelivery: { status: "succeeded", statusCode: 204 },
+    });
+    // Other event types are not sent to an endpoint that did not ask for them.
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received).toHaveLength(1);
+  });
+
+  it("emits episode.failed, facts.extracted and thread.compacted where they happen", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, [
+      "episode.completed",
+      "episode.failed",
+      "facts.extracted",
+      "thread.compacted",
+      "dataset.erased",
+    ]);
+    const types = async () => (await deliveries(endpoint.id)).map((d) => `${d.payload.type}:${d.status}`).sort();
+
+    h.fake.fail({ status: 500, times: 1, endpoint: "chat" });
+    const failing = await t.thread("ds");
+    await t.say(failing, "this summary fails");
+    const { episodeId: failedId } = await t.end(failing);
+    await runDueJobs(h.svc.deps);
+    expect(await types()).toEqual(["episode.failed:succeeded"]);
+    const [failed] = await deliveries(endpoint.id);
+    expect(failed.payload.data).toMatchObject({ episodeId: failedId, dataset: "ds", error: expect.any(String) });
+
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [
+        {
+          subject: "user",
+          predicate: "prefers",
+          object: "aisle seats",
+          objectIsEntity: false,
+          confidence: 0.9,
+          sourceQuote: "I prefer aisle seats",
+          validAt: null,
+        },
+      ],
+      entities: [],
+    }));
+    const facts = await t.thread("ds");
+    await t.say(facts, "I prefer aisle seats");
+    const { episodeId } = await t.end(facts);
+    await runDueJobs(h.svc.deps);
+    expect(await types()).toEqual([
+      "episode.completed:succeeded",
+      "episode.failed:succeeded",
+      "facts.extracted:succeeded",
+    ]);
+    const extracted = (await deliveries(endpoint.id)).find((d) => d.payload.type === "facts.extracted");
+    expect(extracted?.payload.data).toEqual({ episodeId, threadId: facts, dataset: "ds" });
+
+    h.fake.onText(() => "An earlier conversation about seats.");
+    const long = await t.thread("ds");
+    await t.conversation(
+      long,
+      Array.from({ length: 9 }, (_, i) => `message ${i}`),
+    );
+    const compacted = await compactThread({ deps: h.svc.deps, projectId: t.projectId }, { threadId: long });
+    await runDueJobs(h.svc.deps);
+    const folded = (await deliveries(endpoint.id)).find((d) => d.payload.type === "thread.compacted");
+    expect(folded?.payload.data).toMatchObject({ threadId: long, dataset: "ds", compactedCount: 3 });
+    expect(compacted).toMatchObject({ compactedCount: 3 });
+  });
+
+  it("retries a failing receiver with exponential backoff until it recovers, recording every attempt", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    let calls = 0;
+    receiver.answer = () => (++calls <= 2 ? { status: 500 } : { status: 200 });
+    const start = h.clock.now().getTime();
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "pending", attempts: 1, lastStatusCode: 500, lastError: "HTTP 500" });
+    expect(Date.parse(d.nextAttemptAt as string) - start).toBe(30_000);
+    // Not due yet: nothing runs.
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received).toHaveLength(1);
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ nextAttemptAt: d.nextAttemptAt });
+
+    await runNextAttempt(endpoint.id);
+    [d] = await deliveries(endpoint.id);
+    expect(d.attempts).toBe(2);
+    expect(Date.parse(d.nextAttemptAt as string) - h.clock.now().getTime()).toBe(60_000);
+    expect((await endpoints(t.projectId))[0].failingSince).not.toBeNull();
+
+    await runNextAttempt(endpoint.id);
+    [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({
+      status: "succeeded",
+      attempts: 3,
+      nextAttemptAt: null,
+      lastStatusCode: 200,
+      lastError: null,
+    });
+    expect(d.attemptLog.map((a) => a.statusCode)).toEqual([200, 500, 500]);
+    expect(receiver.received.map((r) => r.headers["webhook-id"])).toEqual(Array(3).fill(d.id));
+    // A success ends the endpoint's failure streak.
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ failingSince: null, disabledAt: null });
+  });
+
+  it("records a hanging receiver's timeout and a redirect as failed attempts", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => "hang";
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "pending", lastStatusCode: null, lastError: `Timed out after ${TIMEOUT_MS} ms` });
+    expect(d.attemptLog[0].durationMs).toBeGreaterThanOrEqual(TIMEOUT_MS - 20);
+
+    receiver.answer = () => ({ status: 302, headers: { location: "http://127.0.0.1:1/elsewhere" } });
+    await runNextAttempt(endpoint.id);
+    [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "pending", attempts: 2, lastStatusCode: 302 });
+    expect(d.lastError).toMatch(/^Redirect \(302\) not followed/);
+    expect(receiver.received).toHaveLength(2);
+  });
+
+  it("gives up after a day and disables an endpoint that failed for a day, with the reason; enable and replay", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => ({ status: 503 });
+    const start = h.clock.now().getTime();
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    while (d.status === "pending") {
+      await runNextAttempt(endpoint.id);
+      [d] = await deliveries(endpoint.id);
+    }
+    expect(d.status).toBe("failed");
+    expect(h.clock.now().getTime() - start).toBe(DISABLE_AFTER_MS);
+    expect(d.attempts).toBeGreaterThan(10);
+    expect(d.attempts).toBeLessThan(25);
+    const [listed] = await endpoints(t.projectId);
+    expect(listed.disabledAt).toBe(h.clock.now().toISOString());
+    expect(listed.disabledReason).toMatch(/failed for a day.*HTTP 503/);
+
+    // Disabled: a new event makes no delivery; a replay is refused until the endpoint is enabled.
+    await eraseEvent(t.projectId);
+    expect(await deliveries(endpoint.id)).toHaveLength(1);
+    const token = await session();
+    let res = await h.svc.request(`/dashboard/webhooks/deliveries/${d.id}/replay`, { method: "POST", token });
+    await json(res, 409);
+    res = await h.svc.request(`/dashboard/webhooks/${endpoint.id}/enable`, { method: "POST", token });
+    expect((await json<{ endpoint: { disabledAt: null } }>(res, 200)).endpoint.disabledAt).toBeNull();
+
+    receiver.answer = () => ({ status: 200 });
+    res = await h.svc.request(`/dashboard/webhooks/deliveries/${d.id}/replay`, { method: "POST", token });
+    const replayed = (await json<{ delivery: Delivery }>(res, 200)).delivery;
+    expect(replayed).toMatchObject({ id: d.id, status: "pending", nextAttemptAt: h.clock.now().toISOString() });
+    const before = receiver.received.length;
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received).toHaveLength(before + 1);
+    expect(receiver.received.at(-1)?.headers["webhook-id"]).toBe(d.id);
+    [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "succeeded", lastStatusCode: 200 });
+  });
+
+  it("refuses private addresses: at registration (400) and at delivery (recorded)", async () => {
+    const t = await tenant("webhooks");
+    const token = await session();
+    for (const url of [
+      "https://169.254.169.254/latest",
+      "https://10.0.0.1/hook",
+      "http://example.com/hook",
+      "https://metadata.google.internal/x",
+    ]) {
+      const res = await h.svc.request("/dashboard/webhooks", {
+        method: "POST",
+        token,
+        json: { projectId: t.projectId, url, eventTypes: ["dataset.erased"] },
+      });
+      expect((await json<{ error: string }>(res, 400)).error, url).toMatch(/^url: /);
+    }
+    // Stored before a policy change (or by hand): refused when it is delivered, never requested.
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    await h.svc.deps.db.execute(
+      sql`UPDATE webhook_endpoints SET url = 'https://192.168.0.10/hook' WHERE id = ${endpoint.id}`,
+    );
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    const [d] = await deliveries(endpoint.id);
+    expect(d.lastError).toMatch(/^Refused: The address 192\.168\.0\.10 is private/);
+    expect(receiver.received).toHaveLength(0);
+  });
+
+  it("validates input, 404s unknown ids, and deletes an endpoint with its deliveries", async () => {
+    const t = await tenant("webhooks");
+    const token = await session();
+    let res = await h.svc.request("/dashboard/webhooks", {
+      method: "POST",
+      token,
+      json: { projectId: t.projectId, url: receiver.url, eventTypes: ["no.such.event"] },
+    });
+    await json(res, 400);
+    res = await h.svc.request("/dashboard/webhooks", {
+      method: "POST",
+      token,
+      json: { projectId: "prj_missing", url: receiver.url, eventTypes: ["dataset.erased"] },
+    });
+    await json(res, 404);
+    res = await h.svc.request(`/dashboard/webhooks?projectId=${t.projectId}`);
+    expect(res.status).toBe(401);
+
+    receiver.answer = () => ({ status: 500 });
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    res = await h.svc.request(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE", token });
+    expect(res.status).toBe(204);
+    expect(await endpoints(t.projectId)).toEqual([]);
+    const left = rowsOf(
+      await h.svc.deps.db.execute(sql`SELECT 1 FROM webhook_deliveries WHERE endpoint_id = ${endpoint.id}`),
+    );
+    expect(left).toHaveLength(0);
+    // Its pending retry's job is gone too (or finds nothing and ends).
+    h.clock.advance(60_000);
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received).toHaveLength(1);
+    res = await h.svc.request(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE", token });
+    expect(res.status).toBe(404);
+    res = await h.svc.request("/dashboard/webhooks/deliveries/msg_missing/replay", { method: "POST", token });
+    await json(res, 404);
+  });
+});
+
+describe("backoff", () => {
+  it("doubles from 30 s up to 4 h, the last attempt at the end of the day, then none", () => {
+    const t0 = new Date("2026-01-01T00:00:00Z");
+    const until = new Date(t0.getTime() + DISABLE_AFTER_MS);
+    const delays = [1, 2, 3, 4, 10, 11].map((n) => (nextAttemptAt(n, t0, until)?.getTime() ?? 0) - t0.getTime());
+    expect(delays).toEqual([30_000, 60_000, 120_000, 240_000, 4 * 3_600_000, 4 * 3_600_000]);
+    const late = new Date(until.getTime() - 1000);
+    expect(nextAttemptAt(12, late, until)).toEqual(until);
+    expect(nextAttemptAt(13, until, until)).toBeNull();
+  });
+});

@@ -1,0 +1,69 @@
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { freePort, runServerToExit } from "../helpers/process";
+
+/**
+ * `npm start` refusing to start for a reason the operator fixes: exit code 1 and one plain
+ * sentence on stderr saying what to set, no JSON log line and no stack trace.
+ */
+let dir: string;
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "memsvc-start-failures-"));
+});
+afterAll(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const base = { ADMIN_PASSWORD: "admin-password", OPENAI_API_KEY: "", OPENAI_BASE_URL: "", LOG_LEVEL: "error" };
+
+/** The one line the process printed on stderr; stdout empty. */
+function oneSentence(result: { code: number | null; stdout: string; stderr: string }) {
+  expect(result.code, result.stderr).toBe(1);
+  expect(result.stdout).toBe("");
+  const lines = result.stderr.trim().split("\n");
+  expect(lines, result.stderr).toHaveLength(1);
+  expect(lines[0]).not.toMatch(/^\{|\bat .*:\d+:\d+/);
+  return lines[0];
+}
+
+describe("npm start, refusing to start", () => {
+  it("the port in use: names the port and PORT", async () => {
+    const port = await freePort();
+    const holder: Server = createServer();
+    await new Promise<void>((resolve) => holder.listen(port, "127.0.0.1", resolve));
+    try {
+      // The whole start (database, migrations) runs before the port is bound: in memory, it is quicker.
+      const result = await runServerToExit({ ...base, PORT: String(port), PGLITE_DIR: "memory://" }, 100_000);
+      expect(oneSentence(result)).toBe(
+        `Port ${port} is already in use (another server, or a second \`npm start\`?): stop it, or set PORT to a free port.`,
+      );
+    } finally {
+      await new Promise((resolve) => holder.close(resolve));
+    }
+  }, 120_000);
+
+  it("invalid configuration: names each variable, not its value", async () => {
+    const result = await runServerToExit({
+      ...base,
+      PORT: "eighty",
+      PGLITE_DURABILITY: "sometimes",
+      PGLITE_DIR: join(dir, "config"),
+    });
+    const line = oneSentence(result);
+    expect(line).toMatch(/^Invalid configuration: PORT: .*; PGLITE_DURABILITY: .*unset it for its default\)\.$/);
+    expect(line).not.toMatch(/eighty|sometimes/);
+  });
+
+  it("a second server on the same data directory: names the holder and PGLITE_DIR", async () => {
+    const busyDir = join(dir, "busy");
+    // This test process is alive: a lock naming it is what a running server leaves.
+    writeFileSync(`${busyDir}.lock`, String(process.pid));
+    const result = await runServerToExit({ ...base, PORT: String(await freePort()), PGLITE_DIR: busyDir });
+    expect(oneSentence(result)).toBe(
+      `The embedded database at ${busyDir} is in use by process ${process.pid}, another server on the same data directory: stop it, or set PGLITE_DIR to another directory.`,
+    );
+  });
+});

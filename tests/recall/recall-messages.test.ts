@@ -1,0 +1,357 @@
+import { randomUUID } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import type { manualClock } from "../../lib/clock";
+import { rowsOf } from "../../lib/db/rows";
+import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
+import { runDueJobs } from "../../lib/jobs/runner";
+import { deleteProject } from "../../lib/projects";
+import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
+import { patchProjectSettings } from "../../lib/settings/store";
+import type { ApiSchema } from "../helpers/api-types";
+import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
+import { createTestService, newTenant, type TestService } from "../helpers/service";
+
+/**
+ * Conversations as evidence, through HTTP on the real database: a message is recalled by keyword
+ * as soon as its 201 comes back and by meaning once its thread's embedding job ran (no episode
+ * needed); what is indexed; quotes, asOf, limits; and the lifecycle (delete, erase, compaction).
+ *
+ * The fake provider embeds by concept: words of one concept (below) embed alike, so a question
+ * can match a statement by meaning without sharing a word with it.
+ */
+const CONCEPTS: Record<string, string> = { lisbon: "home", moved: "home", live: "home", city: "home", reside: "home" };
+const byConcept = (text: string) =>
+  text
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .map((w) => CONCEPTS[w] ?? w)
+    .join(" ");
+
+const RECALL = "/v1/memory/recall";
+const W = "/v1/memory/working";
+const STATEMENT = "I moved to Lisbon last spring and I work as a nurse.";
+
+let svc: TestService;
+let fake: FakeOpenAI;
+let clock: ReturnType<typeof manualClock>;
+
+beforeAll(async () => {
+  fake = await startFakeOpenAI({
+    embed: async (texts, dims) => texts.map((t) => fakeEmbedding(byConcept(t), dims)),
+  });
+  svc = await createTestService({ provider: fake, manualTime: true });
+  clock = svc.clock as ReturnType<typeof manualClock>;
+  clock.set(new Date("2026-06-01T12:00:00.000Z"));
+});
+afterAll(async () => {
+  await svc?.close();
+  await fake?.close();
+});
+beforeEach(() => fake.reset());
+
+type Recall = ApiSchema<"RecallResponse">;
+
+async function tenant(dataset = `ds-${randomUUID().slice(0, 6)}`) {
+  const t = await newTenant(svc, `conv-${randomUUID().slice(0, 6)}`);
+  const post = (path: string, json: unknown) => svc.request(path, { method: "POST", token: t.key, json });
+  return {
+    ...t,
+    dataset,
+    post,
+    async thread() {
+      const res = await post("/v1/threads", { dataset });
+      expect(res.status).toBe(201);
+      return ((await res.json()) as { threadId: string }).threadId;
+    },
+    async say(threadId: string, content: string, role = "user") {
+      const res = await post(`${W}/threads/${threadId}/messages`, { role, content });
+      expect(res.status, await res.clone().text()).toBe(201);
+      return ((await res.json()) as { messageId: string }).messageId;
+    },
+    async recall(body: Record<string, unknown>, status = 200) {
+      const res = await post(RECALL, { dataset, ...body });
+      const text = await res.text();
+      expect(res.status, text).toBe(status);
+      return JSON.parse(text) as Recall;
+    },
+    /** Runs the embedding jobs: the clock moves past the debounce first. */
+    async embed() {
+      clock.advance(EMBED_DEBOUNCE_MS);
+      await runDueJobs(svc.deps);
+    },
+  };
+}
+
+const ids = (r: Recall) => (r.messages ?? []).map((m) => m.messageId);
+
+describe("freshness", () => {
+  it("recalls a statement by a shared word right after its 201, and by meaning once its batch ran, before any episode", async () => {
+    const t = await tenant();
+    const first = await t.thread();
+    await t.say(first, "My favourite colour is green.");
+    const said = await t.say(first, STATEMENT);
+    await t.thread(); // a new thread in the same dataset
+
+    const byWord = await t.recall({ query: "What do you know about Lisbon?", include: ["messages"] });
+    expect(ids(byWord)[0]).toBe(said);
+    expect(byWord.messages?.[0]).toMatchObject({ threadId: first, role: "user", content: STATEMENT });
+    expect(byWord.context).toContain(`] user: ${STATEMENT}`);
+
+    // No word in common ("city", "reside" are the statement's concept, not its words).
+    const question = { query: "Which city do I reside in?", include: ["messages"] };
+    expect(ids(await t.recall(question))).not.toContain(said);
+    expect(fake.embeddingCalls().some((c) => c.input.includes(STATEMENT))).toBe(false); // the 201 waited for no model
+
+    await t.embed();
+    expect(fake.embeddingCalls().filter((c) => c.input.includes(STATEMENT))).toHaveLength(1);
+    const byMeaning = await t.recall(question);
+    expect(ids(byMeaning)[0]).toBe(said);
+    const [episodes] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM episodes WHERE project_id = ${t.projectId}`),
+    );
+    expect(episodes.n).toBe(0);
+  });
+
+  it("embeds a thread's messages in one batch after its last write, and at most EMBED_MAX_WAIT_MS after the first", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    await t.say(th, "first thing");
+    // Written to every second: the job waits for quiet, but not past the cap.
+    for (let s = 0; s < 10; s++) {
+      clock.advance(1000);
+      await t.say(th, `more ${s}`);
+      await runDueJobs(svc.deps);
+    }
+    const calls = fake.embeddingCalls();
+    expect(calls.length).toBeGreaterThanOrEqual(1);
+    expect(calls.length).toBeLessThanOrEqual(Math.ceil(10_000 / EMBED_MAX_WAIT_MS) + 1);
+    expect(calls[0].input).toContain("first thing");
+    await t.embed();
+    const [left] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM message_search s WHERE s.thread_id = ${th}
+        AND NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = s.message_id)`),
+    );
+    expect(left.n).toBe(0);
+  });
+
+  it("keeps a message when the provider fails: stored, searchable by keyword, embedded on a later try", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "embeddings" });
+    const said = await t.say(th, STATEMENT);
+    await t.embed();
+    expect(ids(await t.recall({ query: "nurse", include: ["messages"] }))).toEqual([said]);
+    fake.clearFailures();
+    clock.advance(10 * 60_000); // past the job's backoff
+    await runDueJobs(svc.deps);
+    const [vector] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM message_vectors WHERE message_id = ${said}`),
+    );
+    expect(vector.n).toBe(1);
+  });
+});
+
+describe("the response", () => {
+  it("is the spec's without include messages: messages null, no conversation in the block", async () => {
+    const t = await tenant();
+    await t.say(await t.thread(), STATEMENT);
+    const r = await t.recall({ query: "Lisbon" });
+    expect(r.messages).toBeNull();
+    expect(r.context).toBe("");
+  });
+
+  it("skips a message a returned fact quotes", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const quoted = await t.say(th, "I adopted a cat named Miso last week.");
+    const other = await t.say(th, "The cat sleeps on my keyboard.");
+    await svc.deps.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      VALUES (${`fct_${randomUUID().slice(0, 8)}`}, ${t.projectId}, ${t.dataset}, 'user', 'adopted', 'a cat named Miso',
+              0.9, 'adopted a cat named Miso', now())`);
+    const r = await t.recall({ query: "cat", include: ["messages"] });
+    expect(r.factCount).toBe(1);
+    expect(ids(r)).toEqual([other]);
+    expect(ids(r)).not.toContain(quoted);
+    expect(r.context).toMatch(
+      /# FACTS[\s\S]*# ENTITIES[\s\S]*# CONVERSATION[^\n]*\n- \[2026-06-\d\d\] user: The cat sleeps/,
+    );
+  });
+
+  it("without a query: the most recent; with asOf: only messages written by then; limits by messageLimit and the setting", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const written: string[] = [];
+    const byDefault = DEFAULT_SETTINGS.semantic.messagesInContext;
+    for (let i = 0; i < byDefault + 2; i++) {
+      clock.advance(60_000);
+      written.push(await t.say(th, `note number ${i}`));
+    }
+    const asOf = clock.now().getTime() - (byDefault - 1) * 60_000;
+    expect(ids(await t.recall({ include: ["messages"] }))).toEqual(written.slice(2).reverse());
+    expect(ids(await t.recall({ include: ["messages"], messageLimit: 2 }))).toEqual(written.slice(-2).reverse());
+    expect(ids(await t.recall({ include: ["messages"], asOf: new Date(asOf).toISOString() }))).toEqual(
+      written.slice(0, 3).reverse(),
+    );
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { semantic: { messagesInContext: 1 } });
+    const one = await t.recall({ query: "note", include: ["messages"] });
+    expect(one.messages).toHaveLength(1);
+    expect(one.messages?.[0].relevanceScore).toBeGreaterThan(0);
+  });
+
+  it("rejects a messageLimit outside 1-100 naming the field", async () => {
+    const t = await tenant();
+    for (const messageLimit of [0, 101, 1.5, "3"]) {
+      const res = await t.post(RECALL, { dataset: t.dataset, include: ["messages"], messageLimit });
+      expect(res.status).toBe(400);
+      const body = (await res.json()) as { error: string; issues: { path: unknown[] }[] };
+      expect(body.error).toBe("Validation error");
+      expect(body.issues.map((i) => i.path)).toEqual([["messageLimit"]]);
+    }
+  });
+});
+
+describe("tenants", () => {
+  it("never finds another project's embedded message by meaning, in a dataset of the same name", async () => {
+    const theirs = await tenant();
+    const mine = await tenant(theirs.dataset);
+    await theirs.say(await theirs.thread(), STATEMENT);
+    await mine.say(await mine.thread(), "My favourite colour is green.");
+    await theirs.embed();
+    const question = { query: "Which city do I reside in?", include: ["messages"] };
+    expect((await mine.recall(question)).messages?.map((m) => m.content)).toEqual(["My favourite colour is green."]);
+    expect((await theirs.recall(question)).messages?.map((m) => m.content)).toEqual([STATEMENT]);
+  });
+});
+
+describe("what is indexed", () => {
+  it("indexes the user's messages; the assistant's only where the project says so; never system or tool", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const user = await t.say(th, "zebra from the user");
+    await t.say(th, "zebra from the assistant", "assistant");
+    await t.say(th, "zebra from the system", "system");
+    await t.say(th, "zebra from a tool", "tool");
+    expect(ids(await t.recall({ query: "zebra", include: ["messages"] }))).toEqual([user]);
+
+    await patchProjectSettings(
+      { deps: svc.deps, projectId: t.projectId },
+      { semantic: { indexAssistantMessages: true } },
+    );
+    const assistant = await t.say(th, "zebra again from the assistant", "assistant");
+    const r = await t.recall({ query: "zebra", include: ["messages"] });
+    expect(new Set(ids(r))).toEqual(new Set([user, assistant]));
+  });
+
+  it("indexes a message of a batch in the batch's statement", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const res = await t.post(`${W}/messages:batch`, {
+      messages: [
+        { threadId: th, role: "user", content: "okapi one" },
+        { threadId: th, role: "assistant", content: "okapi two" },
+      ],
+    });
+    expect(res.status).toBe(201);
+    const [first] = ((await res.json()) as { messages: { messageId: string }[] }).messages;
+    expect(ids(await t.recall({ query: "okapi", include: ["messages"] }))).toEqual([first.messageId]);
+  });
+
+  it("indexes a message longer than a tsvector holds (its head)", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const long = `walrus ${"abcdefgh ".repeat(110_000)}`;
+    const res = await t.post(`${W}/threads/${th}/messages`, { role: "user", content: long });
+    expect(res.status).toBe(201);
+    const r = await t.recall({ query: "walrus", include: ["messages"] });
+    expect(r.messages?.[0].content).toBe(long);
+    expect(r.context.length).toBeLessThan(400);
+  });
+});
+
+describe("lifecycle", () => {
+  // No route deletes one thread today: the index rows cascade with the thread row, whoever deletes it.
+  it("a deleted thread's messages leave recall; an erased dataset's index rows and vectors go with it", async () => {
+    const t = await tenant();
+    const [a, b] = [await t.thread(), await t.thread()];
+    await t.say(a, "heron in thread a");
+    const kept = await t.say(b, "heron in thread b");
+    await t.embed();
+    await svc.deps.db.execute(sql`DELETE FROM threads WHERE id = ${a}`);
+    expect(ids(await t.recall({ query: "heron", include: ["messages"] }))).toEqual([kept]);
+
+    const res = await svc.request(`${RECALL}/datasets/${t.dataset}`, { method: "DELETE", token: t.key });
+    expect(await res.json()).toEqual({
+      dataset: t.dataset,
+      deleted: { threads: 1, episodes: 0, facts: 0, entities: 0 },
+    });
+    const [left] = rowsOf<{ search: number; vectors: number; terms: number }>(
+      await svc.deps.db.execute(sql`SELECT
+        (SELECT count(*)::int FROM message_search WHERE project_id = ${t.projectId}) AS search,
+        (SELECT count(*)::int FROM message_vectors WHERE project_id = ${t.projectId}) AS vectors,
+        (SELECT count(*)::int FROM message_terms WHERE project_id = ${t.projectId} AND docs <> 0) AS terms`),
+    );
+    expect(left).toEqual({ search: 0, vectors: 0, terms: 0 });
+    expect((await t.recall({ query: "heron", include: ["messages"] })).messages).toEqual([]);
+  });
+
+  it("forgetting a fact takes the messages that said it out of recall (they stay in the thread), and no others", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const said = await t.say(th, "By the way,   I adopted a CAT named Miso last week!");
+    const other = await t.say(th, "The cat sleeps on my keyboard.");
+    await t.embed();
+    const factId = `fct_${randomUUID().slice(0, 8)}`;
+    await svc.deps.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      VALUES (${factId}, ${t.projectId}, ${t.dataset}, 'user', 'adopted', 'a cat named Miso',
+              0.9, 'I adopted a cat named Miso', now())`);
+    const res = await svc.request(`/v1/memory/semantic/datasets/${t.dataset}/facts/${factId}`, {
+      method: "DELETE",
+      token: t.key,
+    });
+    expect(res.status).toBe(200);
+    const r = await t.recall({ query: "cat Miso", include: ["messages"] });
+    expect(r.factCount).toBe(0);
+    expect(ids(r)).toEqual([other]);
+    expect(r.context).not.toContain("Miso");
+    const [left] = rowsOf<{ search: number; vectors: number }>(
+      await svc.deps.db.execute(sql`SELECT
+        (SELECT count(*)::int FROM message_search WHERE message_id = ${said}) AS search,
+        (SELECT count(*)::int FROM message_vectors WHERE message_id = ${said}) AS vectors`),
+    );
+    expect(left).toEqual({ search: 0, vectors: 0 });
+    const listed = await svc.request(`${W}/threads/${th}/messages`, { token: t.key });
+    expect(((await listed.json()) as { messages: { messageId: string }[] }).messages.map((m) => m.messageId)).toEqual([
+      said,
+      other,
+    ]);
+  });
+
+  it("a deleted project leaves no index rows, vectors or statistics", async () => {
+    const t = await tenant();
+    await t.say(await t.thread(), "osprey");
+    await t.embed();
+    await deleteProject({ deps: svc.deps, projectId: t.projectId });
+    const [left] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT
+        (SELECT count(*) FROM message_search WHERE project_id = ${t.projectId})
+        + (SELECT count(*) FROM message_vectors WHERE project_id = ${t.projectId})
+        + (SELECT count(*) FROM message_terms WHERE project_id = ${t.projectId}) AS n`),
+    );
+    expect(Number(left.n)).toBe(0);
+  });
+
+  it("keeps compacted messages searchable", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const early = await t.say(th, "the ibis nests by the river");
+    for (let i = 0; i < 12; i++) await t.say(th, `filler ${i}`);
+    fake.onText(() => "A summary of the ibis talk.");
+    const res = await t.post(`${W}/threads/${th}/compact`, {});
+    expect(res.status).toBe(200);
+    expect((await res.json()) as object).toHaveProperty("summaryMessageId");
+    expect(ids(await t.recall({ query: "ibis", include: ["messages"] }))).toEqual([early]);
+  });
+});
