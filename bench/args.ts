@@ -52,6 +52,8 @@ export interface BenchArgs {
   nodeFlags?: string[];
   /** recall: the project setting `semantic.vectorSecondSearch` (off by default, as in the service). */
   secondSearch: boolean;
+  /** Every in-process service with Prometheus metrics on (METRICS_TOKEN set), to measure their cost. */
+  metrics: boolean;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
@@ -74,7 +76,7 @@ export function usage(): string {
   return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
-                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off]
+                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off] [--metrics on|off]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
 scenarios (default: all but hnsw, load and server-rss):
 ${names}`;
@@ -149,6 +151,10 @@ const WITH_VALUE: Record<string, Setter> = {
     if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
     a.secondSearch = v === "on";
   },
+  "--metrics": (a, v) => {
+    if (v !== "on" && v !== "off") throw new UsageError(`--metrics: on or off: ${v}`);
+    a.metrics = v === "on";
+  },
 };
 
 /** Parses the switches after `npm run bench --`; `--name value` and `--name=value` both work. */
@@ -169,6 +175,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     disk: false,
     neighbours: 1,
     secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch,
+    metrics: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

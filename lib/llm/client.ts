@@ -3,6 +3,7 @@ import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
+import { type ModelCall, type ModelCallEnd, observeModelCall, type TokenUsage } from "../telemetry";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -133,31 +134,103 @@ export interface LlmOptions {
 type OpenAiOf = () => OpenAI;
 
 export function createLlm(config: Config, options: LlmOptions = {}): Llm {
-  const { llmModel } = config.openai;
+  const { llmModel, embeddingModel } = config.openai;
   const openai = lazyClient(config.openai, options);
   const structured = structuredCalls(openai, llmModel);
   // Its own client: EMBEDDING_BASE_URL may name another server (the chat's when unset).
   const embeddings = embeddingCalls(lazyClient(config.embeddings, options), config.openai);
+  const chat = (kind: string, stream?: boolean): ModelCall => ({
+    operation: "chat",
+    kind,
+    model: llmModel,
+    serverAddress: hostOf(config.openai.baseUrl),
+    ...(stream ? { stream } : {}),
+  });
+  const embedding = (kind: string): ModelCall => ({
+    operation: "embeddings",
+    kind,
+    model: embeddingModel,
+    serverAddress: hostOf(config.embeddings.baseUrl),
+  });
+  const rerank: ModelCall = {
+    operation: "rerank",
+    kind: "rerank",
+    model: config.rerank.model ?? "",
+    serverAddress: hostOf(config.rerank.baseUrl),
+  };
   return {
-    structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
+    structured: (request) =>
+      providerCall(`Model call (${request.name})`, chat(request.name), (seen) => structured(request, seen)),
     complete: (request) =>
-      providerCall("Model call", async () =>
-        completionOf(await openai().chat.completions.create(chatParams(llmModel, request))),
-      ),
-    stream: (request) =>
-      providerCall("Model call", async () => {
-        const stream = await openai().chat.completions.create({
-          ...chatParams(llmModel, request),
-          stream: true,
-          stream_options: { include_usage: true },
-        });
-        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000);
+      providerCall("Model call", chat("completion"), async (seen) => {
+        const completion = completionOf(await openai().chat.completions.create(chatParams(llmModel, request)));
+        seen.usage(completion.tokens, completion.model);
+        return completion;
       }),
-    embed: (texts) => providerCall("Embedding call", () => embeddings.embed(texts)),
-    embeddingSize: () => providerCall("Embedding call", () => embeddings.size()),
-    rerank: (request) => providerCall("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
+    stream: (request) =>
+      providerCall(
+        "Model call",
+        chat("stream", true),
+        async (seen) => {
+          const stream = await openai().chat.completions.create({
+            ...chatParams(llmModel, request),
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+          return completionStream(stream, llmModel, options.timeoutMs ?? 60_000, seen);
+        },
+        { endsLater: true },
+      ),
+    embed: (texts) => providerCall("Embedding call", embedding("embedding"), (seen) => embeddings.embed(texts, seen)),
+    embeddingSize: () => providerCall("Embedding call", embedding("embedding_size"), (seen) => embeddings.size(seen)),
+    rerank: (request) =>
+      providerCall("Rerank call", rerank, () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
   };
 }
+
+/** The host of a provider's base URL (`server.address`); undefined for OpenAI's own or a bad URL. */
+function hostOf(baseUrl: string | undefined): string | undefined {
+  if (!baseUrl) return undefined;
+  try {
+    return new URL(baseUrl).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * What a provider call tells its observers (lib/telemetry.ts): the tokens each response reported,
+ * summed over the requests of one call (a JSON-mode retry, a repair turn), and how it ended.
+ */
+export interface CallObservation {
+  usage(tokens: TokenUsage | undefined, responseModel?: string): void;
+  end(outcome?: Pick<ModelCallEnd, "error">): void;
+}
+
+function observation(call: ModelCall): CallObservation {
+  const end = observeModelCall(call);
+  let usage: TokenUsage | undefined;
+  let responseModel: string | undefined;
+  let ended = false;
+  return {
+    usage(tokens, model) {
+      if (model) responseModel = model;
+      if (!tokens || (tokens.input === undefined && tokens.output === undefined)) return;
+      usage = {
+        input: sum(usage?.input, tokens.input),
+        output: sum(usage?.output, tokens.output),
+      };
+    },
+    end(outcome = {}) {
+      if (ended) return;
+      ended = true;
+      end({ usage, responseModel, ...outcome });
+    },
+  };
+}
+
+const sum = (a: number | undefined, b: number | undefined) =>
+  a === undefined && b === undefined ? undefined : (a ?? 0) + (b ?? 0);
 
 function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions): OpenAiOf {
   let client: OpenAI | undefined;
@@ -174,13 +247,26 @@ function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions):
   };
 }
 
-/** Every failure of a provider call as a ProviderError naming the call. */
-async function providerCall<R>(what: string, run: () => Promise<R>): Promise<R> {
+/**
+ * Every failure of a provider call as a ProviderError naming the call; the call observed from
+ * start to end (a stream's end is its reader's: `endsLater`).
+ */
+async function providerCall<R>(
+  what: string,
+  call: ModelCall,
+  run: (seen: CallObservation) => Promise<R>,
+  options: { endsLater?: boolean } = {},
+): Promise<R> {
+  const seen = observation(call);
   try {
-    return await run();
+    const result = await run(seen);
+    if (!options.endsLater) seen.end();
+    return result;
   } catch (err) {
-    if (err instanceof ProviderError) throw err;
-    throw new ProviderError(`${what} failed: ${describe(err)}`, { cause: err });
+    const error =
+      err instanceof ProviderError ? err : new ProviderError(`${what} failed: ${describe(err)}`, { cause: err });
+    seen.end({ error: err });
+    throw error;
   }
 }
 
@@ -228,7 +314,7 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
    * is not Matryoshka answers 400 to any `dimensions`): the model's own size is then checked.
    */
   let sendDimensions = true;
-  const embeddings = async (input: string[]) => {
+  const create = async (input: string[]) => {
     const request = { model: embeddingModel, input, encoding_format: "float" as const };
     if (!sendDimensions) return openai().embeddings.create(request);
     try {
@@ -240,13 +326,18 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
       return response;
     }
   };
+  const embeddings = async (input: string[], seen: CallObservation) => {
+    const response = await create(input);
+    seen.usage(response.usage ? { input: response.usage.prompt_tokens } : undefined, response.model);
+    return response;
+  };
   return {
-    async embed(texts: string[]) {
+    async embed(texts: string[], seen: CallObservation) {
       if (texts.length === 0) return [];
-      return vectorsOf((await embeddings(texts)).data, texts.length, embeddingDimensions);
+      return vectorsOf((await embeddings(texts, seen)).data, texts.length, embeddingDimensions);
     },
-    async size() {
-      const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data[0]?.embedding;
+    async size(seen: CallObservation) {
+      const vector = (await embeddings([EMBEDDING_PROBE_TEXT], seen)).data[0]?.embedding;
       if (!vector) throw new ProviderError("Embedding call returned no vector");
       return vector.length;
     },
@@ -257,14 +348,19 @@ type ChatJson = (
   messages: ChatMessage[],
   responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
   request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries">,
+  seen: CallObservation,
 ) => Promise<string>;
 
 /** One JSON answer: the content of the first choice, which must not be empty. */
 function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
-  return async (messages, responseFormat, { name, signal, maxRetries }) => {
+  return async (messages, responseFormat, { name, signal, maxRetries }, seen) => {
     const response = await openai().chat.completions.create(
       { model, messages, response_format: responseFormat },
       { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+    );
+    seen.usage(
+      response.usage ? { input: response.usage.prompt_tokens, output: response.usage.completion_tokens } : undefined,
+      response.model,
     );
     const content = response.choices[0]?.message?.content;
     if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
@@ -277,15 +373,15 @@ function structuredCalls(openai: OpenAiOf, model: string) {
   const chatJson = chatJsonOf(openai, model);
   /** Set once the server refused JSON-schema output and answered in JSON mode: skip the refused call. */
   let jsonMode = false;
-  return async <T extends z.ZodType>(request: StructuredRequest<T>): Promise<z.infer<T>> => {
-    if (jsonMode) return structuredJsonMode(chatJson, request);
+  return async <T extends z.ZodType>(request: StructuredRequest<T>, seen: CallObservation): Promise<z.infer<T>> => {
+    if (jsonMode) return structuredJsonMode(chatJson, request, seen);
     let content: string;
     try {
-      content = await chatJson(structuredMessages(request), jsonSchemaFormat(request), request);
+      content = await chatJson(structuredMessages(request), jsonSchemaFormat(request), request, seen);
     } catch (err) {
       if (!isRefusal(err)) throw err;
       // JSON mode accepted where JSON schema was refused: this server's calls skip the refusal.
-      return structuredJsonMode(chatJson, request, () => {
+      return structuredJsonMode(chatJson, request, seen, () => {
         jsonMode = true;
       });
     }
@@ -294,7 +390,7 @@ function structuredCalls(openai: OpenAiOf, model: string) {
       parsed = JSON.parse(content);
     } catch {
       // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
-      return structuredJsonMode(chatJson, request);
+      return structuredJsonMode(chatJson, request, seen);
     }
     const result = request.schema.safeParse(parsed);
     if (!result.success) {
@@ -330,18 +426,19 @@ export function repairTurn(content: string, problem: string): ChatMessage[] {
 async function structuredJsonMode<T extends z.ZodType>(
   chatJson: ChatJson,
   request: StructuredRequest<T>,
+  seen: CallObservation,
   onAccepted = () => {},
 ): Promise<z.infer<T>> {
   const messages: ChatMessage[] = [
     { role: "system", content: jsonModeSystem(request) },
     { role: "user", content: request.user },
   ];
-  let content = await chatJson(messages, { type: "json_object" }, request);
+  let content = await chatJson(messages, { type: "json_object" }, request, seen);
   onAccepted();
   let checked = checkJson(request.schema, content);
   if (checked.ok) return checked.data;
   messages.push(...repairTurn(content, checked.problem));
-  content = await chatJson(messages, { type: "json_object" }, request);
+  content = await chatJson(messages, { type: "json_object" }, request, seen);
   checked = checkJson(request.schema, content);
   if (checked.ok) return checked.data;
   throw new ProviderError(
@@ -458,7 +555,12 @@ export function streamEndProblem(state: StreamState, idleMs: number): string | n
  * reader for good: here `idleMs` without a chunk from the provider fails it. Time the consumer
  * spends between reads (writing to a slow client) does not count.
  */
-function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: string, idleMs: number) {
+function completionStream(
+  stream: Stream<ChatCompletionChunk>,
+  requestedModel: string,
+  idleMs: number,
+  seen: CallObservation,
+) {
   const state: StreamState = {
     text: "",
     model: requestedModel,
@@ -473,12 +575,23 @@ function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: s
     async *[Symbol.asyncIterator]() {
       if (state.consumed) throw new Error("A completion stream can be read only once");
       state.consumed = true;
-      yield* readChunks(stream, state, idleMs);
-      // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
-      if (state.aborted) return;
-      const problem = streamEndProblem(state, idleMs);
-      if (problem) throw new ProviderError(problem);
-      state.complete = true;
+      let error: unknown;
+      try {
+        yield* readChunks(stream, state, idleMs);
+        // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
+        if (state.aborted) return;
+        const problem = streamEndProblem(state, idleMs);
+        if (problem) throw new ProviderError(problem);
+        state.complete = true;
+      } catch (err) {
+        error = err;
+        throw err;
+      } finally {
+        // The call ends with its reader: done, failed, aborted, or the reader stopped early.
+        const { usage } = state;
+        seen.usage(usage ? { input: usage.prompt_tokens, output: usage.completion_tokens } : undefined, state.model);
+        seen.end(error === undefined ? {} : { error });
+      }
     },
     completion() {
       if (!state.complete) throw new ProviderError("Model stream has not completed");
@@ -492,6 +605,7 @@ function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: s
     abort() {
       state.aborted = true;
       stream.controller.abort();
+      seen.end(); // a stream aborted before anybody read it
     },
   };
   return result;

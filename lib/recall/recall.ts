@@ -3,6 +3,7 @@ import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
+import { annotateSpan } from "../telemetry";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
 import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
@@ -87,6 +88,8 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
     ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
+  // The search_memory span's count (GenAI conventions), when tracing is on.
+  annotateSpan({ "gen_ai.memory.record.count": facts.length });
   const synthesis = include.has("synthesis") && context ? await synthesise(deps, context, query, timings) : null;
 
   const raw = include.has("raw");

@@ -9,6 +9,7 @@ import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import { errorFields } from "../log";
+import { annotateSpan } from "../telemetry";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
 import type { MessageInput, Role } from "./messages";
 
@@ -83,6 +84,7 @@ export async function addMessages(ctx: ProjectContext, { messages: items }: { me
   if (issues.length > 0) throw new ZodRealError(issues as never);
 
   const rows = batchRows(items, now);
+  annotateSpan({ "gen_ai.memory.record.count": rows.length }); // the create_memory span's, when tracing
   const [row] = parsedRowsOf(BatchResultRow, await deps.db.execute(addMessagesSql(projectId, now, rows)));
   if (!row || row.missing > 0) throw notFound("Thread not found");
   const early = earlyIssues(row.early ?? [], rows);
@@ -196,7 +198,10 @@ export function earlyIssues(early: { ord: number; last_at: string }[], rows: Pic
 }
 
 /** The rows with the times the statement stored: a defaulted time it moved up to the thread's last message. */
-export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(rows: R[], moved: { ord: number; at: string }[]): R[] {
+export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(
+  rows: R[],
+  moved: { ord: number; at: string }[],
+): R[] {
   const at = new Map(moved.map((m) => [m.ord, toIso(m.at) as string]));
   return rows.map((r) => (at.has(r.ord) ? { ...r, created_at: at.get(r.ord) as string } : r));
 }
