@@ -95,7 +95,10 @@ export async function createNodeService(options: NodeServiceOptions) {
   }
   const admin = await bootstrapAdmin(deps);
   // METRICS_TOKEN and OTEL_EXPORTER_OTLP_ENDPOINT: each loads its library only when set.
-  const observability = await startObservability({ config, database, clock, log });
+  const observability = await startObservability({ config, database, clock, log }).catch(async (err) => {
+    await database.close();
+    throw err;
+  });
   const app = createApp({
     deps: () => deps,
     corsOrigins: config.corsOrigins,
