@@ -58,6 +58,8 @@ export interface BenchArgs {
   /** tenants: how many datasets share --facts, and how many projects they are spread over. */
   datasets: number;
   projects: number;
+  /** Every in-process service with Prometheus metrics on (METRICS_TOKEN set), to measure their cost. */
+  metrics: boolean;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
@@ -80,7 +82,7 @@ export function usage(): string {
   return `usage: npm run bench -- [--quick] [--facts 1e3,1e4,1e5,1e6] [--dims 256,1536] [--only recall,hnsw,...]
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
-                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off]
+                       [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off] [--metrics on|off]
                        [--datasets 1000] [--projects 1]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
 scenarios (default: all but hnsw, load, server-rss and tenants):
@@ -162,6 +164,10 @@ const WITH_VALUE: Record<string, Setter> = {
     if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
     a.secondSearch = v === "on";
   },
+  "--metrics": (a, v) => {
+    if (v !== "on" && v !== "off") throw new UsageError(`--metrics: on or off: ${v}`);
+    a.metrics = v === "on";
+  },
 };
 
 /** Parses the switches after `npm run bench --`; `--name value` and `--name=value` both work. */
@@ -184,6 +190,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch,
     datasets: 1_000,
     projects: 1,
+    metrics: false,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

@@ -1,5 +1,5 @@
 import type { BenchArgs } from "./args";
-import { benchDatabaseOptions, memoryNow } from "./lib";
+import { benchDatabaseOptions, benchEnv, memoryNow } from "./lib";
 import { runUnit, type Unit } from "./scenarios";
 
 /**
@@ -8,10 +8,13 @@ import { runUnit, type Unit } from "./scenarios";
  * left over from the units before it. Prints one line of JSON after RESULT_MARK.
  */
 export const RESULT_MARK = "@@bench-result@@";
+/** `--metrics on`: the token the bench's services are given (nothing scrapes them during a run). */
+const BENCH_METRICS_TOKEN = "bench-metrics-token-0123456789";
 
 if (process.argv[1]?.endsWith("child.ts")) {
   const { unit, args } = JSON.parse(process.argv[2]) as { unit: Unit; args: BenchArgs };
   if (args.sharedBuffers) benchDatabaseOptions.sharedBuffers = args.sharedBuffers;
+  if (args.metrics) benchEnv.METRICS_TOKEN = BENCH_METRICS_TOKEN;
   const r = await runUnit(unit, args);
   process.stdout.write(`${RESULT_MARK}${JSON.stringify({ ...r, memory: memoryNow() })}\n`);
 }

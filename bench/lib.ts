@@ -11,6 +11,8 @@ import { createProject } from "../lib/projects";
 
 /** Options for every bench database in this process (bench/child.ts sets them from the switches). */
 export const benchDatabaseOptions: { sharedBuffers?: string } = {};
+/** Variables every bench service in this process gets (bench/child.ts: `--metrics on`). */
+export const benchEnv: Record<string, string> = {};
 
 /**
  * The Node.js host in-process on a fresh embedded database (in memory unless `disk` names a new
@@ -29,7 +31,7 @@ export async function benchService(
     onQuery: () => statements++,
     ...benchDatabaseOptions,
   });
-  const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...env });
+  const config = parseConfig({ PGLITE_DIR: "memory://", ADMIN_PASSWORD: "bench-password", ...benchEnv, ...env });
   const { projectId, ...hostOptions } = host;
   const service = await createNodeService({
     config,

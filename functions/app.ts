@@ -1,4 +1,4 @@
-import type { Context, MiddlewareHandler } from "hono";
+import type { Context, Handler, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
 import { createMiddleware } from "hono/factory";
@@ -37,9 +37,17 @@ export function createApp(options: {
   corsOrigins: string[];
   /** Serves the dashboard's built files (the Node.js host); the edge serves them as static assets. */
   dashboardAssets?: MiddlewareHandler<AppEnv>;
+  /**
+   * The Node.js host's metrics and traces (functions/observe/), when configured: its middleware
+   * runs before everything else, and GET /metrics answers before the API's own middleware.
+   */
+  observe?: { middleware: MiddlewareHandler<AppEnv>[]; metrics?: Handler<AppEnv> };
 }) {
   const app = createRouter();
-  app.use("*", requestLog(options.deps)); // first: every request gets its one line
+  for (const middleware of options.observe?.middleware ?? []) app.use("*", middleware);
+  app.use("*", requestLog(options.deps)); // first of the app's own: every request gets its one line
+  // Not an API route (not in /openapi.json): its own bearer token, checked by its handler.
+  if (options.observe?.metrics) app.get("/metrics", options.observe.metrics);
 
   // The dashboard UI lives at /dashboard/ (hash routes inside, so no page path collides with the
   // /dashboard/* API). Its files are public; only the API calls it makes carry a session.

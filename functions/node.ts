@@ -17,6 +17,7 @@ import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { createApp } from "./app";
 import { dashboardAssets } from "./dashboard-assets";
+import { startObservability } from "./observe";
 
 export interface NodeServiceOptions {
   config: Config;
@@ -93,10 +94,16 @@ export async function createNodeService(options: NodeServiceOptions) {
     await warnIfIndexesOutgrowBufferPool(database.db, log);
   }
   const admin = await bootstrapAdmin(deps);
+  // METRICS_TOKEN and OTEL_EXPORTER_OTLP_ENDPOINT: each loads its library only when set.
+  const observability = await startObservability({ config, database, clock, log }).catch(async (err) => {
+    await database.close();
+    throw err;
+  });
   const app = createApp({
     deps: () => deps,
     corsOrigins: config.corsOrigins,
     dashboardAssets: dashboardAssets(options.dashboardDir),
+    observe: observability,
   });
 
   const intervalMs = options.sweepIntervalMs ?? config.retryIntervalMs;
@@ -116,6 +123,8 @@ export async function createNodeService(options: NodeServiceOptions) {
     deps,
     admin,
     runSweep,
+    /** The metrics and traces, when configured (tests flush the spans). */
+    observability,
     /** Resolves once every deferred piece of work has settled (tests, shutdown). */
     async settle() {
       while (inFlight.size > 0) await Promise.all([...inFlight]);
@@ -124,6 +133,7 @@ export async function createNodeService(options: NodeServiceOptions) {
       if (interval) clearInterval(interval);
       timers?.stop();
       while (inFlight.size > 0) await Promise.all([...inFlight]);
+      await observability?.close();
       await database.close();
     },
   };

@@ -65,7 +65,7 @@ export function requestFields(c: Context<AppEnv>, status: number, ms: number): R
  * endpoints with theirs, so the first route with a method is the endpoint (as functions/auth-first.ts
  * reads it). Null when no endpoint matched (an unknown route, a CORS preflight).
  */
-function routeTemplate(c: Context<AppEnv>): string | null {
+export function routeTemplate(c: Context<AppEnv>): string | null {
   for (const route of matchedRoutes(c)) if (route.method !== "ALL") return route.path;
   return null;
 }

@@ -10,6 +10,22 @@ const optionalString = z
 const intFromEnv = (fallback: number, min: number) =>
   z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min));
 
+/** The samplers of OTEL_TRACES_SAMPLER the Node.js host knows (OpenTelemetry's built-in ones). */
+export const TRACE_SAMPLERS = [
+  "always_on",
+  "always_off",
+  "traceidratio",
+  "parentbased_always_on",
+  "parentbased_always_off",
+  "parentbased_traceidratio",
+] as const;
+export type TraceSampler = (typeof TRACE_SAMPLERS)[number];
+
+/** OTLP over HTTP, protobuf (OpenTelemetry's default) or JSON; gRPC is not carried. */
+const otlpProtocol = optionalString.pipe(
+  z.enum(["http/protobuf", "http/json"], { message: "http/protobuf or http/json (gRPC is not supported)" }).optional(),
+);
+
 /** Every environment variable the service reads, parsed once at the host's entry. */
 export const configSchema = z.object({
   PORT: intFromEnv(8787, 0),
@@ -66,6 +82,26 @@ export const configSchema = z.object({
     (v) => (v === undefined || v === "" ? undefined : Number(v)),
     z.number().int().min(1000).optional(),
   ),
+  // The Node.js host: GET /metrics (Prometheus) behind this bearer token; off when unset.
+  METRICS_TOKEN: optionalString.pipe(z.string().min(16, "at least 16 characters").optional()),
+  // The Node.js host: OpenTelemetry traces over OTLP/HTTP, OpenTelemetry's standard variables
+  // (the traces-specific one wins over the general one). Off when neither endpoint is set.
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalString.pipe(z.url().optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString.pipe(z.url().optional()),
+  OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
+  OTEL_EXPORTER_OTLP_HEADERS: optionalString,
+  OTEL_EXPORTER_OTLP_TRACES_HEADERS: optionalString,
+  OTEL_SERVICE_NAME: optionalString,
+  OTEL_TRACES_SAMPLER: optionalString.pipe(z.enum(TRACE_SAMPLERS).optional()),
+  OTEL_TRACES_SAMPLER_ARG: optionalString.pipe(
+    z
+      .string()
+      .transform(Number)
+      .pipe(z.number({ message: "a ratio from 0 to 1" }).min(0, "a ratio from 0 to 1").max(1, "a ratio from 0 to 1"))
+      .optional(),
+  ),
+  OTEL_SDK_DISABLED: optionalString.pipe(z.enum(["true", "false"]).optional()),
   // Both hosts: the least severe level written (error, warn, info, debug); any case, blank is info.
   LOG_LEVEL: z.preprocess(
     (v) => (typeof v === "string" ? v.trim().toLowerCase() || undefined : v),
@@ -131,6 +167,63 @@ export interface Config {
   headersTimeoutMs: number;
   /** Both hosts: the least severe level logged (LOG_LEVEL). */
   logLevel: LogLevel;
+  /** The Node.js host: the bearer token of GET /metrics (METRICS_TOKEN); no /metrics when unset. */
+  metricsToken: string | undefined;
+  /** The Node.js host: where and how traces are exported (OTEL_*); undefined when tracing is off. */
+  tracing: TracingConfig | undefined;
+}
+
+export interface TracingConfig {
+  /** The full URL spans are POSTed to (…/v1/traces). */
+  url: string;
+  protocol: "http/protobuf" | "http/json";
+  /** Sent with every export (OTEL_EXPORTER_OTLP_HEADERS: an API key of the backend). */
+  headers: Record<string, string>;
+  serviceName: string;
+  sampler: TraceSampler;
+  /** The ratio of the ratio samplers. */
+  samplerArg: number;
+}
+
+/**
+ * Tracing from OpenTelemetry's standard variables: on when a traces endpoint or the general one
+ * is set (the general one gets `/v1/traces` appended, as the specification says) and the SDK is
+ * not disabled. The traces-specific variables win over the general ones.
+ */
+export function tracingConfig(e: z.output<typeof configSchema>): TracingConfig | undefined {
+  if (e.OTEL_SDK_DISABLED === "true") return undefined;
+  const url =
+    e.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ??
+    (e.OTEL_EXPORTER_OTLP_ENDPOINT && `${e.OTEL_EXPORTER_OTLP_ENDPOINT.replace(/\/+$/, "")}/v1/traces`);
+  if (!url) return undefined;
+  return {
+    url,
+    protocol: e.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL ?? e.OTEL_EXPORTER_OTLP_PROTOCOL ?? "http/protobuf",
+    headers: {
+      ...otlpHeaders(e.OTEL_EXPORTER_OTLP_HEADERS),
+      ...otlpHeaders(e.OTEL_EXPORTER_OTLP_TRACES_HEADERS),
+    },
+    serviceName: e.OTEL_SERVICE_NAME ?? "memory-service",
+    sampler: e.OTEL_TRACES_SAMPLER ?? "parentbased_always_on",
+    samplerArg: e.OTEL_TRACES_SAMPLER_ARG ?? 1,
+  };
+}
+
+/** `key=value,key2=value2` with percent-encoded values (W3C baggage's form, as OTLP headers are written). */
+export function otlpHeaders(text: string | undefined): Record<string, string> {
+  const headers: Record<string, string> = {};
+  for (const pair of (text ?? "").split(",")) {
+    const at = pair.indexOf("=");
+    if (at <= 0) continue;
+    const key = pair.slice(0, at).trim();
+    const value = pair.slice(at + 1).trim();
+    try {
+      headers[key] = decodeURIComponent(value);
+    } catch {
+      headers[key] = value;
+    }
+  }
+  return headers;
 }
 
 /**
@@ -208,5 +301,7 @@ export function parseConfig(env: Record<string, unknown>): Config {
     // One second above the keep-alive timeout unless set.
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS ?? e.KEEP_ALIVE_TIMEOUT_MS + 1000,
     logLevel: e.LOG_LEVEL,
+    metricsToken: e.METRICS_TOKEN,
+    tracing: tracingConfig(e),
   };
 }

@@ -2,6 +2,7 @@ import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import { LeadGate, type LeadingStatement } from "./leading";
 import * as schema from "./schema";
+import { tracedQuery } from "./traced";
 import {
   batchInTransaction,
   type Database,
@@ -33,6 +34,8 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
   pool.on("error", (err) =>
     console.warn(JSON.stringify({ level: "warn", msg: "database connection lost while idle", error: err.message })),
   );
+  // A span per statement when tracing is on; the request views below call this one too.
+  pool.query = tracedQuery(pool.query) as pg.Pool["query"];
   const db = drizzle({ client: pool, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {
     db,

@@ -15,6 +15,7 @@ import {
 } from "./pglite-durability";
 import { preparedQuery, type QueryFn } from "./pglite-statements";
 import * as schema from "./schema";
+import { tracedQuery } from "./traced";
 import {
   batchInTransaction,
   type Database,
@@ -91,7 +92,8 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
   // in migration 0003), so the setting vector searches rely on is set here. (hnsw.ef_search stays
   // pgvector's default: recall sizes it per search, lib/db/vectors.ts.)
   await client.exec("SET hnsw.iterative_scan = relaxed_order");
-  const query = preparedQuery(client);
+  // A span per statement when tracing is on (a transaction's are grouped in its own span).
+  const query = tracedQuery(preparedQuery(client));
   const view = { query, transaction: client.transaction.bind(client) } as unknown as PGlite;
   const db = drizzle({ client: view, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
   return {

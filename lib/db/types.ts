@@ -3,6 +3,7 @@ import type { BatchItem } from "drizzle-orm/batch";
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from "drizzle-orm/pg-core";
 import type { LeadingStatement } from "./leading";
 import type * as schema from "./schema";
+import { tracedTransaction } from "./traced";
 
 /** The one query layer: every driver's drizzle instance is a PgDatabase over the same schema. */
 export type Db = PgDatabase<PgQueryResultHKT, typeof schema>;
@@ -35,11 +36,13 @@ export interface LeadingDatabase extends Database {
 }
 
 export async function batchInTransaction(db: Db, build: (db: Db) => BatchItem<"pg">[]) {
-  return db.transaction(async (tx) => {
-    const results: unknown[] = [];
-    for (const query of build(tx as unknown as Db)) results.push(await query);
-    return results;
-  });
+  return tracedTransaction(() =>
+    db.transaction(async (tx) => {
+      const results: unknown[] = [];
+      for (const query of build(tx as unknown as Db)) results.push(await query);
+      return results;
+    }),
+  );
 }
 
 /** The per-request view `withLeading` returns: a lead already bound, so no second one. */

@@ -13,6 +13,7 @@ import { budgetSpentSql } from "../usage/budget";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { type UsageScope, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
+import { reportEpisodeLag } from "./lag";
 import { renderTranscript, type TranscriptMessage } from "./transcript";
 
 /**
@@ -84,6 +85,7 @@ export async function processEpisode(deps: Deps, episodeId: string): Promise<Epi
     // Taken over meanwhile (this attempt outlived its lease): the new owner writes, not us.
     if (!(await writeSummary(deps, claim, summary, embedding, semanticStatusAfterSummary(settings)))) return "skipped";
     deps.log.info("episode completed", { episodeId, projectId: episode.project_id, messages: transcript.length });
+    await reportEpisodeLag(deps, episodeId);
     return "completed";
   } catch (err) {
     if (!(await markFailed(deps, claim, failureText(err)))) return "skipped";

@@ -4,9 +4,11 @@ import { NO_PROVIDER_MESSAGE } from "../errors";
 import { heartbeat } from "../heartbeat";
 import { deleteExpiredKeys } from "../idempotency";
 import { errorFields, type Logger } from "../log";
+import { observeJob } from "../telemetry";
 import { isJobKind } from "./kinds";
 import type { JobResult } from "./registry";
 import { ringLater } from "./schedule";
+import { inJobSpan } from "./span";
 import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease, rescheduleJob } from "./store";
 
 export { LEASE_MS };
@@ -18,11 +20,15 @@ const FAILURE_BACKOFF_MS = 30_000;
  * Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later.
  * Its lease is renewed while it runs, so a lease only runs out when the worker died.
  */
-export async function runJob(deps: Deps, job: Job): Promise<void> {
+export function runJob(deps: Deps, job: Job): Promise<void> {
+  return inJobSpan(job, () => runJobUntraced(deps, job));
+}
+
+async function runJobUntraced(deps: Deps, job: Job): Promise<void> {
   const lease = keepLease(deps, job);
   let result: JobResult;
   try {
-    result = await work(deps, job);
+    result = await observeJob(job.kind, () => work(deps, job));
   } catch (err) {
     deps.log.error("job failed; it will run again", { key: job.key, attempts: job.attempts, ...errorFields(err) });
     const backoff = FAILURE_BACKOFF_MS * 2 ** Math.min(job.attempts - 1, 6);

@@ -2,8 +2,10 @@ import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, toDate } from "../db/rows";
 import { jobs } from "../db/schema";
 import type { Deps } from "../deps";
+import { currentTraceparent } from "../telemetry";
 import type { DueJob } from "./doorbell";
 import { JOB_KINDS, type JobKind, jobKeySql } from "./kinds";
+import { TRACEPARENT_FIELD } from "./span";
 
 /**
  * How scheduling treats a job already waiting under the same key:
@@ -76,9 +78,16 @@ export interface ScheduleJobs {
   returning?: SQL;
 }
 
-/** {@link insertJobsSql} for typed jobs: the key and payload follow from the kind and the row's id. */
+/**
+ * {@link insertJobsSql} for typed jobs: the key and payload follow from the kind and the row's id.
+ * With tracing on, the payload also carries the active span's `traceparent`, so the job's span
+ * continues the trace of the request (or job) that scheduled it (./span.ts); with it off the
+ * statement is the same as without tracing.
+ */
 export function scheduleJobsSql(jobsOf: ScheduleJobs): SQL {
-  const { kind, row, dataset, payload, ...rest } = jobsOf;
+  const { kind, row, dataset, payload: beside, ...rest } = jobsOf;
+  const traceparent = currentTraceparent();
+  const payload = traceparent ? { ...beside, [TRACEPARENT_FIELD]: traceparent } : beside;
   const subject = sql`${row}.id`;
   const fields = sql`jsonb_build_object(${sql.raw(`'${JOB_KINDS[kind].subject}'`)}, ${subject})`;
   return insertJobsSql({

@@ -4,6 +4,7 @@ import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
 import { NoProviderError, ProviderError } from "../errors";
+import { type ModelCall, observeModelCall } from "../telemetry";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -183,43 +184,134 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
   const structured = structuredCalls(openai, llmModel);
   // Its own client: EMBEDDING_BASE_URL may name another server (the chat's when unset).
   const embeddings = embeddingCalls(lazyClient(config.embeddings, options), config.openai);
+  const chat = (kind: string, stream?: boolean): ModelCall => ({
+    operation: "chat",
+    kind,
+    model: llmModel,
+    serverAddress: hostOf(config.openai.baseUrl),
+    ...(stream ? { stream } : {}),
+  });
+  const embedding = (kind: string): ModelCall => ({
+    operation: "embeddings",
+    kind,
+    model: config.openai.embeddingModel,
+    serverAddress: hostOf(config.embeddings.baseUrl),
+  });
+  const rerank: ModelCall = {
+    operation: "rerank",
+    kind: "rerank",
+    model: config.rerank.model ?? "",
+    serverAddress: hostOf(config.rerank.baseUrl),
+  };
   return {
-    structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
+    structured: (request) =>
+      providerCall(`Model call (${request.name})`, () =>
+        observed(chat(request.name), request.meter, (meter) => structured({ ...request, meter })),
+      ),
     complete: (request) =>
-      providerCall("Model call", async () =>
-        completionOf(
-          await metered(
-            request.meter,
-            "chat",
-            llmModel,
-            () => openai().chat.completions.create(chatParams(llmModel, request)),
-            (answer) => reportedTokens(answer.usage),
-            (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
+      providerCall("Model call", () =>
+        observed(chat("completion"), request.meter, async (meter) =>
+          completionOf(
+            await metered(
+              meter,
+              "chat",
+              llmModel,
+              () => openai().chat.completions.create(chatParams(llmModel, request)),
+              (answer) => reportedTokens(answer.usage),
+              (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
+            ),
           ),
         ),
       ),
     stream: (request) =>
-      providerCall("Model call", async () => {
-        let stream: Stream<ChatCompletionChunk>;
-        try {
-          stream = await openai().chat.completions.create({
-            ...chatParams(llmModel, request),
-            stream: true,
-            stream_options: { include_usage: true },
-          });
-        } catch (err) {
-          // Accepted, the meter hears of it when the stream ends; refused, now.
-          if (!(err instanceof NoProviderError)) {
-            request.meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
-          }
-          throw err;
-        }
-        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000, request.meter);
-      }),
-    embed: (texts, meter) => providerCall("Embedding call", () => embeddings.embed(texts, meter)),
-    embeddingSize: () => providerCall("Embedding call", () => embeddings.size()),
-    rerank: (request) => providerCall("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
+      providerCall("Model call", () =>
+        observed(
+          chat("stream", true),
+          request.meter,
+          async (meter) => {
+            let stream: Stream<ChatCompletionChunk>;
+            try {
+              stream = await openai().chat.completions.create({
+                ...chatParams(llmModel, request),
+                stream: true,
+                stream_options: { include_usage: true },
+              });
+            } catch (err) {
+              // Accepted, the meter hears of it when the stream ends; refused, now.
+              if (!(err instanceof NoProviderError)) {
+                meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
+              }
+              throw err;
+            }
+            return completionStream(stream, llmModel, options.timeoutMs ?? 60_000, meter);
+          },
+          { endsWithMeter: true },
+        ),
+      ),
+    embed: (texts, meter) =>
+      providerCall("Embedding call", () =>
+        observed(embedding("embedding"), meter, (seen) => embeddings.embed(texts, seen)),
+      ),
+    embeddingSize: () =>
+      providerCall("Embedding call", () => observed(embedding("embedding_size"), undefined, () => embeddings.size())),
+    rerank: (request) =>
+      providerCall("Rerank call", () =>
+        observed(rerank, request.meter, (meter) =>
+          rerankCall(config.rerank, { ...request, meter }, options.fetch ?? fetch),
+        ),
+      ),
   };
+}
+
+function hostOf(baseUrl: string | undefined): string | undefined {
+  if (!baseUrl) return undefined;
+  try {
+    return new URL(baseUrl).hostname;
+  } catch {
+    return undefined;
+  }
+}
+
+/**
+ * One method call as its observers (lib/telemetry.ts: metrics and traces) see it: from start to
+ * end, with the tokens of every provider request it made, read from what the meter hears (JSON-mode
+ * retries and "dimensions refused" retries included), then passed on to the caller's meter. A
+ * stream ends when its meter hears of it (the stream's end, failure or abort), not when it opens.
+ */
+async function observed<R>(
+  call: ModelCall,
+  meter: Meter | undefined,
+  run: (meter: Meter | undefined) => Promise<R>,
+  options: { endsWithMeter?: boolean } = {},
+): Promise<R> {
+  const end = observeModelCall(call);
+  const usage = { input: 0, output: 0 };
+  let reported = false;
+  let responseModel: string | undefined;
+  let ended = false;
+  const finish = (error?: unknown) => {
+    if (ended) return;
+    ended = true;
+    end({ usage: reported ? usage : undefined, responseModel, error });
+  };
+  const seen: Meter = (c) => {
+    if (c.inputTokens !== null || c.outputTokens !== null) {
+      reported = true;
+      usage.input += c.inputTokens ?? 0;
+      usage.output += c.outputTokens ?? 0;
+    }
+    responseModel = c.model;
+    meter?.(c);
+    if (options.endsWithMeter) finish(c.outcome === "ok" ? undefined : c.outcome);
+  };
+  try {
+    const result = await run(seen);
+    if (!options.endsWithMeter) finish();
+    return result;
+  } catch (err) {
+    finish(err);
+    throw err;
+  }
 }
 
 function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions): OpenAiOf {

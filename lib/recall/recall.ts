@@ -4,6 +4,7 @@ import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
+import { annotateSpan } from "../telemetry";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { flushUsage, usageCteOf } from "../usage/sql";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
@@ -102,6 +103,8 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
     ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
+  // The search_memory span's count (GenAI conventions), when tracing is on.
+  annotateSpan({ "gen_ai.memory.record.count": facts.length });
   // Not while the project's monthly token budget is spent (null, as when synthesis fails).
   const synthesise = include.has("synthesis") && context && !retrieved.budgetSpent;
   const synthesis = synthesise ? await synthesisOf(deps, context, query, timings, usage) : null;

@@ -10,6 +10,7 @@ import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import { errorFields } from "../log";
 import type { MessageRole } from "../roles";
+import { annotateSpan } from "../telemetry";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
 import type { MessageInput } from "./messages";
 
@@ -84,6 +85,7 @@ export async function addMessages(ctx: ProjectContext, { messages: items }: { me
   if (issues.length > 0) throw new ZodRealError(issues as never);
 
   const rows = batchRows(items, now);
+  annotateSpan({ "gen_ai.memory.record.count": rows.length }); // the create_memory span's, when tracing
   const [row] = parsedRowsOf(BatchResultRow, await deps.db.execute(addMessagesSql(projectId, now, rows)));
   if (!row || row.missing > 0) throw notFound("Thread not found");
   const early = earlyIssues(row.early ?? [], rows);

@@ -19,6 +19,8 @@ export interface EdgeWorker {
   deps: Deps;
   /** Statements of each SQL-over-HTTP request the Worker made, in order (each one a round trip). */
   sqlRequests: string[][];
+  /** The bundle's script, as deployed. */
+  script: string;
   close(): Promise<void>;
 }
 
@@ -27,24 +29,27 @@ export interface EdgeWorker {
  * Neon driver talking SQL-over-HTTP to a local endpoint on a fresh copy of the migrated template
  * (embedded, or on TEST_PG_URL's server).
  * No provider and no QStash: the tests that need them set up their own (tests/edge/jobs.test.ts).
+ * `vars` are added to the Worker's env (as wrangler.toml's [vars] or secrets would be).
  */
-export async function startEdgeWorker(name: string): Promise<EdgeWorker> {
+export async function startEdgeWorker(name: string, vars: Record<string, string> = {}): Promise<EdgeWorker> {
   const buildDir = mkdtempSync(join(tmpdir(), `memsvc-${name}-worker-`));
   const build = buildWorkerBundle(buildDir);
   const database = await openTestDatabase();
   const sqlRequests: string[][] = [];
   const endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
   const text = (value: string) => ({ type: "text" as const, value });
+  const script = await build;
   const mf = new Miniflare({
     workers: [
       {
         config: {
-          ...workerConfig(await build),
+          ...workerConfig(script),
           env: {
             DATABASE_URL: text("postgres://user:pass@localhost/db"),
             NEON_FETCH_ENDPOINT: text(endpoint.fetchEndpoint),
             EMBEDDING_DIMENSIONS: text(String(TEST_EMBEDDING_DIMENSIONS)),
             LOG_LEVEL: text("error"),
+            ...Object.fromEntries(Object.entries(vars).map(([key, value]) => [key, text(value)])),
           },
         },
       },
@@ -56,6 +61,7 @@ export async function startEdgeWorker(name: string): Promise<EdgeWorker> {
     database,
     deps: { db: database.db, database, clock: systemClock } as Deps,
     sqlRequests,
+    script,
     async close() {
       await mf.dispose();
       await endpoint.close();
@@ -69,10 +75,10 @@ export async function startEdgeWorker(name: string): Promise<EdgeWorker> {
  * The edge worker for one test file: started before its tests, closed after them. The object's
  * fields are filled in once it has started (read them inside tests and hooks).
  */
-export function useEdgeWorker(name: string): EdgeWorker {
+export function useEdgeWorker(name: string, vars: Record<string, string> = {}): EdgeWorker {
   const edge = {} as EdgeWorker;
   beforeAll(async () => {
-    Object.assign(edge, await startEdgeWorker(name));
+    Object.assign(edge, await startEdgeWorker(name, vars));
   }, 120_000);
   afterAll(async () => {
     await edge.close?.();

@@ -57,6 +57,18 @@ export const fakeTokens = (text: string) => Math.ceil(text.length / 4);
 export const fakePromptTokens = (messages: { content: string }[]) =>
   messages.reduce((n, m) => n + fakeTokens(m.content ?? "") + 4, 3);
 
+/** The usage the fake reported for the one structured call of `schemaName` it answered. */
+export function reportedUsage(fake: Pick<FakeOpenAI, "requests">, schemaName: string): ReportedUsage {
+  const calls = fake.requests.filter(
+    (r) =>
+      (r.body.response_format as { json_schema?: { name?: string } } | undefined)?.json_schema?.name === schemaName,
+  );
+  if (calls.length !== 1 || !calls[0].usage) {
+    throw new Error(`expected one ${schemaName} call with usage, got ${calls.length}`);
+  }
+  return calls[0].usage;
+}
+
 export interface FakeOpenAI {
   url: string;
   /**

@@ -1,0 +1,67 @@
+import { describe, expect, it } from "vitest";
+import { ConfigError, otlpHeaders, parseConfig } from "./config";
+
+/** Issue 36's variables: METRICS_TOKEN and OpenTelemetry's standard OTEL_* ones. */
+describe("observability configuration", () => {
+  it("is off by default", () => {
+    const config = parseConfig({});
+    expect(config.metricsToken).toBeUndefined();
+    expect(config.tracing).toBeUndefined();
+  });
+
+  it("refuses a short metrics token, naming the variable", () => {
+    expect(() => parseConfig({ METRICS_TOKEN: "short" })).toThrow(ConfigError);
+    expect(() => parseConfig({ METRICS_TOKEN: "short" })).toThrow(/METRICS_TOKEN: at least 16 characters/);
+    expect(parseConfig({ METRICS_TOKEN: " a-long-enough-token-1234 " }).metricsToken).toBe("a-long-enough-token-1234");
+  });
+
+  it("traces to the general endpoint's /v1/traces, as protobuf, with OpenTelemetry's defaults", () => {
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/" }).tracing).toEqual({
+      url: "http://collector:4318/v1/traces",
+      protocol: "http/protobuf",
+      headers: {},
+      serviceName: "memory-service",
+      sampler: "parentbased_always_on",
+      samplerArg: 1,
+    });
+  });
+
+  it("lets the traces variables win over the general ones", () => {
+    const tracing = parseConfig({
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318",
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "https://traces.example.com/otlp/v1/traces",
+      OTEL_EXPORTER_OTLP_PROTOCOL: "http/protobuf",
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: "http/json",
+      OTEL_EXPORTER_OTLP_HEADERS: "x-team=memory,api-key=general",
+      OTEL_EXPORTER_OTLP_TRACES_HEADERS: "api-key=a%20b%3Dc",
+      OTEL_SERVICE_NAME: "memory-eu",
+      OTEL_TRACES_SAMPLER: "parentbased_traceidratio",
+      OTEL_TRACES_SAMPLER_ARG: "0.25",
+    }).tracing;
+    expect(tracing).toEqual({
+      url: "https://traces.example.com/otlp/v1/traces",
+      protocol: "http/json",
+      headers: { "x-team": "memory", "api-key": "a b=c" },
+      serviceName: "memory-eu",
+      sampler: "parentbased_traceidratio",
+      samplerArg: 0.25,
+    });
+  });
+
+  it("is off with OTEL_SDK_DISABLED=true, and refuses gRPC and unknown samplers", () => {
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "true" }).tracing).toBe(
+      undefined,
+    );
+    expect(() => parseConfig({ OTEL_EXPORTER_OTLP_PROTOCOL: "grpc" })).toThrow(
+      /OTEL_EXPORTER_OTLP_PROTOCOL: http\/protobuf or http\/json/,
+    );
+    expect(() => parseConfig({ OTEL_TRACES_SAMPLER: "sometimes" })).toThrow(/OTEL_TRACES_SAMPLER/);
+    expect(() => parseConfig({ OTEL_TRACES_SAMPLER_ARG: "2" })).toThrow(/OTEL_TRACES_SAMPLER_ARG/);
+    expect(() => parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+  });
+
+  it("reads OTLP headers as key=value pairs with percent-encoded values", () => {
+    expect(otlpHeaders("a=1, b = two%2C ,bad,=x,c=%E0%A4%A")).toEqual({ a: "1", b: "two,", c: "%E0%A4%A" });
+    expect(otlpHeaders(undefined)).toEqual({});
+  });
+});
