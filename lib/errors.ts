@@ -46,3 +46,15 @@ export function failureText(err: unknown): string {
   if (err instanceof DrizzleQueryError && err.cause instanceof Error) return `Database error: ${err.cause.message}`;
   return err instanceof Error ? err.message : String(err);
 }
+
+/**
+ * Raised for every provider failure, with a message fit for an episode's `error` (lib/llm/client.ts
+ * raises it). Here rather than beside the client: the logger tells it from a bug (lib/log.ts), and
+ * the client logs, so declaring it there would make the two folders import each other.
+ */
+export class ProviderError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "ProviderError";
+  }
+}

@@ -1,5 +1,4 @@
-import { HttpError } from "./errors";
-import { ProviderError } from "./llm/client";
+import { HttpError, ProviderError } from "./errors";
 
 /** Structured one-line JSON logs: readable by Workers Logs and any log shipper. */
 export interface Logger {

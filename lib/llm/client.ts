@@ -3,6 +3,7 @@ import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
+import { ProviderError } from "../errors";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -90,13 +91,8 @@ export interface CompletionStream extends AsyncIterable<string> {
   abort(): void;
 }
 
-/** Raised for every provider failure, with a message fit for an episode's `error`. */
-export class ProviderError extends Error {
-  constructor(message: string, options?: { cause?: unknown }) {
-    super(message, options);
-    this.name = "ProviderError";
-  }
-}
+// Declared in lib/errors.ts (the logger tells it from a bug without importing the client).
+export { ProviderError };
 
 /** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
 export const NO_PROVIDER_MESSAGE =
