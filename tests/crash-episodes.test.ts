@@ -178,7 +178,7 @@ async function crashRun(seed: number) {
       dead = false;
       const last = round === KILLS;
       // The last round runs to its end without a kill, then the host is stopped for the check.
-      const until = Date.now() + (last ? 2_500 : 600 + random() * 2_400);
+      const until = Date.now() + (last ? 3_000 : 1_500 + random() * 2_500);
       const writers = Array.from({ length: WRITERS }, (_, i) => writer(i, last ? until : Number.POSITIVE_INFINITY));
       if (last) {
         await Promise.all(writers);
