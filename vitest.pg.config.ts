@@ -51,6 +51,7 @@ export const PG_SUITES = [
   "tests/episodic-round-trips.test.ts",
   // Background work: jobs, leases, retries, extraction, webhooks, the QStash callback.
   "tests/jobs.test.ts",
+  "tests/episode-job.test.ts",
   "tests/jobs-callback.test.ts",
   "tests/retry-interval.test.ts",
   "tests/faults.test.ts",
@@ -60,6 +61,7 @@ export const PG_SUITES = [
   // Concurrency and crashes: real parallel connections, and `npm start` killed with kill -9.
   "tests/load.test.ts",
   "tests/crash.test.ts",
+  "tests/crash-episodes.test.ts",
   // The Worker under workerd, through the Neon HTTP stand-in backed by the server.
   "tests/edge/neon-endpoint.test.ts",
   "tests/edge/worker.test.ts",
