@@ -112,7 +112,7 @@ async function crashRun(seed: number) {
     OPENAI_API_KEY: "test-key",
     EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
   };
-  let server: ServerProcess = await startServerProcess(env, 60_000);
+  let server: ServerProcess = await startServerProcess(env, 120_000);
   try {
     const call = (path: string, body?: unknown) =>
       callJson(server.url, path, { token: key, ...(body === undefined ? {} : { body }) });
@@ -191,7 +191,7 @@ async function crashRun(seed: number) {
       await Promise.all(writers);
       // Down for a moment: idle timers come due meanwhile and fire at the restart.
       await pause(IDLE_MS * (0.5 + random()));
-      server = await startServerProcess(env, 60_000);
+      server = await startServerProcess(env, 120_000);
     }
 
     // The last idle timers fire, then every episode is terminal within the budget.
