@@ -112,7 +112,17 @@ async function crashRun(seed: number) {
     OPENAI_API_KEY: "test-key",
     EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
   };
-  let server: ServerProcess = await startServerProcess(env, 120_000);
+  const cleanUp = async () => {
+    await database.drop();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  let server: ServerProcess;
+  try {
+    server = await startServerProcess(env, 120_000);
+  } catch (err) {
+    await cleanUp();
+    throw err;
+  }
   try {
     const call = (path: string, body?: unknown) =>
       callJson(server.url, path, { token: key, ...(body === undefined ? {} : { body }) });
@@ -234,8 +244,7 @@ async function crashRun(seed: number) {
       server.child.kill("SIGTERM");
       await server.exited;
     }
-    await database.drop();
-    rmSync(dir, { recursive: true, force: true });
+    await cleanUp();
   }
 }
 
