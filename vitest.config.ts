@@ -3,10 +3,13 @@ import { defineConfig } from "vitest/config";
 export default defineConfig({
   test: {
     // Integration tests under tests/; unit tests of pure decisions beside their file in lib/,
-    // bench/ and the client packages; the packages' tests against the service in their own test/.
+    // functions/, dev/, bench/ and the client packages; the packages' tests against the service in
+    // their own test/.
     include: [
       "tests/**/*.test.ts",
       "lib/**/*.test.ts",
+      "functions/**/*.test.ts",
+      "dev/**/*.test.ts",
       "bench/**/*.test.ts",
       "packages/**/*.test.ts",
       "examples/**/*.test.ts",

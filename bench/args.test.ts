@@ -37,8 +37,8 @@ describe("bench switches", () => {
       "--ef-construction=128",
     ]);
     expect(a).toMatchObject({ efSearch: [40, 400], iterative: ["off", "strict_order"], m: 32, efConstruction: 128 });
-    expect(parseBenchArgs([]).secondSearch).toBe(false);
-    expect(parseBenchArgs(["--second-search", "on"]).secondSearch).toBe(true);
+    expect(parseBenchArgs([]).secondSearch).toBe(true);
+    expect(parseBenchArgs(["--second-search", "off"]).secondSearch).toBe(false);
     expect(() => parseBenchArgs(["--second-search", "no"])).toThrow(/on or off/);
     expect(parseBenchArgs(["--disk", "--shared-buffers", "128MB"])).toMatchObject({
       disk: true,

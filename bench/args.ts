@@ -12,12 +12,15 @@ export const SCENARIOS = {
   prepare: "prepare (messageLimit 20) on a thread of 10,000 messages",
   episodes: "episode pipeline, threads ended at once, instant and realistic provider",
   semantic: "fact extraction against --facts live facts",
-  recall: "recall without and with a query at --facts live facts, --dims dimensions",
+  recall:
+    "recall without and with a query at --facts live facts, --dims dimensions, and beside the bare HNSW top-8 statement (their ratio)",
   "recall-messages":
     "recall with a query, without and with include messages, at --facts live facts and 200,000 messages (20,000 with --quick)",
   "recall-provider": "recall with a query at 1,000 facts, embeddings 150 ms",
   hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
   load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",
+  tenants:
+    "recall in one dataset of --facts / --datasets facts among --datasets datasets (--projects projects), against the same dataset alone",
   "server-rss":
     "the server process (npm start) on a directory of --facts facts: its RSS under recall and add-message load",
 } as const;
@@ -50,12 +53,15 @@ export interface BenchArgs {
   dataDir?: string;
   /** server-rss: the Node.js flags of the server process (default: those of `npm start`). */
   nodeFlags?: string[];
-  /** recall: the project setting `semantic.vectorSecondSearch` (off by default, as in the service). */
+  /** recall: the project setting `semantic.vectorSecondSearch` (on by default, as in the service). */
   secondSearch: boolean;
+  /** tenants: how many datasets share --facts, and how many projects they are spread over. */
+  datasets: number;
+  projects: number;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
-/** Scenarios run without --only; hnsw, load and server-rss are long and asked for by name. */
+/** Scenarios run without --only; hnsw, load, server-rss and tenants are long and asked for by name. */
 export const DEFAULT_SCENARIOS: Scenario[] = [
   "add-message",
   "durability",
@@ -75,8 +81,9 @@ export function usage(): string {
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
                        [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off]
+                       [--datasets 1000] [--projects 1]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
-scenarios (default: all but hnsw, load and server-rss):
+scenarios (default: all but hnsw, load, server-rss and tenants):
 ${names}`;
 }
 
@@ -145,6 +152,12 @@ const WITH_VALUE: Record<string, Setter> = {
   "--ef-construction": (a, v) => {
     a.efConstruction = parseCount(v, "--ef-construction");
   },
+  "--datasets": (a, v) => {
+    a.datasets = parseCount(v, "--datasets");
+  },
+  "--projects": (a, v) => {
+    a.projects = parseCount(v, "--projects");
+  },
   "--second-search": (a, v) => {
     if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
     a.secondSearch = v === "on";
@@ -169,6 +182,8 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     disk: false,
     neighbours: 1,
     secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch,
+    datasets: 1_000,
+    projects: 1,
   };
   for (let i = 0; i < argv.length; i++) {
     const [name, inline] = argv[i].split(/=(.*)/s, 2);

@@ -1,3 +1,4 @@
+import { listen } from "../functions/listen";
 import { createNodeService, type NodeServiceOptions } from "../functions/node";
 import { createNodeServer } from "../functions/node-host";
 import { createApiKey } from "../lib/api-keys";
@@ -5,7 +6,6 @@ import { parseConfig } from "../lib/config";
 import { createPgliteDatabase } from "../lib/db/pglite";
 import type { PgliteDurability, SyncCounter } from "../lib/db/pglite-durability";
 import type { Database } from "../lib/db/types";
-import { listen } from "../lib/dev/listen";
 import { silentLogger } from "../lib/log";
 import { createProject } from "../lib/projects";
 

@@ -14,6 +14,7 @@ import { recallSql } from "../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import { patchProjectSettings } from "../lib/settings/store";
 import { fakeEmbedding } from "../tests/helpers/fake-openai";
+import { bareTop8Sql } from "./bare";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factWords } from "./fact-rows";
 import { type Bench, memoryNow, percentile } from "./lib";
@@ -41,6 +42,25 @@ export interface RecallBenchResult extends VectorQuality {
     bytesPerMessage: { message: number; search: number; terms: number; vector: number };
   };
   statementsPerRecall: number;
+  /**
+   * Recall close to the index (issue 34): recall with a query (uncached, provider 0 ms) and the
+   * bare HNSW top-8 statement on the same data (bench/bare.ts), timed alternately per query in
+   * the same loop, so the machine's load weighs on both alike; `ratio` is recall's p50 over the
+   * statement's.
+   */
+  closeToIndex: {
+    recallP50Ms: number;
+    bareP50Ms: number;
+    ratio: number;
+    /** The same query again: its vector cached, so no provider round trip (the service and its statement alone). */
+    cachedP50Ms: number;
+    cachedRatio: number;
+    /**
+     * The same three by this process's CPU time (median ms; the provider's side of the embedding
+     * call included, it runs in this process): steadier than wall time on a loaded machine.
+     */
+    cpu: { recallMs: number; cachedMs: number; bareMs: number; ratio: number; cachedRatio: number };
+  };
   embeddingCallsPerQuery: number;
   hnswIndexUsed: boolean;
   efSearch: number;
@@ -73,7 +93,7 @@ export interface RecallBenchOptions {
   neighbours?: number;
   /** An on-disk database (durable, as `npm start` runs it), kept with --data-dir; in memory otherwise. */
   store?: SeedStore;
-  /** The project setting `semantic.vectorSecondSearch` (default: off, the service's default). */
+  /** The project setting `semantic.vectorSecondSearch` (default: the service's, on). */
   secondSearch?: boolean;
   /** Conversation messages seeded in the dataset too (indexed and embedded); recall is also timed with them. */
   messages?: number;
@@ -144,7 +164,48 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       query: `${queries[i]} again`,
       include: ["episodes"],
     }));
+    const closeToIndex = await timeBesideBare();
     const withMessages = options.messages ? await timeWithMessages(options.messages) : undefined;
+
+    /** Recall (uncached, then cached) and the bare top-8 statement alternately, each query once (see closeToIndex). */
+    async function timeBesideBare() {
+      const [recall, cached, bare, recallCpu, cachedCpu, bareCpu] = [[], [], [], [], [], []] as number[][];
+      const timed = async (into: number[], cpu: number[], work: () => Promise<unknown>) => {
+        const cpuStarted = process.cpuUsage();
+        const started = performance.now();
+        await work();
+        into.push(performance.now() - started);
+        const used = process.cpuUsage(cpuStarted);
+        cpu.push((used.user + used.system) / 1000);
+      };
+      for (let i = 0; i < calls; i++) {
+        const statement = bareTop8Sql(projectId, "big", benchEmbedding(queries[i], dims), dims);
+        const body = { dataset: "big", query: `${queries[i]} beside` };
+        await timed(bare, bareCpu, () => db.execute(statement));
+        await timed(recall, recallCpu, () => bench.call("POST", "/v1/memory/recall", body));
+        await timed(cached, cachedCpu, () => bench.call("POST", "/v1/memory/recall", body));
+      }
+      const p50 = (ms: number[]) =>
+        percentile(
+          [...ms].sort((a, b) => a - b),
+          50,
+        );
+      const [recallP50Ms, cachedP50Ms, bareP50Ms] = [p50(recall), p50(cached), p50(bare)];
+      return {
+        recallP50Ms,
+        bareP50Ms,
+        ratio: recallP50Ms / bareP50Ms,
+        cachedP50Ms,
+        cachedRatio: cachedP50Ms / bareP50Ms,
+        cpu: {
+          recallMs: p50(recallCpu),
+          cachedMs: p50(cachedCpu),
+          bareMs: p50(bareCpu),
+          ratio: p50(recallCpu) / p50(bareCpu),
+          cachedRatio: p50(cachedCpu) / p50(bareCpu),
+        },
+      };
+    }
 
     /** Seeds the messages (after the runs without them), then the same runs with them included. */
     async function timeWithMessages(count: number) {
@@ -199,6 +260,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       withQueryAndEpisodes,
       withMessages,
       statementsPerRecall,
+      closeToIndex,
       embeddingCallsPerQuery,
       hnswIndexUsed,
       ...quality,

@@ -17,6 +17,7 @@ import { benchRecall } from "./recall";
 import { neighboursFor, openSeeded, type SeedPlan, type SeedResult, type SeedStore } from "./seed";
 import { benchSemantic } from "./semantic";
 import { benchServerRss, serverRssRows } from "./server-rss";
+import { benchTenants } from "./tenants";
 
 /** One run of a scenario in its own process: at one size and dimension where it has them. */
 export interface Unit {
@@ -33,7 +34,7 @@ export interface UnitResult {
 
 /** The units `args` asks for, in order: the sized scenarios once per size and dimension. */
 export function unitsOf(args: BenchArgs): Unit[] {
-  const sized = new Set<Scenario>(["semantic", "recall", "recall-messages", "hnsw", "load", "server-rss"]);
+  const sized = new Set<Scenario>(["semantic", "recall", "recall-messages", "hnsw", "load", "server-rss", "tenants"]);
   return args.only.flatMap((scenario) =>
     sized.has(scenario)
       ? args.dims.flatMap((dims) => args.facts.map((facts) => ({ scenario, facts, dims })))
@@ -168,6 +169,7 @@ const RUNNERS: Record<Scenario, Runner> = {
           `| recall, no query, ${at} | ${ms(r.noQuery.p50Ms, 1)} | ${ms(r.noQuery.p99Ms, 1)} | | ${cost} |`,
           `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (against the stored vectors: ${r.recallAt10Stored.toFixed(3)}; the 10 found ${r.distanceRatio.toFixed(4)}× the true 10's distance; HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}, ${r.rowsSearched} rows read for 30); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
           `| recall, with query + raw + episodes, ${at} | ${ms(r.withQueryAndEpisodes.p50Ms, 1)} | ${ms(r.withQueryAndEpisodes.p99Ms, 1)} | | ${cost} |`,
+          `| recall with query beside the bare HNSW top-8 statement, ${at}, alternately | ${ms(r.closeToIndex.recallP50Ms, 2)} (bare: ${ms(r.closeToIndex.bareP50Ms, 2)}) | | | **${r.closeToIndex.ratio.toFixed(1)}×** the bare statement; the query's vector cached: ${ms(r.closeToIndex.cachedP50Ms, 2)}, **${r.closeToIndex.cachedRatio.toFixed(1)}×**; by CPU time ${ms(r.closeToIndex.cpu.recallMs, 2)} / ${ms(r.closeToIndex.cpu.cachedMs, 2)} / ${ms(r.closeToIndex.cpu.bareMs, 2)} ms: **${r.closeToIndex.cpu.ratio.toFixed(1)}×** / **${r.closeToIndex.cpu.cachedRatio.toFixed(1)}×** |`,
         ],
         result: r,
       };
@@ -235,6 +237,27 @@ const RUNNERS: Record<Scenario, Runner> = {
         await fake.close();
       }
     }),
+  // One small dataset among many, against itself alone (in memory).
+  tenants: async ({ facts, dims }, args) => {
+    const r = await benchTenants(
+      { facts, datasets: args.datasets, projects: args.projects, dims },
+      args.quick ? 100 : 200,
+    );
+    const at = `${n(r.factsPerDataset)} facts among ${n(facts)} in ${n(r.datasets)} datasets of ${n(r.projects)} project${r.projects > 1 ? "s" : ""} (${dims} dims)`;
+    const row = (what: string, d: typeof r.lone, extra = "") =>
+      `| recall with query, ${what} | ${ms(d.p50Ms, 2)} | ${ms(d.p99Ms, 2)} | | vector recall@10 ${d.recallAt10.toFixed(3)}; the statement touched ${n(d.buffers)} buffers and ${n(d.factRowsRead)} fact rows${extra} |`;
+    return {
+      rows: [
+        row(`one dataset of ${n(r.factsPerDataset)} facts alone`, r.lone),
+        row(
+          at,
+          r.amongMany,
+          `; **${r.ratio.toFixed(2)}×** alone; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s`,
+        ),
+      ],
+      result: r,
+    };
+  },
   // Always on disk: a server process opens a directory.
   "server-rss": ({ facts, dims }, args) =>
     withStore({ ...args, disk: true }, async (store) => {

@@ -2,7 +2,7 @@ import { type ChildProcess, spawn } from "node:child_process";
 import { cpSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { npmStartArgs, REPO_ROOT } from "../lib/dev/start-command";
+import { npmStartArgs, REPO_ROOT } from "../dev/start-command";
 import { patchProjectSettings } from "../lib/settings/store";
 import { startBenchProvider } from "./embedding";
 import { closedLoop, percentile } from "./lib";

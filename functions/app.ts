@@ -16,12 +16,13 @@ import { faviconRoute } from "./favicon";
 import { healthRoutes } from "./health";
 import { documentIdempotencyKeys, idempotencyKeys } from "./idempotency";
 import { jobRoutes } from "./jobs";
-import { mcpRoutes } from "./mcp";
+import { mcpRoutes } from "./mcp/routes";
 import { recallRoutes } from "./recall";
 import { requestLog } from "./request-log";
 import { createRouter } from "./router";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
+import { usageRoutes } from "./usage";
 import { BATCH_PATH, batchBodyLimit } from "./working/batch";
 import { workingRoutes } from "./working/routes";
 
@@ -95,8 +96,9 @@ export function createApp(options: {
   app.route("/v1/memory/episodic", episodicRoutes);
   app.route("/v1/memory/semantic", semanticRoutes);
   app.route("/v1/memory/recall", recallRoutes);
+  app.route("/v1/usage", usageRoutes);
   app.route("/jobs", jobRoutes);
-  // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp.ts).
+  // MCP for assistants: API key as /v1, stateless, not in the OpenAPI document (functions/mcp/routes.ts).
   app.route("/mcp", mcpRoutes);
   // The API reference; on the Node.js host also the renderer's file, from the same built assets.
   app.route("/", docsRoutes(options.dashboardAssets));

@@ -40,6 +40,11 @@ export const TAG_GROUPS = [
         description:
           "What the service knows about a dataset as a prompt-ready block; export and erase a dataset's memory.",
       },
+      {
+        name: "Usage",
+        description:
+          "The usage ledger: every model and embedding call made for the project, with the provider's token counts, and the monthly token budget.",
+      },
     ],
   },
   {

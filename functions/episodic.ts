@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { archiveEpisode, getEpisode, listEpisodes, searchEpisodes } from "../lib/episodic/episodes";
 import { retryEpisode } from "../lib/episodic/triggers";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import { projectContext, readContext } from "./context";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
@@ -45,7 +46,7 @@ const routes = {
     method: "get",
     path: "/datasets/{dataset}/episodes/search",
     summary: "Semantic search of completed episode summaries",
-    description: "Ranked by cosineSimilarity × 0.7 + 1/(1 + daysSince) × 0.3; one embedding call.",
+    description: `Ranked by cosineSimilarity × ${DEFAULT_SETTINGS.episodic.similarityWeight} + 1/(1 + daysSince) × ${DEFAULT_SETTINGS.episodic.recencyWeight}; one embedding call.`,
     request: {
       params: datasetParam,
       query: z.object({

@@ -1,46 +1,56 @@
 import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
+import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
-import { httpErrorOf } from "../lib/errors";
-import { NoProviderError } from "../lib/llm/client";
+import { httpErrorOf, NoProviderError } from "../lib/errors";
 import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
 import { declaredFailure } from "./failures";
 
-/** The only place errors become HTTP responses. */
-export function onError(err: Error, c: Context<AppEnv>) {
-  if (err instanceof ZodError) {
-    return c.json({ error: "Validation error", issues: err.issues }, 400);
-  }
+/** The body of an error answer: `{error}`, or the validation shape with zod's issues. */
+export type ErrorBody = { error: string; issues?: unknown[] };
+
+/** The 500 message of a route (or MCP tool) that declares none of its own. */
+export const INTERNAL_ERROR = "Internal server error";
+
+/**
+ * The one mapping from an error to the API's answer, for HTTP (`onError`) and MCP (a tool's
+ * result, functions/mcp/results.ts): the status and body of an expected failure, or undefined for
+ * an unexpected one, which the caller logs and answers with its 500 message.
+ */
+export function knownFailure(err: unknown): { status: ContentfulStatusCode; body: ErrorBody } | undefined {
+  if (err instanceof ZodError) return { status: 400, body: { error: "Validation error", issues: err.issues } };
   const refusal = httpErrorOf(err);
-  if (refusal) {
-    return c.json({ error: refusal.message }, refusal.status);
-  }
+  if (refusal) return { status: refusal.status, body: { error: refusal.message } };
   if (err instanceof NoProviderError) {
     // Every route that needs a model, the same answer: the service is up, a dependency is not
     // configured. A route that can do without one (recall) catches it and degrades instead.
-    return c.json({ error: err.message }, 503);
+    return { status: 503, body: { error: err.message } };
   }
   if (isUnstorableText(err)) {
     // A safety net behind the schemas' own checks: text Postgres cannot store (a NUL character).
-    return c.json(
-      {
+    return {
+      status: 400,
+      body: {
         error: "Validation error",
         issues: [{ code: "custom", path: [], message: "Text must not contain NUL characters (\\u0000)" }],
       },
-      400,
-    );
+    };
   }
-  if (err instanceof HTTPException) {
+  if (err instanceof HTTPException && err.status < 500) {
     // Hono's own: malformed JSON from the validator (400), body limit (413).
-    const status = err.status;
-    if (status < 500) {
-      const message = /malformed json/i.test(err.message)
-        ? "Malformed JSON in request body"
-        : err.message || "Bad request";
-      return c.json({ error: message }, status);
-    }
+    const message = /malformed json/i.test(err.message)
+      ? "Malformed JSON in request body"
+      : err.message || "Bad request";
+    return { status: err.status as ContentfulStatusCode, body: { error: message } };
   }
+  return undefined;
+}
+
+/** The only place errors become HTTP responses. */
+export function onError(err: Error, c: Context<AppEnv>) {
+  const known = knownFailure(err);
+  if (known) return c.json(known.body, known.status);
   const log = c.get("deps")?.log ?? consoleLogger;
   log.error("unhandled error", { method: c.req.method, path: c.req.path, ...errorFields(err) });
   return c.json({ error: failureMessage(c) }, 500);
@@ -61,10 +71,10 @@ function isUnstorableText(err: unknown): boolean {
 
 /**
  * The spec names the 500 message of some routes: each declares it with its 500 response
- * (`failureResponse`, functions/schemas/errors.ts); the rest say "Internal server error".
+ * (`failureResponse`, functions/schemas/errors.ts); the rest say INTERNAL_ERROR.
  */
 function failureMessage(c: Context<AppEnv>): string {
-  return declaredFailure(c) ?? "Internal server error";
+  return declaredFailure(c) ?? INTERNAL_ERROR;
 }
 
 export function notFoundRoute(c: Context<AppEnv>) {

@@ -8,8 +8,8 @@ import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from ".
 import { sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
+import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { createLogger, errorFields, type Logger } from "../lib/log";
-import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
 
 /**

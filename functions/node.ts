@@ -13,8 +13,8 @@ import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
 import { releaseAllLeases } from "../lib/jobs/store";
 import { createLlm, type Llm } from "../lib/llm/client";
 import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
+import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
-import { createQueryEmbeddings } from "../lib/recall/query-embeddings";
 import { createApp } from "./app";
 import { dashboardAssets } from "./dashboard-assets";
 

@@ -2,7 +2,7 @@ import { createRoute, z } from "@hono/zod-openapi";
 import { setMetric, timing } from "hono/timing";
 import { errorFields } from "../lib/log";
 import { eraseDataset, exportDataset } from "../lib/recall/dataset";
-import { recall } from "../lib/recall/recall";
+import { RECALL_FAILURE, recall } from "../lib/recall/recall";
 import { projectContext, readContext } from "./context";
 import { readsOnly, requireApiKey } from "./middleware";
 import { createRouter } from "./router";
@@ -49,7 +49,7 @@ const routes = {
       200: jsonResponse(RecallResponseSchema, "The recalled memory"),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: failureResponse("Failed to recall memory", "Failed to recall memory (nothing could be read)"),
+      500: failureResponse(RECALL_FAILURE, `${RECALL_FAILURE} (nothing could be read)`),
     },
   }),
   export: createRoute({

@@ -1,7 +1,7 @@
 import { parseConfig } from "../lib/config";
-import { listen } from "../lib/dev/listen";
 import { consoleLogger, createLogger, errorFields } from "../lib/log";
 import { startFailureMessage } from "../lib/start-failure";
+import { listen } from "./listen";
 import { createNodeService } from "./node";
 import { createNodeServer } from "./node-host";
 

@@ -3,6 +3,7 @@ import { messageEmbedJob } from "./evidence/embed";
 import type { JobRegistry } from "./jobs/registry";
 import { episodeJob } from "./pipeline/stages";
 import { requeueFailedExtractions } from "./semantic/jobs";
+import { raiseBudgetAlerts } from "./usage/budget";
 import { webhookJob } from "./webhooks/jobs";
 
 /**
@@ -25,5 +26,7 @@ export const backgroundJobs: JobRegistry = {
     retried: episodicBackstops.retried,
     retriedExtractions: (deps) => requeueFailedExtractions(deps),
     backstop: episodicBackstops.backstop,
+    // A project's monthly token budget spent: its usage.budget_exhausted event, once a month.
+    budgetAlerts: raiseBudgetAlerts,
   },
 };

@@ -1,12 +1,13 @@
 import { DrizzleQueryError } from "drizzle-orm";
 
 /**
- * The one error type the domain throws. `onError` in functions/app.ts maps it to `{error}` with
- * its status; anything else becomes a logged 500.
+ * The domain's errors. A refusal is an HttpError; a model provider's failure a ProviderError. Both
+ * become an answer in one place, `knownFailure` in functions/errors.ts (HTTP and MCP alike):
+ * `{error}` with the refusal's status, a 503 for a missing provider; anything else a logged 500.
  */
 export class HttpError extends Error {
   constructor(
-    readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 500,
+    readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 429 | 500,
     message: string,
   ) {
     super(message);
@@ -47,14 +48,26 @@ export function failureText(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/**
- * Raised for every provider failure, with a message fit for an episode's `error` (lib/llm/client.ts
- * raises it). Here rather than beside the client: the logger tells it from a bug (lib/log.ts), and
- * the client logs, so declaring it there would make the two folders import each other.
- */
+/** Raised for every provider failure, with a message fit for an episode's `error`. */
 export class ProviderError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "ProviderError";
+  }
+}
+
+/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
+export const NO_PROVIDER_MESSAGE =
+  "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
+
+/**
+ * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
+ * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
+ * HttpError, so the parts that degrade without a model (recall) still catch it.
+ */
+export class NoProviderError extends ProviderError {
+  constructor() {
+    super(NO_PROVIDER_MESSAGE);
+    this.name = "NoProviderError";
   }
 }

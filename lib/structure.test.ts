@@ -9,21 +9,29 @@ import { describe, expect, it } from "vitest";
  * named each other's types and the check did not see it). One exception: lib/deps.ts, the Deps
  * interface every folder takes. It is the service's wiring, naming a type of each part it wires
  * (the job registry, the doorbell, the model client), and holds no code: an import of it is left
- * out, while its own imports count.
+ * out, while its own imports count. lib/ is the domain: the transports (Hono, the MCP SDK) stay
+ * in functions/.
  */
 const LIB = import.meta.dirname;
 const IMPORT = /^(?:import|export)\s+([^;]*?)\s+from\s+"(\.[^"]+)"/gm;
+/** Every import of a package (not a relative path): `import … from "x"`, `import "x"`, `import("x")`. */
+const PACKAGE_IMPORT = /(?:^(?:import|export)\s[^;]*?\bfrom\s+|^import\s+|\bimport\()\s*"([^."][^"]*)"/gm;
 
 /** lib/jobs/runner.ts → "jobs"; lib/threads.ts → "threads.ts". */
 const unitOf = (file: string) => relative(LIB, file).split(sep)[0];
 
-function sources(dir: string): string[] {
+function filesOf(dir: string, keep: (name: string) => boolean): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
     const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sources(path);
-    return entry.name.endsWith(".ts") && !entry.name.endsWith(".test.ts") ? [path] : [];
+    if (entry.isDirectory()) return filesOf(path, keep);
+    return keep(entry.name) ? [path] : [];
   });
 }
+
+/** lib/'s sources, its unit tests left out. */
+const sources = (dir: string) => filesOf(dir, (name) => name.endsWith(".ts") && !name.endsWith(".test.ts"));
+/** lib/'s unit tests. */
+const tests = (dir: string) => filesOf(dir, (name) => name.endsWith(".test.ts"));
 
 /** Whether an import clause brings in a value (not `import type …`, not only `{ type A, type B }`). */
 function importsValue(clause: string): boolean {
@@ -85,10 +93,40 @@ function loops(graph: Map<string, Set<string>>): string[][] {
   return found;
 }
 
+/** The packages `source` imports (`node:fs`, `drizzle-orm`, `@modelcontextprotocol/sdk/types.js`…). */
+function packagesOf(source: string): string[] {
+  return [...source.matchAll(PACKAGE_IMPORT)].map((m) => m[1]);
+}
+
+/** Whether `specifier` is `pkg` or one of its subpaths (`hono/http-exception` is hono's). */
+const isOf = (specifier: string, pkg: string) => specifier === pkg || specifier.startsWith(`${pkg}/`);
+
 describe("lib/ structure", () => {
   it("has no loop between folders, type-only imports included", () => {
     expect(loops(folderGraph({ types: false }))).toEqual([]);
     expect(loops(folderGraph({ types: true }))).toEqual([]);
+  });
+
+  it("imports nothing from the floors above it (functions/, dev/, scripts/, tests/…)", () => {
+    const upward = sources(LIB).flatMap((file) =>
+      [...readFileSync(file, "utf8").matchAll(IMPORT)]
+        .map(([, , specifier]) => relative(LIB, resolve(dirname(file), specifier)))
+        .filter((target) => target.startsWith(".."))
+        .map((target) => `${relative(LIB, file)}: ${target}`),
+    );
+    expect(upward).toEqual([]);
+  });
+
+  it("imports no transport: neither the MCP SDK nor Hono (functions/ has them)", () => {
+    const transports = ["@modelcontextprotocol", "hono", "@hono"];
+    // This file is left out: its own check below spells out such imports as strings.
+    const files = [...sources(LIB), ...tests(LIB)].filter((file) => file !== import.meta.filename);
+    const offenders = files.flatMap((file) =>
+      packagesOf(readFileSync(file, "utf8"))
+        .filter((specifier) => transports.some((pkg) => isOf(specifier, pkg)))
+        .map((specifier) => `${relative(LIB, file)}: ${specifier}`),
+    );
+    expect(offenders).toEqual([]);
   });
 
   it("lib/jobs runs jobs without knowing what they do: it imports no folder that fills its registry", () => {
@@ -138,5 +176,27 @@ describe("lib/ structure", () => {
     expect(importsValue("{ type Deps, type Job }")).toBe(false);
     expect(importsValue("{ type Deps, runJob }")).toBe(true);
     expect(importsValue("* as schema")).toBe(true);
+  });
+
+  it("finds a package however it is imported (the check itself)", () => {
+    const source = [
+      'import { Server } from "@modelcontextprotocol/sdk/server/index.js";',
+      'import type { Context } from "hono";',
+      'export { z } from "@hono/zod-openapi";',
+      'import "hono/jsx";',
+      'const lazy = await import("hono/http-exception");',
+      'import { sql } from "drizzle-orm";',
+      'import { x } from "./honor";',
+    ].join("\n");
+    expect(packagesOf(source)).toEqual([
+      "@modelcontextprotocol/sdk/server/index.js",
+      "hono",
+      "@hono/zod-openapi",
+      "hono/jsx",
+      "hono/http-exception",
+      "drizzle-orm",
+    ]);
+    expect(isOf("hono/http-exception", "hono")).toBe(true);
+    expect(isOf("honors", "hono")).toBe(false);
   });
 });

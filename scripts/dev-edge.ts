@@ -2,14 +2,14 @@ import { spawn } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
+import { type CronSchedule, cronsOfWranglerToml, parseCron, startCronTicker } from "../dev/cron-ticker";
+import { startNeonHttpEndpoint } from "../dev/neon-http-endpoint";
+import { type LocalQStash, startLocalQStash } from "../dev/qstash-endpoint";
 import { bootstrapAdmin } from "../lib/auth";
 import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createPgliteDatabase } from "../lib/db/pglite";
-import { type CronSchedule, cronsOfWranglerToml, parseCron, startCronTicker } from "../lib/dev/cron-ticker";
-import { startNeonHttpEndpoint } from "../lib/dev/neon-http-endpoint";
-import { type LocalQStash, startLocalQStash } from "../lib/dev/qstash-endpoint";
 import { releaseAllLeases } from "../lib/jobs/store";
 
 /**
@@ -20,8 +20,8 @@ import { releaseAllLeases } from "../lib/jobs/store";
  *
  * Background work runs as deployed, with nothing to start by hand: wrangler dev fires no cron
  * triggers, so this script runs the Worker's scheduled handler on the crons of wrangler.toml
- * (every minute, and once at start: lib/dev/cron-ticker.ts), and, unless you configured QStash
- * yourself, serves a local QStash (lib/dev/qstash-endpoint.ts) that the Worker publishes its
+ * (every minute, and once at start: dev/cron-ticker.ts), and, unless you configured QStash
+ * yourself, serves a local QStash (dev/qstash-endpoint.ts) that the Worker publishes its
  * doorbells to and that delivers them, signed, to its `POST /jobs/run` at their time.
  *
  * Environment: PORT (wrangler dev's port, default 8787), NEON_HTTP_PORT (the endpoint's, default

@@ -2,10 +2,11 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { parseConfig } from "../lib/config";
-import { createLlm, NO_PROVIDER_MESSAGE, ProviderError } from "../lib/llm/client";
+import { NO_PROVIDER_MESSAGE, ProviderError } from "../lib/errors";
+import { createLlm } from "../lib/llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../lib/llm/prompts";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
-import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
+import { type FakeOpenAI, fakeEmbedding, fakeTokens, startFakeOpenAI } from "./helpers/fake-openai";
 import { adminSession, createTestService, newTenant, type TestService } from "./helpers/service";
 
 /**
@@ -155,8 +156,14 @@ describe("chat (JSON)", () => {
     const [user, reply] = stored;
     expect(user).toMatchObject({ tokens: null, model: null, latencyMs: null });
     expect(reply.model).toBe("gpt-4o-mini");
-    const chars = "You live in Lisbon, as far as I know.".length;
-    expect(reply.tokens).toEqual({ input: 10, output: chars, total: 10 + chars });
+    // The usage the provider reported for the call, as it reported it.
+    const usage = fake.requests.findLast((r) => r.endpoint === "chat")?.usage;
+    expect(reply.tokens).toEqual({
+      input: usage?.prompt_tokens,
+      output: usage?.completion_tokens,
+      total: usage?.total_tokens,
+    });
+    expect(reply.tokens?.output).toBe(fakeTokens("You live in Lisbon, as far as I know."));
     // The fake answers after 30 ms: the model call took at least that.
     expect(reply.latencyMs).toBeGreaterThanOrEqual(25);
 
@@ -482,7 +489,13 @@ describe("chat (server-sent events)", () => {
     expect(deltas.join("")).toBe("You live in Lisbon, as far as I know.");
     expect(reply.content).toBe(deltas.join(""));
     // The provider's usage arrives in the stream's last chunk (stream_options.include_usage).
-    expect(reply.tokens).toEqual({ input: 10, output: deltas.length, total: 10 + deltas.length });
+    const usage = fake.requests.findLast((r) => r.endpoint === "chat")?.usage;
+    expect(reply.tokens).toEqual({
+      input: usage?.prompt_tokens,
+      output: usage?.completion_tokens,
+      total: usage?.total_tokens,
+    });
+    expect(reply.tokens?.output).toBe(fakeTokens(deltas.join("")));
     expect(reply.model).toBe("gpt-4o-mini");
     expect(events.at(-1)?.data).toEqual({
       threadId: t.threadId,
@@ -571,7 +584,8 @@ describe("provider stream", () => {
     expect(stream.completion()).toEqual({
       text: "alpha beta gamma",
       model: "gpt-4o-mini",
-      tokens: { input: 10, output: 3, total: 13 },
+      // "s" and "u" with their format tokens, 3 to prime; "alpha beta gamma" is 16 characters.
+      tokens: { input: 13, output: 4, total: 17 },
     });
   });
 

@@ -4,7 +4,7 @@ import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { REPO_ROOT } from "../lib/dev/start-command";
+import { REPO_ROOT } from "../dev/start-command";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { startServerProcess } from "./helpers/process";
 

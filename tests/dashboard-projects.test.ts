@@ -76,7 +76,7 @@ describe("GET /dashboard/projects/{id}/settings/fields", () => {
     expect(m.status, m.text).toBe(200);
     expect(m.statements).toHaveLength(2);
     const { fields } = JSON.parse(m.text) as { fields: SettingField[] };
-    const expectedOrder = (["working", "episodic", "semantic"] as const).flatMap((group) =>
+    const expectedOrder = (["working", "episodic", "semantic", "usage"] as const).flatMap((group) =>
       Object.keys(DEFAULT_SETTINGS[group]).map((key) => `${group}.${key}`),
     );
     expect(fields.map((f) => `${f.group}.${f.key}`)).toEqual(expectedOrder);
@@ -110,6 +110,15 @@ describe("GET /dashboard/projects/{id}/settings/fields", () => {
     });
     expect(byKey.get("semantic.similarityWeight")).toBeUndefined();
     expect(byKey.get("semantic.anchorVectorMin")).toMatchObject({ type: "number", minimum: 0, maximum: 1 });
+    // The monthly token budget: off by default, past an int4 (read as bigint).
+    expect(byKey.get("usage.monthlyTokenBudget")).toMatchObject({
+      type: "integer",
+      nullable: true,
+      minimum: 1,
+      maximum: 1e15,
+      default: null,
+      value: null,
+    });
     for (const f of fields) {
       expect(f.description.length, `${f.group}.${f.key}`).toBeGreaterThan(10);
       expect(f.default).toEqual((DEFAULT_SETTINGS[f.group] as Record<string, unknown>)[f.key]);

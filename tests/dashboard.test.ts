@@ -659,10 +659,11 @@ describe("project settings", () => {
           rerank: false,
           rerankCandidates: 20,
           rerankTimeoutMs: 2000,
-          vectorSecondSearch: false,
-          messagesInContext: 4,
+          vectorSecondSearch: true,
+          messagesInContext: 6,
           indexAssistantMessages: false,
         },
+        usage: { monthlyTokenBudget: null },
       },
     });
   });

@@ -1,7 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { embeddingsConfigured, parseConfig, providerConfigured } from "../lib/config";
+import { NoProviderError } from "../lib/errors";
 import { runDueJobs } from "../lib/jobs/runner";
-import { createLlm, NoProviderError, PLACEHOLDER_API_KEY } from "../lib/llm/client";
+import { createLlm, PLACEHOLDER_API_KEY } from "../lib/llm/client";
 import { echoSummary } from "./episodic-fixtures";
 import { TEST_EMBEDDING_DIMENSIONS } from "./helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "./helpers/fake-openai";

@@ -1,15 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { parseConfig, providerConfigured } from "../lib/config";
-import {
-  createLlm,
-  EMBEDDING_PROBE_TEXT,
-  NO_PROVIDER_MESSAGE,
-  NoProviderError,
-  PLACEHOLDER_API_KEY,
-  ProviderError,
-  strictJsonSchema,
-} from "../lib/llm/client";
+import { NO_PROVIDER_MESSAGE, NoProviderError, ProviderError } from "../lib/errors";
+import { createLlm, EMBEDDING_PROBE_TEXT, PLACEHOLDER_API_KEY, strictJsonSchema } from "../lib/llm/client";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
 
 let fake: FakeOpenAI;

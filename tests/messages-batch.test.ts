@@ -105,7 +105,9 @@ describe("batch add to one thread", () => {
     expect((await t.post(`${W}/threads/${threadId}/messages`, { role: "user", content: "first" })).status).toBe(201);
     // What a concurrent append leaves when it read the clock after this request but committed first.
     const later = new Date(Date.now() + 60_000).toISOString();
-    await svc.deps.db.execute(sql`UPDATE messages SET created_at = ${later}::timestamptz WHERE thread_id = ${threadId}`);
+    await svc.deps.db.execute(
+      sql`UPDATE messages SET created_at = ${later}::timestamptz WHERE thread_id = ${threadId}`,
+    );
     await svc.deps.db.execute(sql`UPDATE threads SET last_message_at = ${later}::timestamptz WHERE id = ${threadId}`);
 
     const res = await t.post(`${W}/threads/${threadId}/messages:batch`, { messages: say(2) });

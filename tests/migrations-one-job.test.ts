@@ -7,7 +7,7 @@ import type { Database } from "../lib/db/types";
 import { databaseBefore } from "./helpers/migrations";
 
 /**
- * Migration 0017 (one job per episode, one lease) on a database made before it: every episode
+ * Migration 0018 (one job per episode, one lease) on a database made before it: every episode
  * keeps its status and retry counts, `episodes.locked_until` goes, the retired `semantic` jobs
  * become their episode's one job, and work that was in flight without a job (an extraction or a
  * summary a dead worker left, which the old backstops would have picked up) gets its job.
@@ -16,7 +16,7 @@ const DIMS = 64;
 let database: Database;
 let folder: string;
 
-/** Episodes as a release before 0017 left them: id, status, semantic status, retry counts, lease. */
+/** Episodes as a release before 0018 left them: id, status, semantic status, retry counts, lease. */
 const BEFORE = [
   ["epi_pending", "pending", "pending", 0, 0, null],
   ["epi_summarising", "processing", "pending", 1, 0, "2099-01-01T00:00:00Z"],
@@ -28,7 +28,7 @@ const BEFORE = [
 ] as const;
 
 beforeAll(async () => {
-  ({ database, folder } = await databaseBefore("0017_one_job_per_episode", DIMS));
+  ({ database, folder } = await databaseBefore("0018_one_job_per_episode", DIMS));
   const db = database.db;
   for (const [id, status, semantic, retries, semanticRetries, lockedUntil] of BEFORE) {
     await db.execute(sql`
@@ -52,7 +52,7 @@ afterAll(async () => {
   if (folder) rmSync(folder, { recursive: true, force: true });
 });
 
-describe("migration 0017: one job per episode, one lease", () => {
+describe("migration 0018: one job per episode, one lease", () => {
   it("keeps every episode's status and retry counts, and drops the episode lease", async () => {
     const rows = rowsOf<Record<string, unknown>>(
       await database.db.execute(sql`

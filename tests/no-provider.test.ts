@@ -3,7 +3,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { facts } from "../lib/db/schema";
-import { NO_PROVIDER_MESSAGE } from "../lib/llm/client";
+import { NO_PROVIDER_MESSAGE } from "../lib/errors";
 import type { OpenApiDoc } from "./helpers/openapi";
 import { adminSession, createTestService, newTenant, serveOverHttp, type TestService } from "./helpers/service";
 

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
-import { npmStartArgs } from "../lib/dev/start-command";
+import { npmStartArgs } from "../dev/start-command";
 import { freePort, startServerProcess } from "./helpers/process";
 
 const ROOT = fileURLToPath(new URL("..", import.meta.url));

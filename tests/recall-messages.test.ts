@@ -6,6 +6,7 @@ import { rowsOf } from "../lib/db/rows";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../lib/evidence/write";
 import { runDueJobs } from "../lib/jobs/runner";
 import { deleteProject } from "../lib/projects";
+import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import { patchProjectSettings } from "../lib/settings/store";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "./helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "./helpers/service";
@@ -193,13 +194,14 @@ describe("the response", () => {
     const t = await tenant();
     const th = await t.thread();
     const written: string[] = [];
-    for (let i = 0; i < 6; i++) {
+    const byDefault = DEFAULT_SETTINGS.semantic.messagesInContext;
+    for (let i = 0; i < byDefault + 2; i++) {
       clock.advance(60_000);
       written.push(await t.say(th, `note number ${i}`));
     }
-    const asOf = clock.now().getTime() - 3 * 60_000;
+    const asOf = clock.now().getTime() - (byDefault - 1) * 60_000;
     expect(ids(await t.recall({ include: ["messages"] }))).toEqual(written.slice(2).reverse());
-    expect(ids(await t.recall({ include: ["messages"], messageLimit: 2 }))).toEqual([written[5], written[4]]);
+    expect(ids(await t.recall({ include: ["messages"], messageLimit: 2 }))).toEqual(written.slice(-2).reverse());
     expect(ids(await t.recall({ include: ["messages"], asOf: new Date(asOf).toISOString() }))).toEqual(
       written.slice(0, 3).reverse(),
     );

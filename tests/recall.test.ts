@@ -723,7 +723,11 @@ describe("reranker (project setting rerank)", () => {
       'user loves ramen (said: "I said ramen")',
     ]);
     expect(res.headers.get("server-timing")).toMatch(/rerank;dur=[\d.]+;desc="reranked"/);
-    expect(statements).toHaveLength(2);
+    // Authentication and recall; the reranker's call, made after recall's statement, is recorded
+    // in the usage ledger by one statement after the response (lib/recall/recall.ts).
+    await svc.settle();
+    expect(statements).toHaveLength(3);
+    expect(statements[2]).toMatch(/^INSERT INTO "usage_events"/);
   });
 
   it("a failure or a timeout keeps the fused order and answers 200", async () => {

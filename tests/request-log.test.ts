@@ -1,7 +1,6 @@
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../lib/config";
-import { HttpError } from "../lib/errors";
-import { ProviderError } from "../lib/llm/client";
+import { HttpError, ProviderError } from "../lib/errors";
 import { createLogger, errorFields, type LogLevel } from "../lib/log";
 import { startServerProcess } from "./helpers/process";
 import { adminSession, createTestService, newTenant } from "./helpers/service";

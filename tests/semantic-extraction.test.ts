@@ -392,8 +392,8 @@ describe("budget", () => {
     const shape = (list: string[]) => list.map((s) => s.replace(/\s+/g, " ").trim().split(" ").slice(0, 3).join(" "));
     // The claim, the candidate search (in one batch with its narrow HNSW setting), then the write
     // batch (one transaction): the setting, the claim guard (status and report), entities, facts
-    // (with the report as written), links, invalidations. 2 facts or 12, the same 9 statements in
-    // 3 round trips.
+    // (with the report as written), links, invalidations, and the usage ledger's rows of the
+    // extraction's model calls. 2 facts or 12, the same 10 statements in 3 round trips.
     // On a PostgreSQL server (TEST_PG_URL), node-postgres also sends each transaction's BEGIN and
     // COMMIT (two more round trips each); PGlite's transactions do not pass through the logger.
     const narrow = "SELECT set_config('hnsw.ef_search', $1,";
@@ -408,6 +408,7 @@ describe("budget", () => {
         "WITH written AS",
         'insert into "fact_entities"',
         'UPDATE "facts" f',
+        'INSERT INTO "usage_events"',
       ),
     ]);
     expect(shape(twelve)).toEqual(shape(two));

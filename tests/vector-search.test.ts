@@ -188,7 +188,7 @@ describe("reading past the candidate list on a dataset larger than it can cover"
 });
 
 describe("recall's second search (the project setting semantic.vectorSecondSearch)", () => {
-  it("off by default; on, a dataset past FACTS_AT_EF_MAX reads a whole list past its 30 candidates", async () => {
+  it("on by default: a dataset past FACTS_AT_EF_MAX reads a whole list past its 30 candidates; off, its 30", async () => {
     const t = await datasetNearLighthouse(40);
     // The dataset's size as recall reads it: the keyword signal's statistics (fact_terms' '' row).
     await svc.deps.db.execute(sql`UPDATE fact_terms SET docs = ${FACTS_AT_EF_MAX + 1}
@@ -207,7 +207,7 @@ describe("recall's second search (the project setting semantic.vectorSecondSearc
       (await explain(statement, true)).find(
         (n) => n["Node Type"] === "Index Scan" && n["Index Name"] === vectorIndexName("facts", DIMS),
       )?.["Actual Rows"];
-    expect(await readFromIndex()).toBe(30);
+    expect(await readFromIndex()).toBe(40);
     const token = await adminSession(svc);
     const turn = async (vectorSecondSearch: boolean) => {
       const res = await svc.request(`/dashboard/projects/${t.projectId}/settings`, {
@@ -217,10 +217,10 @@ describe("recall's second search (the project setting semantic.vectorSecondSearc
       });
       expect(res.status).toBe(200);
     };
-    await turn(true);
-    expect(await readFromIndex()).toBe(40);
     await turn(false);
     expect(await readFromIndex()).toBe(30);
+    await turn(true);
+    expect(await readFromIndex()).toBe(40);
   });
 });
 

@@ -143,6 +143,8 @@ describe("webhooks", () => {
 
     const [d] = await deliveries(endpoint.id);
     expect(d).toMatchObject({ id: got.headers["webhook-id"], status: "succeeded", attempts: 1, lastStatusCode: 204 });
+    // A delivery's id is its own kind (lib/ids.ts), not a chat message's `msg_`.
+    expect(d.id).toMatch(/^whd_[0-9a-f]{32}$/);
     expect(d.attemptLog).toHaveLength(1);
     const [listed] = await endpoints(t.projectId);
     expect(listed).toMatchObject({

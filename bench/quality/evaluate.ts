@@ -86,8 +86,8 @@ export interface RecallRun {
   evidence: Record<number, { inBlock: boolean[]; tokens: number[] }>;
 }
 
-/** The message counts measured beside the facts: the default (messagesInContext) and its neighbours. */
-export const MESSAGE_BLOCKS = [2, DEFAULT_SETTINGS.semantic.messagesInContext, 6];
+/** The message counts measured beside the facts: fewer, and the default (messagesInContext). */
+export const MESSAGE_BLOCKS = [2, 4, DEFAULT_SETTINGS.semantic.messagesInContext];
 
 interface RecalledMessage {
   content: string;

@@ -11,6 +11,8 @@ export interface QualityOptions {
   select?: (questions: Question[]) => Question[];
   /** After measuring, with the data still in place: the weight sweep over about this many questions. */
   sweep?: number;
+  /** The share of gold facts the scripted extraction stores (1: all; see extractionKeepsFact). */
+  extractionKeeps?: number;
   log?: (line: string) => void;
 }
 
@@ -24,7 +26,7 @@ export async function runQuality(options: QualityOptions) {
   const all = fixture.users.flatMap((u) => u.questions);
   const questions = options.select ? options.select(all) : all;
   const embedder = await loadEmbedder();
-  const q = await startQualityService(fixture, embedder);
+  const q = await startQualityService(fixture, embedder, options.extractionKeeps ?? 1);
   try {
     const t0 = performance.now();
     log(`writing ${fixture.users.reduce((n, u) => n + u.sessions.length, 0)} sessions`);
@@ -42,6 +44,7 @@ export async function runQuality(options: QualityOptions) {
     return {
       seed: fixture.seed,
       now: fixture.now,
+      extractionKeeps: options.extractionKeeps ?? 1,
       sizes: sizes(fixture, questions, stored),
       episodes,
       ceiling: { live: ceiling(questions, stored.live), stored: ceiling(questions, stored.all) },

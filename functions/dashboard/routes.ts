@@ -6,6 +6,7 @@ import { playgroundOperations as playground } from "./playground";
 import { projectOperations as projects } from "./projects";
 import { providerOperations as provider } from "./provider";
 import { settingOperations as settings } from "./settings";
+import { usageOperations as usage } from "./usage";
 import { userOperations as users } from "./users";
 import { webhookRoutes } from "./webhooks";
 
@@ -34,6 +35,7 @@ for (const op of [
   projects.extractionFailures,
   provider.status,
   playground.recall,
+  usage.overview,
 ]) {
   op.register(dashboardRoutes);
 }

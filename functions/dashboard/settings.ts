@@ -17,6 +17,7 @@ const SettingsSchema = z
     working: z.record(z.string(), z.unknown()),
     episodic: z.record(z.string(), z.unknown()),
     semantic: z.record(z.string(), z.unknown()),
+    usage: z.record(z.string(), z.unknown()),
   })
   .openapi("ProjectSettings", { description: "Fully merged settings (defaults, then the project's values)." });
 
@@ -87,7 +88,7 @@ export const settingOperations = {
       method: "get",
       path: "/projects/{id}/settings/fields",
       summary: "A project's settings as form fields: type, bounds, default, value, overridden",
-      description: "Groups working, episodic, semantic; keys in the defaults' order.",
+      description: "Groups working, episodic, semantic, usage; keys in the defaults' order.",
       request: { params: idParam },
       responses: {
         200: jsonResponse(fieldsResponse, "Fields"),
@@ -111,7 +112,7 @@ export const settingOperations = {
           group: z
             .string()
             .min(1)
-            .openapi({ param: { name: "group", in: "path" }, description: "working, episodic or semantic." }),
+            .openapi({ param: { name: "group", in: "path" }, description: "working, episodic, semantic or usage." }),
           key: z
             .string()
             .min(1)

@@ -57,5 +57,9 @@ export const EpisodeSchema = z
     }),
     createdAt: z.string().nullable(),
     updatedAt: z.string().nullable(),
+    waitingFor: z.enum(["budget"]).optional().openapi({
+      description:
+        "Present only while a pending episode waits, saying why: `budget` while the project's monthly token budget is spent (it resumes by itself when the month ends or the budget is raised). In the episode views (get, list, the dashboard), not in the export.",
+    }),
   })
   .openapi("Episode");

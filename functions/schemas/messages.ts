@@ -1,8 +1,8 @@
 import { z } from "@hono/zod-openapi";
 import { INT4_MAX, numberIn } from "../../lib/numbers";
+import { messageRole } from "../../lib/roles";
 import { text } from "./inputs";
 
-export const roleSchema = z.enum(["user", "assistant", "system", "tool"]);
 /**
  * Caller telemetry. Bounds keep the values storable and summable: latency is a `real` column,
  * token totals are summed by stats. Below about 1.18e-38 a value is stored as 0 (numberIn): a
@@ -16,7 +16,7 @@ export const MessageSchema = z
     messageId: z.string(),
     threadId: z.string(),
     sequenceNumber: z.number().int().openapi({ description: "Server-assigned, gapless, in insert order." }),
-    role: roleSchema,
+    role: messageRole(),
     content: z.string(),
     tokens: z
       .object({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
@@ -31,7 +31,7 @@ export const MessageSchema = z
 
 /** One message as the add and batch routes take it. */
 export const addMessageBody = z.object({
-  role: roleSchema.openapi({ description: "user, assistant, system or tool." }),
+  role: messageRole().openapi({ description: "user, assistant, system or tool." }),
   content: text().min(1).openapi({ description: "Message text, non-empty." }),
   tokens: z
     .object({ input: tokenCount.optional(), output: tokenCount.optional(), total: tokenCount.optional() })

@@ -1,8 +1,13 @@
 import { z } from "@hono/zod-openapi";
 import { integerIn, numberIn } from "../../lib/numbers";
+import { messageRole } from "../../lib/roles";
+import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { EpisodeSchema } from "./episodes";
 import { FactSchema } from "./facts";
 import { datasetSchema, dateInput, Iso, text } from "./inputs";
+
+/** The project defaults the descriptions quote. */
+const { semantic: defaults } = DEFAULT_SETTINGS;
 
 export const RankedFactSchema = FactSchema.extend({
   relevanceScore: z.number().openapi({
@@ -50,7 +55,7 @@ const RecallMessageSchema = z
   .object({
     messageId: z.string().openapi({ description: "The message." }),
     threadId: z.string().openapi({ description: "Its thread." }),
-    role: z.enum(["user", "assistant", "system", "tool"]).openapi({ description: "Who wrote it." }),
+    role: messageRole().openapi({ description: "Who wrote it." }),
     content: z.string().openapi({ description: "Its whole text (the block shows its first 240 characters)." }),
     createdAt: Iso.openapi({ description: "When it was written." }),
     relevanceScore: z.number().openapi({
@@ -75,14 +80,19 @@ export const RecallRequestSchema = z
       }),
     limit: integerIn(1, 100)
       .optional()
-      .openapi({ description: "Facts in the block, 1-100; default the project's factsInContext (8)." }),
-    messageLimit: integerIn(1, 100).optional().openapi({
-      description:
-        'With `include: ["messages"]`: messages in the block, 1-100; default the project\'s messagesInContext (4). Ignored otherwise.',
-    }),
-    minConfidence: numberIn(0, 1).optional().openapi({
-      description: "0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0.",
-    }),
+      .openapi({
+        description: `Facts in the block, 1-100; default the project's factsInContext (${defaults.factsInContext}).`,
+      }),
+    messageLimit: integerIn(1, 100)
+      .optional()
+      .openapi({
+        description: `With \`include: ["messages"]\`: messages in the block, 1-100; default the project's messagesInContext (${defaults.messagesInContext}). Ignored otherwise.`,
+      }),
+    minConfidence: numberIn(0, 1)
+      .optional()
+      .openapi({
+        description: `0-1; default the project's retrievalMinConfidence (${defaults.retrievalMinConfidence}). A value below about 1.18e-38 counts as 0.`,
+      }),
     asOf: dateInput.optional().openapi({
       type: "string",
       description:

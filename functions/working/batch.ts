@@ -1,6 +1,7 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { bodyLimit } from "hono/body-limit";
 import { HttpError } from "../../lib/errors";
+import { messageRole } from "../../lib/roles";
 import { addMessages, type BatchItem, MAX_BATCH_MESSAGES } from "../../lib/working/batch";
 import { projectContext } from "../context";
 import { createRouter } from "../router";
@@ -47,7 +48,7 @@ const batchResponse = jsonResponse(
           messageId: z.string(),
           threadId: z.string(),
           sequenceNumber: z.number().int(),
-          role: z.enum(["user", "assistant", "system", "tool"]),
+          role: messageRole(),
           createdAt: z.string(),
         }),
       )

@@ -77,6 +77,7 @@ const chatRoute = createRoute({
     "Cost: one embedding call (none with `recall: false` or a query embedding cached from an earlier identical query) and one model call, plus a compaction model call when an insert crosses autoCompactThreshold. Five SQL statements: authentication, the user message, the window, recall, the reply.",
     "A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.",
     "On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).",
+    "While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.",
     "With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).",
     "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
   ].join("\n\n"),
@@ -102,6 +103,10 @@ const chatRoute = createRoute({
     400: errorResponses[400],
     401: errorResponses[401],
     404: jsonResponse(ErrorSchema, "Thread not found (or not in the caller's project); nothing is stored"),
+    429: jsonResponse(
+      ErrorSchema,
+      "The project's monthly token budget is spent: the user message is stored, no reply is made",
+    ),
     500: failureResponse(FAILED, `${FAILED}: the provider failed; the user message stays stored`),
     503: errorResponses[503],
   },

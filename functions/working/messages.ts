@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
+import { messageRole, perRole } from "../../lib/roles";
 import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
 import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
 import { projectContext, readContext } from "../context";
@@ -9,7 +10,7 @@ import { createRouter } from "../router";
 import { errorResponses, failureResponse } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { EXAMPLES, intQuery, pathParams } from "../schemas/inputs";
-import { addMessageBody, MessageSchema, roleSchema } from "../schemas/messages";
+import { addMessageBody, MessageSchema } from "../schemas/messages";
 
 const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
@@ -48,7 +49,7 @@ const routes = {
           messageId: z.string(),
           threadId: z.string(),
           sequenceNumber: z.number().int(),
-          role: roleSchema,
+          role: messageRole(),
           createdAt: z.string(),
           compacted: z.boolean().openapi({ description: "True when this insert triggered inline compaction." }),
         }),
@@ -106,7 +107,7 @@ const routes = {
         z.object({
           threadId: z.string(),
           dataset: z.string(),
-          messages: z.array(z.object({ role: roleSchema, content: z.string() })),
+          messages: z.array(z.object({ role: messageRole(), content: z.string() })),
           messageCount: z.number().int(),
           truncated: z.boolean(),
           compacted: z.boolean(),
@@ -165,12 +166,7 @@ const routes = {
           threadId: z.string(),
           dataset: z.string(),
           messageCount: z.number().int(),
-          byRole: z.object({
-            user: z.number().int(),
-            assistant: z.number().int(),
-            system: z.number().int(),
-            tool: z.number().int(),
-          }),
+          byRole: z.object(perRole(() => z.number().int())),
           compactedCount: z.number().int().openapi({ description: "Messages folded into a summary." }),
           compaction: z.object({
             compactions: z.number().int().openapi({ description: "Summaries written for this thread." }),

@@ -4,7 +4,7 @@ import type { ProjectContext } from "../context";
 import { dbInt, dbJson, dbTimestampSet, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, messages, semanticStatuses, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { EPISODE_COLUMNS, episodeViewRecord, WaitingRow, waitingForSql } from "../episodic/episodes";
 import { retryEpisode } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { unindexQuotingMessagesCtes } from "../evidence/write";
@@ -141,7 +141,7 @@ export async function browseThreadMessages(
 
 export type BrowseStatus = "pending" | "processing" | "completed" | "failed" | "archived";
 
-const BrowseEpisodeRow = EpisodeRow.extend({
+const BrowseEpisodeRow = WaitingRow.extend({
   semantic_status: z.enum(semanticStatuses),
   semantic_error: z.string().nullable(),
   semantic_retry_count: dbInt,
@@ -149,8 +149,8 @@ const BrowseEpisodeRow = EpisodeRow.extend({
 });
 type BrowseEpisodeRow = z.output<typeof BrowseEpisodeRow>;
 
-/** The /v1 episode's columns and what its extraction needs. */
-const BROWSE_EPISODE_COLUMNS = sql`${EPISODE_COLUMNS},
+/** The /v1 episode view's columns and what its extraction needs. */
+const browseEpisodeColumns = (projectId: string, now: Date) => sql`${EPISODE_COLUMNS}, ${waitingForSql(projectId, now)},
   semantic_status, semantic_error, semantic_retry_count, embedding IS NOT NULL AS summarised`;
 
 /**
@@ -161,7 +161,7 @@ const BROWSE_EPISODE_COLUMNS = sql`${EPISODE_COLUMNS},
 function browseEpisode(e: BrowseEpisodeRow) {
   const ran = ["processing", "completed", "failed"].includes(e.semantic_status) ? 1 : 0;
   return {
-    ...episodeRecord(e),
+    ...episodeViewRecord(e),
     extraction:
       e.status === "completed" || (e.status === "archived" && e.summarised)
         ? { status: e.semantic_status, error: e.semantic_error, attempts: e.semantic_retry_count + ran }
@@ -182,7 +182,7 @@ export async function browseEpisodes(
     await deps.db.execute(sql`
       SELECT (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
-          SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes} WHERE ${scope}
+          SELECT ${browseEpisodeColumns(projectId, deps.clock.now())} FROM ${episodes} WHERE ${scope}
           ORDER BY created_at DESC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
   return { episodes: row.page.map(browseEpisode), total: row.total };
@@ -192,7 +192,7 @@ async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string
   const [row] = parsedRowsOf(
     BrowseEpisodeRow,
     await deps.db.execute(sql`
-      SELECT ${BROWSE_EPISODE_COLUMNS} FROM ${episodes}
+      SELECT ${browseEpisodeColumns(projectId, deps.clock.now())} FROM ${episodes}
       WHERE id = ${episodeId} AND project_id = ${projectId} AND status <> 'deleted'`),
   );
   if (!row) throw notFound("Episode not found");

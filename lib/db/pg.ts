@@ -40,7 +40,7 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
     batch: (build) => batchInTransaction(db, build),
     withLeading: (lead) => leadingPool(pool, lead, options.onQuery),
     close: () => pool.end(),
-    // For the local Neon HTTP stand-in backed by a server (lib/dev/neon-http-endpoint.ts).
+    // For the local Neon HTTP stand-in backed by a server (dev/neon-http-endpoint.ts).
     ...({ pool } as object),
   };
 }

@@ -11,6 +11,7 @@ import {
   text,
   uniqueIndex,
 } from "drizzle-orm/pg-core";
+import { MESSAGE_ROLES } from "../roles";
 import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
 import type { ExtractionReport } from "./extraction-report";
 
@@ -130,7 +131,7 @@ export const messages = pgTable(
       .notNull()
       .references(() => threads.id, { onDelete: "cascade" }),
     seq: integer("seq").notNull(),
-    role: text("role", { enum: ["user", "assistant", "system", "tool"] }).notNull(),
+    role: text("role", { enum: MESSAGE_ROLES }).notNull(),
     content: text("content").notNull(),
     tokens: jsonb("tokens").$type<{ input?: number; output?: number; total?: number }>(),
     model: text("model"),
@@ -471,4 +472,54 @@ export const webhookAttempts = pgTable(
     durationMs: integer("duration_ms").notNull(),
   },
   (t) => [index("webhook_attempts_delivery_idx").on(t.deliveryId, t.attemptedAt)],
+);
+
+// ---------------------------------------------------------------------------------------------
+// Usage (lib/usage): one row per provider call, and the budget alerts already raised
+// ---------------------------------------------------------------------------------------------
+
+export const usageOutcomes = ["ok", "error", "aborted"] as const;
+
+/**
+ * The ledger: every model, embedding and rerank call made for a project, written by the statement
+ * that stores the call's result where there is one. Token counts as the provider reported them;
+ * null when it reported none (unknown, not zero). Not part of a dataset: erasing a dataset keeps
+ * what it cost (the rows keep its name), deleting the project removes them.
+ */
+export const usageEvents = pgTable(
+  "usage_events",
+  {
+    id: bigint("id", { mode: "number" }).primaryKey().generatedAlwaysAsIdentity(),
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    /** Null for a call of no dataset. */
+    dataset: text("dataset"),
+    /** What the call was for (lib/llm/usage.ts USAGE_OPERATIONS). */
+    operation: text("operation").notNull(),
+    /** chat, embedding or rerank. */
+    kind: text("kind").notNull(),
+    model: text("model").notNull(),
+    inputTokens: integer("input_tokens"),
+    outputTokens: integer("output_tokens"),
+    totalTokens: integer("total_tokens"),
+    outcome: text("outcome", { enum: usageOutcomes }).notNull(),
+    createdAt: createdAt(),
+  },
+  // The month's sum of a project (its budget) and GET /v1/usage's range are index range scans.
+  (t) => [index("usage_events_project_created_idx").on(t.projectId, t.createdAt)],
+);
+
+/** One row per project and month whose budget ran out: the usage.budget_exhausted event fires once. */
+export const usageBudgetAlerts = pgTable(
+  "usage_budget_alerts",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    /** The first day of the month (UTC), as YYYY-MM-01. */
+    month: text("month").notNull(),
+    createdAt: createdAt(),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.month] })],
 );

@@ -114,8 +114,8 @@ export const FACTS_AT_EF_MAX = EF_SEARCH_MAX * FACTS_PER_EF;
  * search stops before it reaches some of the nearest (measured at a million facts, 256-d: recall@10
  * 0.874 from one search, 0.970 from two). The second graph walk costs ~20 ms of CPU on the
  * embedded database at a million facts, and each extra row is a heap fetch, from disk when the
- * data is not cached (bench/RESULTS.md), so recall asks for it only where the project turned it
- * on (semantic.vectorSecondSearch).
+ * data is not cached (bench/RESULTS.md). Recall asks for it unless the project turned it off
+ * (semantic.vectorSecondSearch, on by default since issue 34: correctness first).
  */
 export function extraScanFor(facts: number): number {
   return facts > FACTS_AT_EF_MAX ? EF_SEARCH_MAX : 0;

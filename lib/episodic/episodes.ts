@@ -8,6 +8,10 @@ import type { ProjectRef } from "../db/types";
 import { cosineDistanceSql, sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
+import { DEFAULT_SETTINGS } from "../settings/settings";
+import { budgetSpentSql } from "../usage/budget";
+import { usageCollector } from "../usage/collector";
+import { flushUsage, leadingUsage } from "../usage/sql";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -64,6 +68,25 @@ export function episodeRecord(e: EpisodeRow) {
   };
 }
 
+/**
+ * Why a pending episode is not being processed, for the episode views (not the export): "budget"
+ * while its project's monthly token budget is spent, else null. The budget's month is read once
+ * per statement (an uncorrelated subquery), and only when a pending row asks.
+ */
+export function waitingForSql(projectId: ProjectRef, now: Date): SQL {
+  return sql`CASE WHEN status = 'pending' AND ${budgetSpentSql(projectId, now)} THEN 'budget' END AS waiting_for`;
+}
+
+export const WaitingRow = EpisodeRow.extend({ waiting_for: z.enum(["budget"]).nullable() });
+
+/**
+ * An episode as the episode views show it: the spec's fields, and `waitingFor` only while a
+ * pending one waits (absent otherwise, so the spec's shape is unchanged for every other episode).
+ */
+export function episodeViewRecord(e: z.output<typeof WaitingRow>) {
+  return { ...episodeRecord(e), ...(e.waiting_for ? { waitingFor: e.waiting_for } : {}) };
+}
+
 /** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
 export async function listEpisodes(
   { deps, projectId }: ReadContext,
@@ -72,7 +95,8 @@ export async function listEpisodes(
   const before = q.before?.toISOString() ?? null;
   const result = await deps.db.execute(sql`
     WITH scope AS (
-      SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
+      SELECT ${EPISODE_COLUMNS}, ${waitingForSql(projectId, deps.clock.now())}
+      FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
     ),
     page AS (
       SELECT * FROM scope WHERE (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
@@ -80,10 +104,10 @@ export async function listEpisodes(
     )
     SELECT (SELECT count(*) FROM scope)::int AS total,
            coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
-  const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(EpisodeRow)) }), result);
+  const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(WaitingRow)) }), result);
   const { page } = row;
   return {
-    episodes: page.slice(0, q.limit).map(episodeRecord),
+    episodes: page.slice(0, q.limit).map(episodeViewRecord),
     total: row.total,
     hasMore: page.length > q.limit,
   };
@@ -91,7 +115,7 @@ export async function listEpisodes(
 
 /**
  * Semantic search of completed summaries: one embedding call, then one statement ranking by
- * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (0.7 / 0.3 unless given).
+ * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (the default episodic settings' unless given).
  */
 export async function searchEpisodes(
   { deps, projectId }: ReadContext,
@@ -100,8 +124,28 @@ export async function searchEpisodes(
     ...q
   }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
-  const [vector] = await deps.llm.embed([q.query]);
-  return rankEpisodes(deps, projectId, dataset, vector, q.limit, q.similarityWeight ?? 0.7, q.recencyWeight ?? 0.3);
+  const usage = usageCollector(deps.onUsage);
+  const scope = { projectId, dataset };
+  let vector: number[];
+  try {
+    [vector] = await deps.llm.embed([q.query], usage.meter("episode_search_embedding"));
+  } catch (err) {
+    await flushUsage(deps, usage, scope);
+    throw err;
+  }
+  return rankEpisodes(
+    deps,
+    projectId,
+    dataset,
+    vector,
+    q.limit,
+    q.similarityWeight ?? DEFAULT_SETTINGS.episodic.similarityWeight,
+    q.recencyWeight ?? DEFAULT_SETTINGS.episodic.recencyWeight,
+    {
+      // The call is recorded by the ranking statement itself.
+      lead: leadingUsage(usage, scope, deps.clock.now().toISOString()),
+    },
+  );
 }
 
 /**
@@ -120,9 +164,10 @@ export async function rankEpisodes(
   limit: number,
   similarityWeight: number,
   recencyWeight: number,
+  { lead = sql`` }: { lead?: SQL } = {},
 ) {
   const result = await deps.db.execute(
-    rankedEpisodesSql({
+    sql`${lead}${rankedEpisodesSql({
       projectId,
       dataset,
       vector,
@@ -130,7 +175,7 @@ export async function rankEpisodes(
       similarityWeight: sql`${similarityWeight}::float8`,
       recencyWeight: sql`${recencyWeight}::float8`,
       limit: sql`${limit}`,
-    }),
+    })}`,
   );
   return parsedRowsOf(EpisodeRow.extend({ relevance: dbNumber }), result).map((r) => ({
     ...episodeRecord(r),
@@ -176,13 +221,14 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
 
 export async function getEpisode({ deps, projectId }: ReadContext, { episodeId }: { episodeId: string }) {
   const [row] = parsedRowsOf(
-    EpisodeRow,
+    WaitingRow,
     await deps.db.execute(
-      sql`SELECT ${EPISODE_COLUMNS} FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
+      sql`SELECT ${EPISODE_COLUMNS}, ${waitingForSql(projectId, deps.clock.now())}
+        FROM ${episodes} WHERE id = ${episodeId} AND project_id = ${projectId}`,
     ),
   );
   if (!row) throw notFound("Episode not found");
-  return episodeRecord(row);
+  return episodeViewRecord(row);
 }
 
 /**

@@ -9,6 +9,8 @@ import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
 import { renderTranscript, type TranscriptMessage } from "../llm/transcript";
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
+import { type UsageCollector, usageCollector } from "../usage/collector";
+import { withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** `lost`: the episode is no longer this run's (its job was claimed again, or it was archived): nothing written. */
@@ -18,6 +20,7 @@ export type SummaryOutcome = "completed" | "failed" | "lost";
 export interface SummaryInput {
   id: string;
   project_id: string;
+  dataset: string;
   transcript: TranscriptMessage[];
   settings: Settings;
   /** The claim stamp of the job run (see `Job.claimedAt`): every write below requires it. */
@@ -41,19 +44,23 @@ export const semanticStatusAfterSummary = (settings: Settings) => (settings.sema
  * one Structured-Outputs call and one embedding call, then the result, or the failure, written
  * only while the episode is still processing under the same stamp. A run that outlived its job's
  * lease, whose job was claimed again meanwhile, writes nothing: its late answer or late failure
- * is `lost`.
+ * is `lost`. The run's provider calls are recorded by the statement that writes the outcome, whichever
+ * it is (and whether or not the claim still holds).
  */
 export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promise<SummaryOutcome> {
   const { settings, transcript } = episode;
+  const usage = usageCollector(deps.onUsage);
   try {
     const summary = await deps.llm.structured({
       name: "episode_summary",
       schema: EpisodeSummarySchema,
       system: EPISODE_SUMMARY_PROMPT,
       user: summaryInput(transcript, settings),
+      meter: usage.meter("episode_summary"),
     });
-    const [embedding] = await deps.llm.embed([summary.summary]);
-    if (!(await writeSummary(deps, episode, summary, embedding, semanticStatusAfterSummary(settings)))) return "lost";
+    const [embedding] = await deps.llm.embed([summary.summary], usage.meter("episode_embedding"));
+    if (!(await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings))))
+      return "lost";
     deps.log.info("episode completed", {
       episodeId: episode.id,
       projectId: episode.project_id,
@@ -61,7 +68,7 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
     });
     return "completed";
   } catch (err) {
-    if (!(await markFailed(deps, episode, failureText(err)))) return "lost";
+    if (!(await markFailed(deps, episode, usage, failureText(err)))) return "lost";
     deps.log.warn("episode failed", { episodeId: episode.id, projectId: episode.project_id, ...errorFields(err) });
     return "failed";
   }
@@ -74,10 +81,14 @@ const WrittenWithEvents = z.object({ id: z.string(), webhook_jobs: z.unknown() }
 const stillClaimed = (episode: SummaryInput) =>
   sql`id = ${episode.id} AND status = 'processing' AND claimed_at = ${episode.claimedAt}::timestamptz`;
 
+/** Whom the run's provider calls are recorded against. */
+const usageScope = (episode: SummaryInput) => ({ projectId: episode.project_id, dataset: episode.dataset });
+
 /** The summary and its embedding, and the episode.completed event; false if the claim was lost. */
 async function writeSummary(
   deps: Deps,
   episode: SummaryInput,
+  usage: UsageCollector,
   summary: { summary: string; keyLearnings: string[] },
   embedding: number[],
   semanticStatus: string,
@@ -94,7 +105,7 @@ async function writeSummary(
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE ${stillClaimed(episode)}
         RETURNING id, project_id, thread_id, dataset, summary
-      ), ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
+      )${withUsage(usage, usageScope(episode), done)}, ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
   );
   if (!written) return false;
@@ -106,7 +117,7 @@ async function writeSummary(
  * The failure and the episode.failed event, only while the claim is still this run's: a lost
  * claim must not mark the new owner's run failed. False if it was lost.
  */
-async function markFailed(deps: Deps, episode: SummaryInput, message: string): Promise<boolean> {
+async function markFailed(deps: Deps, episode: SummaryInput, usage: UsageCollector, message: string): Promise<boolean> {
   const failedAt = deps.clock.now().toISOString();
   const [marked] = parsedRowsOf(
     WrittenWithEvents,
@@ -116,7 +127,7 @@ async function markFailed(deps: Deps, episode: SummaryInput, message: string): P
           processing_completed_at = ${failedAt}::timestamptz, updated_at = ${failedAt}::timestamptz
         WHERE ${stillClaimed(episode)}
         RETURNING id, project_id, thread_id, dataset, error, retry_count
-      ), ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
+      )${withUsage(usage, usageScope(episode), failedAt)}, ${webhookEventCtes("episode.failed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'error', error, 'retryCount', retry_count) AS data FROM u`, failedAt)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
   );
   if (!marked) return false;

@@ -5,6 +5,8 @@ import { messageSearch, messages, messageVectors, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
+import { usageCollector } from "../usage/collector";
+import { flushUsage, leadingUsage } from "../usage/sql";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
 
 /** Messages embedded in one call (one batch per thread per debounce window; a backlog takes several). */
@@ -83,9 +85,24 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
   const pending = row?.pending ?? [];
   const batch = pending.slice(0, EMBED_BATCH);
   if (batch.length === 0) return false;
-  const vectors = await deps.llm.embed(batch.map((m) => m.content));
+  // The thread's project and dataset, read by the statement that records the call.
+  const scope = {
+    projectId: sql`(SELECT project_id FROM ${threads} WHERE id = ${threadId})`,
+    dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})`,
+  };
+  const usage = usageCollector(deps.onUsage);
+  let vectors: number[][];
+  try {
+    vectors = await deps.llm.embed(
+      batch.map((m) => m.content),
+      usage.meter("message_embedding"),
+    );
+  } catch (err) {
+    await flushUsage(deps, usage, scope);
+    throw err;
+  }
   const rows = batch.map((m, i) => ({ id: m.id, v: `[${vectors[i].join(",")}]` }));
-  await deps.db.execute(sql`
+  await deps.db.execute(sql`${leadingUsage(usage, scope, deps.clock.now().toISOString())}
     INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
     SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)

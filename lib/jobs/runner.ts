@@ -1,8 +1,8 @@
 import { providerConfigured } from "../config";
 import type { Deps } from "../deps";
+import { NO_PROVIDER_MESSAGE } from "../errors";
 import { heartbeat } from "../heartbeat";
 import { deleteExpiredKeys } from "../idempotency";
-import { NO_PROVIDER_MESSAGE } from "../llm/client";
 import { errorFields, type Logger } from "../log";
 import { isJobKind } from "./kinds";
 import type { JobHandler, JobResult } from "./registry";

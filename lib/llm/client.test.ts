@@ -1,12 +1,12 @@
 import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
+import { ProviderError } from "../errors";
 import {
   chatParams,
   checkJson,
   completionOf,
   isRefusal,
-  ProviderError,
   repairTurn,
   type StreamState,
   streamEndProblem,

@@ -3,7 +3,7 @@ import type { ChatCompletionChunk } from "openai/resources/chat/completions";
 import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
-import { ProviderError } from "../errors";
+import { NoProviderError, ProviderError } from "../errors";
 
 /**
  * The model provider as the domain sees it. One implementation, over the `openai` SDK, so any
@@ -19,17 +19,18 @@ export interface Llm {
    */
   structured<T extends z.ZodType>(request: StructuredRequest<T>): Promise<z.infer<T>>;
   /** A free-text Chat Completions call. */
-  complete(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<Completion>;
+  complete(request: TextRequest): Promise<Completion>;
   /**
    * The same call, streamed. Resolves once the provider accepted the request (its headers
    * arrived; failures up to then are retried like `complete`'s and rejected as ProviderError).
+   * The meter hears of the call when the stream ends (its usage chunk), fails or is aborted.
    */
-  stream(request: { system: string; messages: ChatMessage[]; maxTokens?: number }): Promise<CompletionStream>;
+  stream(request: TextRequest): Promise<CompletionStream>;
   /**
    * One Embeddings call for the whole batch, vectors in input order, each checked to have
    * EMBEDDING_DIMENSIONS numbers. A 400 to `dimensions` is asked again without it, once per client.
    */
-  embed(texts: string[]): Promise<number[][]>;
+  embed(texts: string[], meter?: Meter): Promise<number[][]>;
   /**
    * The size of the vectors the embedding model returns for the configured model and dimensions:
    * one Embeddings call of a short probe text, without the size check `embed` makes.
@@ -48,6 +49,72 @@ export interface RerankRequest {
   query: string;
   documents: string[];
   signal?: AbortSignal;
+  meter?: Meter;
+}
+
+/** A free-text call: the system prompt, then the conversation. */
+export interface TextRequest {
+  system: string;
+  messages: ChatMessage[];
+  maxTokens?: number;
+  meter?: Meter;
+}
+
+/**
+ * One call to the provider as it ended, with the tokens the provider reported for it: a count it
+ * did not report is null (unknown, not zero). `error`: no answer (a failure after the SDK's own
+ * retries, or an answer without content); `aborted`: a stream the caller stopped reading.
+ */
+export interface ProviderCall {
+  kind: "chat" | "embedding" | "rerank";
+  model: string;
+  inputTokens: number | null;
+  outputTokens: number | null;
+  totalTokens: number | null;
+  outcome: "ok" | "error" | "aborted";
+}
+
+/**
+ * Told of every provider call a method makes, once each, as it ends (lib/usage's collector is
+ * one: it records the calls in the ledger). A structured call in JSON mode or an embedding call
+ * asked again without `dimensions` is several calls.
+ */
+export type Meter = (call: ProviderCall) => void;
+
+/** The usage object of a Chat Completions or Embeddings answer, as the meter takes it. */
+export function reportedTokens(
+  usage: { prompt_tokens?: unknown; completion_tokens?: unknown; total_tokens?: unknown } | null | undefined,
+) {
+  const count = (n: unknown) => (typeof n === "number" && Number.isFinite(n) && n >= 0 ? Math.round(n) : null);
+  return {
+    inputTokens: count(usage?.prompt_tokens),
+    outputTokens: count(usage?.completion_tokens),
+    totalTokens: count(usage?.total_tokens),
+  };
+}
+
+const NO_TOKENS = { inputTokens: null, outputTokens: null, totalTokens: null };
+
+/** Runs one provider call and tells the meter how it ended (`tokens` of the answer when it came). */
+async function metered<R>(
+  meter: Meter | undefined,
+  kind: ProviderCall["kind"],
+  model: string,
+  call: () => Promise<R>,
+  tokens: (answer: R) => ReturnType<typeof reportedTokens>,
+  answered: (answer: R) => { model?: string; ok: boolean } = () => ({ ok: true }),
+): Promise<R> {
+  let answer: R;
+  try {
+    answer = await call();
+  } catch (err) {
+    // No provider configured: no call was made, nothing to record.
+    if (!(err instanceof NoProviderError)) meter?.({ kind, model, ...NO_TOKENS, outcome: "error" });
+    throw err;
+  }
+  const { model: answeredModel, ok } = answered(answer);
+  meter?.({ kind, model: answeredModel || model, ...tokens(answer), outcome: ok ? "ok" : "error" });
+  return answer;
 }
 
 /** One document's relevance as the endpoint scored it: `index` into the request's documents. */
@@ -71,6 +138,7 @@ export interface StructuredRequest<T extends z.ZodType> {
   signal?: AbortSignal;
   /** Retries of a failed request; the client's own setting when absent. */
   maxRetries?: number;
+  meter?: Meter;
 }
 
 export interface Completion {
@@ -89,25 +157,6 @@ export interface CompletionStream extends AsyncIterable<string> {
   completion(): Completion;
   /** Stop reading and close the provider connection; the iteration then ends without an error. */
   abort(): void;
-}
-
-// Declared in lib/errors.ts (the logger tells it from a bug without importing the client).
-export { ProviderError };
-
-/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
-export const NO_PROVIDER_MESSAGE =
-  "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
-
-/**
- * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
- * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
- * HttpError, so the parts that degrade without a model (recall) still catch it.
- */
-export class NoProviderError extends ProviderError {
-  constructor() {
-    super(NO_PROVIDER_MESSAGE);
-    this.name = "NoProviderError";
-  }
 }
 
 /**
@@ -138,18 +187,36 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
     structured: (request) => providerCall(`Model call (${request.name})`, () => structured(request)),
     complete: (request) =>
       providerCall("Model call", async () =>
-        completionOf(await openai().chat.completions.create(chatParams(llmModel, request))),
+        completionOf(
+          await metered(
+            request.meter,
+            "chat",
+            llmModel,
+            () => openai().chat.completions.create(chatParams(llmModel, request)),
+            (answer) => reportedTokens(answer.usage),
+            (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
+          ),
+        ),
       ),
     stream: (request) =>
       providerCall("Model call", async () => {
-        const stream = await openai().chat.completions.create({
-          ...chatParams(llmModel, request),
-          stream: true,
-          stream_options: { include_usage: true },
-        });
-        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000);
+        let stream: Stream<ChatCompletionChunk>;
+        try {
+          stream = await openai().chat.completions.create({
+            ...chatParams(llmModel, request),
+            stream: true,
+            stream_options: { include_usage: true },
+          });
+        } catch (err) {
+          // Accepted, the meter hears of it when the stream ends; refused, now.
+          if (!(err instanceof NoProviderError)) {
+            request.meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
+          }
+          throw err;
+        }
+        return completionStream(stream, llmModel, options.timeoutMs ?? 60_000, request.meter);
       }),
-    embed: (texts) => providerCall("Embedding call", () => embeddings.embed(texts)),
+    embed: (texts, meter) => providerCall("Embedding call", () => embeddings.embed(texts, meter)),
     embeddingSize: () => providerCall("Embedding call", () => embeddings.size()),
     rerank: (request) => providerCall("Rerank call", () => rerankCall(config.rerank, request, options.fetch ?? fetch)),
   };
@@ -224,22 +291,31 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
    * is not Matryoshka answers 400 to any `dimensions`): the model's own size is then checked.
    */
   let sendDimensions = true;
-  const embeddings = async (input: string[]) => {
+  const embeddings = async (input: string[], meter?: Meter) => {
     const request = { model: embeddingModel, input, encoding_format: "float" as const };
-    if (!sendDimensions) return openai().embeddings.create(request);
+    const create = (body: OpenAI.EmbeddingCreateParams) =>
+      metered(
+        meter,
+        "embedding",
+        embeddingModel,
+        () => openai().embeddings.create(body),
+        (answer) => reportedTokens(answer.usage),
+        (answer) => ({ model: answer.model, ok: true }),
+      );
+    if (!sendDimensions) return create(request);
     try {
-      return await openai().embeddings.create({ ...request, dimensions: embeddingDimensions });
+      return await create({ ...request, dimensions: embeddingDimensions });
     } catch (err) {
       if (!isRefusal(err)) throw err;
-      const response = await openai().embeddings.create(request);
+      const response = await create(request);
       sendDimensions = false;
       return response;
     }
   };
   return {
-    async embed(texts: string[]) {
+    async embed(texts: string[], meter?: Meter) {
       if (texts.length === 0) return [];
-      return vectorsOf((await embeddings(texts)).data, texts.length, embeddingDimensions);
+      return vectorsOf((await embeddings(texts, meter)).data, texts.length, embeddingDimensions);
     },
     async size() {
       const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data[0]?.embedding;
@@ -252,15 +328,23 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
 type ChatJson = (
   messages: ChatMessage[],
   responseFormat: OpenAI.ChatCompletionCreateParams["response_format"],
-  request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries">,
+  request: Pick<StructuredRequest<z.ZodType>, "name" | "signal" | "maxRetries" | "meter">,
 ) => Promise<string>;
 
 /** One JSON answer: the content of the first choice, which must not be empty. */
 function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
-  return async (messages, responseFormat, { name, signal, maxRetries }) => {
-    const response = await openai().chat.completions.create(
-      { model, messages, response_format: responseFormat },
-      { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+  return async (messages, responseFormat, { name, signal, maxRetries, meter }) => {
+    const response = await metered(
+      meter,
+      "chat",
+      model,
+      () =>
+        openai().chat.completions.create(
+          { model, messages, response_format: responseFormat },
+          { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+        ),
+      (answer) => reportedTokens(answer.usage),
+      (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
     );
     const content = response.choices[0]?.message?.content;
     if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
@@ -345,14 +429,36 @@ async function structuredJsonMode<T extends z.ZodType>(
   );
 }
 
-/** `POST {baseUrl}/rerank` as vLLM, llama.cpp server, Jina and Cohere serve it. */
+/** The rerank call, told to the meter once however it ends (none without an endpoint: no call). */
 async function rerankCall(
   endpoint: Config["rerank"],
   request: RerankRequest,
   fetchImpl: typeof fetch,
 ): Promise<RerankScore[]> {
   if (!endpoint.baseUrl) throw new ProviderError("No rerank endpoint is configured (RERANK_BASE_URL)");
-  const base = endpoint.baseUrl.replace(/\/+$/, "");
+  const model = endpoint.model ?? "rerank";
+  let tokens: ReturnType<typeof reportedTokens> = NO_TOKENS;
+  try {
+    const scores = await rerankScores(endpoint.baseUrl, endpoint, request, fetchImpl, (reported) => {
+      tokens = reported;
+    });
+    request.meter?.({ kind: "rerank", model, ...tokens, outcome: "ok" });
+    return scores;
+  } catch (err) {
+    request.meter?.({ kind: "rerank", model, ...tokens, outcome: "error" });
+    throw err;
+  }
+}
+
+/** `POST {baseUrl}/rerank` as vLLM, llama.cpp server, Jina and Cohere serve it. */
+async function rerankScores(
+  baseUrl: string,
+  endpoint: Config["rerank"],
+  request: RerankRequest,
+  fetchImpl: typeof fetch,
+  onUsage: (tokens: ReturnType<typeof reportedTokens>) => void,
+): Promise<RerankScore[]> {
+  const base = baseUrl.replace(/\/+$/, "");
   // The endpoint's own URL pasted from a provider's docs (…/v1/rerank) works as well as its base.
   const response = await fetchImpl(base.endsWith("/rerank") ? base : `${base}/rerank`, {
     method: "POST",
@@ -378,6 +484,9 @@ async function rerankCall(
   } catch {
     throw new ProviderError(`Rerank call returned invalid JSON: ${text.slice(0, 200)}`);
   }
+  // Jina and vLLM report `usage.total_tokens`; Cohere bills search units instead (unknown here).
+  const usage = (body as { usage?: { prompt_tokens?: unknown; total_tokens?: unknown } } | null)?.usage;
+  onUsage(reportedTokens({ prompt_tokens: usage?.prompt_tokens, total_tokens: usage?.total_tokens }));
   const results = (body as { results?: unknown } | null)?.results;
   if (!Array.isArray(results)) throw new ProviderError("Rerank call returned no results array");
   return results.flatMap((item) => {
@@ -454,7 +563,12 @@ export function streamEndProblem(state: StreamState, idleMs: number): string | n
  * reader for good: here `idleMs` without a chunk from the provider fails it. Time the consumer
  * spends between reads (writing to a slow client) does not count.
  */
-function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: string, idleMs: number) {
+function completionStream(
+  stream: Stream<ChatCompletionChunk>,
+  requestedModel: string,
+  idleMs: number,
+  meter: Meter | undefined,
+) {
   const state: StreamState = {
     text: "",
     model: requestedModel,
@@ -469,12 +583,22 @@ function completionStream(stream: Stream<ChatCompletionChunk>, requestedModel: s
     async *[Symbol.asyncIterator]() {
       if (state.consumed) throw new Error("A completion stream can be read only once");
       state.consumed = true;
-      yield* readChunks(stream, state, idleMs);
-      // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
-      if (state.aborted) return;
-      const problem = streamEndProblem(state, idleMs);
-      if (problem) throw new ProviderError(problem);
-      state.complete = true;
+      let failed = false;
+      try {
+        yield* readChunks(stream, state, idleMs);
+        // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
+        if (state.aborted) return;
+        const problem = streamEndProblem(state, idleMs);
+        if (problem) throw new ProviderError(problem);
+        state.complete = true;
+      } catch (err) {
+        failed = true;
+        throw err;
+      } finally {
+        // Once, however the reading ended (a reader that stops early is an abort too).
+        const outcome = state.complete ? "ok" : failed || state.stalled ? "error" : "aborted";
+        meter?.({ kind: "chat", model: state.model, ...reportedTokens(state.usage), outcome });
+      }
     },
     completion() {
       if (!state.complete) throw new ProviderError("Model stream has not completed");

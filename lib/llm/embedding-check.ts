@@ -4,8 +4,9 @@ import { type Config, embeddingsConfigured, providerConfigured } from "../config
 import { dbInt, parsedRowsOf } from "../db/rows";
 import type { Db } from "../db/types";
 import { EMBEDDED_TABLES } from "../db/vector-indexes";
+import { NO_PROVIDER_MESSAGE } from "../errors";
 import type { Logger } from "../log";
-import { type Llm, NO_PROVIDER_MESSAGE } from "./client";
+import type { Llm } from "./client";
 
 /** Start refused: EMBEDDING_DIMENSIONS does not match the database or the embedding model. */
 export class EmbeddingDimensionsError extends Error {

@@ -1,15 +1,27 @@
-import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import type { ProjectContext } from "../context";
 import { listEpisodes } from "../episodic/episodes";
 import { endThread } from "../episodic/triggers";
 import { dateInput, text } from "../inputs";
 import { integerIn, numberIn } from "../numbers";
-import { recall } from "../recall/recall";
+import { RECALL_FAILURE, recall } from "../recall/recall";
+import { messageRole } from "../roles";
 import { invalidateFact } from "../semantic/facts";
+import { DEFAULT_SETTINGS } from "../settings/settings";
 import { createThread, getThread } from "../threads";
 import { addMessages, MAX_BATCH_MESSAGES } from "../working/batch";
 import { dataset } from "./inputs";
+
+/**
+ * The MCP specification's hints about a tool's behaviour (its `ToolAnnotations`), written here so
+ * the descriptors stay free of the SDK: functions/mcp/server.ts hands them to it as they are.
+ */
+export interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
+}
 
 /** What a tool answers: the structured result, and the text a model reads first when it is not the JSON. */
 export interface ToolOutput {
@@ -23,8 +35,11 @@ export interface MemoryTool {
   description: string;
   input: z.ZodObject;
   annotations: ToolAnnotations;
-  /** The message of an unexpected failure: the 500 message of the matching /v1 route. */
-  failure: string;
+  /**
+   * The message of an unexpected failure: the 500 message of the matching /v1 route, when it
+   * declares one (functions/mcp/server.ts falls back to the default 500 message otherwise).
+   */
+  failure?: string;
   /** Validates the arguments (a ZodError when they are bad) and runs the tool. */
   call(ctx: ProjectContext, args: unknown): Promise<ToolOutput>;
 }
@@ -40,14 +55,13 @@ function defineTool<S extends z.ZodObject>(def: {
 }): MemoryTool {
   const { run, ...rest } = def;
   return {
-    failure: "Internal server error",
     ...rest,
     call: async (ctx, args) => run(ctx, await def.input.parseAsync(args ?? {})),
   };
 }
 
 const messageSchema = z.object({
-  role: z.enum(["user", "assistant", "system", "tool"]).describe("Who said it: user, assistant, system or tool."),
+  role: messageRole().describe("Who said it: user, assistant, system or tool."),
   content: text().min(1).describe("The message text, non-empty."),
   model: text().max(200).optional().describe("The model that produced an assistant turn."),
 });
@@ -105,12 +119,18 @@ async function existingThread(ctx: ProjectContext, threadId: string, dataset: st
   return { ...thread, created: false };
 }
 
+const { semantic: defaults } = DEFAULT_SETTINGS;
+
 const recallInput = {
   dataset: dataset(),
-  limit: integerIn(1, 100).optional().describe("How many facts, 1-100; default the project's factsInContext (8)."),
+  limit: integerIn(1, 100)
+    .optional()
+    .describe(`How many facts, 1-100; default the project's factsInContext (${defaults.factsInContext}).`),
   minConfidence: numberIn(0, 1)
     .optional()
-    .describe("Leave out facts rated below this, 0-1; default the project's retrievalMinConfidence (0.5)."),
+    .describe(
+      `Leave out facts rated below this, 0-1; default the project's retrievalMinConfidence (${defaults.retrievalMinConfidence}).`,
+    ),
 };
 
 const recallTool = defineTool({
@@ -135,10 +155,12 @@ const recallTool = defineTool({
       ),
     messageLimit: integerIn(1, 100)
       .optional()
-      .describe("With messages: how many, 1-100; default the project's messagesInContext (4)."),
+      .describe(
+        `With messages: how many, 1-100; default the project's messagesInContext (${defaults.messagesInContext}).`,
+      ),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
-  failure: "Failed to recall memory",
+  failure: RECALL_FAILURE,
   async run(ctx, input) {
     const { body } = await recall(ctx, { ...input, include: ["raw", ...input.include] });
     return { result: body, text: body.context || "Nothing is known yet that matches this query." };
@@ -155,7 +177,7 @@ const searchFactsTool = defineTool({
     query: text().min(1).max(2000).describe("What to look for (1-2000 characters)."),
   }),
   annotations: { readOnlyHint: true, openWorldHint: false },
-  failure: "Failed to recall memory",
+  failure: RECALL_FAILURE,
   async run(ctx, input) {
     const { body } = await recall(ctx, { ...input, include: ["raw"] });
     return { result: { facts: body.facts ?? [], factCount: body.factCount } };

@@ -1,9 +1,10 @@
-import { sql } from "drizzle-orm";
+import { eq, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbJson, parsedRowsOf } from "../db/rows";
 import { episodes, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { storedUserNamesSql } from "../semantic/extract";
+import { budgetSpentSql } from "../usage/budget";
 
 /** An episode's stages after its messages are embedded: the summary, then fact extraction. */
 export type Stage = "summary" | "facts";
@@ -32,7 +33,9 @@ export type ClaimedStage = z.output<typeof ClaimedRow>;
  * which cannot be running any more, since this run holds the job's lease), else fact extraction
  * while it is pending or processing. The claim writes the run's stamp (`claimedAt`, when the job
  * was claimed) on the episode; every write of the stage requires it, so an earlier run that
- * outlived its lease writes nothing once this one has claimed. Nothing pending: undefined.
+ * outlived its lease writes nothing once this one has claimed. A pending summary is not started
+ * while the project's monthly token budget is spent (lib/usage/budget.ts; see pausedByBudget);
+ * one already in processing, and extraction, are. Nothing pending: undefined.
  */
 export async function claimNextStage(
   deps: Deps,
@@ -55,7 +58,8 @@ export async function claimNextStage(
           semantic_error = CASE WHEN ${facts} THEN NULL ELSE semantic_error END,
           claimed_at = ${claimedAt}::timestamptz, updated_at = ${now}::timestamptz
         WHERE id = ${episodeId}
-          AND (status IN ('pending', 'processing')
+          AND ((status = 'pending' AND NOT ${budgetSpentSql(sql`${episodes}.project_id`, deps.clock.now())})
+               OR status = 'processing'
                OR (status = 'completed' AND semantic_status IN ('pending', 'processing')))
         RETURNING id, project_id, thread_id, dataset, from_seq, to_seq,
           CASE WHEN status = 'completed' THEN 'facts' ELSE 'summary' END AS stage
@@ -69,4 +73,13 @@ export async function claimNextStage(
       FROM e JOIN ${projects} p ON p.id = e.project_id`),
   );
   return claimed;
+}
+
+/**
+ * After a claim that found nothing: whether the episode is still pending, which (the run holding
+ * its job's lease) only the project's spent token budget leaves it: its job looks again later.
+ */
+export async function pausedByBudget(deps: Deps, episodeId: string): Promise<boolean> {
+  const [current] = await deps.db.select({ status: episodes.status }).from(episodes).where(eq(episodes.id, episodeId));
+  return current?.status === "pending";
 }

@@ -5,7 +5,7 @@ import { jobKey } from "../jobs/kinds";
 import { LEASE_MS, runJob } from "../jobs/runner";
 import { scheduleJobsSql } from "../jobs/schedule";
 import { claimJobs } from "../jobs/store";
-import { runEpisodeStages, type StageOutcomes } from "./stages";
+import { episodeJobResult, runEpisodeStages, type StageOutcomes } from "./stages";
 
 /**
  * Runs an episode's pending stages now, by hand (tests, benchmarks, tools), through its job as
@@ -34,18 +34,22 @@ export async function runEpisodeNow(deps: Deps, episodeId: string): Promise<Stag
   let outcomes: StageOutcomes = {};
   await runJob(deps, job, async (d, j) => {
     outcomes = await runEpisodeStages(d, episodeId, j.claimedAt);
-    return { next: "done" };
+    return episodeJobResult(d, outcomes);
   });
   return outcomes;
 }
 
-/** The summary stage run now (see runEpisodeNow), as its outcome; `skipped` when it was not pending or was lost. */
+/**
+ * The summary stage run now (see runEpisodeNow), as its outcome; `skipped` when it was not pending
+ * or was lost, `paused` when it is pending and the project's token budget is spent.
+ */
 export async function processEpisode(
   deps: Deps,
   episodeId: string,
-): Promise<"completed" | "failed" | "skipped" | "busy"> {
+): Promise<"completed" | "failed" | "skipped" | "busy" | "paused"> {
   const outcomes = await runEpisodeNow(deps, episodeId);
   if (outcomes === "busy") return "busy";
+  if (outcomes.paused) return "paused";
   return outcomes.summary === "completed" || outcomes.summary === "failed" ? outcomes.summary : "skipped";
 }
 

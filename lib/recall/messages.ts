@@ -4,6 +4,7 @@ import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
 import { messageSearch, messages, messageVectors } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { cosineDistanceSql, nearestSql, searchLimitsFor } from "../db/vectors";
+import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
 import { bm25Of, keywordCandidatesSql, MESSAGE_TERMS, termCtes, termQuery } from "./keyword";
 import type { TimeRange } from "./time-range";
@@ -12,7 +13,7 @@ import type { TimeRange } from "./time-range";
 export interface RecalledMessage {
   messageId: string;
   threadId: string;
-  role: "user" | "assistant" | "system" | "tool";
+  role: MessageRole;
   content: string;
   createdAt: string;
   /** The fused score (cosine, keyword, time: the facts' weights); 1 without a query. */
@@ -130,7 +131,7 @@ export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
 export const MessageJson = z.object({
   id: z.string(),
   thread_id: z.string(),
-  role: z.enum(["user", "assistant", "system", "tool"]),
+  role: messageRole(),
   content: z.string(),
   created_at: dbTimestampSet,
   score: dbNumber,

@@ -1,13 +1,22 @@
+import { embeddingsConfigured } from "../config";
 import type { ReadContext } from "../context";
 import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
+import { type UsageCollector, usageCollector } from "../usage/collector";
+import { flushUsage, usageCteOf } from "../usage/sql";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
 import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
 import { timeRangeOf } from "./time-range";
+
+/**
+ * What a recall that could read nothing answers with (the spec's 500 message of POST
+ * /v1/memory/recall, declared by functions/recall.ts; the MCP recall tools say the same).
+ */
+export const RECALL_FAILURE = "Failed to recall memory";
 
 export type RecallInclude = "episodes" | "synthesis" | "raw" | "messages";
 
@@ -49,17 +58,21 @@ export interface RecallExplanation {
  * the query's vector is cached, none without a query), one SQL statement for facts and episodes
  * together, a reranker call when the project turned it on, and a model call only for
  * `synthesis`. Each part degrades on its own (spec rule 6): no embedding, keyword plus recency;
- * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis, null.
- * Only when no data could be read at all does the request fail.
+ * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis (or the
+ * project's monthly token budget spent), null. Only when no data could be read at all does the
+ * request fail. The query embedding is recorded in the ledger by the statement; the reranker's
+ * and synthesis' calls, made after it, by one statement after the response.
  */
 export async function recall({ deps, projectId }: ReadContext, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
+  const usage = usageCollector(deps.onUsage);
+  const scope = { projectId, dataset: request.dataset };
 
   // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's
   // rule 3, which dropped it; see docs/api-notes.md, "Recall ranking").
-  const vector = query !== undefined ? await embedQuery(deps, query, timings) : undefined;
+  const vector = query !== undefined ? await embedQuery(deps, query, timings, usage) : undefined;
   const mode: RankingMode = !query ? "recent" : vector ? "hybrid" : "keyword";
 
   const started = performance.now();
@@ -77,17 +90,23 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
     episodes: include.has("episodes"),
     messages: include.has("messages"),
     messageLimit: request.messageLimit,
+    usage: usageCteOf(usage, scope, deps.clock.now().toISOString()),
+    budget: include.has("synthesis"),
   });
   timings.push({ name: "sql", ms: performance.now() - started });
 
-  const reranked = await rerankIfOn(deps, query, retrieved, timings);
+  const reranked = await rerankIfOn(deps, query, retrieved, timings, usage);
   const facts = reranked.facts;
   const groups = groupFacts(facts);
   const messages = retrieved.messages
     ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
-  const synthesis = include.has("synthesis") && context ? await synthesise(deps, context, query, timings) : null;
+  // Not while the project's monthly token budget is spent (null, as when synthesis fails).
+  const synthesise = include.has("synthesis") && context && !retrieved.budgetSpent;
+  const synthesis = synthesise ? await synthesisOf(deps, context, query, timings, usage) : null;
+  // Only when the reranker or synthesis called the provider: off the response's path.
+  if (usage.pending > 0) deps.defer(flushUsage(deps, usage, scope));
 
   const raw = include.has("raw");
   return {
@@ -101,13 +120,24 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
       messages: include.has("messages") ? (messages ?? []).map(messageOfRecall) : null,
     },
     timings,
-    explanation: {
-      mode,
-      signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
-      messageSignals: (messages ?? []).map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
-      rerank: reranked.outcome,
-      projectFound: retrieved.settings !== null,
-    } satisfies RecallExplanation,
+    explanation: explanationOf(mode, facts, messages ?? [], reranked.outcome, retrieved.settings !== null),
+  };
+}
+
+/** How the facts and messages were ranked, for the dashboard's playground. */
+function explanationOf(
+  mode: RankingMode,
+  facts: RetrievedFact[],
+  messages: RetrievedMessage[],
+  rerank: RerankOutcome | null,
+  projectFound: boolean,
+): RecallExplanation {
+  return {
+    mode,
+    signals: facts.map((f) => ({ factId: f.factId, ...f.signals, fused: f.relevanceScore })),
+    messageSignals: messages.map((m) => ({ messageId: m.messageId, ...m.signals, fused: m.relevanceScore })),
+    rerank,
+    projectFound,
   };
 }
 
@@ -132,6 +162,7 @@ async function rerankIfOn(
   query: string | undefined,
   retrieved: Retrieved,
   timings: Timing[],
+  usage: UsageCollector,
 ): Promise<{ facts: RetrievedFact[]; outcome: RerankOutcome | null }> {
   const all = retrieved.facts ?? [];
   const settings = retrieved.settings;
@@ -142,6 +173,7 @@ async function rerankIfOn(
     query,
     candidates: pool.map((f) => ({ id: f.factId, text: rerankText(f) })),
     timeoutMs: settings.rerankTimeoutMs,
+    meter: usage.meter("recall_rerank"),
   });
   timings.push({ name: "rerank", ms: result.ms, description: result.outcome });
   const byId = new Map(pool.map((f) => [f.factId, f]));
@@ -153,7 +185,19 @@ async function rerankIfOn(
 /** What the reranker reads of a fact: what it says, then the user's own words. */
 const rerankText = (f: RetrievedFact) => `${factText(f)} (said: "${oneLine(f.sourceQuote)}")`;
 
-async function embedQuery(deps: Deps, text: string, timings: Timing[]): Promise<number[] | undefined> {
+async function embedQuery(
+  deps: Deps,
+  text: string,
+  timings: Timing[],
+  usage: UsageCollector,
+): Promise<number[] | undefined> {
+  // No embedding endpoint at all: nothing is asked of a provider, so the key's check need not go
+  // first on its own (lib/auth.ts) and rides with the keyword statement, one round trip on Neon
+  // as for a cached query (issue 34). The start-up check already warned once that none is set.
+  if (!embeddingsConfigured(deps.config)) {
+    timings.push({ name: "embedding", ms: 0, description: "not configured" });
+    return undefined;
+  }
   const key = { model: deps.config.openai.embeddingModel, dimensions: deps.config.openai.embeddingDimensions, text };
   const cached = deps.queryEmbeddings.get(key);
   if (cached) {
@@ -162,7 +206,7 @@ async function embedQuery(deps: Deps, text: string, timings: Timing[]): Promise<
   }
   const started = performance.now();
   try {
-    const [vector] = await deps.llm.embed([text]);
+    const [vector] = await deps.llm.embed([text], usage.meter("recall_embedding"));
     deps.queryEmbeddings.set(key, vector);
     return vector;
   } catch (err) {
@@ -185,9 +229,10 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
     rethrowRefusal(err);
     deps.log.error("recall: retrieval failed; reading facts and episodes apart", errorFields(err));
   }
+  // The usage CTE (rolled back with the failed statement) rides with the facts' part.
   const [facts, episodes] = await Promise.allSettled([
     retrieve(deps, { ...r, episodes: false }),
-    r.episodes ? retrieve(deps, { ...r, facts: false, messages: false }) : Promise.resolve(undefined),
+    r.episodes ? retrieve(deps, { ...r, facts: false, messages: false, usage: null }) : Promise.resolve(undefined),
   ]);
   if (facts.status === "rejected" && (!r.episodes || episodes.status === "rejected")) throw facts.reason;
   if (facts.status === "rejected") deps.log.error("recall: fact retrieval failed", errorFields(facts.reason));
@@ -198,15 +243,23 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
     episodes: episodes.status === "fulfilled" && episodes.value ? episodes.value.episodes : null,
     messages: facts.status === "fulfilled" ? facts.value.messages : r.messages ? [] : null,
     settings: read?.status === "fulfilled" ? (read.value?.settings ?? null) : null,
+    budgetSpent: read?.status === "fulfilled" ? (read.value?.budgetSpent ?? false) : false,
   };
 }
 
-async function synthesise(deps: Deps, context: string, query: string | undefined, timings: Timing[]) {
+async function synthesisOf(
+  deps: Deps,
+  context: string,
+  query: string | undefined,
+  timings: Timing[],
+  usage: UsageCollector,
+) {
   const started = performance.now();
   try {
     const completion = await deps.llm.complete({
       system: RECALL_SYNTHESIS_PROMPT,
       messages: [{ role: "user", content: query ? `${context}\n\nQuestion: ${query}` : context }],
+      meter: usage.meter("recall_synthesis"),
     });
     return completion.text.trim();
   } catch (err) {

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Deps } from "../deps";
-import type { RerankScore } from "../llm/client";
+import type { Meter, RerankScore } from "../llm/client";
 
 /**
  * Recall's optional reranker (project setting `rerank`): the fused top candidates go to a /rerank
@@ -13,6 +13,8 @@ export interface RerankInput {
   /** In fused order, best first. */
   candidates: { id: string; text: string }[];
   timeoutMs: number;
+  /** Hears of the reranker's provider call (the usage ledger). */
+  meter?: Meter;
 }
 
 export type RerankOutcome = "reranked" | "timeout" | "failed" | "skipped";
@@ -84,7 +86,10 @@ export async function rerankCandidates(
 
 async function endpointRanking(deps: Pick<Deps, "llm">, input: RerankInput, signal: AbortSignal) {
   const documents = input.candidates.map((c) => c.text);
-  return orderOfScores(await deps.llm.rerank({ query: input.query, documents, signal }), documents.length);
+  return orderOfScores(
+    await deps.llm.rerank({ query: input.query, documents, signal, meter: input.meter }),
+    documents.length,
+  );
 }
 
 async function chatRanking(deps: Pick<Deps, "llm">, input: RerankInput, signal: AbortSignal) {
@@ -96,6 +101,7 @@ async function chatRanking(deps: Pick<Deps, "llm">, input: RerankInput, signal: 
     signal,
     // One try: a retry's backoff would only spend the deadline.
     maxRetries: 0,
+    meter: input.meter,
   });
   return answer.ranking.map((n) => n - 1);
 }

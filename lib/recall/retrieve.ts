@@ -1,5 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
+import { constantSql } from "../db/constant-sql";
 import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, projects } from "../db/schema";
@@ -10,6 +11,7 @@ import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episod
 import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
+import { budgetSpentSql } from "../usage/budget";
 import type { RankedFact } from "./context";
 import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
 import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
@@ -43,6 +45,10 @@ export interface Retrieval {
   messages?: boolean;
   /** Per-call override of messagesInContext. */
   messageLimit?: number;
+  /** A CTE recording the request's provider calls so far (lib/usage/sql.ts usageCteOf): no statement of its own. */
+  usage?: SQL | null;
+  /** Also answer whether the project's monthly token budget is spent (synthesis is then skipped). */
+  budget?: boolean;
 }
 
 /**
@@ -97,6 +103,8 @@ export interface Retrieved {
   messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
+  /** The project's monthly token budget is spent (asked with `budget`; false otherwise). */
+  budgetSpent: boolean;
 }
 
 /**
@@ -114,6 +122,7 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
         : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
     messages: row?.messages?.map(retrievedMessage) ?? null,
     settings: row?.settings ?? null,
+    budgetSpent: row?.budget_spent === true,
   };
 }
 
@@ -136,6 +145,7 @@ const RecallRow = z.object({
   episodes: dbJson(z.array(EpisodeJson).nullable()),
   episode_count: dbInt.nullable(),
   messages: dbJson(z.array(MessageJson).nullable()),
+  budget_spent: z.boolean().optional(),
   settings: dbJson(
     z
       .object({
@@ -171,22 +181,27 @@ function retrievedEpisode(e: EpisodeJson): RetrievedEpisode {
   };
 }
 
-/** Builds the statement; exported for EXPLAIN in the benchmarks. */
-export function recallSql(deps: Deps, r: Retrieval): SQL {
-  const select: SQL[] = [];
-  const cte: SQL[] = [settingsCte(r)];
-  select.push(sql`(SELECT jsonb_build_object('limit', lim, 'messageLimit', msg_lim, 'rerank', rerank, 'rerankCandidates', rerank_n,
-      'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
-
-  if (r.facts) {
-    cte.push(...factCtes(r, deps.config.openai.embeddingDimensions));
-    select.push(sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
+// The statement's parts without parameters are kept as text (lib/db/constant-sql.ts): rendering
+// recall's statement from its chunks on every call cost about half a bare HNSW search.
+const SETTINGS_COLUMN = sql.raw(`(SELECT jsonb_build_object('limit', lim, 'messageLimit', msg_lim, 'rerank', rerank,
+      'rerankCandidates', rerank_n, 'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
+const FACTS_COLUMN = sql.raw(`(SELECT coalesce(jsonb_agg(jsonb_build_object(
         'id', id, 'subject', subject, 'predicate', predicate, 'object', object,
         'object_is_entity', object_is_entity, 'confidence', confidence, 'source_quote', source_quote,
         'valid_at', valid_at, 'valid_until', valid_until, 'invalid_at', invalid_at, 'episode_id', episode_id,
         'score', score, 'rank', rank, 'group_name', group_name, 'entities', entities,
         'signals', jsonb_build_object('vector', vector, 'keyword', keyword, 'entity', entity, 'time', time_match))
         ORDER BY rank), '[]'::jsonb) FROM grouped) AS facts`);
+
+/** Builds the statement; exported for EXPLAIN in the benchmarks. */
+export function recallSql(deps: Deps, r: Retrieval): SQL {
+  const select: SQL[] = [];
+  const cte: SQL[] = [settingsCte(r)];
+  select.push(SETTINGS_COLUMN);
+
+  if (r.facts) {
+    cte.push(...factCtes(r, deps.config.openai.embeddingDimensions));
+    select.push(FACTS_COLUMN);
   } else {
     select.push(sql`NULL::jsonb AS facts`);
   }
@@ -231,6 +246,8 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }
 
+  if (r.usage) cte.push(r.usage);
+  if (r.budget) select.push(sql`${budgetSpentSql(r.projectId, deps.clock.now())} AS budget_spent`);
   // Planned once per statement text (lib/db/generic-plan.ts): each search is an index scan or a
   // lateral lookup whatever the query's values.
   return withGenericPlan(sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`);
@@ -245,7 +262,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
 function settingsCte(r: Retrieval): SQL {
   const own = sql`${projects.settings}`;
   const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
-    projectSetting("semantic", key, own, cast);
+    constantSql(`recall: semantic.${key}`, () => projectSetting("semantic", key, own, cast));
   const reranks = r.mode !== "recent" && r.facts;
   return sql`s AS (SELECT *, msg_lim + fetch_lim AS msg_fetch FROM (
     SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
@@ -254,7 +271,15 @@ function settingsCte(r: Retrieval): SQL {
       -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at
       -- least FLOAT4_MIN_NORMAL (numberIn, lib/settings/sql.ts), so the cast cannot underflow.
       coalesce(${r.minConfidence ?? null}::float8, ${setting("retrievalMinConfidence", "float8")})::real AS min_conf,
-      ${setting("anchorVectorMin", "float8")} AS anchor_min,
+      ${constantSql("recall: the stored settings", () => storedSettings(own))}
+      FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own) lims)`;
+}
+
+/** The settings the call cannot override, each as the project stored it (when valid) or its default. */
+function storedSettings(own: SQL): SQL {
+  const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
+    projectSetting("semantic", key, own, cast);
+  return sql`${setting("anchorVectorMin", "float8")} AS anchor_min,
       ${setting("anchorVectorTopK", "int")} AS anchor_k,
       ${setting("vectorWeight", "float8")} AS vector_weight,
       ${setting("keywordWeight", "float8")} AS keyword_weight,
@@ -266,8 +291,7 @@ function settingsCte(r: Retrieval): SQL {
       ${setting("vectorSecondSearch", "boolean")} AS second_search,
       ${projectSetting("episodic", "contextEpisodes", own, "int")} AS episode_limit,
       ${projectSetting("episodic", "similarityWeight", own, "float8")} AS similarity_weight,
-      ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight
-      FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own) lims)`;
+      ${projectSetting("episodic", "recencyWeight", own, "float8")} AS recency_weight`;
 }
 
 /**
@@ -300,14 +324,18 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   if (q) {
     // An HNSW index scan (hnsw.iterative_scan keeps it going until the tenant, time and
     // confidence filters have let `depth` rows through), its candidate list and, past pgvector's
-    // largest list, how far it reads (where the project turned the second search on) sized for
+    // largest list, how far it reads (the second search, unless the project turned it off) sized for
     // the dataset's fact count (`stats`, the keyword signal's statistics).
-    const limits = searchLimitsFor(
+    const { limit, scan } = searchLimitsFor(
       depth,
       sql`coalesce((SELECT n FROM stats), 0)`,
       dims,
       sql`(SELECT second_search FROM s)`,
     );
+    const limits = {
+      limit: constantSql(`recall: vector search limit ${dims}`, () => limit),
+      scan: scan && constantSql(`recall: vector search scan ${dims}`, () => scan),
+    };
     signals.push(
       sql`by_vector AS (${nearestSql({ from: sql`${facts} f`, column: sql`f.embedding`, select: sql`f.id`, where: scope.eligible, query: q, dims, ...limits })})`,
     );
@@ -319,7 +347,11 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
     sources.push("by_recency");
   }
   const cosine = q
-    ? sql`CASE WHEN vector_dims(f.embedding) = ${D} THEN 1 - ${cosineDistanceSql(sql`f.embedding`, q, dims)} ELSE 0 END`
+    ? constantSql(
+        `recall: cosine ${dims}`,
+        () =>
+          sql`CASE WHEN vector_dims(f.embedding) = ${D} THEN 1 - ${cosineDistanceSql(sql`f.embedding`, q, dims)} ELSE 0 END`,
+      )
     : sql`NULL::float8`;
   const scored = sql`scored AS (
       SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
@@ -331,16 +363,16 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
         sql` UNION `,
       )}) c
       JOIN ${facts} f ON f.id = c.id
-      LEFT JOIN LATERAL (${bm25Of(sql`f.search`, FACT_TERMS)}) k ON true
+      LEFT JOIN LATERAL (${constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS))}) k ON true
       LEFT JOIN LATERAL (SELECT max(a.strength) AS strength FROM ${factEntities} fe JOIN anchor a ON a.id = fe.entity_id
         WHERE fe.fact_id = f.id) a ON true
       WHERE ${scope.eligible})`;
   // The keyword score is divided by the best candidate's, so its weight means the same whatever
   // the query's length and rarity; cosine is used as it is (it already lies in [-1, 1]).
-  const fused = sql`fused AS (
+  const fused = sql.raw(`fused AS (
       SELECT *, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
         + time_weight * time_match AS score
-      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM scored) x CROSS JOIN s)`;
+      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM scored) x CROSS JOIN s)`);
   return [...signals, scored, fused, ...groupedCtes(null)];
 }
 
@@ -404,7 +436,9 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
             limit: sql`(SELECT anchor_k FROM s)`,
           })}) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
     : sql``;
-  return sql`words AS (
+  // MATERIALIZED: referenced once, `words` would be inlined and its regular expressions run again
+  // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
+  return sql`words AS MATERIALIZED (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
     phrases AS (
       SELECT array_to_string(w[i : i + n], ' ') AS phrase
@@ -433,12 +467,16 @@ function timeTerm(time: TimeRange | null | undefined): SQL {
  * the entities it touches. `anchorCte` when the query path did not define `anchor`.
  */
 function groupedCtes(anchorCte: SQL | null): SQL[] {
-  return [
-    ...(anchorCte ? [anchorCte] : []),
-    sql`top AS (
+  return [...(anchorCte ? [anchorCte] : []), constantSql("recall: top and grouped", topAndGrouped)];
+}
+
+function topAndGrouped(): SQL {
+  return sql.join(
+    [
+      sql`top AS (
       SELECT u.*, row_number() OVER (ORDER BY u.score DESC, u.valid_at DESC, u.id) AS rank
       FROM fused u ORDER BY u.score DESC, u.valid_at DESC, u.id LIMIT (SELECT fetch_lim FROM s))`,
-    sql`grouped AS (
+      sql`grouped AS (
       SELECT t.*, coalesce(g.name, t.subject) AS group_name, coalesce(te.entities, '[]'::jsonb) AS entities
       FROM top t LEFT JOIN LATERAL (
         SELECT e.name FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id
@@ -450,5 +488,7 @@ function groupedCtes(anchorCte: SQL | null): SQL[] {
         SELECT jsonb_agg(jsonb_build_object('name', e.name, 'type', e.type) ORDER BY lower(e.name), e.type) AS entities
         FROM ${factEntities} fe JOIN ${entities} e ON e.id = fe.entity_id WHERE fe.fact_id = t.id
       ) te ON true)`,
-  ];
+    ],
+    sql`,\n`,
+  );
 }

@@ -13,8 +13,11 @@ import {
   FactExtractionSchema,
 } from "../llm/prompts";
 import { renderTranscript, type TranscriptMessage } from "../llm/transcript";
+import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
+import { type UsageCollector, usageCollector } from "../usage/collector";
+import { flushUsage, usageInsertSql } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import {
   decideFacts,
@@ -79,10 +82,12 @@ export interface ExtractionInput {
 export async function extractFacts(deps: Deps, episode: ExtractionInput): Promise<SemanticOutcome> {
   const now = deps.clock.now();
   const { settings } = episode;
+  // Recorded with the facts' write batch; what it did not take (no write, a failure) after it.
+  const usage = usageCollector(deps.onUsage);
   try {
     // Disabled since the episode was summarised (a re-queued retry, say): `enabled` false stops new work.
     if (!settings.semantic.enabled) return (await setStatus(deps, episode, "skipped")) ? "skipped" : "lost";
-    return (await extractAndWrite(deps, episode, episode.transcript, settings, now)) ? "completed" : "lost";
+    return (await extractAndWrite(deps, episode, episode.transcript, settings, now, usage)) ? "completed" : "lost";
   } catch (err) {
     const message = failureText(err);
     // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
@@ -98,6 +103,8 @@ export async function extractFacts(deps: Deps, episode: ExtractionInput): Promis
       ...errorFields(err),
     });
     return "failed";
+  } finally {
+    await flushUsage(deps, usage, { projectId: episode.project_id, dataset: episode.dataset });
   }
 }
 
@@ -125,6 +132,7 @@ async function extractAndWrite(
   transcript: Transcript,
   settings: Settings,
   now: Date,
+  usage: UsageCollector,
 ): Promise<boolean> {
   const s = settings.semantic;
   const userLines = transcript.filter((m) => m.role === "user");
@@ -136,6 +144,7 @@ async function extractAndWrite(
     schema: FactExtractionSchema,
     system: FACT_EXTRACTION_PROMPT,
     user: renderTranscript(transcript, settings.episodic.maxMessages),
+    meter: usage.meter("fact_extraction"),
   });
   const names = userNames({
     userLines: userLines.map((m) => m.content),
@@ -148,21 +157,21 @@ async function extractAndWrite(
     return finishWithoutWrites(deps, episode, tallyReport(extracted.facts.length, screened.drops));
   }
 
-  const vectors = await deps.llm.embed([
-    ...screened.kept.map((f) => `${f.subject} ${f.predicate} ${f.object}`),
-    ...newEntities.map((e) => e.name),
-  ]);
+  const vectors = await deps.llm.embed(
+    [...screened.kept.map((f) => `${f.subject} ${f.predicate} ${f.object}`), ...newEntities.map((e) => e.name)],
+    usage.meter("extraction_embedding"),
+  );
   const factVectors = vectors.slice(0, screened.kept.length);
   const entityVectors = vectors.slice(screened.kept.length);
   const found = await findCandidates(deps, episode, factVectors, newEntities, entityVectors, s);
   const decided = decideFacts(screened.kept, factVectors, found, s, episode.id);
-  const ended = await judgeContradictions(deps, decided.pairs, decided.accepted);
+  const ended = await judgeContradictions(deps, decided.pairs, decided.accepted, usage);
   const resolved = resolveEntities(newEntities, entityVectors, found.entities, s.entityResolutionThreshold, {
     projectId: episode.project_id,
     dataset: episode.dataset,
     now,
   });
-  await writeExtraction(deps, episode, s.factDedupThreshold, now, {
+  await writeExtraction(deps, episode, s.factDedupThreshold, now, usage, {
     accepted: decided.accepted,
     ended,
     entityRows: resolved.rows,
@@ -173,13 +182,14 @@ async function extractAndWrite(
 }
 
 /** One judge call for every contradiction pair at once (none without pairs). */
-async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: NewFact[]) {
+async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: NewFact[], usage: UsageCollector) {
   if (pairs.length === 0) return new Map<string, Date>();
   const judged = await deps.llm.structured({
     name: "contradiction_judgement",
     schema: ContradictionJudgeSchema,
     system: CONTRADICTION_JUDGE_PROMPT,
     user: judgeInput(pairs, accepted),
+    meter: usage.meter("contradiction_judge"),
   });
   return invalidations(pairs, judged.judgements, accepted);
 }
@@ -200,8 +210,16 @@ async function finishWithoutWrites(deps: Deps, episode: ExtractionInput, report:
  * The write batch (one transaction). Every write after the claim guard requires the claim; the
  * facts statement records the report as written (see insertFacts).
  */
-async function writeExtraction(deps: Deps, episode: ExtractionInput, dedupThreshold: number, now: Date, d: Decided) {
-  const batched = await deps.database.batch((db) => [
+async function writeExtraction(
+  deps: Deps,
+  episode: ExtractionInput,
+  dedupThreshold: number,
+  now: Date,
+  usage: UsageCollector,
+  d: Decided,
+) {
+  const calls = usage.take();
+  const batched = await writeBatch(deps, usage, calls, (db) => [
     db.execute(narrowSearch),
     // First, so it holds the episode's row lock for the rest of the batch, and aborts the whole
     // batch when this attempt's claim was taken over meanwhile (the new owner writes instead).
@@ -211,6 +229,14 @@ async function writeExtraction(deps: Deps, episode: ExtractionInput, dedupThresh
     ...(d.accepted.length ? [db.execute(insertFacts(deps, episode, d, dedupThreshold, now))] : []),
     ...(d.links.length ? [db.execute(insertLinks(d.links))] : []),
     ...(d.ended.size ? [db.execute(endFacts(episode, d.ended, now))] : []),
+    // Last, so the result indexes above stay put; in the same transaction and round trip.
+    ...(calls.length
+      ? [
+          db.execute(
+            usageInsertSql(calls, { projectId: episode.project_id, dataset: episode.dataset }, now.toISOString()),
+          ),
+        ]
+      : []),
   ]);
   ringWebhookJobs(deps, parsedRowsOf(z.object({ webhook_jobs: z.unknown() }), batched[1])[0]?.webhook_jobs);
   const written = d.accepted.length
@@ -221,6 +247,21 @@ async function writeExtraction(deps: Deps, episode: ExtractionInput, dedupThresh
     : undefined;
   const report = written ? written.extraction_report : d.report;
   logExtraction(deps, episode, report, d.entityRows.length);
+}
+
+/** The batch; failed (a lost claim aborts it), its calls wait to be recorded after it. */
+async function writeBatch(
+  deps: Deps,
+  usage: UsageCollector,
+  calls: UsageEvent[],
+  statements: Parameters<Deps["database"]["batch"]>[0],
+) {
+  try {
+    return await deps.database.batch(statements);
+  } catch (err) {
+    usage.giveBack(calls);
+    throw err;
+  }
 }
 
 /**

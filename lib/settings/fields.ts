@@ -6,6 +6,7 @@ import {
   isPlain,
   projectEpisodicPatch,
   projectSemanticPatch,
+  projectUsagePatch,
   projectWorkingPatch,
   resolveProjectSettings,
 } from "./settings";
@@ -19,6 +20,7 @@ const GROUP_SCHEMAS = {
   working: projectWorkingPatch,
   episodic: projectEpisodicPatch,
   semantic: projectSemanticPatch,
+  usage: projectUsagePatch,
 } as const;
 
 export type SettingGroup = keyof typeof GROUP_SCHEMAS;
@@ -54,7 +56,7 @@ type FieldMeta = Omit<SettingField, "value" | "overridden">;
 let fields: FieldMeta[] | undefined;
 
 /**
- * Groups in order working, episodic, semantic; keys in DEFAULT_SETTINGS order. Built on first
+ * Groups in order working, episodic, semantic, usage; keys in DEFAULT_SETTINGS order. Built on first
  * use, not at import: every Worker isolate loads this module, and the JSON Schema conversion
  * costs a few milliseconds that only the settings form needs.
  */

@@ -4,6 +4,7 @@ import { z } from "zod";
 import { dbInt, dbTimestamp, jsonOf, parsedRowsOf, toDate } from "../db/rows";
 import { webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
+import { newIdSql } from "../ids";
 import { WEBHOOK_RETRY_WINDOW_MS } from "./events";
 import { checkResolvedAddresses, checkWebhookUrl, parseIp, type UrlPolicy } from "./url";
 
@@ -146,7 +147,7 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
   return sql`
       WITH a AS (
         INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
-        VALUES ('wha_' || replace(gen_random_uuid()::text, '-', ''), ${deliveryId}, ${at}::timestamptz,
+        VALUES (${newIdSql("wha")}, ${deliveryId}, ${at}::timestamptz,
           ${result.statusCode}, ${result.error}, ${result.durationMs})
         RETURNING 1
       ), ep AS (

@@ -5,6 +5,7 @@ import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, rowsOf, toIso
 import { jobs, projects, webhookAttempts, webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
 import { badRequest, conflict, notFound } from "../errors";
+import { newId } from "../ids";
 import { jobKeySql } from "../jobs/kinds";
 import { newWebhookSecret } from "./deliver";
 import {
@@ -105,7 +106,7 @@ export async function createWebhookEndpoint(
   if (!decision.ok) throw badRequest(`url: ${decision.reason}`);
   const eventTypes = [...new Set(input.eventTypes)];
   const secret = newWebhookSecret();
-  const id = `whk_${crypto.randomUUID().replace(/-/g, "")}`;
+  const id = newId("whk");
   const now = deps.clock.now().toISOString();
   const rows = parsedRowsOf(
     EndpointRow,

@@ -1,6 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { webhookDeliveries, webhookEndpoints } from "../db/schema";
 import type { Deps } from "../deps";
+import { newIdSql } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater, scheduleJobsSql } from "../jobs/schedule";
 
 /** The events a project can subscribe an endpoint to. */
@@ -10,6 +11,7 @@ export const WEBHOOK_EVENT_TYPES = [
   "facts.extracted",
   "thread.compacted",
   "dataset.erased",
+  "usage.budget_exhausted",
 ] as const;
 export type WebhookEventType = (typeof WEBHOOK_EVENT_TYPES)[number];
 
@@ -18,7 +20,7 @@ export const WEBHOOK_RETRY_WINDOW_MS = 24 * 60 * 60 * 1000;
 
 /**
  * CTEs that queue one event, folded into the statement where the event happens (no extra round
- * trip): for every enabled endpoint of the project subscribed to `type`, a delivery (`msg_…`,
+ * trip): for every enabled endpoint of the project subscribed to `type`, a delivery (`whd_…`,
  * body `{type, timestamp, data}`) and its job (`webhook:<deliveryId>`, due now). `source` is a
  * SELECT of rows `(project_id, data jsonb)`, usually over an earlier CTE of the same statement;
  * no row, no event. Follow other CTEs with `, ${webhookEventCtes(…)}` (or start a WITH with it)
@@ -29,7 +31,7 @@ export function webhookEventCtes(type: WebhookEventType, source: SQL, now: strin
     wh_d AS (
       INSERT INTO ${webhookDeliveries} (id, endpoint_id, project_id, event_type, payload, status, next_attempt_at,
         retry_until, created_at, updated_at)
-      SELECT 'msg_' || replace(gen_random_uuid()::text, '-', ''), ep.id, ep.project_id, ${type}::text,
+      SELECT ${newIdSql("whd")}, ep.id, ep.project_id, ${type}::text,
         jsonb_build_object('type', ${type}::text, 'timestamp', ${now}::text, 'data', s.data),
         'pending', ${now}::timestamptz, ${now}::timestamptz + make_interval(secs => ${WEBHOOK_RETRY_WINDOW_MS / 1000}),
         ${now}::timestamptz, ${now}::timestamptz

@@ -9,8 +9,9 @@ import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import { errorFields } from "../log";
+import type { MessageRole } from "../roles";
 import { autoCompactThresholdSql, compactThread } from "./compaction";
-import type { MessageInput, Role } from "./messages";
+import type { MessageInput } from "./messages";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
 export const MAX_BATCH_MESSAGES = 1000;
@@ -25,7 +26,7 @@ export interface BatchMessage {
   messageId: string;
   threadId: string;
   sequenceNumber: number;
-  role: Role;
+  role: MessageRole;
   createdAt: string;
 }
 
@@ -196,7 +197,10 @@ export function earlyIssues(early: { ord: number; last_at: string }[], rows: Pic
 }
 
 /** The rows with the times the statement stored: a defaulted time it moved up to the thread's last message. */
-export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(rows: R[], moved: { ord: number; at: string }[]): R[] {
+export function placedRows<R extends Pick<BatchRow, "ord" | "created_at">>(
+  rows: R[],
+  moved: { ord: number; at: string }[],
+): R[] {
   const at = new Map(moved.map((m) => [m.ord, toIso(m.at) as string]));
   return rows.map((r) => (at.has(r.ord) ? { ...r, created_at: at.get(r.ord) as string } : r));
 }

@@ -1,11 +1,16 @@
 import { providerConfigured } from "../config";
 import type { ProjectContext } from "../context";
-import { type ChatMessage, type Completion, NoProviderError } from "../llm/client";
+import { NoProviderError } from "../errors";
+import type { ChatMessage, Completion } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { recall } from "../recall/recall";
+import type { MessageRole } from "../roles";
 import { getThread } from "../threads";
-import { addMessage, prepareContext, type Role } from "./messages";
+import { budgetExhausted } from "../usage/budget";
+import { type UsageCollector, usageCollector } from "../usage/collector";
+import { flushUsage, type UsageScope } from "../usage/sql";
+import { addMessage, prepareContext } from "./messages";
 
 export interface ChatInput {
   threadId: string;
@@ -60,7 +65,18 @@ export async function chat(ctx: ProjectContext, input: ChatInput): Promise<ChatR
   await requireProvider(ctx, input.threadId);
   const turn = await beginTurn(ctx, input);
   const started = performance.now();
-  const completion = await ctx.deps.llm.complete({ system: turn.system, messages: turn.messages });
+  let completion: Completion;
+  try {
+    completion = await ctx.deps.llm.complete({
+      system: turn.system,
+      messages: turn.messages,
+      meter: turn.usage.meter("chat"),
+    });
+  } catch (err) {
+    // No reply to store it with: the failed call is recorded alone (a failure path only).
+    await flushUsage(ctx.deps, turn.usage, turn.scope);
+    throw err;
+  }
   return storeReply(ctx, input.threadId, turn, completion, performance.now() - started);
 }
 
@@ -73,20 +89,39 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
   await requireProvider(ctx, threadId);
   const turn = await beginTurn(ctx, input);
   const started = performance.now();
-  const stream = await ctx.deps.llm.stream({ system: turn.system, messages: turn.messages });
+  let stream: Awaited<ReturnType<typeof ctx.deps.llm.stream>>;
+  try {
+    stream = await ctx.deps.llm.stream({
+      system: turn.system,
+      messages: turn.messages,
+      meter: turn.usage.meter("chat"),
+    });
+  } catch (err) {
+    await flushUsage(ctx.deps, turn.usage, turn.scope);
+    throw err;
+  }
   let ended: number | undefined;
   return {
     start: { threadId, userMessageId: turn.user.messageId, factCount: turn.factCount },
     deltas: (async function* deltas() {
-      yield* stream;
-      ended = performance.now();
+      try {
+        yield* stream;
+        ended = performance.now();
+      } finally {
+        // A reply that will not be stored (the stream broke, the client left): its call alone.
+        if (!isWhole(stream)) ctx.deps.defer(flushUsage(ctx.deps, turn.usage, turn.scope));
+      }
     })(),
     // completion() throws unless the stream ran to a whole reply: a partial one is never stored.
     finish: async () => {
       const completion = stream.completion();
       return storeReply(ctx, threadId, turn, completion, (ended ?? performance.now()) - started);
     },
-    abort: () => stream.abort(),
+    abort: () => {
+      stream.abort();
+      // Nothing will be stored: a call already ended (a whole reply the client left) is recorded alone.
+      if (turn.usage.pending > 0) ctx.deps.defer(flushUsage(ctx.deps, turn.usage, turn.scope));
+    },
   };
 }
 
@@ -101,11 +136,24 @@ async function requireProvider(ctx: ProjectContext, threadId: string) {
   throw new NoProviderError();
 }
 
+/** Whether the stream ran to a whole reply (one `finish()` stores). */
+function isWhole(stream: { completion(): Completion }): boolean {
+  try {
+    stream.completion();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 interface Turn {
   user: Awaited<ReturnType<typeof addMessage>>;
   factCount: number;
   system: string;
   messages: ChatMessage[];
+  /** The turn's provider call, recorded by the statement that stores the reply. */
+  usage: UsageCollector;
+  scope: UsageScope;
 }
 
 /**
@@ -113,18 +161,22 @@ interface Turn {
  * now ends with it, and recall the dataset's facts with it as the query. Recall needs the thread's
  * dataset, which only the window's statement reads, so the two run one after the other: the
  * alternative, a second read of the thread alongside the insert, would cost a statement to save
- * one short round trip before a model call of seconds.
+ * one short round trip before a model call of seconds. The window's statement also says whether
+ * the project's monthly token budget is spent: then a 429, with the user's message stored.
  */
 async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
   const { threadId } = input;
   const user = await addMessage(ctx, { threadId, role: "user", content: input.content });
-  const window = await prepareContext(ctx, { threadId, messageLimit: input.messageLimit });
+  const window = await prepareContext(ctx, { threadId, messageLimit: input.messageLimit, budget: true });
+  if (window.budgetSpent) throw budgetExhausted();
   const facts = input.recall ? await recallFacts(ctx, window.dataset, input.content) : { context: "", factCount: 0 };
   return {
     user,
     factCount: facts.factCount,
     system: [CHAT_SYSTEM_PROMPT, input.instructions?.trim(), facts.context].filter(Boolean).join("\n\n"),
     messages: window.messages.map(toChatMessage),
+    usage: usageCollector(ctx.deps.onUsage),
+    scope: { projectId: ctx.projectId, dataset: window.dataset },
   };
 }
 
@@ -150,7 +202,7 @@ function recallQuery(content: string): string {
  * Chat Completions accepts a `tool` message only as the answer to an assistant tool call (with
  * its tool_call_id), which the stored window does not have: a tool output is passed as user text.
  */
-function toChatMessage(m: { role: Role; content: string }): ChatMessage {
+function toChatMessage(m: { role: MessageRole; content: string }): ChatMessage {
   return m.role === "tool" ? { role: "user", content: `[tool] ${m.content}` } : { role: m.role, content: m.content };
 }
 
@@ -170,6 +222,7 @@ async function storeReply(
     model: completion.model,
     tokens: completion.tokens,
     latencyMs,
+    usage: turn.usage,
   });
   return {
     threadId,

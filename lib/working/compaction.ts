@@ -10,6 +10,8 @@ import { newId } from "../ids";
 import type { Completion } from "../llm/client";
 import { COMPACTION_PROMPT } from "../llm/prompts";
 import { projectSetting } from "../settings/sql";
+import { usageCollector } from "../usage/collector";
+import { flushUsage, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
@@ -116,11 +118,28 @@ export async function compactThread(
 ): Promise<Compacted | NothingToCompact> {
   const plan = planFold(await readFold(deps, projectId, threadId));
   if ("ok" in plan) return plan;
-  const completion = await deps.llm.complete({
-    system: COMPACTION_PROMPT,
-    messages: [{ role: "user", content: plan.prompt }],
-  });
-  const summaryId = await writeSummary(deps, projectId, threadId, plan, completion);
+  const usage = usageCollector(deps.onUsage);
+  const scope = { projectId, dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})` };
+  let completion: Completion;
+  try {
+    completion = await deps.llm.complete({
+      system: COMPACTION_PROMPT,
+      messages: [{ role: "user", content: plan.prompt }],
+      meter: usage.meter("compaction"),
+    });
+  } catch (err) {
+    // Nothing is written after a failed call: the call is recorded alone.
+    await flushUsage(deps, usage, scope);
+    throw err;
+  }
+  const summaryId = await writeSummary(
+    deps,
+    projectId,
+    threadId,
+    plan,
+    completion,
+    withUsage(usage, scope, deps.clock.now().toISOString()),
+  );
   if (!summaryId) return nothingToCompact("Nothing to compact: another compaction of this thread landed first");
   return {
     threadId,
@@ -167,6 +186,7 @@ async function writeSummary(
   threadId: string,
   plan: FoldPlan,
   completion: Completion,
+  usageCte: SQL,
 ): Promise<string | null> {
   const { expected, fromSeq, toSeq, count } = plan;
   const now = deps.clock.now().toISOString();
@@ -179,7 +199,7 @@ async function writeSummary(
         SET compacted_seq = ${toSeq}, live_count = live_count - ${count}, last_seq = last_seq + 1,
           updated_at = ${now}::timestamptz
         WHERE id = ${threadId} AND project_id = ${projectId} AND compacted_seq = ${expected}
-        RETURNING id, dataset, last_seq),
+        RETURNING id, dataset, last_seq)${usageCte},
       folded AS (
         UPDATE ${messages} SET compacted_at = ${now}::timestamptz
         WHERE thread_id = (SELECT id FROM claim) AND compacted_at IS NULL

@@ -9,13 +9,14 @@ import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
 import { errorFields } from "../log";
+import { MESSAGE_ROLES, type MessageRole, messageRole, perRole } from "../roles";
+import { budgetSpentSql } from "../usage/budget";
+import type { UsageCollector } from "../usage/collector";
+import { withUsage } from "../usage/sql";
 import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
 
-export const ROLES = ["user", "assistant", "system", "tool"] as const;
-export type Role = (typeof ROLES)[number];
-
 export interface MessageInput {
-  role: Role;
+  role: MessageRole;
   content: string;
   tokens?: { input?: number; output?: number; total?: number };
   model?: string;
@@ -28,7 +29,10 @@ export interface MessageInput {
  * so concurrent appends queue) and its new value is the message's sequence number. Gapless and
  * ordered by insert; no row when the thread is not in the project.
  */
-export async function addMessage(ctx: ProjectContext, { threadId, ...input }: MessageInput & { threadId: string }) {
+export async function addMessage(
+  ctx: ProjectContext,
+  { threadId, usage, ...input }: MessageInput & { threadId: string; usage?: UsageCollector },
+) {
   const { deps, projectId } = ctx;
   const now = deps.clock.now().toISOString();
   const tokens = jsonOrNull(input.tokens);
@@ -50,7 +54,7 @@ export async function addMessage(ctx: ProjectContext, { threadId, ...input }: Me
              th.last_message_at
       FROM th
       RETURNING id, thread_id, seq, role, content, created_at
-    ),
+    )${withUsage(usage, { projectId, dataset: sql`(SELECT dataset FROM th)` }, now)},
     ${indexMessagesCtes(now)},
     timer AS (${idleJobSql(now)})
     SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,
@@ -78,7 +82,7 @@ const AddedRow = z.object({
   id: z.string(),
   thread_id: z.string(),
   seq: dbInt,
-  role: z.enum(ROLES),
+  role: messageRole(),
   created_at: dbTimestampSet,
   timer_key: z.string().nullable(),
   timer_run_at: dbTimestamp,
@@ -107,7 +111,7 @@ export const MessageRow = z.object({
   id: z.string(),
   thread_id: z.string(),
   seq: dbInt,
-  role: z.enum(ROLES),
+  role: messageRole(),
   content: z.string(),
   tokens: z
     .looseObject({ input: z.number().optional(), output: z.number().optional(), total: z.number().optional() })
@@ -182,8 +186,10 @@ export async function listMessages(
  */
 export async function prepareContext(
   { deps, projectId }: ReadContext,
-  { threadId, messageLimit }: { threadId: string; messageLimit: number },
+  { threadId, messageLimit, budget = false }: { threadId: string; messageLimit: number; budget?: boolean },
 ) {
+  // Chat asks whether the project's token budget is spent, in the same statement.
+  const budgetColumn = budget ? sql`, ${budgetSpentSql(projectId, deps.clock.now())} AS budget_spent` : sql``;
   const result = await deps.db.execute(sql`
     WITH t AS (SELECT id, dataset, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
     live AS (
@@ -200,7 +206,7 @@ export async function prepareContext(
     )
     SELECT t.dataset, t.live_count AS message_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold,
            (SELECT row_to_json(summary) FROM summary) AS summary,
-           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window
+           coalesce((SELECT json_agg(json_build_object('role', role, 'content', content) ORDER BY seq) FROM live), '[]'::json) AS window${budgetColumn}
     FROM t`);
   const [row] = parsedRowsOf(WindowRow, result);
   if (!row) throw notFound("Thread not found");
@@ -210,6 +216,7 @@ export async function prepareContext(
   return {
     threadId,
     dataset: row.dataset,
+    ...(budget ? { budgetSpent: row.budget_spent === true } : {}),
     messages: summary ? [{ role: summary.role, content: summary.content }, ...window] : window,
     messageCount,
     truncated: messageCount > window.length,
@@ -222,14 +229,20 @@ export async function prepareContext(
   };
 }
 
-const WindowMessage = z.object({ role: z.enum(ROLES), content: z.string() });
+const WindowMessage = z.object({ role: messageRole(), content: z.string() });
 const WindowRow = z.object({
   dataset: z.string(),
   message_count: dbInt,
   compact_threshold: dbInt.nullable(),
   summary: dbJson(WindowMessage.nullable()),
   window: dbJson(z.array(WindowMessage)),
+  budget_spent: z.boolean().optional(),
 });
+
+/** The thread's messages counted by role, as one JSON object (`{"user": 3, …}`, every role named). */
+const BY_ROLE = sql.raw(
+  `jsonb_build_object(${MESSAGE_ROLES.map((role) => `'${role}', count(*) FILTER (WHERE role = '${role}')`).join(", ")})`,
+);
 
 /**
  * Counts by role, caller-reported token totals, first/last message time, session duration, and
@@ -242,10 +255,7 @@ export async function threadStats({ deps, projectId }: ReadContext, { threadId }
     SELECT (SELECT dataset FROM t) AS dataset,
            (SELECT count(*) FROM t)::int AS thread_found,
            count(*)::int AS message_count,
-           count(*) FILTER (WHERE role = 'user')::int AS user_count,
-           count(*) FILTER (WHERE role = 'assistant')::int AS assistant_count,
-           count(*) FILTER (WHERE role = 'system')::int AS system_count,
-           count(*) FILTER (WHERE role = 'tool')::int AS tool_count,
+           ${BY_ROLE} AS by_role,
            count(*) FILTER (WHERE compacted_at IS NOT NULL)::int AS compacted_count,
            coalesce(sum((tokens ->> 'input')::numeric), 0)::float8 AS input_tokens,
            coalesce(sum((tokens ->> 'output')::numeric), 0)::float8 AS output_tokens,
@@ -267,7 +277,7 @@ export async function threadStats({ deps, projectId }: ReadContext, { threadId }
     threadId,
     dataset: r.dataset,
     messageCount: r.message_count,
-    byRole: { user: r.user_count, assistant: r.assistant_count, system: r.system_count, tool: r.tool_count },
+    byRole: r.by_role,
     compactedCount: r.compacted_count,
     compaction: {
       compactions: r.compactions,
@@ -284,10 +294,7 @@ const StatsRow = z.object({
   dataset: z.string().nullable(),
   thread_found: dbInt,
   message_count: dbInt,
-  user_count: dbInt,
-  assistant_count: dbInt,
-  system_count: dbInt,
-  tool_count: dbInt,
+  by_role: dbJson(z.object(perRole(() => z.number()))),
   compacted_count: dbInt,
   input_tokens: dbNumber,
   output_tokens: dbNumber,

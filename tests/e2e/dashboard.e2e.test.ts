@@ -359,6 +359,10 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await heading("Users").waitFor();
     await page.getByText(ADMIN.username).first().waitFor();
     await capture(page, "users");
+    // Deleting yourself is refused on the page, before any confirmation.
+    await page.getByRole("button", { name: `Delete ${ADMIN.username}` }).click();
+    await page.getByRole("alert").getByText("You cannot delete your own account").waitFor();
+    expect(await page.getByRole("dialog").count()).toBe(0);
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Projects" }).click();
     await page.getByRole("link", { name: PROJECT }).waitFor();
     await capture(page, "projects");
@@ -384,6 +388,37 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // The page says so too, and offers no second revoke.
     await row.getByText("Revoked", { exact: true }).waitFor();
     expect(await page.getByRole("button", { name: `Revoke ${KEY_NAME}` }).count()).toBe(0);
+  });
+
+  it("registers a webhook endpoint, shows its secret once, and deletes it (Escape cancels first)", async () => {
+    await openTab("Webhooks");
+    const url = "https://hooks.example.com/memory";
+    const field = page.getByLabel("Endpoint URL");
+    await field.fill(url);
+    await page.getByRole("button", { name: "Register endpoint" }).click();
+    const secret = page.locator('output[aria-label="Signing secret"]');
+    await secret.waitFor();
+    expect((await secret.textContent())?.trim()).toMatch(/^whsec_\S+$/);
+    // Done hides it for good and hands the focus back to the form.
+    await page.getByRole("button", { name: "Done" }).click();
+    expect(await secret.count()).toBe(0);
+    expect(await field.evaluate((el) => el === document.activeElement)).toBe(true);
+    await page.getByRole("table", { name: "Endpoints" }).getByRole("row").filter({ hasText: url }).waitFor();
+    await capture(page, "webhooks");
+
+    const remove = page.getByRole("button", { name: `Delete ${url}` });
+    const dialog = page.getByRole("dialog", { name: "Delete this endpoint?" });
+    await remove.click();
+    await dialog.waitFor();
+    // Escape cancels: the endpoint stays and the focus is back on its Delete button.
+    await page.keyboard.press("Escape");
+    await dialog.waitFor({ state: "hidden" });
+    expect(await remove.evaluate((el) => el === document.activeElement)).toBe(true);
+    await remove.click();
+    await dialog.getByRole("button", { name: "Delete endpoint" }).click();
+    await dialog.waitFor({ state: "hidden" });
+    await page.getByText("No endpoints yet. Register one above.").waitFor();
+    expect(await heading("Endpoints", 3).evaluate((el) => el === document.activeElement)).toBe(true);
   });
 
   it("shows progress for slow answers, and nothing on screen moves when they arrive", async () => {

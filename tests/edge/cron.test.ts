@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Receiver } from "@upstash/qstash";
 import { describe, expect, it } from "vitest";
-import { cronMatches, cronsOfWranglerToml, localScheduledUrl, nextMinute, parseCron } from "../../lib/dev/cron-ticker";
-import { parseDelay, signDelivery } from "../../lib/dev/qstash-endpoint";
+import { cronMatches, cronsOfWranglerToml, localScheduledUrl, nextMinute, parseCron } from "../../dev/cron-ticker";
+import { parseDelay, signDelivery } from "../../dev/qstash-endpoint";
 import { runsSweep, SWEEP_CRON } from "../../lib/jobs/cron";
 
 /**

@@ -1,11 +1,11 @@
 import { neon as neonClient } from "@neondatabase/serverless";
 import { eq, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../dev/neon-http-endpoint";
 import { createNeonDatabase } from "../../lib/db/neon";
 import { rowsOf } from "../../lib/db/rows";
 import { episodes, messages, projects, threads } from "../../lib/db/schema";
 import type { Database } from "../../lib/db/types";
-import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../lib/dev/neon-http-endpoint";
 import { newId } from "../../lib/ids";
 import { openTestDatabase } from "../helpers/test-database";
 

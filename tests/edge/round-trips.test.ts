@@ -171,13 +171,15 @@ describe("round trips per /v1 request over the Neon driver", () => {
     expect(added.roundTrips).toBe(2);
   });
 
-  it("recall with a query checks the key before the provider is paid: two when the query must be embedded", async () => {
-    // No provider here: the embedding fails and recall ranks by keyword (spec rule 6).
+  it("recall with a query and no provider to embed it: the keyword ranking in one round trip, the key checked inside it", async () => {
+    // No provider here: recall ranks by keyword (spec rule 6) without asking one, so the key's
+    // check rides with the statement (with a provider it goes first, before the provider is paid).
     const res = await call(t.key, "/v1/memory/recall", { json: { dataset: "rt", query: "where does the user live" } });
     expect(res.status).toBe(200);
     expect(res.body.context).toContain("Lisbon");
-    expect(res.roundTrips).toBe(2);
+    expect(res.roundTrips).toBe(1);
     expect(res.statements[0]).toMatch(/UPDATE "api_keys"/);
+    expect(res.statements[1]).toMatch(/by_keyword/);
   });
 
   it("a read stamps the key's lastUsedAt", async () => {

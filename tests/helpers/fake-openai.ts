@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { listen } from "../../lib/dev/listen";
+import { listen } from "../../functions/listen";
 
 /**
  * A local OpenAI-compatible server for tests and benchmarks: Chat Completions (plain and
@@ -12,7 +12,10 @@ import { listen } from "../../lib/dev/listen";
  * one per word, like the real API. It can also act like a self-hosted server (vLLM, Ollama,
  * llama.cpp): without JSON-schema output (`jsonSchema: "rejected"`), with a model that answers
  * broken JSON (`invalidJsonAnswers`), or with an embedding model of a fixed size that ignores
- * `dimensions` (`nativeEmbeddingSize`).
+ * `dimensions` (`nativeEmbeddingSize`). Every answer reports `usage` as the real API does, with
+ * token counts estimated like a BPE tokenizer's for English (about 4 characters a token, plus the
+ * chat format's few tokens per message: {@link fakeTokens}); `usage: "none"` acts like a server
+ * that reports none (some self-hosted servers, gateways). Each request records what it reported.
  */
 export interface ChatRequest {
   model: string;
@@ -40,10 +43,32 @@ export interface Failure {
   midStream?: boolean;
 }
 
+/** The `usage` object of an answer, as the fake reported it. */
+export interface ReportedUsage {
+  prompt_tokens: number;
+  completion_tokens?: number;
+  total_tokens: number;
+}
+
+/** About 4 characters a token, as BPE tokenizers count English text (0 for no text). */
+export const fakeTokens = (text: string) => Math.ceil(text.length / 4);
+
+/** A chat request's prompt tokens: each message's text and its 4 format tokens, 3 to prime the reply. */
+export const fakePromptTokens = (messages: { content: string }[]) =>
+  messages.reduce((n, m) => n + fakeTokens(m.content ?? "") + 4, 3);
+
 export interface FakeOpenAI {
   url: string;
-  /** Requests received, in order, with the Authorization header they carried. */
-  requests: { endpoint: "chat" | "embeddings"; body: Record<string, unknown>; authorization?: string }[];
+  /**
+   * Requests received, in order, with the Authorization header they carried and the usage the
+   * answer reported (null: it failed, or the fake reports no usage).
+   */
+  requests: {
+    endpoint: "chat" | "embeddings";
+    body: Record<string, unknown>;
+    authorization?: string;
+    usage: ReportedUsage | null;
+  }[];
   /**
    * Chat requests received; with a name, only the structured calls for that schema (JSON schema,
    * or JSON mode naming it in the system prompt).
@@ -77,6 +102,8 @@ export interface FakeOpenAI {
   nativeEmbeddingSize: number | undefined;
   /** Like vLLM serving a model that is not Matryoshka: any `dimensions` is answered 400. */
   rejectDimensions: boolean;
+  /** "reported" (default): every answer carries `usage`; "none": like a server that reports none. */
+  usage: "reported" | "none";
   reset(): void;
   close(): Promise<void>;
 }
@@ -168,6 +195,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     invalidJsonAnswers: 0,
     nativeEmbeddingSize: undefined,
     rejectDimensions: false,
+    usage: "reported",
     reset() {
       fake.requests.length = 0;
       structured.clear();
@@ -180,6 +208,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.invalidJsonAnswers = 0;
       fake.nativeEmbeddingSize = undefined;
       fake.rejectDimensions = false;
+      fake.usage = "reported";
     },
     close: () =>
       new Promise((resolve) => {
@@ -198,7 +227,13 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
      * The reply as the real API streams it: a first chunk with the role, one chunk per word, a
      * chunk with `finish_reason`, the usage chunk (empty `choices`) when asked for, then `[DONE]`.
      */
-    const streamChat = async (request: ChatRequest, content: string, n: number, dieMidway: boolean) => {
+    const streamChat = async (
+      request: ChatRequest,
+      content: string,
+      n: number,
+      dieMidway: boolean,
+      usage: ReportedUsage | null,
+    ) => {
       const base = { id: `chatcmpl-${n}`, object: "chat.completion.chunk", created: Math.floor(Date.now() / 1000) };
       const chunk = (choices: unknown[], extra: Record<string, unknown> = {}) =>
         `data: ${JSON.stringify({ ...base, model: request.model, choices, ...extra })}\n\n`;
@@ -207,13 +242,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         chunk([{ index: 0, delta: { role: "assistant", content: "" }, finish_reason: null, logprobs: null }]),
         ...words.map((word) => chunk([{ index: 0, delta: { content: word }, finish_reason: null, logprobs: null }])),
         chunk([{ index: 0, delta: {}, finish_reason: "stop", logprobs: null }]),
-        ...(request.stream_options?.include_usage
-          ? [
-              chunk([], {
-                usage: { prompt_tokens: 10, completion_tokens: words.length, total_tokens: 10 + words.length },
-              }),
-            ]
-          : []),
+        ...(request.stream_options?.include_usage && usage ? [chunk([], { usage })] : []),
         "data: [DONE]\n\n",
       ];
       // Dying midway: the role chunk and half of the words, then the socket goes.
@@ -250,7 +279,19 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         });
       }
       const body = await readJson(req);
-      fake.requests.push({ endpoint, body, authorization: req.headers.authorization });
+      const logged: FakeOpenAI["requests"][number] = {
+        endpoint,
+        body,
+        authorization: req.headers.authorization,
+        usage: null,
+      };
+      fake.requests.push(logged);
+      /** The usage this answer reports (recorded with the request), or none. */
+      const report = (usage: ReportedUsage) => {
+        if (fake.usage === "none") return {};
+        logged.usage = usage;
+        return { usage };
+      };
       const delay = fake.latencyMs + fake.endpointLatencyMs[endpoint];
       if (delay > 0) await new Promise((r) => setTimeout(r, delay));
 
@@ -294,7 +335,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           object: "list",
           model: body.model,
           data: vectors.map((embedding, index) => ({ object: "embedding", index, embedding })),
-          usage: { prompt_tokens: input.join(" ").length, total_tokens: input.join(" ").length },
+          ...report({
+            prompt_tokens: input.reduce((n, t) => n + fakeTokens(t), 0),
+            total_tokens: input.reduce((n, t) => n + fakeTokens(t), 0),
+          }),
         });
       }
 
@@ -327,9 +371,18 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       } else {
         content = text(request);
       }
+      const promptTokens = fakePromptTokens(request.messages);
+      const chatUsage = {
+        prompt_tokens: promptTokens,
+        completion_tokens: fakeTokens(content),
+        total_tokens: promptTokens + fakeTokens(content),
+      };
       if (streamed) {
         if (failure) failure.times--;
-        return streamChat(request, content, fake.requests.length, failure !== undefined);
+        // A stream that dies midway never sends its usage chunk.
+        const reported = failure || !request.stream_options?.include_usage ? {} : report(chatUsage);
+        const usage = "usage" in reported ? (reported.usage ?? null) : null;
+        return streamChat(request, content, fake.requests.length, failure !== undefined, usage);
       }
       return send(200, {
         id: `chatcmpl-${fake.requests.length}`,
@@ -339,7 +392,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
         choices: [
           { index: 0, message: { role: "assistant", content, refusal: null }, finish_reason: "stop", logprobs: null },
         ],
-        usage: { prompt_tokens: 10, completion_tokens: content.length, total_tokens: 10 + content.length },
+        ...report(chatUsage),
       });
     } catch (err) {
       send(500, { error: { message: (err as Error).message, type: "server_error" } });

@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer, type IncomingMessage, type Server } from "node:http";
-import { listen } from "../../lib/dev/listen";
+import { listen } from "../../functions/listen";
 
 /**
  * A local stand-in for QStash's publish API, as `@upstash/qstash`'s Client calls it

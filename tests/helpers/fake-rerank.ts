@@ -1,5 +1,5 @@
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
-import { listen } from "../../lib/dev/listen";
+import { listen } from "../../functions/listen";
 
 /**
  * A local rerank server for tests: `POST /rerank` (also `/v1/rerank` and `/v2/rerank`) answered

@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process";
 import { createServer } from "node:net";
-import { npmStartArgs, REPO_ROOT } from "../../lib/dev/start-command";
+import { npmStartArgs, REPO_ROOT } from "../../dev/start-command";
 import { testLogLevel } from "./log";
 
 export async function freePort(): Promise<number> {

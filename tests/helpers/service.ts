@@ -1,3 +1,4 @@
+import { listen } from "../../functions/listen";
 import { createNodeService } from "../../functions/node";
 import { createNodeServer } from "../../functions/node-host";
 import { createApiKey } from "../../lib/api-keys";
@@ -5,7 +6,6 @@ import { login } from "../../lib/auth";
 import { manualClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
 import type { QueryHook } from "../../lib/db/types";
-import { listen } from "../../lib/dev/listen";
 import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
 import { createLlm } from "../../lib/llm/client";
 import type { Logger } from "../../lib/log";

@@ -58,6 +58,8 @@ export type RecallInput = RequestBody<"/v1/memory/recall", "post">;
 export type RecallResult = ResponseBody<"/v1/memory/recall", "post">;
 export type ListMessagesQuery = QueryParams<"/v1/memory/working/threads/{threadId}/messages", "get">;
 export type ListEpisodesQuery = QueryParams<"/v1/memory/episodic/datasets/{dataset}/episodes", "get">;
+/** `GET /v1/usage`'s query: `start`, `end` (ISO datetime or YYYY-MM-DD), `groupBy`, `limit`. */
+export type UsageQuery = QueryParams<"/v1/usage", "get">;
 export type ListFactsQuery = QueryParams<"/v1/memory/semantic/datasets/{dataset}/facts", "get">;
 
 /** How `episodes.waitFor` waits. */
@@ -340,6 +342,13 @@ function memoryCalls(api: Api, call: Call) {
       const body: RecallInput = input.include === undefined ? { ...input, include: ["messages"] } : input;
       return call("POST /v1/memory/recall", "read", o, (init) => api.POST("/v1/memory/recall", { body, ...init }));
     },
+
+    /**
+     * What the project's model calls cost: the usage ledger over a range (default this month),
+     * grouped by day, dataset, operation or model, and the monthly token budget. A read: retried.
+     */
+    usage: (query?: UsageQuery, o?: CallOptions) =>
+      call("GET /v1/usage", "read", o, (init) => api.GET("/v1/usage", { params: { query }, ...init })),
   };
 }
 

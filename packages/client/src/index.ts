@@ -16,6 +16,7 @@ export {
   type RequestBody,
   type ResponseBody,
   type UpdateThreadInput,
+  type UsageQuery,
   type WaitForEpisodeOptions,
 } from "./client.js";
 export {
@@ -44,3 +45,4 @@ export type Fact = Schemas["Fact"];
 export type Entity = Schemas["Entity"];
 export type ChatReply = Schemas["ChatReply"];
 export type DatasetExport = Schemas["DatasetExport"];
+export type UsageReport = Schemas["UsageReport"];

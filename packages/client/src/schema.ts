@@ -953,6 +953,8 @@ export interface paths {
      *
      *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
      *
+     *     While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.
+     *
      *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).
      *
      *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
@@ -1045,6 +1047,15 @@ export interface paths {
         };
         /** @description This Idempotency-Key was used for a different request */
         422: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The project's monthly token budget is spent: the user message is stored, no reply is made */
+        429: {
           headers: {
             [name: string]: unknown;
           };
@@ -2375,6 +2386,74 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/usage": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /**
+     * What the project's model calls cost: the usage ledger, grouped, and the monthly budget
+     * @description Every model, embedding and rerank call the service made for the API key's project (episodes, extraction, the contradiction judge, recall's query embedding, reranking and synthesis, chat, compaction, message embeddings), with the tokens the provider reported. A call whose provider reported no usage counts in `unknownCalls`, not as zero tokens.
+     *
+     *     Grouped by `groupBy` over `[start, end)`; `budget` says where the project stands this month. One SQL statement.
+     */
+    get: {
+      parameters: {
+        query?: {
+          /** @description Start of the range, inclusive (ISO datetime or YYYY-MM-DD); default the start of this month (UTC). */
+          start?: string;
+          /** @description End of the range, exclusive (ISO datetime or YYYY-MM-DD); default the start of next month (UTC). At most 366 days after start. */
+          end?: string;
+          /** @description day (UTC, oldest first), dataset, operation or model (most tokens first). */
+          groupBy?: "day" | "dataset" | "operation" | "model";
+          /** @description Keep the first this many groups (not for days, which are all listed); the totals count every call. */
+          limit?: number;
+        };
+        header?: never;
+        path?: never;
+        cookie?: never;
+      };
+      requestBody?: never;
+      responses: {
+        /** @description The ledger over the range */
+        200: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["UsageReport"];
+          };
+        };
+        /** @description Validation failed */
+        400: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["ValidationError"];
+          };
+        };
+        /** @description Missing, invalid or revoked credential */
+        401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+      };
+    };
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
 }
 export type webhooks = Record<string, never>;
 export interface components {
@@ -2423,6 +2502,9 @@ export interface components {
       semantic: {
         [key: string]: unknown;
       };
+      usage: {
+        [key: string]: unknown;
+      };
     };
     ApiKey: {
       id: string;
@@ -2437,7 +2519,7 @@ export interface components {
     /** @description One setting as the settings form shows it; the bounds are those PATCH validates with. */
     SettingField: {
       /** @enum {string} */
-      group: "working" | "episodic" | "semantic";
+      group: "working" | "episodic" | "semantic" | "usage";
       key: string;
       /** @enum {string} */
       type: "boolean" | "integer" | "number";
@@ -2623,12 +2705,59 @@ export interface components {
       include?: ("episodes" | "synthesis" | "raw" | "messages")[];
       /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
       limit?: number;
-      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise. */
+      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise. */
       messageLimit?: number;
       /** @description 0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0. */
       minConfidence?: number;
       /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */
       asOf?: string;
+    };
+    UsageGroup: {
+      /** @description The day (YYYY-MM-DD, UTC), dataset, operation or model of the group; null for calls of no dataset. */
+      key: string | null;
+      /** @description Provider calls (model, embedding and rerank calls, failed ones included). */
+      calls: number;
+      /** @description Input (prompt) tokens, as the provider reported them. */
+      inputTokens: number;
+      /** @description Output (completion) tokens, as the provider reported them (none for embeddings). */
+      outputTokens: number;
+      /** @description Total tokens, as the provider reported them: what a budget counts. */
+      totalTokens: number;
+      /** @description Calls whose provider reported no token counts: their tokens are unknown, not zero, and in no sum. */
+      unknownCalls: number;
+      /** @description Calls that got no usable answer (outcome error or aborted). */
+      failedCalls: number;
+    };
+    UsageTotals: {
+      /** @description Provider calls (model, embedding and rerank calls, failed ones included). */
+      calls: number;
+      /** @description Input (prompt) tokens, as the provider reported them. */
+      inputTokens: number;
+      /** @description Output (completion) tokens, as the provider reported them (none for embeddings). */
+      outputTokens: number;
+      /** @description Total tokens, as the provider reported them: what a budget counts. */
+      totalTokens: number;
+      /** @description Calls whose provider reported no token counts: their tokens are unknown, not zero, and in no sum. */
+      unknownCalls: number;
+      /** @description Calls that got no usable answer (outcome error or aborted). */
+      failedCalls: number;
+    };
+    UsageBudget: {
+      /** @description The project's setting usage.monthlyTokenBudget; null: no budget. */
+      monthlyTokenBudget: number | null;
+      /** @description The current month (UTC), YYYY-MM. */
+      month: string;
+      /** @description Total tokens reported this month. */
+      spent: number;
+      /** @description Tokens left this month; null without a budget. */
+      remaining: number | null;
+      /** @description The budget is spent: extraction waits (episodes stay pending, waitingFor budget), synthesis is null, chat answers 429. */
+      exhausted: boolean;
+      /**
+       * Format: date-time
+       * @description When the next month starts (UTC), and a spent budget is whole again.
+       */
+      resetsAt: string;
     };
     BrowseDataset: {
       dataset: string;
@@ -2751,6 +2880,11 @@ export interface components {
       extractionReport: components["schemas"]["ExtractionReport"] | null;
       createdAt: string | null;
       updatedAt: string | null;
+      /**
+       * @description Present only while a pending episode waits, saying why: `budget` while the project's monthly token budget is spent (it resumes by itself when the month ends or the budget is raised). In the episode views (get, list, the dashboard), not in the export.
+       * @enum {string}
+       */
+      waitingFor?: "budget";
     };
     BrowseFact: components["schemas"]["Fact"] & {
       /** Format: date-time */
@@ -2809,7 +2943,8 @@ export interface components {
       | "episode.failed"
       | "facts.extracted"
       | "thread.compacted"
-      | "dataset.erased";
+      | "dataset.erased"
+      | "usage.budget_exhausted";
     WebhookDelivery: {
       /** @description The `webhook-id` header (the same on every attempt and replay). */
       id: string;
@@ -2948,6 +3083,23 @@ export interface components {
         episodeId: string | null;
       }[];
       entities: components["schemas"]["Entity"][];
+    };
+    UsageReport: {
+      /**
+       * Format: date-time
+       * @description Start of the range, inclusive.
+       */
+      start: string;
+      /**
+       * Format: date-time
+       * @description End of the range, exclusive.
+       */
+      end: string;
+      /** @enum {string} */
+      groupBy: "day" | "dataset" | "operation" | "model";
+      groups: components["schemas"]["UsageGroup"][];
+      total: components["schemas"]["UsageTotals"] & unknown;
+      budget: components["schemas"]["UsageBudget"];
     };
   };
   responses: never;

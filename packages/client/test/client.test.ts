@@ -122,6 +122,10 @@ describe("every /v1 operation", () => {
     });
     expect(await memory.episodes.delete(episode.episodeId)).toEqual({ episodeId: episode.episodeId, deleted: true });
 
+    const spent = await memory.usage({ groupBy: "operation" });
+    expect(spent.total.calls).toBeGreaterThan(0);
+    expect(spent.groups.map((g) => g.key)).toContain("episode_summary");
+
     const exported = await memory.datasets.export(dataset);
     expect(exported.threads.map((t) => t.threadId)).toContain(thread.threadId);
     const erased = await memory.datasets.delete(dataset);

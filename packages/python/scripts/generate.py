@@ -52,6 +52,7 @@ NAMES: dict[str, tuple[str, str, str]] = {
     "POST /v1/memory/recall": ("recall", "Recall", "read"),
     "GET /v1/memory/recall/datasets/{dataset}/export": ("datasets.export", "ExportDataset", "read"),
     "DELETE /v1/memory/recall/datasets/{dataset}": ("datasets.delete", "DeleteDataset", "write"),
+    "GET /v1/usage": ("usage", "GetUsage", "read"),
 }
 
 # Friendlier names for some inline types (their generated name -> the name users see).

@@ -133,6 +133,10 @@ class WholeLoop(unittest.TestCase):
             client.episodes.retry(ended["episodeId"])  # only failed episodes can be retried
         self.assertEqual(retried.exception.message, "Only failed episodes can be retried")
 
+        spent = client.usage(group_by="operation")
+        self.assertGreater(spent["total"]["calls"], 0)
+        self.assertIn("episode_summary", [g["key"] for g in spent["groups"]])
+
         exported = client.datasets.export(dataset)
         self.assertEqual(exported["dataset"], dataset)
         self.assertEqual([t["threadId"] for t in exported["threads"]], [thread_id])

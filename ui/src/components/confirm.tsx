@@ -1,4 +1,6 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import { useEffect, useId, useRef, useState } from "preact/hooks";
+import { ApiError } from "../api/client";
+import { useAction } from "../lib/use-load";
 
 /**
  * A confirmation for what cannot be undone. With `typed`, the operator types that word (a
@@ -30,6 +32,7 @@ export function ConfirmDialog({
   focusAfterConfirm?: { current: HTMLElement | null };
 }) {
   const ref = useRef<HTMLDialogElement>(null);
+  const id = useId();
   const [value, setValue] = useState("");
   const confirmed = useRef(false);
   useEffect(() => {
@@ -51,7 +54,8 @@ export function ConfirmDialog({
         // After the dialog has given the focus back to the button that opened it.
         if (confirmed.current) focusAfterConfirm?.current?.focus();
       }}
-      aria-labelledby="confirm-title"
+      aria-labelledby={`${id}-title`}
+      aria-describedby={`${id}-message`}
     >
       <form
         method="dialog"
@@ -62,8 +66,8 @@ export function ConfirmDialog({
           onConfirm();
         }}
       >
-        <h2 id="confirm-title">{title}</h2>
-        <p>{message}</p>
+        <h2 id={`${id}-title`}>{title}</h2>
+        <p id={`${id}-message`}>{message}</p>
         {typed !== undefined && (
           <label class="field">
             <span>
@@ -83,4 +87,42 @@ export function ConfirmDialog({
       </form>
     </dialog>
   );
+}
+
+/**
+ * A destructive action behind a ConfirmDialog: `ask(item)` opens the dialog for it (or, when
+ * `refuse` names a reason the server would refuse it for, says so instead of asking), confirming
+ * runs `action`, and the dialog closes either way: an error is shown on the page, not behind the
+ * modal's backdrop. Spread `dialog` into the ConfirmDialog.
+ */
+export function useConfirm<T>(
+  action: (item: T) => Promise<unknown>,
+  { refuse }: { refuse?: (item: T) => string | undefined } = {},
+) {
+  const [target, setTarget] = useState<{ item: T } | null>(null);
+  const [refusal, setRefusal] = useState<ApiError>();
+  const act = useAction(action);
+  return {
+    /** What the dialog is open for. */
+    target: target?.item,
+    ask: (item: T) => {
+      act.clearError();
+      const reason = refuse?.(item);
+      setRefusal(reason === undefined ? undefined : new ApiError(400, reason));
+      if (reason === undefined) setTarget({ item });
+    },
+    error: refusal ?? act.error,
+    clearError: () => {
+      act.clearError();
+      setRefusal(undefined);
+    },
+    dialog: {
+      open: target !== null,
+      pending: act.pending,
+      onConfirm: () => {
+        if (target) void act.run(target.item).then(() => setTarget(null));
+      },
+      onClose: () => setTarget(null),
+    },
+  };
 }

@@ -149,6 +149,11 @@ function EpisodeCard({
             Episode <ShortId id={e.episodeId} />
           </h4>
           <StatusBadge status={e.status} />
+          {e.waitingFor === "budget" && (
+            <span class="badge warn" title="Resumes by itself when the month ends or the budget is raised">
+              waiting for the token budget
+            </span>
+          )}
           {trigger && <span class="hint">cut by {trigger}</span>}
           <span class="hint">
             thread{" "}

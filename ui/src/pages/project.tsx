@@ -8,6 +8,7 @@ import { KeysPage } from "./keys";
 import { OverviewPage } from "./overview";
 import { PlaygroundPage } from "./playground";
 import { SettingsPage } from "./settings";
+import { UsagePage } from "./usage";
 import { WebhooksPage } from "./webhooks";
 
 const TABS = [
@@ -16,6 +17,7 @@ const TABS = [
   ["playground", "Recall playground"],
   ["keys", "API keys"],
   ["webhooks", "Webhooks"],
+  ["usage", "Usage"],
   ["settings", "Settings"],
 ] as const;
 
@@ -64,6 +66,8 @@ export function ProjectPage({
         <KeysPage projectId={projectId} />
       ) : tab === "webhooks" ? (
         <WebhooksPage projectId={projectId} />
+      ) : tab === "usage" ? (
+        <UsagePage projectId={projectId} />
       ) : tab === "settings" ? (
         <SettingsPage projectId={projectId} />
       ) : (

@@ -1,100 +1,90 @@
 import { useRef, useState } from "preact/hooks";
-import { api, unwrap } from "../api/client";
-import { ConfirmDialog } from "../components/confirm";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { api, type Schemas, unwrap } from "../api/client";
+import { ConfirmDialog, useConfirm } from "../components/confirm";
+import { CreateForm, TextField } from "../components/create-form";
+import { Page } from "../components/page";
+import { PagedTable, usePagedList } from "../components/paged-table";
 import { formatDateTime } from "../lib/format";
 import { href } from "../lib/router";
-import { useAction, useLoad } from "../lib/use-load";
+import { useAction } from "../lib/use-load";
 
-const PAGE = 20;
+type Project = Schemas["Project"];
 
+/** The projects: create one, open one, delete one (typing its name: everything in it goes). */
 export function ProjectsPage() {
-  const [offset, setOffset] = useState(0);
-  const list = useLoad(
-    () => unwrap(api.GET("/dashboard/projects", { params: { query: { limit: PAGE, offset } } })),
-    [offset],
+  const list = usePagedList(
+    (page) =>
+      unwrap(api.GET("/dashboard/projects", { params: { query: page } })).then((body) => ({
+        rows: body.projects,
+        total: body.total,
+      })),
+    [],
   );
+
   const [name, setName] = useState("");
+  const [created, setCreated] = useState<string | null>(null);
   const create = useAction(async () => {
-    await unwrap(api.POST("/dashboard/projects", { body: { name } }));
+    setCreated(null);
+    const body = await unwrap(api.POST("/dashboard/projects", { body: { name } }));
     setName("");
+    setCreated(body.project.name);
     list.reload();
   });
-  const [deleting, setDeleting] = useState<{ id: string; name: string } | null>(null);
+
+  // The row (and its button) goes: the page's heading takes the focus.
   const title = useRef<HTMLHeadingElement>(null);
-  const remove = useAction(async (id: string) => {
-    await unwrap(api.DELETE("/dashboard/projects/{id}", { params: { path: { id } } }));
-    setDeleting(null);
+  const remove = useConfirm(async (project: Project) => {
+    await unwrap(api.DELETE("/dashboard/projects/{id}", { params: { path: { id: project.id } } }));
+    setCreated(null);
     list.reload();
   });
 
   return (
-    <section aria-labelledby="projects-title">
-      <h1 id="projects-title" ref={title} tabIndex={-1}>
-        Projects
-      </h1>
-      <form
-        class="inline-form"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void create.run();
-        }}
+    <Page title="Projects" headingRef={title}>
+      <CreateForm
+        label="Create a project"
+        action={create}
+        submitLabel="Create project"
+        status={created && !create.pending && !create.error ? `Project ${created} created.` : null}
       >
-        <label class="field">
-          <span>New project name</span>
-          <input value={name} maxLength={100} required onInput={(e) => setName(e.currentTarget.value)} />
-        </label>
-        <button type="submit" class="primary" disabled={create.pending}>
-          {create.pending ? "Creating…" : "Create project"}
-        </button>
-      </form>
-      <ErrorMessage error={create.error} />
-      <Progress active={list.loading} label="Loading projects" />
-      <ErrorMessage error={list.error ?? remove.error} />
-      {list.data && list.data.projects.length === 0 && <Empty>No projects yet. Create one to get an API key.</Empty>}
-      {list.data && list.data.projects.length > 0 && (
-        <div class="table-wrap">
-          <table>
-            <caption class="visually-hidden">Projects</caption>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
-            <tbody>
-              {list.data.projects.map((p) => (
-                <tr key={p.id}>
-                  <td>
-                    <a href={href("projects", p.id)}>{p.name}</a>
-                  </td>
-                  <td>{formatDateTime(p.createdAt)}</td>
-                  <td class="actions-cell">
-                    <button type="button" class="danger" onClick={() => setDeleting(p)}>
-                      Delete<span class="visually-hidden"> {p.name}</span>
-                    </button>
-                  </td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </div>
-      )}
-      {list.data && <Pager offset={offset} limit={PAGE} total={list.data.total} onChange={setOffset} />}
+        <TextField
+          label="New project name"
+          name="project-name"
+          autoComplete="off"
+          value={name}
+          maxLength={100}
+          required
+          onInput={(e) => setName(e.currentTarget.value)}
+        />
+      </CreateForm>
+
+      <PagedTable
+        title="Projects"
+        list={list}
+        error={remove.error}
+        loadingLabel="Loading projects"
+        pagerLabel="Project pages"
+        empty="No projects yet. Create one to get an API key."
+        rowKey={(p) => p.id}
+        columns={[
+          { header: "Name", cell: (p) => <a href={href("projects", p.id)}>{p.name}</a> },
+          { header: "Created", cell: (p) => formatDateTime(p.createdAt) },
+        ]}
+        actions={(p) => (
+          <button type="button" class="danger" onClick={() => remove.ask(p)}>
+            Delete<span class="visually-hidden"> {p.name}</span>
+          </button>
+        )}
+      />
+
       <ConfirmDialog
-        open={deleting !== null}
-        title={`Delete project ${deleting?.name ?? ""}?`}
+        {...remove.dialog}
+        title={`Delete project ${remove.target?.name ?? ""}?`}
         message="This deletes its API keys, threads, messages, episodes, facts and entities. It cannot be undone."
-        typed={deleting?.name}
+        typed={remove.target?.name}
         confirmLabel="Delete project"
-        pending={remove.pending}
-        onConfirm={() => deleting && void remove.run(deleting.id)}
-        onClose={() => setDeleting(null)}
         focusAfterConfirm={title}
       />
-    </section>
+    </Page>
   );
 }

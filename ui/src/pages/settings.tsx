@@ -18,6 +18,10 @@ const GROUPS: Record<string, { title: string; hint: string }> = {
   working: { title: "Working memory", hint: "How long threads are compacted." },
   episodic: { title: "Episodes", hint: "How conversations are cut into episodes and which ones recall returns." },
   semantic: { title: "Facts and recall", hint: "How facts and entities are extracted, deduplicated and recalled." },
+  usage: {
+    title: "Usage",
+    hint: "A monthly token budget: when spent, extraction waits, synthesis is skipped and chat answers 429 (the Usage tab shows what was spent).",
+  },
 };
 
 const fieldId = (f: Field) => `${f.group}.${f.key}`;

@@ -1,14 +1,14 @@
-import { useEffect, useRef, useState } from "preact/hooks";
-import { ApiError, api, type Schemas, unwrap } from "../api/client";
+import { useRef, useState } from "preact/hooks";
+import { api, type Schemas, unwrap } from "../api/client";
 import type { Me } from "../app";
-import { ConfirmDialog } from "../components/confirm";
-import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
+import { ConfirmDialog, useConfirm } from "../components/confirm";
+import { CreateForm, TextField } from "../components/create-form";
+import { Page } from "../components/page";
+import { PagedTable, usePagedList } from "../components/paged-table";
 import { formatDateTime } from "../lib/format";
 import { href } from "../lib/router";
-import { useAction, useLoad } from "../lib/use-load";
+import { useAction } from "../lib/use-load";
 import "./users.css";
-
-const PAGE = 20;
 
 type User = Schemas["DashboardUser"];
 
@@ -17,19 +17,41 @@ type User = Schemas["DashboardUser"];
  * yourself and the last user; the page says so before asking (the server still decides).
  */
 export function UsersPage({ me }: { me: Me }) {
-  const [offset, setOffset] = useState(0);
-  const list = useLoad(
-    () => unwrap(api.GET("/dashboard/users", { params: { query: { limit: PAGE, offset } } })),
-    [offset],
+  const list = usePagedList(
+    (page) =>
+      unwrap(api.GET("/dashboard/users", { params: { query: page } })).then((body) => ({
+        rows: body.users,
+        total: body.total,
+      })),
+    [],
   );
 
   const [username, setUsername] = useState("");
   const [password, setPassword] = useState("");
   const [created, setCreated] = useState<string | null>(null);
-  const [refusal, setRefusal] = useState<ApiError>();
+
+  // The row (and its button) goes: the list's heading takes the focus.
+  const listHeading = useRef<HTMLHeadingElement>(null);
+  const remove = useConfirm(
+    async (user: User) => {
+      await unwrap(api.DELETE("/dashboard/users/{id}", { params: { path: { id: user.id } } }));
+      setCreated(null);
+      list.reload();
+    },
+    {
+      // The spec's refusals, said before the confirmation rather than after it.
+      refuse: (user) =>
+        user.id === me.userId
+          ? "You cannot delete your own account"
+          : list.total !== undefined && list.total <= 1
+            ? "Cannot delete the last user"
+            : undefined,
+    },
+  );
+
   const create = useAction(async () => {
     setCreated(null);
-    setRefusal(undefined);
+    remove.clearError();
     const body = await unwrap(api.POST("/dashboard/users", { body: { username, password } }));
     setUsername("");
     setPassword("");
@@ -37,157 +59,96 @@ export function UsersPage({ me }: { me: Me }) {
     list.reload();
   });
 
-  const [deleting, setDeleting] = useState<User | null>(null);
-  const listHeading = useRef<HTMLHeadingElement>(null);
-  const remove = useAction(async (user: User) => {
-    await unwrap(api.DELETE("/dashboard/users/{id}", { params: { path: { id: user.id } } }));
-    setCreated(null);
-    list.reload();
-  });
-  const askDelete = (user: User) => {
-    remove.clearError();
-    // The spec's refusals, said before the confirmation rather than after it.
-    if (user.id === me.userId) setRefusal(new ApiError(400, "You cannot delete your own account"));
-    else if (list.data && list.data.total <= 1) setRefusal(new ApiError(400, "Cannot delete the last user"));
-    else {
-      setRefusal(undefined);
-      setDeleting(user);
-    }
-  };
-  const confirmDelete = async () => {
-    if (!deleting) return;
-    await remove.run(deleting);
-    // Closed either way: a refusal is shown on the page, not behind the modal's backdrop.
-    // The row (and its button) goes: the list takes the focus once closed.
-    setDeleting(null);
-  };
-
-  // Deleting the last user of a page goes back one page.
-  const users = list.data?.users;
-  useEffect(() => {
-    if (users && users.length === 0 && offset > 0) setOffset(Math.max(0, offset - PAGE));
-  }, [users, offset]);
-
   return (
-    <section aria-labelledby="users-title" class="users-page">
-      <h1 id="users-title">Users</h1>
-      <p class="hint">
-        Dashboard operators. Every user can see and manage every project.{" "}
-        <a href={href("account")}>Change your password</a>
-      </p>
-
-      <h2 id="users-create-title">Add a user</h2>
-      <form
-        class="inline-form users-form"
-        aria-labelledby="users-create-title"
-        onSubmit={(e) => {
-          e.preventDefault();
-          void create.run();
-        }}
+    <Page
+      title="Users"
+      intro={
+        <>
+          Dashboard operators. Every user can see and manage every project.{" "}
+          <a href={href("account")}>Change your password</a>
+        </>
+      }
+    >
+      <CreateForm
+        label="Add a user"
+        headingLevel={2}
+        class="users-form"
+        action={create}
+        submitLabel="Create user"
+        status={created && !create.pending && !create.error ? `User ${created} created.` : null}
       >
-        <div class="field">
-          <label for="users-username">Username</label>
-          <input
-            id="users-username"
-            name="new-username"
-            autoComplete="off"
-            value={username}
-            required
-            minLength={1}
-            maxLength={100}
-            aria-describedby="users-username-hint"
-            onInput={(e) => setUsername(e.currentTarget.value)}
-          />
-          <small id="users-username-hint">1–100 characters</small>
-        </div>
-        <div class="field">
-          <label for="users-password">Password</label>
-          <input
-            id="users-password"
-            name="new-password"
-            type="password"
-            autoComplete="new-password"
-            value={password}
-            required
-            minLength={6}
-            maxLength={200}
-            aria-describedby="users-password-hint"
-            onInput={(e) => setPassword(e.currentTarget.value)}
-          />
-          <small id="users-password-hint">6–200 characters</small>
-        </div>
-        <button type="submit" class="primary" disabled={create.pending}>
-          {create.pending ? "Creating…" : "Create user"}
-        </button>
-      </form>
-      <ErrorMessage error={create.error} />
-      <p role="status" class="users-status">
-        {created && !create.pending && !create.error ? `User ${created} created.` : ""}
-      </p>
+        <TextField
+          label="Username"
+          hint="1–100 characters"
+          name="new-username"
+          autoComplete="off"
+          value={username}
+          required
+          minLength={1}
+          maxLength={100}
+          onInput={(e) => setUsername(e.currentTarget.value)}
+        />
+        <TextField
+          label="Password"
+          hint="6–200 characters"
+          name="new-password"
+          type="password"
+          autoComplete="new-password"
+          value={password}
+          required
+          minLength={6}
+          maxLength={200}
+          onInput={(e) => setPassword(e.currentTarget.value)}
+        />
+      </CreateForm>
 
-      <h2 id="users-list-title" ref={listHeading} tabIndex={-1}>
-        All users
-      </h2>
-      <ErrorMessage error={refusal ?? remove.error} />
-      <div class="users-list">
-        <Progress active={list.loading} label="Loading users" />
-        <ErrorMessage error={list.error} />
-        {list.data && list.data.users.length === 0 && <Empty>No users.</Empty>}
-        {list.data && list.data.users.length > 0 && (
-          <div class="table-wrap">
-            <table aria-labelledby="users-list-title">
-              <thead>
-                <tr>
-                  <th scope="col">Username</th>
-                  <th scope="col">Created</th>
-                  <th scope="col" class="users-updated">
-                    Updated
-                  </th>
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
-              <tbody>
-                {list.data.users.map((u) => (
-                  <tr key={u.id}>
-                    <td>
-                      <span class="users-name">{u.username}</span>
-                      {u.id === me.userId && (
-                        <>
-                          {" "}
-                          <span class="badge ok">you</span>
-                        </>
-                      )}
-                    </td>
-                    <td class="users-date">{formatDateTime(u.createdAt)}</td>
-                    <td class="users-date users-updated">{formatDateTime(u.updatedAt)}</td>
-                    <td class="actions-cell">
-                      <button type="button" class="danger" onClick={() => askDelete(u)}>
-                        Delete<span class="visually-hidden"> {u.username}</span>
-                      </button>
-                    </td>
-                  </tr>
-                ))}
-              </tbody>
-            </table>
-          </div>
+      <PagedTable
+        title="All users"
+        headingLevel={2}
+        headingRef={listHeading}
+        list={list}
+        error={remove.error}
+        loadingLabel="Loading users"
+        pagerLabel="User pages"
+        empty="No users."
+        rowKey={(u) => u.id}
+        columns={[
+          {
+            header: "Username",
+            cell: (u) => (
+              <>
+                <span class="users-name">{u.username}</span>
+                {u.id === me.userId && (
+                  <>
+                    {" "}
+                    <span class="badge ok">you</span>
+                  </>
+                )}
+              </>
+            ),
+          },
+          { header: "Created", class: "users-date", cell: (u) => formatDateTime(u.createdAt) },
+          {
+            header: "Updated",
+            headerClass: "users-updated",
+            class: "users-date users-updated",
+            cell: (u) => formatDateTime(u.updatedAt),
+          },
+        ]}
+        actions={(u) => (
+          <button type="button" class="danger" onClick={() => remove.ask(u)}>
+            Delete<span class="visually-hidden"> {u.username}</span>
+          </button>
         )}
-      </div>
-      {list.data && (
-        <Pager offset={offset} limit={PAGE} total={list.data.total} onChange={setOffset} label="User pages" />
-      )}
+      />
 
       <ConfirmDialog
-        open={deleting !== null}
-        title={`Delete user ${deleting?.username ?? ""}?`}
+        {...remove.dialog}
+        title={`Delete user ${remove.target?.username ?? ""}?`}
         message="They are signed out everywhere and can no longer sign in. This cannot be undone."
         confirmLabel="Delete user"
-        pending={remove.pending}
-        onConfirm={() => void confirmDelete()}
-        onClose={() => setDeleting(null)}
         focusAfterConfirm={listHeading}
       />
-    </section>
+    </Page>
   );
 }

@@ -49,6 +49,7 @@ from ._schema import (
     Thread,
     ThreadStatsResult,
     Tokens,
+    UsageReport,
 )
 from ._stream import ChatStream
 from ._transport import IdempotencyKey, Transport, encode_path
@@ -459,6 +460,22 @@ class Memory(_Resource):
             messageLimit=message_limit,
         )
         return self._call("POST", "/v1/memory/recall", "read", body=body, timeout=timeout, retries=retries)
+
+    def usage(
+        self,
+        *,
+        start: Optional[str] = None,
+        end: Optional[str] = None,
+        group_by: Optional[str] = None,
+        limit: Optional[int] = None,
+        timeout: Optional[float] = None,
+        retries: Optional[int] = None,
+    ) -> UsageReport:
+        """What the project's model calls cost: the usage ledger over ``[start, end)`` (ISO datetime
+        or YYYY-MM-DD; default this month), grouped by ``day``, ``dataset``, ``operation`` or
+        ``model``, and the monthly token budget. A read: retried."""
+        query = _fields(start=start, end=end, groupBy=group_by, limit=limit)
+        return self._call("GET", "/v1/usage", "read", query=query, timeout=timeout, retries=retries)
 
     def add_messages(
         self,

@@ -15,7 +15,7 @@ if sys.version_info >= (3, 8):
 else:  # pragma: no cover
     from typing_extensions import Literal, TypedDict
 
-__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallMessage', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'Operation', 'OPERATIONS']
+__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallMessage', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'GetUsageQuery', 'UsageGroup', 'UsageBudget', 'UsageReport', 'Operation', 'OPERATIONS']
 
 
 class EpisodicOverride(TypedDict, total=False):
@@ -475,7 +475,7 @@ class ExtractionReport(TypedDict):
     """Live facts ended because a kept fact contradicts them (not part of proposed)."""
 
 
-class Episode(TypedDict):
+class _EpisodeRequired(TypedDict):
     episodeId: str
     threadId: str
     dataset: str
@@ -500,6 +500,11 @@ class Episode(TypedDict):
     updatedAt: Optional[str]
 
 
+class Episode(_EpisodeRequired, total=False):
+    waitingFor: Literal['budget']
+    """Present only while a pending episode waits, saying why: `budget` while the project's monthly token budget is spent (it resumes by itself when the month ends or the budget is raised). In the episode views (get, list, the dashboard), not in the export."""
+
+
 class ListEpisodesResult(TypedDict):
     episodes: List[Episode]
     total: int
@@ -516,7 +521,7 @@ class SearchEpisodesQuery(_SearchEpisodesQueryRequired, total=False):
     """1-20, default 5."""
 
 
-class RankedEpisode(TypedDict):
+class _RankedEpisodeRequired(TypedDict):
     episodeId: str
     threadId: str
     dataset: str
@@ -540,6 +545,11 @@ class RankedEpisode(TypedDict):
     createdAt: Optional[str]
     updatedAt: Optional[str]
     relevanceScore: float
+
+
+class RankedEpisode(_RankedEpisodeRequired, total=False):
+    waitingFor: Literal['budget']
+    """Present only while a pending episode waits, saying why: `budget` while the project's monthly token budget is spent (it resumes by itself when the month ends or the budget is raised). In the episode views (get, list, the dashboard), not in the export."""
 
 
 class SearchEpisodesResult(TypedDict):
@@ -645,7 +655,7 @@ class RecallRequest(_RecallRequestRequired, total=False):
     limit: int
     """Facts in the block, 1-100; default the project's factsInContext (8)."""
     messageLimit: int
-    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (4). Ignored otherwise."""
+    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise."""
     minConfidence: float
     """0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0."""
     asOf: str
@@ -813,6 +823,60 @@ class DeleteDatasetResult(TypedDict):
     deleted: DeleteDatasetResultDeleted
 
 
+class GetUsageQuery(TypedDict, total=False):
+    start: str
+    """Start of the range, inclusive (ISO datetime or YYYY-MM-DD); default the start of this month (UTC)."""
+    end: str
+    """End of the range, exclusive (ISO datetime or YYYY-MM-DD); default the start of next month (UTC). At most 366 days after start."""
+    groupBy: Literal['day', 'dataset', 'operation', 'model']
+    """day (UTC, oldest first), dataset, operation or model (most tokens first)."""
+    limit: int
+    """Keep the first this many groups (not for days, which are all listed); the totals count every call."""
+
+
+class UsageGroup(TypedDict):
+    key: Optional[str]
+    """The day (YYYY-MM-DD, UTC), dataset, operation or model of the group; null for calls of no dataset."""
+    calls: int
+    """Provider calls (model, embedding and rerank calls, failed ones included)."""
+    inputTokens: int
+    """Input (prompt) tokens, as the provider reported them."""
+    outputTokens: int
+    """Output (completion) tokens, as the provider reported them (none for embeddings)."""
+    totalTokens: int
+    """Total tokens, as the provider reported them: what a budget counts."""
+    unknownCalls: int
+    """Calls whose provider reported no token counts: their tokens are unknown, not zero, and in no sum."""
+    failedCalls: int
+    """Calls that got no usable answer (outcome error or aborted)."""
+
+
+class UsageBudget(TypedDict):
+    monthlyTokenBudget: Optional[int]
+    """The project's setting usage.monthlyTokenBudget; null: no budget."""
+    month: str
+    """The current month (UTC), YYYY-MM."""
+    spent: int
+    """Total tokens reported this month."""
+    remaining: Optional[int]
+    """Tokens left this month; null without a budget."""
+    exhausted: bool
+    """The budget is spent: extraction waits (episodes stay pending, waitingFor budget), synthesis is null, chat answers 429."""
+    resetsAt: str
+    """When the next month starts (UTC), and a spent budget is whole again."""
+
+
+class UsageReport(TypedDict):
+    start: str
+    """Start of the range, inclusive."""
+    end: str
+    """End of the range, exclusive."""
+    groupBy: Literal['day', 'dataset', 'operation', 'model']
+    groups: List[UsageGroup]
+    total: Any
+    budget: UsageBudget
+
+
 class Operation(NamedTuple):
     """One /v1 operation: how the client calls it."""
 
@@ -853,4 +917,5 @@ OPERATIONS: Dict[str, Operation] = {
     'POST /v1/memory/recall': Operation('POST', '/v1/memory/recall', 'recall', 'read', (), ('dataset', 'query', 'include', 'limit', 'messageLimit', 'minConfidence', 'asOf'), 'RecallRequest', 'RecallResponse'),
     'GET /v1/memory/recall/datasets/{dataset}/export': Operation('GET', '/v1/memory/recall/datasets/{dataset}/export', 'datasets.export', 'read', (), (), None, 'DatasetExport'),
     'DELETE /v1/memory/recall/datasets/{dataset}': Operation('DELETE', '/v1/memory/recall/datasets/{dataset}', 'datasets.delete', 'write', (), (), None, 'DeleteDatasetResult'),
+    'GET /v1/usage': Operation('GET', '/v1/usage', 'usage', 'read', ('start', 'end', 'groupBy', 'limit'), (), None, 'UsageReport'),
 }

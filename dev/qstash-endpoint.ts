@@ -1,6 +1,6 @@
 import { createHash, createHmac, randomBytes } from "node:crypto";
 import { createServer, type IncomingHttpHeaders, type IncomingMessage, type ServerResponse } from "node:http";
-import { listen } from "./listen";
+import { listen } from "../functions/listen";
 
 /**
  * `npm run dev`'s stand-in for QStash, so the Worker rings its doorbells exactly as deployed:

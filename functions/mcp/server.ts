@@ -8,11 +8,12 @@ import {
 } from "@modelcontextprotocol/sdk/types.js";
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js";
 import { z } from "zod";
+import type { ProjectContext } from "../../lib/context";
+import { errorFields } from "../../lib/log";
+import { MEMORY_TOOLS } from "../../lib/mcp/tools";
 import { version } from "../../package.json";
-import type { ProjectContext } from "../context";
-import { errorFields } from "../log";
+import { INTERNAL_ERROR } from "../errors";
 import { toolFailure, toolSuccess } from "./results";
-import { MEMORY_TOOLS } from "./tools";
 
 const INSTRUCTIONS =
   "Long-term memory about the user, kept per dataset (use one dataset per person, the same on every call). Before answering, call recall with the user's message as the query and treat the returned block as background knowledge. After each exchange, call add_messages with the user's message and your reply (keep the returned threadId for the rest of the conversation) and call end_thread when the conversation is over: facts are learned from stored conversations in the background. Use search_facts and forget_fact when the user asks what you remember or asks you to forget something.";
@@ -59,7 +60,7 @@ export function createMemoryMcpServer(ctx: ProjectContext): Server {
     try {
       return toolSuccess(await tool.call(ctx, request.params.arguments));
     } catch (err) {
-      const { result, unexpected } = toolFailure(err, tool.failure);
+      const { result, unexpected } = toolFailure(err, tool.failure ?? INTERNAL_ERROR);
       if (unexpected) ctx.deps.log.error("mcp tool failed", { tool: tool.name, ...errorFields(err) });
       return result;
     }

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
 /** The repository's root: where package.json and functions/server.ts are. */
-export const REPO_ROOT = fileURLToPath(new URL("../..", import.meta.url));
+export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /**
  * The Node.js flags in a start script (`node <flags> --import tsx functions/server.ts`): what

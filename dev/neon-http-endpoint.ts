@@ -1,10 +1,10 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
 import { type PGlite, type QueryOptions, types } from "@electric-sql/pglite";
 import type pg from "pg";
-import { pgPoolOf } from "../db/pg";
-import { pgliteClientOf } from "../db/pglite";
-import type { Database } from "../db/types";
-import { listen } from "./listen";
+import { listen } from "../functions/listen";
+import { pgPoolOf } from "../lib/db/pg";
+import { pgliteClientOf } from "../lib/db/pglite";
+import type { Database } from "../lib/db/types";
 
 /**
  * A local stand-in for Neon's SQL-over-HTTP endpoint, backed by the embedded database (or by a

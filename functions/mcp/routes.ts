@@ -1,8 +1,8 @@
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { createMemoryMcpServer } from "../lib/mcp/server";
-import { projectContext } from "./context";
-import { requireApiKey } from "./middleware";
-import { createRouter } from "./router";
+import { projectContext } from "../context";
+import { requireApiKey } from "../middleware";
+import { createRouter } from "../router";
+import { createMemoryMcpServer } from "./server";
 
 /**
  * `/mcp`: the Model Context Protocol over Streamable HTTP, for assistants (Claude Desktop, Cursor,

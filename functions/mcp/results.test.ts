@@ -1,7 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { notFound } from "../errors";
-import { NO_PROVIDER_MESSAGE, NoProviderError } from "../llm/client";
+import { NO_PROVIDER_MESSAGE, NoProviderError, notFound } from "../../lib/errors";
 import { toolFailure, toolSuccess } from "./results";
 
 describe("toolSuccess", () => {

@@ -1,0 +1,116 @@
+import { type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
+import { dbInt, parsedRowsOf } from "../db/rows";
+import { projects, usageBudgetAlerts, usageEvents } from "../db/schema";
+import type { Deps } from "../deps";
+import { HttpError } from "../errors";
+import { projectSetting } from "../settings/sql";
+import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
+
+/** A budget is per calendar month in UTC: the month `now` is in starts here. */
+export function monthStart(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 1));
+}
+
+/** The first instant of the next month (UTC), when a spent budget is whole again. */
+export function nextMonthStart(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+}
+
+/**
+ * When work paused by a spent budget looks again: `intervalMs` on, or the month's end if sooner
+ * (a new month's budget is whole).
+ */
+export function budgetRecheckAt(now: Date, intervalMs: number): Date {
+  return new Date(Math.min(now.getTime() + intervalMs, nextMonthStart(now).getTime()));
+}
+
+/** The month's key, as the alerts table and the webhook event name it: YYYY-MM. */
+export const monthKey = (now: Date) => monthStart(now).toISOString().slice(0, 7);
+
+/** Where a project stands against its budget this month (null budget: none set). */
+export interface BudgetState {
+  monthlyTokenBudget: number | null;
+  month: string;
+  /** Tokens reported this month (calls that reported none are not counted: see docs/operations.md). */
+  spent: number;
+  remaining: number | null;
+  exhausted: boolean;
+  resetsAt: string;
+}
+
+export function budgetState(budget: number | null, spent: number, now: Date): BudgetState {
+  return {
+    monthlyTokenBudget: budget,
+    month: monthKey(now),
+    spent,
+    remaining: budget === null ? null : Math.max(budget - spent, 0),
+    exhausted: budget !== null && spent >= budget,
+    resetsAt: nextMonthStart(now).toISOString(),
+  };
+}
+
+/** The project's budget setting inside SQL, over its `settings` column. */
+export const budgetSettingSql = (projectSettings: SQL) =>
+  projectSetting("usage", "monthlyTokenBudget", projectSettings, "bigint");
+
+/** The tokens the project (`projectId`: SQL or an id) reported in the month of `now`, as bigint. */
+export function monthSpentSql(projectId: SQL, now: Date): SQL {
+  return sql`(SELECT coalesce(sum(u.total_tokens), 0)::bigint FROM ${usageEvents} u
+    WHERE u.project_id = ${projectId} AND u.created_at >= ${monthStart(now).toISOString()}::timestamptz
+      AND u.created_at < ${nextMonthStart(now).toISOString()}::timestamptz)`;
+}
+
+/**
+ * Whether the project's budget is spent this month, as a boolean inside a statement; false with no
+ * budget (the month's sum is then not read at all) or no such project. Folded into the statement
+ * that decides (the episode's claim, recall's, chat's window): no round trip of its own.
+ */
+export function budgetSpentSql(projectId: SQL | string, now: Date): SQL {
+  const id = typeof projectId === "string" ? sql`${projectId}::text` : projectId;
+  return sql`coalesce((SELECT CASE WHEN b.budget IS NULL THEN false ELSE ${monthSpentSql(sql`b.id`, now)} >= b.budget END
+    FROM (SELECT bp.id, ${budgetSettingSql(sql`bp.settings`)} AS budget FROM ${projects} bp WHERE bp.id = ${id}) b), false)`;
+}
+
+/**
+ * The sweep's backstop `budgetAlerts`: every project whose budget this month is spent and not yet
+ * announced gets its `usage.budget_exhausted` event, once per project and month (the alerts
+ * table's key). One statement; projects without a budget cost a look at their settings.
+ */
+export async function raiseBudgetAlerts(deps: Deps): Promise<number> {
+  const now = deps.clock.now();
+  const at = now.toISOString();
+  const month = monthKey(now);
+  const [row] = parsedRowsOf(
+    z.object({ alerted: dbInt, webhook_jobs: z.unknown() }),
+    await deps.db.execute(sql`
+      WITH spent AS (
+        SELECT p.id AS project_id, b.budget, ${monthSpentSql(sql`p.id`, now)} AS tokens
+        FROM ${projects} p CROSS JOIN LATERAL (SELECT ${budgetSettingSql(sql`p.settings`)} AS budget) b
+        WHERE b.budget IS NOT NULL
+          AND NOT EXISTS (SELECT 1 FROM ${usageBudgetAlerts} a WHERE a.project_id = p.id AND a.month = ${month})
+      ),
+      alerted AS (
+        INSERT INTO ${usageBudgetAlerts} (project_id, month, created_at)
+        SELECT project_id, ${month}, ${at}::timestamptz FROM spent WHERE tokens >= budget
+        ON CONFLICT DO NOTHING
+        RETURNING project_id
+      ), ${webhookEventCtes(
+        "usage.budget_exhausted",
+        sql`SELECT s.project_id, jsonb_build_object('month', ${month}::text, 'monthlyTokenBudget', s.budget,
+          'spent', s.tokens, 'resetsAt', ${nextMonthStart(now).toISOString()}::text) AS data
+          FROM alerted a JOIN spent s USING (project_id)`,
+        at,
+      )}
+      SELECT (SELECT count(*) FROM alerted) AS alerted, ${webhookJobsColumn} AS webhook_jobs`),
+  );
+  ringWebhookJobs(deps, row?.webhook_jobs);
+  return row?.alerted ?? 0;
+}
+
+/** Chat's answer while the budget is spent (the spec's error body; a 429, as a rate limit is). */
+export const budgetExhausted = () =>
+  new HttpError(
+    429,
+    "The project's monthly token budget is spent: chat resumes when the month ends (UTC) or the budget is raised (messages are still stored and recall still works)",
+  );

@@ -1,0 +1,44 @@
+import type { Meter } from "../llm/client";
+import type { UsageEvent, UsageListener, UsageOperation } from "../llm/usage";
+
+/**
+ * The provider calls of one piece of work (a request, or one job run) that are not in the ledger
+ * yet. `meter(operation)` goes with each call (the Llm methods take it); the statement that stores
+ * the work's result takes the events (`take`) and writes them in a CTE (lib/usage/sql.ts), so
+ * recording costs no statement of its own; what no statement took is flushed at the end.
+ */
+export interface UsageCollector {
+  meter(operation: UsageOperation): Meter;
+  /** The calls not yet taken, oldest first; taking them empties the collector. */
+  take(): UsageEvent[];
+  /** Events taken for a statement that then failed (rolled back): they wait again, first. */
+  giveBack(events: UsageEvent[]): void;
+  /** How many calls wait to be taken. */
+  readonly pending: number;
+}
+
+export function usageCollector(listener?: UsageListener): UsageCollector {
+  let events: UsageEvent[] = [];
+  return {
+    meter: (operation) => (call) => {
+      const event = { ...call, operation };
+      events.push(event);
+      try {
+        listener?.(event);
+      } catch {
+        // A listener's fault never fails the provider call it hears of.
+      }
+    },
+    take() {
+      const taken = events;
+      events = [];
+      return taken;
+    },
+    giveBack(taken) {
+      events = [...taken, ...events];
+    },
+    get pending() {
+      return events.length;
+    },
+  };
+}

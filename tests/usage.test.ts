@@ -1,0 +1,383 @@
+import { sql } from "drizzle-orm";
+import { describe, expect, it } from "vitest";
+import { rowsOf } from "../lib/db/rows";
+import { runDueJobs, sweep } from "../lib/jobs/runner";
+import { patchProjectSettings } from "../lib/settings/store";
+import { createWebhookEndpoint } from "../lib/webhooks/endpoints";
+import { type Tenant, useEpisodicService } from "./episodic-fixtures";
+import type { ReportedUsage } from "./helpers/fake-openai";
+import { fact, judge } from "./semantic-fixtures";
+
+/**
+ * The usage ledger (lib/usage) against the fake provider's own log: every call it answered is a
+ * row, with the tokens it reported; and the monthly budget, which pauses extraction without
+ * losing a message and resumes it by itself.
+ */
+/** Statements sent while `recording` (a request being measured). */
+const statements: string[] = [];
+let recording = false;
+const { h, tenant, json } = useEpisodicService({
+  env: { WEBHOOKS_ALLOW_HTTP: "true" },
+  onQuery: (statement) => {
+    if (recording) statements.push(statement);
+  },
+});
+
+/** The statements one request sends (deferred work included), and its status. */
+async function measured(send: () => Response | Promise<Response>) {
+  statements.length = 0;
+  recording = true;
+  try {
+    const res = await send();
+    await res.arrayBuffer();
+    await h.svc.settle();
+    return { status: res.status, statements: [...statements] };
+  } finally {
+    recording = false;
+  }
+}
+
+interface LedgerRow {
+  operation: string;
+  kind: string;
+  model: string;
+  dataset: string | null;
+  input_tokens: number | null;
+  output_tokens: number | null;
+  total_tokens: number | null;
+  outcome: string;
+}
+
+async function ledger(t: Tenant): Promise<LedgerRow[]> {
+  return rowsOf<LedgerRow>(
+    await h.svc.deps.db.execute(sql`
+      SELECT operation, kind, model, dataset, input_tokens, output_tokens, total_tokens, outcome
+      FROM usage_events WHERE project_id = ${t.projectId} ORDER BY id`),
+  );
+}
+
+const sum = (values: (number | null | undefined)[]) => values.reduce<number>((n, v) => n + (v ?? 0), 0);
+
+/** The fake's log as the ledger should hold it: one row per request, by endpoint, with its usage. */
+function providerLog() {
+  return h.fake.requests.map((r) => ({ kind: r.endpoint === "chat" ? "chat" : "embedding", usage: r.usage }));
+}
+
+function byKind(rows: { kind: string }[]) {
+  const out: Record<string, number> = {};
+  for (const r of rows) out[r.kind] = (out[r.kind] ?? 0) + 1;
+  return out;
+}
+
+async function usage(t: Tenant, query = "") {
+  return json<{
+    groups: { key: string | null; calls: number; totalTokens: number; unknownCalls: number; failedCalls: number }[];
+    total: {
+      calls: number;
+      inputTokens: number;
+      outputTokens: number;
+      totalTokens: number;
+      unknownCalls: number;
+      failedCalls: number;
+    };
+    budget: { monthlyTokenBudget: number | null; spent: number; exhausted: boolean };
+  }>(await t.get(`/v1/usage${query}`), 200);
+}
+
+/** Every model call of the service's work for one tenant: episodes, extraction, judge, recall, chat, compaction, search. */
+async function spendEverywhere(t: Tenant) {
+  await patchProjectSettings(
+    { deps: h.svc.deps, projectId: t.projectId },
+    // Every live fact is a contradiction candidate: the judge is called for the second episode.
+    { semantic: { contradictionBandMin: 0 } },
+  );
+  h.fake.onStructured("fact_extraction", (request) => {
+    const text = request.messages.at(-1)?.content ?? "";
+    return text.includes("Paris")
+      ? { facts: [fact("lives_in", "Paris", "I live in Paris")], entities: [{ name: "Paris", type: "PLACE" }] }
+      : { facts: [fact("lives_in", "Lisbon", "I now live in Lisbon")], entities: [] };
+  });
+  h.fake.onStructured(
+    "contradiction_judgement",
+    judge(() => true),
+  );
+
+  const first = await t.thread("ledger");
+  await t.conversation(first, ["I live in Paris", "Noted."]);
+  await t.end(first);
+  await runDueJobs(h.svc.deps);
+  const second = await t.thread("ledger");
+  // Long enough for compaction to fold some (it keeps the 6 newest).
+  await t.conversation(second, ["I now live in Lisbon", "Nice.", "It is sunny", "Lucky you.", "Yes", "Indeed."]);
+  await t.end(second);
+  await runDueJobs(h.svc.deps);
+
+  const recall = await t.get("/v1/memory/recall", {
+    method: "POST",
+    json: { dataset: "ledger", query: "where does the user live", include: ["synthesis"] },
+  });
+  expect((await json<{ synthesis: string | null }>(recall, 200)).synthesis).not.toBeNull();
+  const chat = await t.get(`/v1/memory/working/threads/${second}/chat`, {
+    method: "POST",
+    json: { content: "Where do I live?", recall: true },
+  });
+  await json(chat, 200);
+  const search = await t.get("/v1/memory/episodic/datasets/ledger/episodes/search?q=Lisbon");
+  await json(search, 200);
+  const compact = await t.get(`/v1/memory/working/threads/${second}/compact`, { method: "POST" });
+  await json(compact, 200);
+  // Synthesis is recorded after the response (deps.defer): wait for it.
+  await h.svc.settle();
+}
+
+describe("the usage ledger", () => {
+  it("records every provider call with the tokens the provider reported: the fake's log and the ledger agree", async () => {
+    const t = await tenant("ledger");
+    await spendEverywhere(t);
+
+    const rows = await ledger(t);
+    const log = providerLog();
+    expect(log.length).toBeGreaterThan(8);
+    // Call for call: as many rows as requests, of the same kinds, with the same tokens.
+    expect(rows).toHaveLength(log.length);
+    expect(byKind(rows)).toEqual(byKind(log));
+    const reported = (k: keyof ReportedUsage) => sum(log.map((l) => l.usage?.[k]));
+    expect(sum(rows.map((r) => r.total_tokens))).toBe(reported("total_tokens"));
+    expect(sum(rows.map((r) => r.input_tokens))).toBe(reported("prompt_tokens"));
+    expect(sum(rows.map((r) => r.output_tokens))).toBe(reported("completion_tokens"));
+    expect(rows.every((r) => r.outcome === "ok" && r.total_tokens !== null && r.dataset === "ledger")).toBe(true);
+    // Each operation the service spends tokens on is there, under its name.
+    expect(new Set(rows.map((r) => r.operation))).toEqual(
+      new Set([
+        "message_embedding",
+        "episode_summary",
+        "episode_embedding",
+        "fact_extraction",
+        "extraction_embedding",
+        "contradiction_judge",
+        "recall_embedding",
+        "recall_synthesis",
+        "chat",
+        "episode_search_embedding",
+        "compaction",
+      ]),
+    );
+    expect(rows.find((r) => r.operation === "chat")?.model).toBe("gpt-4o-mini");
+
+    // The API sums the same rows, by operation and in total.
+    const report = await usage(t, "?groupBy=operation");
+    expect(report.total).toMatchObject({
+      calls: log.length,
+      totalTokens: reported("total_tokens"),
+      inputTokens: reported("prompt_tokens"),
+      outputTokens: reported("completion_tokens"),
+      unknownCalls: 0,
+      failedCalls: 0,
+    });
+    const chat = report.groups.find((g) => g.key === "chat");
+    expect(chat?.calls).toBe(1);
+    expect(chat?.totalTokens).toBe(rows.find((r) => r.operation === "chat")?.total_tokens);
+    const days = await usage(t, "?groupBy=day");
+    expect(days.groups.map((g) => g.key)).toEqual([h.clock.now().toISOString().slice(0, 10)]);
+    expect(days.budget).toMatchObject({ monthlyTokenBudget: null, spent: reported("total_tokens"), exhausted: false });
+    // Another project's key sees none of it.
+    const other = await tenant("other");
+    expect((await usage(other)).total.calls).toBe(0);
+  });
+
+  it("costs no statement of its own: chat, recall with a query and episode search send what they sent before", async () => {
+    const t = await tenant("statements");
+    const threadId = await t.thread("d");
+    await t.say(threadId, "I live in Lisbon");
+    const post = (path: string, body?: unknown) => () =>
+      t.get(path, { method: "POST", ...(body ? { json: body } : {}) });
+    // Authentication, the user's message, the window (and the budget), recall (and its query
+    // embedding's row), the reply (and the chat call's row).
+    // (A question of its own: a query embedding cached by an earlier test would make no call.)
+    const chat = await measured(
+      post(`/v1/memory/working/threads/${threadId}/chat`, { content: "Which city is home for me these days?" }),
+    );
+    expect(chat.status).toBe(200);
+    expect(chat.statements).toHaveLength(5);
+    expect(chat.statements.filter((s) => s.includes('INSERT INTO "usage_events"'))).toHaveLength(2);
+    // A read: the key's check and the recall statement, which records the query embedding.
+    const recall = await measured(post("/v1/memory/recall", { dataset: "d", query: "a question never asked before" }));
+    expect(recall.status).toBe(200);
+    expect(recall.statements).toHaveLength(2);
+    expect(recall.statements[1]).toMatch(/INSERT INTO "usage_events"/);
+    const search = await measured(() => t.get("/v1/memory/episodic/datasets/d/episodes/search?q=Lisbon%20trips"));
+    expect(search.status).toBe(200);
+    expect(search.statements).toHaveLength(2);
+    expect(search.statements[1]).toMatch(/^WITH usage_recorded AS/);
+    expect((await ledger(t)).map((r) => r.operation)).toEqual([
+      "recall_embedding",
+      "chat",
+      "recall_embedding",
+      "episode_search_embedding",
+    ]);
+  });
+
+  it("counts a provider that reports no usage as unknown, not zero", async () => {
+    const t = await tenant("unknown");
+    h.fake.usage = "none";
+    const res = await t.get("/v1/memory/recall", { method: "POST", json: { dataset: "d", query: "anything at all" } });
+    await json(res, 200);
+    const rows = await ledger(t);
+    expect(rows).toEqual([
+      expect.objectContaining({ operation: "recall_embedding", total_tokens: null, outcome: "ok" }),
+    ]);
+    expect((await usage(t)).total).toMatchObject({ calls: 1, totalTokens: 0, unknownCalls: 1 });
+  });
+
+  it("records a failed call (no reply to store it with) with its outcome", async () => {
+    const t = await tenant("failed");
+    const threadId = await t.thread("d");
+    h.fake.fail({ status: 500, times: 1, endpoint: "chat" });
+    const res = await t.get(`/v1/memory/working/threads/${threadId}/chat`, {
+      method: "POST",
+      json: { content: "hello", recall: false },
+    });
+    expect(res.status).toBe(500);
+    expect(await ledger(t)).toEqual([
+      expect.objectContaining({ operation: "chat", kind: "chat", dataset: "d", total_tokens: null, outcome: "error" }),
+    ]);
+    expect((await usage(t)).total).toMatchObject({ calls: 1, failedCalls: 1, unknownCalls: 1 });
+  });
+
+  it("refuses a range that ends before it starts (400 naming the parameter)", async () => {
+    const t = await tenant("range");
+    const res = await t.get("/v1/usage?start=2020-02-01&end=2020-01-01");
+    const body = await json<{ error: string; issues: { path: string[] }[] }>(res, 400);
+    expect(body.error).toBe("Validation error");
+    expect(body.issues[0].path).toEqual(["start"]);
+  });
+});
+
+describe("the monthly token budget", () => {
+  /** Spends tokens (one chat turn), then sets the budget below what was spent. */
+  async function spentTenant(name: string) {
+    const t = await tenant(name);
+    const threadId = await t.thread("budget");
+    await json(
+      await t.get(`/v1/memory/working/threads/${threadId}/chat`, {
+        method: "POST",
+        json: { content: "remember that I like tea", recall: false },
+      }),
+      200,
+    );
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 10 } });
+    return { t, threadId };
+  }
+
+  const messageCount = async (t: Tenant, threadId: string) =>
+    (await json<{ total: number }>(await t.get(`/v1/memory/working/threads/${threadId}/messages`), 200)).total;
+
+  it("pauses extraction with the reason visible, loses no message, and resumes once the budget allows", async () => {
+    const { t } = await spentTenant("pause");
+    expect((await usage(t)).budget).toMatchObject({ monthlyTokenBudget: 10, exhausted: true });
+
+    const threadId = await t.thread("budget");
+    await t.conversation(threadId, ["I live in Porto", "Got it.", "I have a cat", "Cute."]);
+    const { episodeId } = await t.end(threadId);
+    const summariesBefore = h.fake.chatCalls("episode_summary").length;
+    await runDueJobs(h.svc.deps);
+
+    // Pending, waiting for the budget; no summary call made; every message stored.
+    const waiting = await t.episode(episodeId as string);
+    expect(waiting).toMatchObject({ status: "pending", waitingFor: "budget" });
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(summariesBefore);
+    const listed = await json<{ episodes: { episodeId: string; waitingFor?: string }[] }>(
+      await t.get("/v1/memory/episodic/datasets/budget/episodes?status=pending"),
+      200,
+    );
+    expect(listed.episodes).toEqual([expect.objectContaining({ episodeId, waitingFor: "budget" })]);
+    expect(await messageCount(t, threadId)).toBe(4);
+    // Its job waits a retry interval, then looks again.
+    const job = (await t.jobs()).find((j) => j.key === `episode:${episodeId}`);
+    expect(job?.runAt).toBe(new Date(h.clock.now().getTime() + h.svc.deps.config.retryIntervalMs).toISOString());
+
+    // Meanwhile messages are still stored, and chat says why it does not answer (the spec's error body).
+    await t.say(threadId, "One more thing: I moved");
+    const chat = await t.get(`/v1/memory/working/threads/${threadId}/chat`, {
+      method: "POST",
+      json: { content: "Where do I live?", recall: false },
+    });
+    expect(chat.status).toBe(429);
+    expect(Object.keys(await chat.json())).toEqual(["error"]);
+    expect(await messageCount(t, threadId)).toBe(6);
+
+    // Raised: the next look resumes it, without anyone asking.
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: null } });
+    h.clock.advance(h.svc.deps.config.retryIntervalMs);
+    await runDueJobs(h.svc.deps);
+    const done = await t.episode(episodeId as string);
+    expect(done.status).toBe("completed");
+    expect(done).not.toHaveProperty("waitingFor");
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(summariesBefore + 1);
+    expect(await messageCount(t, threadId)).toBe(6);
+  });
+
+  it("resumes by itself when the month ends", async () => {
+    const { t } = await spentTenant("month");
+    const threadId = await t.thread("budget");
+    await t.conversation(threadId, ["I play chess", "Nice."]);
+    const { episodeId } = await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect((await t.episode(episodeId as string)).status).toBe("pending");
+
+    // The job looks again at the month's end at the latest.
+    const now = h.clock.now();
+    const nextMonth = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    h.clock.advance(nextMonth - now.getTime());
+    await runDueJobs(h.svc.deps);
+    expect((await t.episode(episodeId as string)).status).toBe("completed");
+    // The new month's budget counts only the new month's calls (the episode's, here).
+    const report = await usage(t);
+    expect(report.budget).toMatchObject({ month: h.clock.now().toISOString().slice(0, 7) });
+    expect(report.budget.spent).toBe(report.total.totalTokens);
+  });
+
+  it("makes synthesis null (recall still answers) and fires usage.budget_exhausted once", async () => {
+    const t = await tenant("alerts");
+    h.fake.onStructured("fact_extraction", () => ({ facts: [fact("likes", "tea", "I like tea")], entities: [] }));
+    const threadId = await t.thread("budget");
+    await t.conversation(threadId, ["I like tea", "Noted."]);
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    await createWebhookEndpoint(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { url: "http://127.0.0.1:9/hook", eventTypes: ["usage.budget_exhausted"] },
+    );
+    const recallBody = { dataset: "budget", query: "what does the user like", include: ["synthesis"] };
+    const before = await json<{ context: string; synthesis: string | null }>(
+      await t.get("/v1/memory/recall", { method: "POST", json: recallBody }),
+      200,
+    );
+    expect(before.synthesis).not.toBeNull();
+
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 10 } });
+    const synthesisCalls = h.fake.chatCalls().length;
+    const after = await json<{ context: string; synthesis: string | null }>(
+      await t.get("/v1/memory/recall", { method: "POST", json: recallBody }),
+      200,
+    );
+    expect(after).toMatchObject({ context: before.context, synthesis: null });
+    expect(h.fake.chatCalls()).toHaveLength(synthesisCalls);
+
+    const deliveries = async () =>
+      rowsOf<{ payload: { type: string; data: Record<string, unknown> } }>(
+        await h.svc.deps.db.execute(
+          sql`SELECT payload FROM webhook_deliveries WHERE project_id = ${t.projectId} AND event_type = 'usage.budget_exhausted'`,
+        ),
+      );
+    expect((await sweep(h.svc.deps)).budgetAlerts).toBeGreaterThanOrEqual(1);
+    expect(await sweep(h.svc.deps)).toMatchObject({ budgetAlerts: 0 });
+    const sent = await deliveries();
+    expect(sent).toHaveLength(1);
+    expect(sent[0].payload).toMatchObject({
+      type: "usage.budget_exhausted",
+      data: { monthlyTokenBudget: 10, month: h.clock.now().toISOString().slice(0, 7) },
+    });
+    expect(Number(sent[0].payload.data.spent)).toBeGreaterThanOrEqual(10);
+  });
+});
