@@ -53,6 +53,7 @@ export const PG_SUITES = [
   "tests/episodic/episodic-round-trips.test.ts",
   // Background work: jobs, leases, retries, extraction, webhooks, the QStash callback.
   "tests/jobs/jobs.test.ts",
+  "tests/episodic/episode-job.test.ts",
   "tests/jobs/jobs-callback.test.ts",
   "tests/jobs/retry-interval.test.ts",
   "tests/jobs/faults.test.ts",
@@ -62,6 +63,7 @@ export const PG_SUITES = [
   // Concurrency and crashes: real parallel connections, and `npm start` killed with kill -9.
   "tests/process/load.test.ts",
   "tests/process/crash.test.ts",
+  "tests/process/crash-episodes.test.ts",
   // The Worker under workerd, through the Neon HTTP stand-in backed by the server.
   "tests/edge/neon-endpoint.test.ts",
   "tests/edge/worker.test.ts",

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { ensureVectorIndexes } from "../lib/db/vector-indexes";
 import { runDueJobs } from "../lib/jobs/runner";
-import { processSemantic } from "../lib/semantic/extract";
+import { processSemantic } from "../lib/pipeline/run";
 import { startFakeOpenAI } from "../tests/helpers/fake-openai";
 import { benchService } from "./lib";
 

@@ -90,7 +90,7 @@ export async function createNodeService(options: NodeServiceOptions) {
   // a process that is gone, so its jobs and episodes are released now rather than a lease later.
   if (database.kind === "pglite") {
     const released = await releaseAllLeases(database.db);
-    if (released.jobs || released.episodes) log.info("released leases of a previous process", released);
+    if (released.jobs) log.info("released leases of a previous process", released);
     await warnIfIndexesOutgrowBufferPool(database.db, log);
   }
   const admin = await bootstrapAdmin(deps);

@@ -1,8 +1,8 @@
-import { episodeJob, episodicBackstops, idleTimerJob } from "./episodic/jobs";
-import { embedBeforeEpisode, messageEmbedJob } from "./evidence/embed";
+import { episodicBackstops, idleTimerJob } from "./episodic/jobs";
+import { messageEmbedJob } from "./evidence/embed";
 import type { JobRegistry } from "./jobs/registry";
-import { processSemantic } from "./semantic/extract";
-import { requeueFailedExtractions, semanticJob } from "./semantic/jobs";
+import { episodeJob } from "./pipeline/stages";
+import { requeueFailedExtractions } from "./semantic/jobs";
 import { raiseBudgetAlerts } from "./usage/budget";
 import { webhookJob } from "./webhooks/jobs";
 
@@ -14,14 +14,14 @@ import { webhookJob } from "./webhooks/jobs";
  */
 export const backgroundJobs: JobRegistry = {
   handlers: {
-    // Facts follow the summary in the same run; the thread's messages are embedded before it.
-    episode: episodeJob(processSemantic, embedBeforeEpisode),
+    // One job per episode, one lease: its stages (embed, summarise, extract facts) in one run.
+    episode: episodeJob,
     "message-embed": messageEmbedJob,
-    semantic: semanticJob,
     "thread-idle": idleTimerJob,
     webhook: webhookJob,
   },
-  // In this order each sweep (the names are the sweep report's and its log line's fields).
+  // In this order each sweep (the names are the sweep report's and its log line's fields). Retry
+  // policies and lost timers only: work a dead worker left keeps its job, claimed again past its lease.
   backstops: {
     retried: episodicBackstops.retried,
     retriedExtractions: (deps) => requeueFailedExtractions(deps),

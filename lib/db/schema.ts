@@ -13,6 +13,7 @@ import {
 } from "drizzle-orm/pg-core";
 import { MESSAGE_ROLES } from "../roles";
 import { createdAt, embedding, timestamptz, tsvector, updatedAt } from "./columns";
+import type { ExtractionReport } from "./extraction-report";
 
 // ---------------------------------------------------------------------------------------------
 // Tenancy and credentials
@@ -238,21 +239,18 @@ export const episodes = pgTable(
     processingStartedAt: timestamptz("processing_started_at"),
     processingCompletedAt: timestamptz("processing_completed_at"),
     /**
-     * The lease of the attempt working on the episode (summary or fact extraction): set when it
-     * claims the episode, renewed by its heartbeat. Past it, or NULL (a restart released it), a
-     * `processing` episode is taken over.
+     * The claim stamp of the run of the episode's job that owns its current stage (summary or fact
+     * extraction): the time its job was claimed, written by the stage's claim. The job row's lease
+     * is the only lease; every later write of the stage requires this stamp, so a run that outlived
+     * its lease (and whose job was claimed again) writes nothing.
      */
-    lockedUntil: timestamptz("locked_until"),
+    claimedAt: timestamptz("claimed_at"),
     error: text("error"),
     retryCount: integer("retry_count").notNull().default(0),
     semanticRetryCount: integer("semantic_retry_count").notNull().default(0),
     semanticError: text("semantic_error"),
-    /**
-     * What the last completed fact extraction proposed, kept and dropped; null before it ran. Its
-     * shape is lib/semantic/report.ts's `ExtractionReport`, not named here: lib/semantic imports
-     * lib/db, never the other way round (written and read with raw SQL, parsed on the way out).
-     */
-    extractionReport: jsonb("extraction_report").$type<Record<string, unknown>>(),
+    /** What the last completed fact extraction proposed, kept and dropped; null before it ran. */
+    extractionReport: jsonb("extraction_report").$type<ExtractionReport>(),
     metadata: jsonb("metadata").$type<Record<string, unknown>>(),
     embedding: embedding("embedding"),
     createdAt: createdAt(),

@@ -1,36 +1,19 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext, ReadContext } from "../context";
+import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf, toIso } from "../db/rows";
 import { episodeStatuses, episodes } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { cosineDistanceSql, sameDims, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
-import type { ExtractionReport } from "../semantic/report";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { budgetSpentSql } from "../usage/budget";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, leadingUsage } from "../usage/sql";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
-
-/**
- * A stored extraction report (episodes.extraction_report). Here rather than beside its type in
- * lib/semantic/report.ts: lib/semantic imports lib/episodic, never the other way round.
- */
-export const ExtractionReportRow = z.object({
-  proposed: z.number(),
-  kept: z.number(),
-  dropped: z.object({
-    notAboutUser: z.number(),
-    quoteNotFound: z.number(),
-    emptyPart: z.number(),
-    duplicate: z.number(),
-    lowConfidence: z.number(),
-  }),
-  invalidated: z.number(),
-}) satisfies z.ZodType<ExtractionReport>;
 
 /** An `episodes` row as raw SQL or `row_to_json` gives it (the columns of `EPISODE_COLUMNS`). */
 export const EpisodeRow = z.object({

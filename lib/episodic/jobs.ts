@@ -3,38 +3,10 @@ import { z } from "zod";
 import { dbNumber, dbTimestamp, parsedRowsOf, toDate } from "../db/rows";
 import { projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
-import type { JobHandler, JobResult } from "../jobs/registry";
-import { type Job, LEASE_MS } from "../jobs/store";
+import type { JobResult } from "../jobs/registry";
+import type { Job } from "../jobs/store";
 import { episodicSetting } from "../settings/sql";
-import { budgetRecheckAt } from "../usage/budget";
-import { processEpisode } from "./pipeline";
 import { cutEpisode, requeueFailedEpisodes, scheduleMissedIdleTimers } from "./triggers";
-
-/**
- * The `episode` job: run `beforeSummary` (embedding the thread's messages, which the evidence
- * folder owns), summarise the episode, then run `afterSummary` (fact extraction, which the
- * semantic folder owns) in the same run. It is a no-op unless the episode is completed with
- * extraction pending, which is also the case when an earlier run of this job wrote the summary
- * and died before the facts.
- */
-export function episodeJob(
-  afterSummary: (deps: Deps, episodeId: string) => Promise<unknown>,
-  beforeSummary?: (deps: Deps, episodeId: string) => Promise<void>,
-): JobHandler {
-  return async (deps, job) => {
-    const episodeId = String(job.payload.episodeId);
-    await beforeSummary?.(deps, episodeId);
-    const outcome = await processEpisode(deps, episodeId);
-    // In processing under another attempt whose lease holds: look again once it would have run out.
-    if (outcome === "busy") return { next: "later", runAt: new Date(deps.clock.now().getTime() + LEASE_MS) };
-    // Waiting for the project's token budget: looked at again a retry interval on (or at the
-    // month's end), so a raised budget or a new month resumes it without anyone asking.
-    if (outcome === "paused")
-      return { next: "later", runAt: budgetRecheckAt(deps.clock.now(), deps.config.retryIntervalMs) };
-    if (outcome !== "failed") await afterSummary(deps, episodeId);
-    return { next: "done" };
-  };
-}
 
 /**
  * The `thread-idle` job (the idle timer) fired: re-read the thread's last activity and settings.

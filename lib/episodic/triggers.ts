@@ -20,11 +20,12 @@ const threadSetting = (key: Parameters<typeof episodicSetting>[0], cast: "bigint
   episodicSetting(key, sql`th.settings`, sql`p.settings`, cast);
 
 /**
- * Cuts an episode from a thread in one statement: locks the thread, takes the messages not yet in
- * an episode (for `end` with none new: the whole thread again, as the spec's repeat table says),
- * inserts the episode and its processing job, and moves the thread's `episode_seq`. The row lock
- * makes concurrent triggers take disjoint ranges, so no message lands in two episodes by accident.
- * Nothing is cut when episodic memory is disabled or there is nothing to cut.
+ * Cuts an episode from a thread in one statement: locks the thread, takes the messages after the
+ * last one any live episode of the thread covers (whatever its status), inserts the episode and
+ * its job, and moves the thread's `episode_seq`. The row lock makes concurrent triggers take
+ * disjoint ranges, so a thread's episodes never overlap, with one exception the spec asks for: an
+ * `end` repeated without new messages takes the whole thread again (see `cutRangeCtes`). Nothing is
+ * cut when episodic memory is disabled or there is nothing to cut.
  */
 export async function cutEpisode(
   deps: Deps,
@@ -69,6 +70,41 @@ export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now
   };
 }
 
+/**
+ * The range a cut takes, as CTEs over the locked thread `th`: `covered`, the last message a live
+ * (not archived) episode of the thread covers and the trigger and time of its latest cut, then
+ * `cut`. New messages (after both `covered` and `episode_seq`): those. None new: nothing, except
+ * for an `end` that repeats one (the spec's repeat table: another episode), which takes the whole
+ * thread again. An `end` repeats one when the thread's latest cut was an end, or when an end was
+ * recorded after it (`ended_at`, an earlier end that found nothing new; one stamped in the same
+ * millisecond as the cut counts as before it, so a tie never makes an overlap). So the first `end`
+ * after an idle (or sibling) cut took the thread's last messages finds nothing new and cuts
+ * nothing: before, it counted as a repeat and cut the whole thread again over the episodes already
+ * cut (an idle timer that came due while the process was down fired at the restart just before the
+ * client's end).
+ */
+function cutRangeCtes(trigger: EpisodeTrigger): SQL {
+  const repeatedEnd =
+    trigger === "end"
+      ? sql`(covered.last_trigger IS NULL OR covered.last_trigger = 'end' OR th.ended_at > covered.last_cut_at)`
+      : sql`FALSE`;
+  return sql`
+    covered AS (
+      SELECT GREATEST(th.episode_seq, coalesce(max(e.to_seq), 0)) AS to_seq,
+        (array_agg(e.metadata ->> 'trigger' ORDER BY e.created_at DESC, e.to_seq DESC))[1] AS last_trigger,
+        max(e.created_at) AS last_cut_at
+      FROM th LEFT JOIN ${episodes} e ON e.thread_id = th.id AND e.status NOT IN ('archived', 'deleted')
+      GROUP BY th.episode_seq
+    ),
+    cut AS (
+      SELECT th.id, th.project_id, th.dataset, th.last_seq AS to_seq,
+        CASE WHEN th.last_seq > covered.to_seq THEN covered.to_seq + 1 ELSE 1 END AS from_seq
+      FROM th JOIN ${projects} p ON p.id = th.project_id, covered
+      WHERE th.last_seq > 0 AND ${threadSetting("enabled", "boolean")}
+        AND (th.last_seq > covered.to_seq OR ${repeatedEnd})
+    )`;
+}
+
 function cutEpisodeSql(input: {
   projectId: string;
   threadId: string;
@@ -77,19 +113,12 @@ function cutEpisodeSql(input: {
   now: string;
 }) {
   const { projectId, threadId, trigger, episodeId, now } = input;
-  const wholeThreadAgain = trigger === "end";
   return sql`
     WITH th AS (
-      SELECT id, project_id, dataset, settings, last_seq, episode_seq FROM ${threads}
+      SELECT id, project_id, dataset, settings, last_seq, episode_seq, ended_at FROM ${threads}
       WHERE id = ${threadId} AND project_id = ${projectId} FOR UPDATE
     ),
-    cut AS (
-      SELECT th.id, th.project_id, th.dataset, th.last_seq AS to_seq,
-        CASE WHEN th.last_seq > th.episode_seq THEN th.episode_seq + 1 ELSE 1 END AS from_seq
-      FROM th JOIN ${projects} p ON p.id = th.project_id
-      WHERE th.last_seq > 0 AND ${threadSetting("enabled", "boolean")}
-        AND (th.last_seq > th.episode_seq ${wholeThreadAgain ? sql`OR TRUE` : sql``})
-    ),
+    ${cutRangeCtes(trigger)},
     span AS (
       SELECT count(*)::int AS n, min(m.created_at) AS started_at, max(m.created_at) AS ended_at
       FROM ${messages} m JOIN cut ON m.thread_id = cut.id AND m.seq BETWEEN cut.from_seq AND cut.to_seq

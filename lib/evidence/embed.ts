@@ -1,11 +1,10 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbJson, dbTimestamp, parsedRowsOf, toDate } from "../db/rows";
-import { episodes, messageSearch, messages, messageVectors, threads } from "../db/schema";
+import { messageSearch, messages, messageVectors, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
-import { errorFields } from "../log";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, leadingUsage } from "../usage/sql";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
@@ -48,8 +47,20 @@ export async function messageEmbedJob(deps: Deps, job: Job): Promise<JobResult> 
   const now = deps.clock.now();
   const due = embedDueAt({ now, lastWriteAt: toDate(state.last_message_at), armedAt: armed });
   if (due) return { next: "later", runAt: due, ring: true };
-  const more = await embedThreadMessages(deps, threadId);
-  return more ? { next: "later", runAt: new Date(now.getTime() + EMBED_DEBOUNCE_MS), ring: true } : { next: "done" };
+  return embedNowJob(deps, job);
+}
+
+/**
+ * A thread's `message-embed` job run now, whatever its debounce: one batch; a backlog runs again
+ * a debounce later. The job's own handler once the thread is quiet, and what an episode's job
+ * runs when it takes the thread's job over before summarising (lib/pipeline/stages.ts), so the
+ * episode's messages get their vectors at the latest with it, under that job's lease.
+ */
+export async function embedNowJob(deps: Deps, job: Job): Promise<JobResult> {
+  const more = await embedThreadMessages(deps, String(job.payload.threadId));
+  return more
+    ? { next: "later", runAt: new Date(deps.clock.now().getTime() + EMBED_DEBOUNCE_MS), ring: true }
+    : { next: "done" };
 }
 
 const Pending = z.object({ id: z.string(), content: z.string() });
@@ -98,24 +109,4 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     JOIN ${messageSearch} s ON s.message_id = x.id
     ON CONFLICT (message_id) DO NOTHING`);
   return pending.length > batch.length;
-}
-
-/**
- * Before an episode is summarised, a batch of its thread's messages gets its vectors (at the
- * latest with the episode, even when the embedding job is backing off). Best effort: a failure is
- * logged and the thread's job still runs.
- */
-export async function embedBeforeEpisode(deps: Deps, episodeId: string): Promise<void> {
-  try {
-    const [row] = parsedRowsOf(
-      z.object({ thread_id: z.string() }),
-      await deps.db.execute(sql`SELECT thread_id FROM ${episodes} WHERE id = ${episodeId}`),
-    );
-    if (row) await embedThreadMessages(deps, row.thread_id);
-  } catch (err) {
-    deps.log.warn("embedding an episode's messages failed; the thread's job will retry", {
-      episodeId,
-      ...errorFields(err),
-    });
-  }
 }

@@ -31,6 +31,8 @@ describe("job kinds", () => {
     expect(jobSubject({ kind: "episode", payload: {} })).toBeUndefined();
     expect(jobSubject({ kind: "nonsense", payload: { episodeId: "epi_1" } })).toBeUndefined();
     expect(isJobKind("toString")).toBe(false);
-    expect(isJobKind("semantic")).toBe(true);
+    expect(isJobKind("message-embed")).toBe(true);
+    // Retired (migration 0017): an episode's extraction runs in its one `episode` job.
+    expect(isJobKind("semantic")).toBe(false);
   });
 });

@@ -9,10 +9,11 @@ import { type SQL, sql } from "drizzle-orm";
 export const JOB_KINDS = {
   /** The idle timer of a thread: cuts an episode once the thread has been quiet long enough. */
   "thread-idle": { prefix: "idle", subject: "threadId" },
-  /** Summarises an episode (then extracts its facts). */
+  /**
+   * An episode's background work, the one owner of it: runs whichever stage is pending (embed
+   * the thread's messages, summarise, extract facts) under the job's lease (lib/pipeline).
+   */
   episode: { prefix: "episode", subject: "episodeId" },
-  /** Extracts an episode's facts again (after a failed or lost extraction). */
-  semantic: { prefix: "semantic", subject: "episodeId" },
   /** Embeds a thread's indexed messages not yet embedded (debounced after its writes). */
   "message-embed": { prefix: "embed", subject: "threadId" },
   /** One attempt of one webhook delivery. */

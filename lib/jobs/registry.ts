@@ -11,17 +11,18 @@ export type JobResult =
 export type JobHandler = (deps: Deps, job: Job) => Promise<JobResult>;
 
 /**
- * The background work of the service, filled by the folders that own it (episodic, semantic,
- * webhooks) where the service is put together (lib/background.ts): the runner knows jobs, not
+ * The background work of the service, filled by the folders that own it (pipeline, episodic,
+ * evidence, webhooks) where the service is put together (lib/background.ts): the runner knows jobs, not
  * what they do, so lib/jobs imports none of them.
  */
 export interface JobRegistry {
   /** What runs a claimed job, by kind: every kind has one. */
   handlers: Record<JobKind, JobHandler>;
   /**
-   * What each sweep runs before the due jobs, in order: work that lost its job (a failed
-   * episode under its retry cap, a missed idle timer) gets one again. Each answers how many
-   * rows it queued, reported under its name.
+   * What each sweep runs before the due jobs, in order: work queued again by a retry policy (a
+   * failed episode or extraction under its retry cap) or whose timer went missing (an idle
+   * thread). Work a dead worker left needs none: its job row is still there and claimed again
+   * once the lease runs out. Each answers how many rows it queued, reported under its name.
    */
   backstops: Record<string, (deps: Deps) => Promise<number>>;
 }

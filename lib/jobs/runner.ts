@@ -6,7 +6,7 @@ import { deleteExpiredKeys } from "../idempotency";
 import { errorFields, type Logger } from "../log";
 import { observeJob } from "../telemetry";
 import { isJobKind } from "./kinds";
-import type { JobResult } from "./registry";
+import type { JobHandler, JobResult } from "./registry";
 import { ringLater } from "./schedule";
 import { inJobSpan } from "./span";
 import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease, rescheduleJob } from "./store";
@@ -18,17 +18,18 @@ const FAILURE_BACKOFF_MS = 30_000;
 
 /**
  * Runs one claimed job to its end: done, rescheduled, or (on an unexpected error) retried later.
- * Its lease is renewed while it runs, so a lease only runs out when the worker died.
+ * Its lease is renewed while it runs, so a lease only runs out when the worker died. `handler`:
+ * what to run instead of its kind's handler (a job whose work another job takes over now).
  */
-export function runJob(deps: Deps, job: Job): Promise<void> {
-  return inJobSpan(job, () => runJobUntraced(deps, job));
+export function runJob(deps: Deps, job: Job, handler?: JobHandler): Promise<void> {
+  return inJobSpan(job, () => runJobUntraced(deps, job, handler));
 }
 
-async function runJobUntraced(deps: Deps, job: Job): Promise<void> {
+async function runJobUntraced(deps: Deps, job: Job, handler?: JobHandler): Promise<void> {
   const lease = keepLease(deps, job);
   let result: JobResult;
   try {
-    result = await observeJob(job.kind, () => work(deps, job));
+    result = await observeJob(job.kind, () => (handler ? handler(deps, job) : work(deps, job)));
   } catch (err) {
     deps.log.error("job failed; it will run again", { key: job.key, attempts: job.attempts, ...errorFields(err) });
     const backoff = FAILURE_BACKOFF_MS * 2 ** Math.min(job.attempts - 1, 6);
@@ -56,16 +57,15 @@ async function work(deps: Deps, job: Job): Promise<JobResult> {
 }
 
 /**
- * The heartbeat of a running job: every `LEASE_RENEW_MS` its lease (and its episode's) is pushed a
- * lease ahead. `stop()` waits for a renewal in flight, so the job's row is then written with the
- * lease it really holds.
+ * The heartbeat of a running job: every `LEASE_RENEW_MS` its lease is pushed a lease ahead.
+ * `stop()` waits for a renewal in flight, so the job's row is then written with the lease it
+ * really holds.
  */
 export function keepLease(deps: Deps, job: Job, renewEveryMs = LEASE_RENEW_MS) {
-  const episodeId = typeof job.payload.episodeId === "string" ? job.payload.episodeId : undefined;
   return heartbeat(
     renewEveryMs,
     async () => {
-      const renewed = await renewLease(deps.db, job, deps.clock.now(), episodeId);
+      const renewed = await renewLease(deps.db, job, deps.clock.now());
       if (renewed) job.lockedUntil = renewed;
       else deps.log.warn("job lost its lease (claimed again meanwhile)", { key: job.key });
       return renewed !== null;
@@ -111,9 +111,9 @@ const EXPIRED_KEYS_PER_SWEEP = 5000;
 
 /**
  * One sweep (cron every minute on the edge, an interval on Node.js): the registry's backstops
- * give work that lost its job one again (failed episodes under their retry cap, missed idle
- * timers, failed or lost extractions), then every due job runs (expired leases included:
- * claiming takes them), and expired idempotency keys are deleted.
+ * queue work again (failed episodes and extractions under their retry caps, missed idle timers),
+ * then every due job runs (expired leases included: claiming takes them, so work a dead worker
+ * left needs no backstop), and expired idempotency keys are deleted.
  */
 export async function sweep(deps: Deps): Promise<SweepReport> {
   // Without a provider every model step fails alike: one line for the sweep, not one per job.

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate } from "../db/rows";
-import { episodes, jobs } from "../db/schema";
+import { jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import type { JobKind } from "./kinds";
 import { insertJobsSql, type ScheduleMode } from "./schedule";
@@ -22,6 +22,12 @@ export interface Job {
   attempts: number;
   lockedUntil: Date | null;
   payload: Record<string, unknown>;
+  /**
+   * The claim stamp: the time this run claimed the job (unlike its lease, never renewed). A
+   * handler whose work spans statements passes it to the rows it owns and requires it on every
+   * later write, so a run that outlived its lease writes nothing once the job was claimed again.
+   */
+  claimedAt: Date;
 }
 
 /** One job scheduled from JS (tests, tools): the key as given. */
@@ -35,9 +41,9 @@ export interface JobSpec {
 }
 
 /**
- * How long a claim holds a job (and the episode it works on) without a sign of life. A running
- * job renews its lease every `LEASE_RENEW_MS` (see `keepLease`), so a lease only runs out when
- * its worker died; then the job is claimed again and the episode taken over.
+ * How long a claim holds a job without a sign of life. A running job renews its lease every
+ * `LEASE_RENEW_MS` (see `keepLease`), so a lease only runs out when its worker died; then the job
+ * is claimed again, and its new run takes over the work (the claim stamp fences the old one).
  */
 export const LEASE_MS = 30_000;
 export const LEASE_RENEW_MS = 10_000;
@@ -55,7 +61,7 @@ const JobRow = z.object({
   payload: dbJson(z.record(z.string(), z.unknown())),
 });
 
-function jobFromRow(row: z.output<typeof JobRow>): Job {
+function jobFromRow(row: z.output<typeof JobRow>): Omit<Job, "claimedAt"> {
   return {
     id: row.id,
     kind: row.kind,
@@ -71,7 +77,13 @@ function jobFromRow(row: z.output<typeof JobRow>): Job {
 
 const JOB_COLUMNS = sql`id, kind, key, project_id, dataset, run_at, attempts, locked_until, payload`;
 
-export async function scheduleJob(db: Db, spec: JobSpec, mode: ScheduleMode, now: Date): Promise<Job | null> {
+/** Schedules one job (a row not claimed: it has no claim stamp). */
+export async function scheduleJob(
+  db: Db,
+  spec: JobSpec,
+  mode: ScheduleMode,
+  now: Date,
+): Promise<Omit<Job, "claimedAt"> | null> {
   const statement = insertJobsSql({
     kind: sql`${spec.kind}`,
     key: sql`${spec.key}`,
@@ -91,11 +103,13 @@ export async function scheduleJob(db: Db, spec: JobSpec, mode: ScheduleMode, now
 /**
  * Claims due jobs in one statement: `FOR UPDATE SKIP LOCKED` so concurrent workers never take
  * the same row, and a lease (`locked_until`) so a crashed worker's job is claimed again once the
- * lease expires. `key` narrows the claim to one job (a doorbell for that job).
+ * lease expires. `key` narrows the claim to one job (a doorbell for that job); with `early`, that
+ * job is claimed even before its time (another job taking its work over now, under its lease).
+ * Each claimed job carries the claim's stamp (`now`).
  */
 export async function claimJobs(
   db: Db,
-  options: { now: Date; leaseMs: number; limit: number; key?: string },
+  options: { now: Date; leaseMs: number; limit: number; key?: string; early?: boolean },
 ): Promise<Job[]> {
   const now = options.now.toISOString();
   const lockedUntil = new Date(options.now.getTime() + options.leaseMs).toISOString();
@@ -103,7 +117,7 @@ export async function claimJobs(
     UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz, attempts = attempts + 1, updated_at = ${now}::timestamptz
     WHERE id IN (
       SELECT id FROM ${jobs}
-      WHERE run_at <= ${now}::timestamptz
+      WHERE ${options.key && options.early ? sql`TRUE` : sql`run_at <= ${now}::timestamptz`}
         AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
         ${options.key ? sql`AND key = ${options.key}` : sql``}
       ORDER BY run_at
@@ -111,7 +125,7 @@ export async function claimJobs(
       FOR UPDATE SKIP LOCKED
     )
     RETURNING ${JOB_COLUMNS}`);
-  return parsedRowsOf(JobRow, result).map(jobFromRow);
+  return parsedRowsOf(JobRow, result).map((row) => ({ ...jobFromRow(row), claimedAt: options.now }));
 }
 
 /** Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner). */
@@ -130,27 +144,16 @@ export async function rescheduleJob(db: Db, job: Job, runAt: Date, error?: strin
 }
 
 /**
- * A heartbeat: extend our lease on the job and, while it holds, on the episode the job works on,
- * in one statement. False when the lease is no longer ours (the job was reclaimed or is gone).
+ * A heartbeat: extend our lease on the job. Null when the lease is no longer ours (the job was
+ * reclaimed or is gone). The job row is the only lease: what the job works on holds none.
  */
-export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string): Promise<Date | null> {
+export async function renewLease(db: Db, job: Job, now: Date): Promise<Date | null> {
   const lockedUntil = new Date(now.getTime() + LEASE_MS).toISOString();
-  const [row] = parsedRowsOf(
-    z.object({ renewed: dbInt }),
-    await db.execute(sql`
-      WITH j AS (
-        UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz
-        WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz
-        RETURNING id
-      ), e AS (
-        UPDATE ${episodes} SET locked_until = ${lockedUntil}::timestamptz
-        WHERE id = ${episodeId ?? null} AND EXISTS (SELECT 1 FROM j)
-          AND (status = 'processing' OR semantic_status = 'processing')
-        RETURNING id
-      )
-      SELECT (SELECT count(*) FROM j)::int AS renewed, (SELECT count(*) FROM e)::int AS episodes`),
-  );
-  return row && row.renewed > 0 ? new Date(lockedUntil) : null;
+  const renewed = await db.execute(sql`
+    UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz
+    WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz
+    RETURNING id`);
+  return parsedRowsOf(z.object({ id: z.string() }), renewed).length > 0 ? new Date(lockedUntil) : null;
 }
 
 /**
@@ -158,17 +161,9 @@ export async function renewLease(db: Db, job: Job, now: Date, episodeId?: string
  * directory lock), every lease still held was held by a process that is gone: release them all,
  * so its jobs run again at once instead of a lease later. One statement.
  */
-export async function releaseAllLeases(db: Db): Promise<{ jobs: number; episodes: number }> {
-  const [row] = parsedRowsOf(
-    z.object({ jobs: dbInt, episodes: dbInt }),
-    await db.execute(sql`
-      WITH j AS (UPDATE ${jobs} SET locked_until = NULL WHERE locked_until IS NOT NULL RETURNING id),
-      e AS (
-        UPDATE ${episodes} SET locked_until = NULL
-        WHERE locked_until IS NOT NULL AND (status = 'processing' OR semantic_status = 'processing')
-        RETURNING id
-      )
-      SELECT (SELECT count(*) FROM j)::int AS jobs, (SELECT count(*) FROM e)::int AS episodes`),
+export async function releaseAllLeases(db: Db): Promise<{ jobs: number }> {
+  const released = await db.execute(
+    sql`UPDATE ${jobs} SET locked_until = NULL WHERE locked_until IS NOT NULL RETURNING id`,
   );
-  return { jobs: row?.jobs ?? 0, episodes: row?.episodes ?? 0 };
+  return { jobs: parsedRowsOf(z.object({ id: z.string() }), released).length };
 }

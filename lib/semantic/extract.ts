@@ -1,23 +1,21 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
+import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, messages, projects, threads } from "../db/schema";
+import { entities, episodes, factEntities, facts } from "../db/schema";
 import { nearestSql } from "../db/vectors";
 import type { Deps } from "../deps";
-import { ExtractionReportRow } from "../episodic/episodes";
-import { ClaimedEpisodeRow } from "../episodic/pipeline";
-import { renderTranscript, type TranscriptMessage } from "../episodic/transcript";
 import { failureText } from "../errors";
-import { LEASE_MS } from "../jobs/store";
 import {
   CONTRADICTION_JUDGE_PROMPT,
   ContradictionJudgeSchema,
   FACT_EXTRACTION_PROMPT,
   FactExtractionSchema,
 } from "../llm/prompts";
+import { renderTranscript, type TranscriptMessage } from "../llm/transcript";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
-import { resolveProjectSettings, resolveThreadSettings, type Settings } from "../settings/settings";
+import type { Settings } from "../settings/settings";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { flushUsage, usageInsertSql } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
@@ -40,100 +38,79 @@ export const SEMANTIC_MAX_RETRIES = 3;
 /** Live facts compared with each new fact (the nearest ones above the contradiction band). */
 const CANDIDATES_PER_FACT = 5;
 
-export type SemanticOutcome = "completed" | "failed" | "skipped";
+/** `lost`: the episode is no longer this run's (its job was claimed again): nothing written. */
+export type SemanticOutcome = "completed" | "failed" | "skipped" | "lost";
 
-/** What the claim statement reads of an episode (claimEpisode). */
-const ClaimedRow = ClaimedEpisodeRow.extend({
-  transcript: dbJson(
-    z.array(z.object({ seq: z.number(), role: z.string(), content: z.string(), created_at: z.string() })).nullable(),
-  ),
-  /** The names the user goes by in the dataset's live facts (see lib/semantic/subject.ts). */
-  user_names: dbJson(z.array(z.string()).nullable()),
-});
-
-type Claimed = z.output<typeof ClaimedRow> & {
-  /**
-   * The claim's own stamp (the episode's updated_at written by the claim): every later write
-   * requires it, so an attempt whose claim was taken over (its lease ran out) writes nothing.
-   */
-  claimedAt: string;
-};
+type Transcript = (TranscriptMessage & { created_at: string })[];
 
 /**
- * Facts and entities from a completed episode. At most two model calls (extraction, then one
- * judge call for every contradiction candidate at once) and one embedding batch, whatever the
- * number of facts; one statement finds the candidates of all new facts and entities; the writes
- * are one atomic batch with ids derived from the episode, so a retry never doubles a fact. Every
- * write after the claim requires the claim's own stamp: an attempt that outlived its lease and
- * was taken over writes nothing (its batch aborts) and does not overwrite the new owner's status.
+ * The names the user goes by in the dataset's live name facts, as SQL over the claimed episode
+ * `e` (its project_id and dataset): a column of the stage's claim statement (lib/pipeline/claim.ts).
  */
-export async function processSemantic(deps: Deps, episodeId: string): Promise<SemanticOutcome> {
+export function storedUserNamesSql(e: SQL): SQL {
+  return sql`(SELECT json_agg(DISTINCT f.object) FROM ${facts} f
+    WHERE f.project_id = ${e}.project_id AND f.dataset = ${e}.dataset AND f.invalid_at IS NULL
+      AND regexp_replace(lower(trim(f.predicate)), '[[:space:]-]+', '_', 'g') ~ ${NAME_PREDICATE})`;
+}
+
+/** An episode whose extraction stage a job run has claimed (lib/pipeline/claim.ts), and what it needs. */
+export interface ExtractionInput {
+  id: string;
+  project_id: string;
+  dataset: string;
+  transcript: Transcript;
+  /** The names the user goes by in the dataset's live facts (see lib/semantic/subject.ts). */
+  user_names: string[];
+  /** The settings the episode was summarised with (the thread's episodic override included). */
+  settings: Settings;
+  /**
+   * The claim stamp of the job run (see `Job.claimedAt`), which the claim wrote on the episode:
+   * every later write requires it, so a run whose job was claimed again writes nothing.
+   */
+  claimedAt: string;
+}
+
+/**
+ * Facts and entities from a claimed episode (its extraction is `processing` under this run's
+ * claim stamp). At most two model calls (extraction, then one judge call for every contradiction
+ * candidate at once) and one embedding batch, whatever the number of facts; one statement finds
+ * the candidates of all new facts and entities; the writes are one atomic batch with ids derived
+ * from the episode, so a retry never doubles a fact. Every write requires the claim stamp: a run
+ * that outlived its job's lease and whose job was claimed again writes nothing (its batch aborts)
+ * and does not overwrite the new owner's status.
+ */
+export async function extractFacts(deps: Deps, episode: ExtractionInput): Promise<SemanticOutcome> {
   const now = deps.clock.now();
-  const claimedAt = now.toISOString();
-  const claimed = await claimEpisode(deps, episodeId, now);
-  if (!claimed) return "skipped";
-  const episode: Claimed = { ...claimed, claimedAt };
-  // The same settings the episode was summarised with (the thread's episodic override included).
-  const settings = resolveThreadSettings(
-    resolveProjectSettings(claimed.project_settings),
-    claimed.thread_settings ?? undefined,
-  );
+  const { settings } = episode;
   // Recorded with the facts' write batch; what it did not take (no write, a failure) after it.
   const usage = usageCollector(deps.onUsage);
   try {
     // Disabled since the episode was summarised (a re-queued retry, say): `enabled` false stops new work.
-    if (!settings.semantic.enabled) {
-      await setStatus(deps, episode, "skipped");
-      return "skipped";
-    }
-    const transcript = claimed.transcript ?? [];
-    await extractAndWrite(deps, episode, transcript, settings, now, usage);
-    return "completed";
+    if (!settings.semantic.enabled) return (await setStatus(deps, episode, "skipped")) ? "skipped" : "lost";
+    return (await extractAndWrite(deps, episode, episode.transcript, settings, now, usage)) ? "completed" : "lost";
   } catch (err) {
     const message = failureText(err);
     // Only while the claim is still ours: a lost claim must not mark the new owner's run failed.
-    await deps.db.execute(sql`
-      UPDATE ${episodes} SET semantic_status = 'failed', semantic_error = ${message}, updated_at = ${deps.clock.now().toISOString()}::timestamptz
-      WHERE id = ${episodeId} AND semantic_status = 'processing' AND updated_at = ${claimedAt}::timestamptz`);
-    deps.log.warn("fact extraction failed", { episodeId, projectId: claimed.project_id, ...errorFields(err) });
+    const marked = rowsOf(
+      await deps.db.execute(sql`
+        UPDATE ${episodes} SET semantic_status = 'failed', semantic_error = ${message}, updated_at = ${deps.clock.now().toISOString()}::timestamptz
+        WHERE ${stillClaimed(episode)} RETURNING id`),
+    );
+    if (marked.length === 0) return "lost";
+    deps.log.warn("fact extraction failed", {
+      episodeId: episode.id,
+      projectId: episode.project_id,
+      ...errorFields(err),
+    });
     return "failed";
   } finally {
-    await flushUsage(deps, usage, { projectId: claimed.project_id, dataset: claimed.dataset });
+    await flushUsage(deps, usage, { projectId: episode.project_id, dataset: episode.dataset });
   }
 }
 
-/**
- * Claims a pending (or abandoned) extraction and reads what it needs, in one statement: the
- * settings, the episode's transcript, and the user's names from the dataset's name facts.
- */
-async function claimEpisode(deps: Deps, episodeId: string, now: Date) {
-  const claimedAt = now.toISOString();
-  const [claimed] = parsedRowsOf(
-    ClaimedRow,
-    await deps.db.execute(sql`
-      WITH e AS (
-        UPDATE ${episodes} SET semantic_status = 'processing', semantic_error = NULL, updated_at = ${claimedAt}::timestamptz,
-          locked_until = ${new Date(now.getTime() + LEASE_MS).toISOString()}::timestamptz
-        WHERE id = ${episodeId} AND status = 'completed'
-          AND (semantic_status = 'pending'
-               -- abandoned by a worker that died mid-way (its lease ran out, or a restart released it)
-               OR (semantic_status = 'processing' AND (locked_until IS NULL OR locked_until < ${claimedAt}::timestamptz)))
-        RETURNING id, project_id, thread_id, dataset, from_seq, to_seq
-      )
-      SELECT e.id, e.project_id, e.dataset, p.settings AS project_settings,
-        (SELECT th.settings FROM ${threads} th WHERE th.id = e.thread_id) AS thread_settings,
-        (SELECT json_agg(json_build_object('seq', m.seq, 'role', m.role, 'content', m.content, 'created_at', m.created_at) ORDER BY m.seq)
-           FROM ${messages} m
-          WHERE m.thread_id = e.thread_id AND m.seq BETWEEN e.from_seq AND e.to_seq AND NOT m.is_summary) AS transcript,
-        (SELECT json_agg(DISTINCT f.object) FROM ${facts} f
-          WHERE f.project_id = e.project_id AND f.dataset = e.dataset AND f.invalid_at IS NULL
-            AND regexp_replace(lower(trim(f.predicate)), '[[:space:]-]+', '_', 'g') ~ ${NAME_PREDICATE}) AS user_names
-      FROM e JOIN ${projects} p ON p.id = e.project_id`),
-  );
-  return claimed;
-}
-
-type Transcript = (TranscriptMessage & { created_at: string })[];
+/** The guard of every write: extraction still processing under this run's claim stamp. */
+const stillClaimed = (episode: ExtractionInput) =>
+  sql`id = ${episode.id} AND semantic_status = 'processing' AND claimed_at = ${episode.claimedAt}::timestamptz`;
 
 /** What the extraction will write, decided: one atomic batch writes it all. */
 interface Decided {
@@ -151,12 +128,12 @@ interface Decided {
  */
 async function extractAndWrite(
   deps: Deps,
-  episode: Claimed,
+  episode: ExtractionInput,
   transcript: Transcript,
   settings: Settings,
   now: Date,
   usage: UsageCollector,
-) {
+): Promise<boolean> {
   const s = settings.semantic;
   const userLines = transcript.filter((m) => m.role === "user");
   // Nothing the user said is left (the thread was deleted since the summary): no quote could be
@@ -172,7 +149,7 @@ async function extractAndWrite(
   const names = userNames({
     userLines: userLines.map((m) => m.content),
     proposed: extracted.facts,
-    stored: episode.user_names ?? [],
+    stored: episode.user_names,
   });
   const screened = screenFacts(extracted.facts, userLines, names);
   const newEntities = screenEntities(extracted.entities);
@@ -201,6 +178,7 @@ async function extractAndWrite(
     links: factLinks(decided.accepted, resolved.idByName),
     report: tallyReport(extracted.facts.length, [...screened.drops, ...decided.drops], ended.size),
   });
+  return true;
 }
 
 /** One judge call for every contradiction pair at once (none without pairs). */
@@ -217,13 +195,15 @@ async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: New
 }
 
 /** One info line per extracted episode: what was proposed, kept and dropped, by reason. */
-function logExtraction(deps: Deps, episode: Claimed, report: ExtractionReport, entities: number) {
+function logExtraction(deps: Deps, episode: ExtractionInput, report: ExtractionReport, entities: number) {
   deps.log.info("facts extracted", { episodeId: episode.id, ...reportFields(report), entities });
 }
 
 /** Completed with its report and nothing to write (every fact dropped, no entity), if still ours. */
-async function finishWithoutWrites(deps: Deps, episode: Claimed, report: ExtractionReport) {
-  if (await setStatus(deps, episode, "completed", report)) logExtraction(deps, episode, report, 0);
+async function finishWithoutWrites(deps: Deps, episode: ExtractionInput, report: ExtractionReport) {
+  if (!(await setStatus(deps, episode, "completed", report))) return false;
+  logExtraction(deps, episode, report, 0);
+  return true;
 }
 
 /**
@@ -232,7 +212,7 @@ async function finishWithoutWrites(deps: Deps, episode: Claimed, report: Extract
  */
 async function writeExtraction(
   deps: Deps,
-  episode: Claimed,
+  episode: ExtractionInput,
   dedupThreshold: number,
   now: Date,
   usage: UsageCollector,
@@ -291,7 +271,7 @@ async function writeBatch(
  * same nearest-neighbour search as findCandidates (an HNSW index scan, nearestSql). A fact it
  * stops is counted a duplicate, so the report stays whole.
  */
-function insertFacts(deps: Deps, episode: Claimed, d: Decided, dedupThreshold: number, now: Date) {
+function insertFacts(deps: Deps, episode: ExtractionInput, d: Decided, dedupThreshold: number, now: Date) {
   const rows = d.accepted.map((f) => ({
     id: f.id,
     subject: f.subject,
@@ -347,7 +327,7 @@ function insertLinks(links: Decided["links"]) {
  * Ends the contradicted facts. validUntil never precedes the old fact's own validAt (a new fact
  * stated as true from an earlier date still ends the old one, at its start rather than before it).
  */
-function endFacts(episode: Claimed, ended: Map<string, Date>, now: Date) {
+function endFacts(episode: ExtractionInput, ended: Map<string, Date>, now: Date) {
   return sql`
     UPDATE ${facts} f SET invalid_at = ${now.toISOString()}::timestamptz,
       valid_until = GREATEST(f.valid_at, LEAST(coalesce(f.valid_until, v.until::timestamptz), v.until::timestamptz))
@@ -362,12 +342,17 @@ function endFacts(episode: Claimed, ended: Map<string, Date>, now: Date) {
  * Final status without writes, only while the claim is still this attempt's (with the report
  * when extraction ran); whether it was.
  */
-async function setStatus(deps: Deps, episode: Claimed, status: "completed" | "skipped", report?: ExtractionReport) {
+async function setStatus(
+  deps: Deps,
+  episode: ExtractionInput,
+  status: "completed" | "skipped",
+  report?: ExtractionReport,
+) {
   const recorded = report ? sql`, extraction_report = ${JSON.stringify(report)}::jsonb` : sql``;
   const rows = rowsOf(
     await deps.db.execute(sql`
       UPDATE ${episodes} SET semantic_status = ${status}, updated_at = ${deps.clock.now().toISOString()}::timestamptz${recorded}
-      WHERE id = ${episode.id} AND semantic_status = 'processing' AND updated_at = ${episode.claimedAt}::timestamptz
+      WHERE ${stillClaimed(episode)}
       RETURNING id`),
   );
   return rows.length > 0;
@@ -379,13 +364,13 @@ async function setStatus(deps: Deps, episode: Claimed, status: "completed" | "sk
  * otherwise fails (a cast error on a value only known at run time), which rolls back the batch
  * it leads.
  */
-function completeIfStillClaimed(deps: Deps, episode: Claimed, report: ExtractionReport) {
+function completeIfStillClaimed(deps: Deps, episode: ExtractionInput, report: ExtractionReport) {
   const now = deps.clock.now().toISOString();
   return sql`
     WITH done AS (
       UPDATE ${episodes} SET semantic_status = 'completed', updated_at = ${now}::timestamptz,
         extraction_report = ${JSON.stringify(report)}::jsonb
-      WHERE id = ${episode.id} AND semantic_status = 'processing' AND updated_at = ${episode.claimedAt}::timestamptz
+      WHERE ${stillClaimed(episode)}
       RETURNING id, project_id, thread_id, dataset
     ),
     -- The dataset's write lock, held to the end of the batch's transaction.
@@ -406,7 +391,7 @@ function completeIfStillClaimed(deps: Deps, episode: Claimed, report: Extraction
  */
 async function findCandidates(
   deps: Deps,
-  episode: Claimed,
+  episode: ExtractionInput,
   factVectors: number[][],
   newEntities: { name: string; type: string }[],
   entityVectors: number[][],
@@ -442,7 +427,13 @@ const CandidateRow = z.discriminatedUnion("kind", [
 ]);
 
 /** The candidates statement (see findCandidates) over the new facts' and entities' vectors as JSON. */
-function candidatesSql(deps: Deps, episode: Claimed, factJson: string, entityJson: string, s: Settings["semantic"]) {
+function candidatesSql(
+  deps: Deps,
+  episode: ExtractionInput,
+  factJson: string,
+  entityJson: string,
+  s: Settings["semantic"],
+) {
   const dims = deps.config.openai.embeddingDimensions;
   return sql`
       WITH q AS (SELECT v::halfvec AS v, i FROM jsonb_array_elements_text(${factJson}::jsonb) WITH ORDINALITY AS q(v, i)),

@@ -1,17 +1,7 @@
-/**
- * What one extraction did with the facts the model proposed: every proposed fact is either kept
- * (written) or dropped for exactly one counted reason, so `proposed = kept + sum(dropped)`.
- */
-export const DROP_REASONS = ["notAboutUser", "quoteNotFound", "emptyPart", "duplicate", "lowConfidence"] as const;
-export type DropReason = (typeof DROP_REASONS)[number];
+import { DROP_REASONS, type DropReason, type ExtractionReport } from "../db/extraction-report";
 
-export interface ExtractionReport {
-  proposed: number;
-  kept: number;
-  dropped: Record<DropReason, number>;
-  /** Live facts this extraction ended because a kept fact contradicts them (not a drop). */
-  invalidated: number;
-}
+// The report's shape is stored on the episode, so it is declared with the schema (lib/db).
+export { DROP_REASONS, type DropReason, type ExtractionReport };
 
 /** The report of `proposed` facts of which the ones in `drops` were dropped, the rest kept. */
 export function tallyReport(proposed: number, drops: readonly DropReason[], invalidated = 0): ExtractionReport {

@@ -8,7 +8,7 @@ const SELF = new Set(["user", "the user", "this user", "i", "me", "myself", "my"
 
 /**
  * Predicates that state the user's name (`name`, `has_name`, `is_called`, `goes_by`...). The same
- * pattern, as POSIX, selects the stored name facts in the claim statement (lib/semantic/extract.ts).
+ * pattern, as POSIX, selects the stored name facts in the stage's claim statement (storedUserNamesSql).
  */
 export const NAME_PREDICATE =
   "^(user_)?(has_|is_)?(first_|full_|given_|preferred_|nick)?(name|named|called|goes_by)(_is)?$";

@@ -1,8 +1,8 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
-import { processEpisode } from "../../lib/episodic/pipeline";
 import { runDueJobs } from "../../lib/jobs/runner";
+import { processEpisode } from "../../lib/pipeline/run";
 import type { Body, ValidationError } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type Episode, gate, type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";

@@ -3,11 +3,11 @@ import { describe, expect, it } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { rowsOf, toDate } from "../../lib/db/rows";
 import type { Deps } from "../../lib/deps";
-import { processEpisode } from "../../lib/episodic/pipeline";
 import { EMBED_DEBOUNCE_MS } from "../../lib/evidence/write";
 import { keepLease, LEASE_MS, runDueJobs, runJob, runJobByKey, sweep } from "../../lib/jobs/runner";
 import { claimJobs, completeJob, type JobSpec, rescheduleJob, scheduleJob } from "../../lib/jobs/store";
 import { silentLogger } from "../../lib/log";
+import { processEpisode } from "../../lib/pipeline/run";
 import { gate, type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import { runMessageEmbedJob } from "../helpers/jobs-of-kind";
 import { testPgUrl } from "../helpers/test-database";
@@ -31,9 +31,8 @@ const spec = (t: Tenant, key: string, runAt: Date, payload: Record<string, unkno
 /**
  * A thread with one message, ended: its episode is pending with its job due. The thread's
  * message-embed job (armed by the message, lib/evidence/embed.ts) runs first, so the jobs table
- * holds only the episode's job and the episode job's best-effort embedding step
- * (embedBeforeEpisode) finds nothing to embed: it makes no model call, and
- * EMBED_BEFORE_EPISODE_STATEMENTS statements.
+ * holds only the episode's job and the episode job's embedding step (taking the thread's
+ * message-embed job over, lib/pipeline/stages.ts) finds no job waiting: it makes no model call.
  */
 async function pendingEpisode(t: Tenant, content = "job words") {
   const threadId = await t.thread("ds");
@@ -45,11 +44,12 @@ async function pendingEpisode(t: Tenant, content = "job words") {
 }
 
 /**
- * The statements the episode job runs before the episode's claim: embedBeforeEpisode's lookup of
- * the thread and of its messages without a vector (none after pendingEpisode). It swallows its
- * own failures (best effort), so a failing database is set up to skip them and hit the claim.
+ * The statements the episode job runs before it writes the summary: the claim of its summary
+ * stage, then the claim of the thread's message-embed job (none waiting after pendingEpisode). A
+ * failing database set up to skip them hits the summary's write. The claim is the job's first
+ * statement: a database failing from the start fails it.
  */
-const EMBED_BEFORE_EPISODE_STATEMENTS = 2;
+const STATEMENTS_BEFORE_SUMMARY_WRITE = 2;
 
 /**
  * Deps whose database, after `skip` statements, fails the next `times` ones (a dropped
@@ -186,7 +186,7 @@ describe("runner", () => {
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
-  it("renews a running job's lease and its episode's, so no other worker takes it over; it ends with the lease it holds", async () => {
+  it("renews a running job's lease, the only lease, so no other worker takes it over; it ends with the lease it holds", async () => {
     const t = await tenant();
     const episodeId = await pendingEpisode(t, "long summary");
     const [job] = await claimJobs(h.svc.deps.db, {
@@ -202,7 +202,8 @@ describe("runner", () => {
       await hold.opened;
       return { summary: "the slow one", keyLearnings: [] };
     });
-    const first = processEpisode(h.svc.deps, episodeId);
+    // The episode's job run by hand under the claim above (its heartbeat is the test's, below).
+    const first = h.svc.deps.jobs.handlers.episode(h.svc.deps, job);
     await reached.opened;
     const claimedLease = job.lockedUntil?.getTime();
 
@@ -211,13 +212,14 @@ describe("runner", () => {
     h.clock.advance(LEASE_MS - 5_000);
     const renewedTo = h.clock.now().getTime() + LEASE_MS;
     await expect.poll(() => job.lockedUntil?.getTime(), { timeout: 5_000 }).toBe(renewedTo);
-    const [row] = rowsOf<{ job: unknown; episode: unknown }>(
+    const [row] = rowsOf<{ job: unknown; claimed_at: unknown }>(
       await h.svc.deps.db.execute(sql`
         SELECT (SELECT locked_until FROM jobs WHERE id = ${job.id}) AS job,
-               (SELECT locked_until FROM episodes WHERE id = ${episodeId}) AS episode`),
+               (SELECT claimed_at FROM episodes WHERE id = ${episodeId}) AS claimed_at`),
     );
     expect(toDate(row.job)?.getTime()).toBe(renewedTo);
-    expect(toDate(row.episode)?.getTime()).toBe(renewedTo);
+    // The episode holds no lease of its own: only the stamp of the run that claimed it.
+    expect(toDate(row.claimed_at)?.getTime()).toBe(job.claimedAt.getTime());
 
     // Past the lease it was claimed with: still alive, so neither the claim nor the episode is taken.
     h.clock.advance(10_000);
@@ -227,7 +229,8 @@ describe("runner", () => {
 
     await lease.stop();
     hold.open();
-    expect(await first).toBe("completed");
+    expect(await first).toEqual({ next: "done" });
+    expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "the slow one" });
     await completeJob(h.svc.deps.db, job);
     expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
   });
@@ -243,7 +246,7 @@ describe("runner", () => {
       await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key: `episode:${episodeId}` });
       await h.svc.deps.db.execute(sql`
       UPDATE episodes SET status = 'processing', processing_started_at = ${h.clock.now().toISOString()}::timestamptz,
-        locked_until = ${new Date(h.clock.now().getTime() + LEASE_MS).toISOString()}::timestamptz
+        claimed_at = ${h.clock.now().toISOString()}::timestamptz
       WHERE id = ${episodeId}`);
       expect(await runDueJobs(h.svc.deps)).toBe(0); // held: nothing to run inside the lease
 
@@ -261,7 +264,7 @@ describe("runner", () => {
       });
       if (onServer) {
         expect(await runDueJobs(restarted.deps)).toBe(0);
-        h.clock.advance(LEASE_MS + 1); // past both leases, the job's and the episode's
+        h.clock.advance(LEASE_MS + 1); // past the job's lease
       }
       expect(await runDueJobs(restarted.deps)).toBe(1);
       expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "left by the dead" });
@@ -352,7 +355,7 @@ describe("runner", () => {
     const claim = () => claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
 
     const [first] = await claim();
-    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), first);
+    await runJob(failingDb(h.svc.deps, 1), first);
     const afterFirst = (await t.jobs()).find((j) => j.key === key);
     expect(afterFirst).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
@@ -365,7 +368,7 @@ describe("runner", () => {
     h.clock.advance(30_000);
     const [second] = await claim();
     expect(second.attempts).toBe(2);
-    await runJob(failingDb(h.svc.deps, 1, EMBED_BEFORE_EPISODE_STATEMENTS), second);
+    await runJob(failingDb(h.svc.deps, 1), second);
     expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 60_000).toISOString(),
       lockedUntil: null,
@@ -380,27 +383,25 @@ describe("runner", () => {
     expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);
   });
 
-  it("an episode left in processing by a failed write is taken over once the attempt counts as abandoned", async () => {
+  it("an episode left in processing by a failed write is taken over by the job's next run, its only owner", async () => {
     const t = await tenant();
     const episodeId = await pendingEpisode(t, "lost write");
     const key = `episode:${episodeId}`;
     const [job] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
     // The claim goes through; the result write and the failure write both hit a dead connection.
-    await runJob(failingDb(h.svc.deps, 2, EMBED_BEFORE_EPISODE_STATEMENTS + 1), job);
+    await runJob(failingDb(h.svc.deps, 2, STATEMENTS_BEFORE_SUMMARY_WRITE), job);
     expect((await t.episode(episodeId)).status).toBe("processing");
     expect((await t.jobs()).find((j) => j.key === key)).toMatchObject({
       runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
       lockedUntil: null,
     });
 
-    // The retry finds the episode still marked processing by that attempt: the job waits a lease.
-    h.clock.advance(30_000);
-    expect(await runDueJobs(h.svc.deps)).toBe(1);
+    // The retry finds the episode still marked processing by that run, which has ended (it
+    // rescheduled the job): holding the job's lease, the only lease, the retry takes it over at once.
+    h.clock.advance(30_000 - 1);
+    expect(await runDueJobs(h.svc.deps)).toBe(0);
     expect((await t.episode(episodeId)).status).toBe("processing");
-    const waiting = (await t.jobs()).find((j) => j.key === key);
-    expect(waiting).toMatchObject({ runAt: new Date(h.clock.now().getTime() + LEASE_MS).toISOString() });
-
-    h.clock.advance(LEASE_MS);
+    h.clock.advance(1);
     expect(await runDueJobs(h.svc.deps)).toBe(1);
     expect(await t.episode(episodeId)).toMatchObject({ status: "completed", summary: "lost write" });
     expect((await t.jobs()).filter((j) => j.kind === "episode")).toEqual([]);

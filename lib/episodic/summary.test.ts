@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_SETTINGS, type Settings } from "../settings/settings";
-import { semanticStatusAfterSummary, summaryInput } from "./pipeline";
+import { semanticStatusAfterSummary, summaryInput } from "./summary";
 
 const withEpisodic = (over: Partial<Settings["episodic"]>): Settings => ({
   ...DEFAULT_SETTINGS,
