@@ -174,7 +174,12 @@ const storedGroup = (group: keyof typeof DEFAULT_SETTINGS) =>
     { arbitrary: fc.constantFrom(null, 5, "x", [], [{}]), weight: 1 },
   );
 const storedSettings = fc.record(
-  { working: storedGroup("working"), episodic: storedGroup("episodic"), semantic: storedGroup("semantic") },
+  {
+    working: storedGroup("working"),
+    episodic: storedGroup("episodic"),
+    semantic: storedGroup("semantic"),
+    usage: storedGroup("usage"),
+  },
   { requiredKeys: [] },
 );
 
@@ -186,7 +191,7 @@ function readAllSql(threadSettings: string) {
       const cast =
         rule.type === "boolean"
           ? "boolean"
-          : key === "autoEpisodeIntervalMs"
+          : key === "autoEpisodeIntervalMs" || key === "monthlyTokenBudget"
             ? "bigint"
             : rule.integer
               ? "int"
@@ -246,6 +251,7 @@ describe("stored settings", () => {
       working: { autoCompactThreshold: null },
       episodic: { ...DEFAULT_SETTINGS.episodic, similarityWeight: 0, contextEpisodes: 7 },
       semantic: { ...DEFAULT_SETTINGS.semantic, retrievalMinConfidence: 0 },
+      usage: DEFAULT_SETTINGS.usage,
     });
     const thread = resolveThreadSettings(resolved, {
       episodic: { maxMessages: 5, maxRetries: 11, autoEpisodeIntervalMs: null, recencyWeight: 1e-45 },
