@@ -60,5 +60,5 @@ describe("seedFacts: the bench's bulk load", () => {
     // Built again with too little memory for its graph, the index build says so.
     const notices = await buildVectorIndexes(bench, 64, PGVECTOR_DEFAULT_BUILD, "1MB");
     expect(notices.join("\n")).toMatch(/hnsw graph no longer fits into maintenance_work_mem after \d+ tuples/);
-  });
+  }, 120_000); // A bulk load and an HNSW build: about 15 s alone, longer beside the other suites.
 });
