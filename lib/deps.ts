@@ -5,7 +5,6 @@ import type { Doorbell } from "./jobs/doorbell";
 import type { JobRegistry } from "./jobs/registry";
 import type { Llm } from "./llm/client";
 import type { QueryEmbeddings } from "./llm/query-embeddings";
-import type { UsageListener } from "./llm/usage";
 import type { Logger } from "./log";
 
 /** Everything a domain function may touch, injected by the host. */
@@ -27,11 +26,6 @@ export interface Deps {
   defer(work: Promise<unknown>): void;
   /** Recall's query embeddings, kept for the life of the process (Node.js) or isolate (edge). */
   queryEmbeddings: QueryEmbeddings;
-  /**
-   * Hears of every provider call as it ends (operation, kind, model, tokens, outcome), beside the
-   * ledger that records it: the hook for metrics. Optional; nothing is told when absent.
-   */
-  onUsage?: UsageListener;
 }
 
 /**

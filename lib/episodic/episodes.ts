@@ -124,7 +124,7 @@ export async function searchEpisodes(
     ...q
   }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   const scope = { projectId, dataset };
   let vector: number[];
   try {

@@ -50,7 +50,7 @@ export const semanticStatusAfterSummary = (settings: Settings) => (settings.sema
  */
 export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promise<SummaryOutcome> {
   const { settings, transcript } = episode;
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   try {
     const summary = await deps.llm.structured({
       name: "episode_summary",

@@ -90,7 +90,7 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     projectId: sql`(SELECT project_id FROM ${threads} WHERE id = ${threadId})`,
     dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})`,
   };
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   let vectors: number[][];
   try {
     vectors = await deps.llm.embed(

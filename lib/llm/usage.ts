@@ -1,7 +1,8 @@
 import type { ProviderCall } from "./client";
 
-// The provider-call event and its listener live beside the client (not in lib/usage) so that
-// Deps, which carries the listener, depends on nothing that depends on Deps.
+// The provider-call event lives beside the client (not in lib/usage) so that the Llm methods'
+// meter depends on nothing that depends on Deps. Metrics and traces hear of each call from the
+// client itself (observed() in client.ts), reading the tokens from the same meter.
 
 /** What a provider call was for: the ledger's `operation`. */
 export const USAGE_OPERATIONS = [
@@ -24,9 +25,3 @@ export type UsageOperation = (typeof USAGE_OPERATIONS)[number];
 export interface UsageEvent extends ProviderCall {
   operation: UsageOperation;
 }
-
-/**
- * Hears of every provider call as it ends, before it is written (`Deps.onUsage`): the hook for
- * metrics (tokens by kind, model and operation). Never throws into the call: errors are ignored.
- */
-export type UsageListener = (event: UsageEvent) => void;

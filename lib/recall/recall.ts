@@ -68,7 +68,7 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   const scope = { projectId, dataset: request.dataset };
 
   // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's

@@ -83,7 +83,7 @@ export async function extractFacts(deps: Deps, episode: ExtractionInput): Promis
   const now = deps.clock.now();
   const { settings } = episode;
   // Recorded with the facts' write batch; what it did not take (no write, a failure) after it.
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   try {
     // Disabled since the episode was summarised (a re-queued retry, say): `enabled` false stops new work.
     if (!settings.semantic.enabled) return (await setStatus(deps, episode, "skipped")) ? "skipped" : "lost";

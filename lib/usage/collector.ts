@@ -1,5 +1,5 @@
 import type { Meter } from "../llm/client";
-import type { UsageEvent, UsageListener, UsageOperation } from "../llm/usage";
+import type { UsageEvent, UsageOperation } from "../llm/usage";
 
 /**
  * The provider calls of one piece of work (a request, or one job run) that are not in the ledger
@@ -17,17 +17,11 @@ export interface UsageCollector {
   readonly pending: number;
 }
 
-export function usageCollector(listener?: UsageListener): UsageCollector {
+export function usageCollector(): UsageCollector {
   let events: UsageEvent[] = [];
   return {
     meter: (operation) => (call) => {
-      const event = { ...call, operation };
-      events.push(event);
-      try {
-        listener?.(event);
-      } catch {
-        // A listener's fault never fails the provider call it hears of.
-      }
+      events.push({ ...call, operation });
     },
     take() {
       const taken = events;

@@ -175,7 +175,7 @@ async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
     factCount: facts.factCount,
     system: [CHAT_SYSTEM_PROMPT, input.instructions?.trim(), facts.context].filter(Boolean).join("\n\n"),
     messages: window.messages.map(toChatMessage),
-    usage: usageCollector(ctx.deps.onUsage),
+    usage: usageCollector(),
     scope: { projectId: ctx.projectId, dataset: window.dataset },
   };
 }

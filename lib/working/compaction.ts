@@ -118,7 +118,7 @@ export async function compactThread(
 ): Promise<Compacted | NothingToCompact> {
   const plan = planFold(await readFold(deps, projectId, threadId));
   if ("ok" in plan) return plan;
-  const usage = usageCollector(deps.onUsage);
+  const usage = usageCollector();
   const scope = { projectId, dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})` };
   let completion: Completion;
   try {
