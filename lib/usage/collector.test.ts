@@ -32,8 +32,4 @@ describe("usageCollector", () => {
     usage.giveBack(taken);
     expect(usage.take().map((e) => e.operation)).toEqual(["fact_extraction", "contradiction_judge"]);
   });
-    usage.meter("compaction")(call);
-    expect(heard).toEqual(["compaction"]);
-    expect(usage.pending).toBe(1);
-  });
 });
