@@ -1,6 +1,6 @@
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { parsedRowsOf } from "../db/rows";
+import { dbNumber, parsedRowsOf } from "../db/rows";
 import { episodes } from "../db/schema";
 import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
@@ -60,14 +60,14 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
       meter: usage.meter("episode_summary"),
     });
     const [embedding] = await deps.llm.embed([summary.summary], usage.meter("episode_embedding"));
-    if (!(await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings))))
-      return "lost";
+    const written = await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings));
+    if (!written) return "lost";
     deps.log.info("episode completed", {
       episodeId: episode.id,
       projectId: episode.project_id,
       messages: transcript.length,
     });
-    await reportEpisodeLag(deps, episode.id);
+    reportEpisodeLag(written.lagSeconds);
     return "completed";
   } catch (err) {
     if (!(await markFailed(deps, episode, usage, failureText(err)))) return "lost";
@@ -78,6 +78,7 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
 
 /** A write that raised webhook events: the row it wrote (none when the claim was lost) and their jobs. */
 const WrittenWithEvents = z.object({ id: z.string(), webhook_jobs: z.unknown() });
+const SummaryWritten = WrittenWithEvents.extend({ lag: dbNumber.nullable() });
 
 /** The guard of every write: still processing under this run's claim stamp. */
 const stillClaimed = (episode: SummaryInput) =>
@@ -86,7 +87,10 @@ const stillClaimed = (episode: SummaryInput) =>
 /** Whom the run's provider calls are recorded against. */
 const usageScope = (episode: SummaryInput) => ({ projectId: episode.project_id, dataset: episode.dataset });
 
-/** The summary and its embedding, and the episode.completed event; false if the claim was lost. */
+/**
+ * The summary and its embedding, and the episode.completed event; false if the claim was lost,
+ * else the episode's lag from its end (for the metrics, read by the same statement).
+ */
 async function writeSummary(
   deps: Deps,
   episode: SummaryInput,
@@ -94,10 +98,10 @@ async function writeSummary(
   summary: { summary: string; keyLearnings: string[] },
   embedding: number[],
   semanticStatus: string,
-): Promise<boolean> {
+): Promise<false | { lagSeconds: number | null }> {
   const done = deps.clock.now().toISOString();
   const [written] = parsedRowsOf(
-    WrittenWithEvents,
+    SummaryWritten,
     await deps.db.execute(sql`
       WITH u AS (
         UPDATE ${episodes} SET status = 'completed', summary = ${summary.summary},
@@ -106,13 +110,14 @@ async function writeSummary(
           semantic_status = ${semanticStatus},
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE ${stillClaimed(episode)}
-        RETURNING id, project_id, thread_id, dataset, summary
+        RETURNING id, project_id, thread_id, dataset, summary, ended_at, processing_completed_at
       )${withUsage(usage, usageScope(episode), done)}, ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
-      SELECT id, ${webhookJobsColumn} AS webhook_jobs FROM u`),
+      SELECT id, ${webhookJobsColumn} AS webhook_jobs,
+        extract(epoch FROM processing_completed_at - ended_at) AS lag FROM u`),
   );
   if (!written) return false;
   ringWebhookJobs(deps, written.webhook_jobs);
-  return true;
+  return { lagSeconds: written.lag };
 }
 
 /**
