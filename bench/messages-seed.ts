@@ -3,6 +3,7 @@ import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
 import { ADJECTIVES, NOUNS } from "./fact-rows";
+import { HNSW_BUILD_MEMORY } from "./seed";
 
 /** Messages per seeded thread. */
 const PER_THREAD = 100;
@@ -56,8 +57,13 @@ export async function seedMessages(
       FROM message_search s
       WHERE s.message_id IN (SELECT 'msg_bm_' || g FROM generate_series(${from}::int, ${to}::int) g)`);
   }
+  // As the facts' builds do (./seed.ts): with PGlite's default 64MB the HNSW graph of 200,000
+  // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
+  // times slower a row (the seed took over 40 minutes so).
+  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
   if (gin) await db.execute(sql.raw(gin.definition));
   await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
+  await db.execute(sql`RESET maintenance_work_mem`);
   const [size] = rowsOf<{ messages: string; search: string; terms: string; vectors: string; n: string }>(
     await db.execute(sql`SELECT pg_total_relation_size('messages') AS messages,
       pg_total_relation_size('message_search') AS search, pg_total_relation_size('message_terms') AS terms,
