@@ -7,11 +7,12 @@ import { timeRangeOf } from "../lib/recall/time-range";
 import { bareTop8Sql } from "./bare";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { median } from "./lib";
+import { seedMessages } from "./messages-seed";
 import { PGVECTOR_DEFAULT_BUILD } from "./recall";
 import { openSeeded, recallQueries } from "./seed";
 
 /**
- * `node --import tsx bench/profile-recall.ts [facts] [calls]`: where one recall with a query goes,
+ * `node --import tsx bench/profile-recall.ts [facts] [calls] [messages]`: where one recall with a query goes,
  * at `facts` live facts (default 10,000, and as many neighbours; 256 dims), beside the bare HNSW
  * top-8 statement on the same data. Each part is timed on its own, interleaved per query (medians
  * of `calls`, default 100): the key's check, the query embedding (the bench provider, 0 ms), the
@@ -19,11 +20,14 @@ import { openSeeded, recallQueries } from "./seed";
  * request through the app (uncached query, then the same query cached), and recall's statement in
  * its keyword (no vector) and no-query shapes. Then EXPLAIN ANALYZE of one statement: planning,
  * execution, and the costliest plan nodes. A tool for finding the time, not a benchmark: the
- * ratio is measured by `npm run bench -- --only recall` (bench/recall.ts).
+ * ratio is measured by `npm run bench -- --only recall` (bench/recall.ts). With `messages`, that
+ * many conversation messages are seeded too (bench/messages-seed.ts) and every recall statement
+ * includes them (`include: ["messages"]`); the whole requests too.
  */
 const facts = Number(process.argv[2] ?? 10_000);
 const calls = Number(process.argv[3] ?? 100);
 const dims = 256;
+const messages = Number(process.argv[4] ?? 0);
 
 const fake = await startBenchProvider();
 const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
@@ -32,6 +36,16 @@ try {
   const deps = bench.service.deps;
   const db = deps.db;
   const queries = recallQueries(calls, seed.entityCount);
+  if (messages > 0) {
+    const seeded = await seedMessages(db, {
+      projectId: seed.projectId,
+      count: messages,
+      dims,
+      build: PGVECTOR_DEFAULT_BUILD,
+    });
+    console.error(`profile: ${messages} messages seeded in ${seeded.seconds.toFixed(0)} s`);
+  }
+  const include = messages > 0 ? { include: ["messages"] } : {};
   const retrieval = (query: string, vector?: number[]): Retrieval => ({
     projectId: seed.projectId,
     dataset: "big",
@@ -41,6 +55,7 @@ try {
     time: timeRangeOf(query, deps.clock.now()),
     facts: true,
     episodes: false,
+    messages: messages > 0,
   });
   const parts: Record<string, number[]> = {};
   const timed = async <T>(name: string, work: () => Promise<T> | T): Promise<T> => {
@@ -68,14 +83,17 @@ try {
       db.execute(recallSql(deps, { ...retrieval(query), mode: "recent", query: undefined })),
     );
     await timed("whole recall, uncached query", () =>
-      bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${query} w${i}` }),
+      bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${query} w${i}`, ...include }),
     );
     await timed("whole recall, cached query", () =>
-      bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${query} w${i}` }),
+      bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${query} w${i}`, ...include }),
     );
   }
   const bare = median(parts["bare HNSW top-8 statement"] ?? []);
-  console.log(`\n${facts.toLocaleString("en")} facts (+ as many neighbours), ${dims} dims, medians of ${calls}:\n`);
+  const withMessages = messages > 0 ? `, ${messages.toLocaleString("en")} messages included` : "";
+  console.log(
+    `\n${facts.toLocaleString("en")} facts (+ as many neighbours)${withMessages}, ${dims} dims, medians of ${calls}:\n`,
+  );
   console.log("| part | ms | × bare |\n| --- | --- | --- |");
   for (const [name, values] of Object.entries(parts)) {
     const m = median(values);

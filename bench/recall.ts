@@ -37,6 +37,8 @@ export interface RecallBenchResult extends VectorQuality {
     messages: number;
     withQuery: { p50Ms: number; p99Ms: number };
     noQuery: { p50Ms: number; p99Ms: number };
+    /** Recall with a query without and with `messages` included, alternately per query. */
+    alternately: { withoutP50Ms: number; withP50Ms: number; ratio: number };
     statementsPerRecall: number;
     seedSeconds: number;
     bytesPerMessage: { message: number; search: number; terms: number; vector: number };
@@ -219,10 +221,34 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       const withQuery = await time((i) => ({ dataset: "big", query: `${queries[i]} said`, include: ["messages"] }));
       const statements = (bench.statements() - before) / calls;
       const noQuery = await time(() => ({ dataset: "big", include: ["messages"] }));
+      // The budget's ratio, measured alternately per query on the same data (messages seeded, not
+      // included / included), so a machine whose load moves between the phases does not skew it.
+      const [without, included] = [[], []] as number[][];
+      for (let i = 0; i < calls; i++) {
+        for (const [into, body] of [
+          [without, { dataset: "big", query: `${queries[i]} plain` }],
+          [included, { dataset: "big", query: `${queries[i]} told`, include: ["messages"] }],
+        ] as const) {
+          const started = performance.now();
+          await bench.call("POST", "/v1/memory/recall", body);
+          into.push(performance.now() - started);
+        }
+      }
+      const median = (ms: number[]) =>
+        percentile(
+          [...ms].sort((a, b) => a - b),
+          50,
+        );
+      const alternately = {
+        withoutP50Ms: median(without),
+        withP50Ms: median(included),
+        ratio: median(included) / median(without),
+      };
       return {
         messages: count,
         withQuery,
         noQuery,
+        alternately,
         statementsPerRecall: statements,
         seedSeconds: seeded.seconds,
         bytesPerMessage: seeded.bytesPerMessage,

@@ -186,6 +186,7 @@ const RUNNERS: Record<Scenario, Runner> = {
       rows: [
         `| recall, with query, ${at}, no messages | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${r.statementsPerRecall} SQL statements |`,
         `| recall, with query + messages, ${at} + ${n(messages)} messages | ${ms(m.withQuery.p50Ms, 1)} | ${ms(m.withQuery.p99Ms, 1)} | | ${m.statementsPerRecall} SQL statements; ${(m.withQuery.p50Ms / r.withQuery.p50Ms).toFixed(2)}× without messages |`,
+        `| recall with query, without and with messages alternately, ${at} + ${n(messages)} messages | ${ms(m.alternately.withP50Ms, 1)} (without: ${ms(m.alternately.withoutP50Ms, 1)}) | | | **${m.alternately.ratio.toFixed(2)}×** without messages (budget 1.5×) |`,
         `| recall, no query + messages, ${at} + ${n(messages)} messages | ${ms(m.noQuery.p50Ms, 1)} | ${ms(m.noQuery.p99Ms, 1)} | | bytes per message: row ${Math.round(bytes.message)}, keyword index ${Math.round(bytes.search)}, statistics ${Math.round(bytes.terms)}, vector ${Math.round(bytes.vector)}; seeded in ${m.seedSeconds.toFixed(0)} s |`,
       ],
       result: r,
