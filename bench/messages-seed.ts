@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { addTermsSql } from "../lib/evidence/terms";
 import { ADJECTIVES, NOUNS } from "./fact-rows";
 import { HNSW_BUILD_MEMORY } from "./seed";
 
@@ -12,7 +13,8 @@ const CHUNK = 20_000;
 
 /**
  * `count` user messages in dataset "big" of `projectId`, 100 a thread, each indexed and embedded
- * as the service would leave them (keyword row, statistics by trigger, a vector), written in SQL:
+ * as the service would leave them once their jobs ran (keyword row, counted into the statistics,
+ * a vector), written in SQL:
  * sentences of the facts' words with a word of their own, random unit-ish vectors. The HNSW index
  * is built after the rows. Answers the seconds it took and bytes on disk per message.
  */
@@ -47,9 +49,12 @@ export async function seedMessages(
             || ' club ' || (g % 200) || ' matters to me, note w' || g,
           now() - make_interval(secs => ${count} - g)
         FROM generate_series(${from}::int, ${to}::int) g
-        RETURNING id, thread_id, content, created_at)
-      INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search)
-      SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content) FROM m`);
+        RETURNING id, thread_id, content, created_at),
+      s AS (
+        INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
+        SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content), true FROM m
+        RETURNING project_id, dataset, search)
+      ${addTermsSql(sql`s`)}`);
     await db.execute(sql`
       INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
       SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at,
