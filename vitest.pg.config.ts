@@ -44,6 +44,8 @@ export const PG_SUITES = [
   "tests/recall/recall.test.ts",
   "tests/recall/recall-dataset.test.ts",
   "tests/recall/recall-messages.test.ts",
+  // Messages' keyword statistics, a job's count and a deletion in two transactions at once.
+  "tests/recall/message-terms.test.ts",
   "tests/recall/recall-degraded.test.ts",
   "tests/usage/usage.test.ts",
   "tests/recall/vector-search.test.ts",

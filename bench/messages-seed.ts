@@ -2,6 +2,7 @@ import { sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { addTermsSql } from "../lib/evidence/terms";
 import { benchEmbedding } from "./embedding";
 import { ADJECTIVES, NOUNS } from "./fact-rows";
 import { HNSW_BUILD_MEMORY } from "./seed";
@@ -21,9 +22,10 @@ function messageText(g: number): string {
 
 /**
  * `count` user messages in dataset "big" of `projectId`, 100 a thread, each indexed and embedded
- * as the service would leave them (keyword row, statistics by trigger, a vector): sentences of the
- * facts' words with a word of their own, embedded by the bench provider. The keyword and HNSW
- * indexes are built after the rows. Answers the seconds it took and bytes on disk per message.
+ * as the service would leave them once their jobs ran (keyword row, counted into the statistics,
+ * a vector): sentences of the facts' words with a word of their own, embedded by the bench
+ * provider. The keyword and HNSW indexes are built after the rows. Answers the seconds it took
+ * and bytes on disk per message.
  */
 export async function seedMessages(
   db: Db,
@@ -54,9 +56,12 @@ export async function seedMessages(
         SELECT 'msg_bm_' || x.g, ${projectId}, 'thr_bm_' || ((x.g - 1) / ${PER_THREAD} + 1), (x.g - 1) % ${PER_THREAD} + 1,
           'user', x.content, now() - make_interval(secs => ${count} - x.g)
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, content text)
-        RETURNING id, thread_id, content, created_at)
-      INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search)
-      SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content) FROM m`);
+        RETURNING id, thread_id, content, created_at),
+      s AS (
+        INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
+        SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content), true FROM m
+        RETURNING project_id, dataset, search)
+      ${addTermsSql(sql`s`)}`);
     // Each message's vector is the bench provider's embedding of its text (./embedding.ts), as the
     // facts' are: messages near a query in words are near it in meaning, as with a real model.
     for (let at = 0; at < rows.length; at += VECTOR_CHUNK) {
@@ -72,7 +77,7 @@ export async function seedMessages(
   }
   // As the facts' builds do (./seed.ts): with PGlite's default 64MB the HNSW graph of 200,000
   // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
-  // times slower a row (the seed took over 40 minutes so).
+  // times slower a row (a seed of 200,000 run so had not finished after 40 minutes).
   await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
   if (gin) await db.execute(sql.raw(gin.definition));
   await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));

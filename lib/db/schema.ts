@@ -171,8 +171,8 @@ const messageIndexColumns = () => ({
  * the assistant's where the project says so), written by the statement that inserts the message,
  * so a message is searchable when its 201 comes back. Its own table rather than columns of
  * `messages`: the dataset and the index stay off the hot table's rows, and a message's row is never
- * rewritten. Cascades with the thread (one delete per thread, not per message, so the statistics
- * trigger runs once a thread).
+ * rewritten (an index row is updated once, by its `terms_counted`). Cascades with the thread (one
+ * delete per thread, not per message, so the statistics trigger runs once a thread).
  */
 export const messageSearch = pgTable(
   "message_search",
@@ -180,6 +180,13 @@ export const messageSearch = pgTable(
     ...messageIndexColumns(),
     /** The same English configuration as facts' `search`, over the message's head (MESSAGE_INDEX_CHARS). */
     search: tsvector("search").notNull(),
+    /**
+     * Whether the row's terms are in message_terms: false when written, set true by the thread's
+     * `message-embed` job in the statement that adds them (lib/evidence/terms.ts); the delete
+     * trigger subtracts only the rows that read true. Off the write path, so an append does not
+     * pay for the statistics' upsert.
+     */
+    termsCounted: boolean("terms_counted").notNull().default(false),
   },
   (t) => [
     index("message_search_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
@@ -189,8 +196,11 @@ export const messageSearch = pgTable(
 );
 
 /**
- * Keyword statistics per dataset for messages' BM25, as fact_terms is for facts: kept by
- * statement triggers on message_search (migrations/0016_message_index.sql).
+ * Keyword statistics per dataset for messages' BM25, as fact_terms is for facts, but counted off
+ * the write path: added by the thread's `message-embed` job (lib/evidence/terms.ts), subtracted by
+ * a statement trigger on message_search for the rows it had counted
+ * (migrations/0019_message_terms_counted.sql). Recall reads a term not yet counted as held by no
+ * message (lib/recall/keyword.ts).
  */
 export const messageTerms = termStatistics("message_terms");
 

@@ -7,6 +7,7 @@ import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, leadingUsage } from "../usage/sql";
+import { countThreadTermsCtes } from "./terms";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
 
 /** Messages embedded in one call (one batch per thread per debounce window; a backlog takes several). */
@@ -31,10 +32,11 @@ export function embedDueAt(input: { now: Date; lastWriteAt: Date | null; armedAt
 }
 
 /**
- * The `message-embed` job of a thread: once the thread is quiet (embedDueAt), one embedding call
- * for up to EMBED_BATCH of its indexed messages without a vector, one insert; a backlog runs
- * again a debounce later. A provider failure throws (the runner retries the job with backoff);
- * the messages stay stored and searchable by keyword meanwhile.
+ * The `message-embed` job of a thread: once the thread is quiet (embedDueAt), its new messages
+ * counted into the keyword statistics and up to EMBED_BATCH of them without a vector read in one
+ * statement, one embedding call, one insert; a backlog runs again a debounce later. A provider
+ * failure throws (the runner retries the job with backoff); the messages stay stored, counted
+ * and searchable by keyword meanwhile.
  */
 export async function messageEmbedJob(deps: Deps, job: Job): Promise<JobResult> {
   const threadId = String(job.payload.threadId);
@@ -66,14 +68,18 @@ export async function embedNowJob(deps: Deps, job: Job): Promise<JobResult> {
 const Pending = z.object({ id: z.string(), content: z.string() });
 
 /**
- * Embeds up to EMBED_BATCH of a thread's indexed messages that have no vector yet (oldest first)
- * and stores their vectors; true when more remain. A message whose thread was deleted meanwhile
- * gets no vector (the insert joins its index row).
+ * Counts the thread's new index rows into the keyword statistics, then embeds up to EMBED_BATCH
+ * of its indexed messages that have no vector yet (oldest first) and stores their vectors; true
+ * when more remain. The count rides in the statement that reads the batch, before the provider
+ * is called, so a provider failure (or none configured) leaves no message uncounted past the
+ * job's run. A message whose thread was deleted meanwhile gets no vector (the insert joins its
+ * index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
   const [row] = parsedRowsOf(
     z.object({ pending: dbJson(z.array(Pending).nullable()) }),
     await deps.db.execute(sql`
+      WITH ${countThreadTermsCtes(threadId)}
       SELECT json_agg(json_build_object('id', p.message_id, 'content', left(m.content, ${EMBED_INPUT_CHARS}))
         ORDER BY p.created_at, p.message_id) AS pending
       FROM (SELECT s.message_id, s.created_at FROM ${messageSearch} s

@@ -29,12 +29,13 @@ function indexedRoleSql(role: SQL): SQL {
 
 /**
  * CTEs folded into the statement that inserts messages, so a message is searchable by keyword
- * when its insert commits: `indexed`, its keyword index row (the statistics follow by trigger),
- * and `embed_job`, the thread's embedding job, armed once (a waiting job is not pushed back by
- * every message: it re-reads the thread's last write when it fires, see ./embed.ts), with the
- * time it was armed so a busy thread still waits at most EMBED_MAX_WAIT_MS. `msg` must expose the
- * new messages' id, thread_id, role, content and created_at; `th` the threads' id, project_id and
- * dataset. `embed_job` returns key and run_at, for the doorbell.
+ * when its insert commits: `indexed`, its keyword index row (its terms are counted into the
+ * dataset's statistics later, off the write path, by the job below: ./terms.ts), and `embed_job`,
+ * the thread's embedding job, armed once (a waiting job is not pushed back by every message: it
+ * re-reads the thread's last write when it fires, see ./embed.ts), with the time it was armed so
+ * a busy thread still waits at most EMBED_MAX_WAIT_MS. `msg` must expose the new messages' id,
+ * thread_id, role, content and created_at; `th` the threads' id, project_id and dataset.
+ * `embed_job` returns key and run_at, for the doorbell.
  */
 export function indexMessagesCtes(now: string): SQL {
   const runAt = new Date(Date.parse(now) + EMBED_DEBOUNCE_MS).toISOString();

@@ -18,9 +18,9 @@ export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
 
 /**
- * A keyword-searched collection: its per-dataset statistics table (kept by statement triggers)
- * and the names of the statement's CTEs over it. Facts and messages are searched alike: the same
- * English configuration, the same BM25, each against its own statistics.
+ * A keyword-searched collection: its per-dataset statistics table and the names of the
+ * statement's CTEs over it. Facts and messages are searched alike: the same English
+ * configuration, the same BM25, each against its own statistics.
  */
 export interface TermIndex {
   table: typeof factTerms | typeof messageTerms;
@@ -30,15 +30,23 @@ export interface TermIndex {
   terms: string;
   /** A query word every document holds ("user", every fact's subject): left out. */
   stopword?: string;
+  /**
+   * The statistics lag the index: documents are searchable before they are counted (messages,
+   * counted by their thread's embedding job). Every query term is then kept, a term not yet
+   * counted as held by no document, so it still brings its documents as candidates; without this
+   * (facts, counted by trigger in the statement that writes them) only the terms counted.
+   */
+  lagging?: true;
 }
 
 export const FACT_TERMS: TermIndex = { table: factTerms, stats: "stats", terms: "terms", stopword: "user" };
-export const MESSAGE_TERMS: TermIndex = { table: messageTerms, stats: "m_stats", terms: "m_terms" };
+export const MESSAGE_TERMS: TermIndex = { table: messageTerms, stats: "m_stats", terms: "m_terms", lagging: true };
 
 /** The `stats` and `terms` CTEs of `ix` for the query, from the dataset's statistics. */
 export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+  if (ix.lagging) return laggingTermCtes(ix, scope);
   const stats = sql.identifier(ix.stats);
-  const skip = ix.stopword ? sql` WHERE lexeme <> ${sql.raw(`'${ix.stopword}'`)}` : sql``;
+  const skip = skipStopword(ix);
   return sql`${stats} AS (
       SELECT docs::float8 AS n, GREATEST(lexemes::float8 / GREATEST(docs, 1), 1) AS avg_len FROM ${ix.table}
       WHERE project_id = ${scope.projectId} AND dataset = ${scope.dataset} AND term = ''),
@@ -46,6 +54,30 @@ export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset:
       SELECT t.term, t.docs, st.n, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${ix.table} t CROSS JOIN ${stats} st
       WHERE t.project_id = ${scope.projectId} AND t.dataset = ${scope.dataset} AND t.docs > 0
         AND t.term = ANY (ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', ${scope.query}))${skip})))`;
+}
+
+/** The WHERE clause over the query's lexemes that leaves out `ix`'s stopword (none: empty). */
+const skipStopword = (ix: TermIndex) => (ix.stopword ? sql` WHERE lexeme <> ${sql.raw(`'${ix.stopword}'`)}` : sql``);
+
+/**
+ * termCtes where the statistics lag the index. `stats` is one row even before the dataset's
+ * first count (n 0, avg_len 1: an aggregate over its '' row). `terms` is every query term with
+ * its counted `docs` (0 when not counted yet, looked up per term through the key), so a term
+ * only uncounted documents hold gets the highest idf of the dataset, ln(1 + (n + 0.5) / 0.5), and
+ * is never "common" (keywordCandidatesSql): its documents are candidates through the GIN index.
+ * `n - docs` is floored at 0 so that idf stays positive whatever the two read.
+ */
+function laggingTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+  const stats = sql.identifier(ix.stats);
+  const skip = skipStopword(ix);
+  return sql`${stats} AS (
+      SELECT coalesce(max(docs), 0)::float8 AS n, coalesce(max(GREATEST(lexemes::float8 / GREATEST(docs, 1), 1)), 1) AS avg_len
+      FROM ${ix.table} WHERE project_id = ${scope.projectId} AND dataset = ${scope.dataset} AND term = ''),
+    ${sql.identifier(ix.terms)} AS (
+      SELECT q.term, q.docs, st.n, ln(1 + (GREATEST(st.n - q.docs, 0) + 0.5) / (q.docs + 0.5)) AS idf
+      FROM (SELECT u.lexeme AS term, coalesce((SELECT GREATEST(t.docs, 0) FROM ${ix.table} t
+          WHERE t.project_id = ${scope.projectId} AND t.dataset = ${scope.dataset} AND t.term = u.lexeme), 0)::float8 AS docs
+        FROM unnest(to_tsvector('english', ${scope.query})) u${skip}) q CROSS JOIN ${stats} st)`;
 }
 
 /**

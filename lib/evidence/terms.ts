@@ -1,0 +1,49 @@
+import { type SQL, sql } from "drizzle-orm";
+import { messageSearch, messageTerms, threads } from "../db/schema";
+
+/**
+ * Adds to `message_terms` the terms of `rows` (a CTE or table with project_id, dataset and
+ * search): per dataset, for each term the rows holding it (`docs`), and on the '' row the rows and
+ * their lexemes. In key order, as the delete trigger subtracts them
+ * (migrations/0019_message_terms_counted.sql), so two upserts of the same terms wait for each
+ * other instead of deadlocking.
+ */
+export function addTermsSql(rows: SQL): SQL {
+  return sql`INSERT INTO ${messageTerms} AS t (project_id, dataset, term, docs, lexemes)
+      SELECT project_id, dataset, term, sum(docs), sum(lexemes) FROM (
+        SELECT c.project_id, c.dataset, u.lexeme AS term, 1 AS docs, 0 AS lexemes FROM ${rows} c, unnest(c.search) u
+        UNION ALL
+        SELECT c.project_id, c.dataset, '', 1, length(c.search) FROM ${rows} c) x
+      GROUP BY project_id, dataset, term ORDER BY project_id, dataset, term
+      ON CONFLICT (project_id, dataset, term)
+      DO UPDATE SET docs = t.docs + excluded.docs, lexemes = t.lexemes + excluded.lexemes`;
+}
+
+/**
+ * CTEs that count a thread's index rows not yet counted into its dataset's keyword statistics,
+ * off the write path (the thread's `message-embed` job runs them, ./embed.ts): `counted` marks
+ * them (`terms_counted`) and `counted_terms` adds their terms, in the same statement, so a row is
+ * in the statistics exactly when it reads true (the delete trigger subtracts only those).
+ *
+ * Locks, so that it never deadlocks with a deletion (which takes index rows, then statistics
+ * rows in its trigger). First the thread's row, FOR KEY SHARE (a thread's deletion, as a
+ * dataset's erase does, conflicts with it; a message's append does not): a deletion that came
+ * first keeps this statement waiting before it holds anything; one that comes later waits at the
+ * thread's row, before it holds an index or a statistics row. Then the thread's index rows,
+ * skipping those a deletion in flight holds (a forgotten fact's messages: they are going, and if
+ * that deletion rolls back they stay uncounted until the thread's next job), so this statement
+ * never waits for an index row while holding others. A row counted meanwhile (by a run of the
+ * job past its lease) is not counted twice: taking its lock re-reads `terms_counted`.
+ */
+export function countThreadTermsCtes(threadId: string): SQL {
+  return sql`counted AS (
+      UPDATE ${messageSearch} s SET terms_counted = true
+      WHERE s.message_id = ANY (ARRAY(
+          SELECT u.message_id FROM ${messageSearch} u
+          WHERE u.thread_id = (SELECT th.id FROM ${threads} th WHERE th.id = ${threadId} FOR KEY SHARE)
+            AND NOT u.terms_counted
+          FOR NO KEY UPDATE SKIP LOCKED))
+        AND NOT s.terms_counted
+      RETURNING s.project_id, s.dataset, s.search),
+    counted_terms AS (${addTermsSql(sql`counted`)})`;
+}
