@@ -3,20 +3,29 @@ import { rowsOf } from "../lib/db/rows";
 import type { Db } from "../lib/db/types";
 import { type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
 import { addTermsSql } from "../lib/evidence/terms";
+import { benchEmbedding } from "./embedding";
 import { ADJECTIVES, NOUNS } from "./fact-rows";
 import { HNSW_BUILD_MEMORY } from "./seed";
 
 /** Messages per seeded thread. */
 const PER_THREAD = 100;
-/** Rows per INSERT of vectors (the WASM heap holds one statement's rows). */
+/** Messages per INSERT (the WASM heap holds one statement's rows), and vectors per INSERT. */
 const CHUNK = 20_000;
+const VECTOR_CHUNK = 2_000;
+
+/** The text of seeded message `g`: a sentence of the facts' words with a word of its own. */
+function messageText(g: number): string {
+  const adjective = ADJECTIVES[(g * 7) % ADJECTIVES.length];
+  const noun = (k: number) => NOUNS[(g * k) % NOUNS.length];
+  return `I think the ${adjective} ${noun(13)} of the ${noun(29)} club ${g % 200} matters to me, note w${g}`;
+}
 
 /**
  * `count` user messages in dataset "big" of `projectId`, 100 a thread, each indexed and embedded
  * as the service would leave them once their jobs ran (keyword row, counted into the statistics,
- * a vector), written in SQL:
- * sentences of the facts' words with a word of their own, random unit-ish vectors. The HNSW index
- * is built after the rows. Answers the seconds it took and bytes on disk per message.
+ * a vector): sentences of the facts' words with a word of their own, embedded by the bench
+ * provider. The keyword and HNSW indexes are built after the rows. Answers the seconds it took
+ * and bytes on disk per message.
  */
 export async function seedMessages(
   db: Db,
@@ -36,35 +45,39 @@ export async function seedMessages(
     await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_search_idx'`),
   );
   await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
-  const adjectives = `{${ADJECTIVES.join(",")}}`;
-  const nouns = `{${NOUNS.join(",")}}`;
   for (let from = 1; from <= count; from += CHUNK) {
-    const to = Math.min(count, from + CHUNK - 1);
+    const rows = [];
+    for (let g = from; g <= Math.min(count, from + CHUNK - 1); g++) {
+      rows.push({ g, content: messageText(g) });
+    }
     await db.execute(sql`
       WITH m AS (
         INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
-        SELECT 'msg_bm_' || g, ${projectId}, 'thr_bm_' || ((g - 1) / ${PER_THREAD} + 1), (g - 1) % ${PER_THREAD} + 1, 'user',
-          'I think the ' || (${adjectives}::text[])[1 + (g * 7) % ${ADJECTIVES.length}] || ' '
-            || (${nouns}::text[])[1 + (g * 13) % ${NOUNS.length}] || ' of the ' || (${nouns}::text[])[1 + (g * 29) % ${NOUNS.length}]
-            || ' club ' || (g % 200) || ' matters to me, note w' || g,
-          now() - make_interval(secs => ${count} - g)
-        FROM generate_series(${from}::int, ${to}::int) g
+        SELECT 'msg_bm_' || x.g, ${projectId}, 'thr_bm_' || ((x.g - 1) / ${PER_THREAD} + 1), (x.g - 1) % ${PER_THREAD} + 1,
+          'user', x.content, now() - make_interval(secs => ${count} - x.g)
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, content text)
         RETURNING id, thread_id, content, created_at),
       s AS (
         INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
         SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content), true FROM m
         RETURNING project_id, dataset, search)
       ${addTermsSql(sql`s`)}`);
-    await db.execute(sql`
-      INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
-      SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at,
-        (ARRAY(SELECT random() - 0.5 FROM generate_series(1, ${dims}) d WHERE s.message_id IS NOT NULL))::real[]::vector::halfvec
-      FROM message_search s
-      WHERE s.message_id IN (SELECT 'msg_bm_' || g FROM generate_series(${from}::int, ${to}::int) g)`);
+    // Each message's vector is the bench provider's embedding of its text (./embedding.ts), as the
+    // facts' are: messages near a query in words are near it in meaning, as with a real model.
+    for (let at = 0; at < rows.length; at += VECTOR_CHUNK) {
+      const vectors = rows
+        .slice(at, at + VECTOR_CHUNK)
+        .map((r) => ({ id: `msg_bm_${r.g}`, v: `[${benchEmbedding(r.content, dims).join(",")}]` }));
+      await db.execute(sql`
+        INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
+        SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
+        FROM jsonb_to_recordset(${JSON.stringify(vectors)}::jsonb) AS x(id text, v text)
+        JOIN message_search s ON s.message_id = x.id`);
+    }
   }
   // As the facts' builds do (./seed.ts): with PGlite's default 64MB the HNSW graph of 200,000
   // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
-  // times slower a row (the seed took over 40 minutes so).
+  // times slower a row (a seed of 200,000 run so had not finished after 40 minutes).
   await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
   if (gin) await db.execute(sql.raw(gin.definition));
   await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));

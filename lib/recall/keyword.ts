@@ -53,7 +53,7 @@ export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset:
     ${sql.identifier(ix.terms)} AS (
       SELECT t.term, t.docs, st.n, ln(1 + (st.n - t.docs + 0.5) / (t.docs + 0.5)) AS idf FROM ${ix.table} t CROSS JOIN ${stats} st
       WHERE t.project_id = ${scope.projectId} AND t.dataset = ${scope.dataset} AND t.docs > 0
-        AND t.term IN (SELECT lexeme FROM unnest(to_tsvector('english', ${scope.query}))${skip}))`;
+        AND t.term = ANY (ARRAY(SELECT lexeme FROM unnest(to_tsvector('english', ${scope.query}))${skip})))`;
 }
 
 /** The WHERE clause over the query's lexemes that leaves out `ix`'s stopword (none: empty). */

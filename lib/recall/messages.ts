@@ -67,11 +67,16 @@ export function messageCtes(m: MessageSearch): SQL[] {
     ];
   }
   const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
+  // A term's messages come from the keyword (GIN) index. The plan, made before the term is known,
+  // guesses every term matches 0.5% of rows and would rather walk the dataset's B-tree until 100
+  // match: for a rare term, every message of the dataset. `project_id || ''` is not that index's
+  // key, so the plan cannot take it.
+  const termLookupScope = sql`ms.project_id || '' = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
     sql`m_by_keyword AS (${keywordCandidatesSql(
       MESSAGE_TERMS,
-      sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${inDataset} AND ms.search @@ ${termQuery}`,
+      sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
     )})`,
   ];
   if (m.vector) {
