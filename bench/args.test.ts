@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { DEFAULT_OUT, DEFAULT_SCENARIOS, parseBenchArgs, parseCount, SCENARIOS, UsageError, usage } from "./args";
+import {
+  DEFAULT_OUT,
+  DEFAULT_SCENARIOS,
+  EMBEDDED_ONLY,
+  parseBenchArgs,
+  parseCount,
+  SCENARIOS,
+  UsageError,
+  usage,
+} from "./args";
 
 describe("bench switches", () => {
   it("defaults: every scenario but the long ones, 1k and 10k facts, 256 dims, latest.json", () => {
@@ -78,6 +87,37 @@ describe("bench switches", () => {
     [["--neighbours", "10%"], /a share of --facts from 0 to 1/],
     [["--node-flags", "liftoff-only"], /start with --/],
   ])("refuses %j", (argv, message) => {
+    expect(() => parseBenchArgs(argv)).toThrow(UsageError);
+    expect(() => parseBenchArgs(argv)).toThrow(message);
+  });
+
+  it("--database-url: a postgres URL naming a database; the default scenarios without the embedded-only ones", () => {
+    const url = "postgres://postgres@127.0.0.1:5432/postgres";
+    expect(parseBenchArgs([]).databaseUrl).toBeUndefined();
+    const a = parseBenchArgs(["--database-url", url]);
+    expect(a.databaseUrl).toBe(url);
+    expect(a.only).toEqual(DEFAULT_SCENARIOS.filter((s) => !EMBEDDED_ONLY.includes(s)));
+    expect(a.only).toContain("recall");
+    expect(a.only).not.toContain("durability");
+    expect(
+      parseBenchArgs([`--database-url=postgresql://u:p@db:6543/bench`, "--only", "recall,tenants,load,hnsw"]),
+    ).toMatchObject({ databaseUrl: "postgresql://u:p@db:6543/bench", only: ["recall", "tenants", "load", "hnsw"] });
+    // The switches' order does not matter.
+    expect(parseBenchArgs(["--only", "tenants", "--database-url", url]).only).toEqual(["tenants"]);
+    expect(usage()).toContain("--database-url");
+  });
+
+  it.each([
+    [["--database-url", "localhost:5432"], /a postgres:\/\/ or postgresql:\/\/ URL/],
+    [["--database-url", "not a url"], /not a URL/],
+    [["--database-url", "mysql://db/x"], /a postgres:\/\/ or postgresql:\/\/ URL/],
+    [["--database-url", "postgres://db:5432"], /name the database/],
+    [["--database-url", "postgres://db/postgres", "--disk"], /not with --disk \(embedded database only\)/],
+    [["--data-dir=/tmp/x", "--database-url", "postgres://db/postgres"], /not with --data-dir/],
+    [["--database-url", "postgres://db/postgres", "--shared-buffers", "1GB"], /not with --shared-buffers/],
+    [["--database-url", "postgres://db/postgres", "--only", "recall,durability"], /durability: embedded database only/],
+    [["--only", "server-rss", "--database-url", "postgres://db/postgres"], /server-rss: embedded database only/],
+  ])("--database-url refuses %j", (argv, message) => {
     expect(() => parseBenchArgs(argv)).toThrow(UsageError);
     expect(() => parseBenchArgs(argv)).toThrow(message);
   });

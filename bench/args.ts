@@ -60,6 +60,12 @@ export interface BenchArgs {
   projects: number;
   /** Every in-process service with Prometheus metrics on (METRICS_TOKEN set), to measure their cost. */
   metrics: boolean;
+  /**
+   * A PostgreSQL server (its maintenance database's URL, e.g. postgres://postgres@127.0.0.1:5432/postgres)
+   * instead of the embedded database: each unit runs on a database of its own made there and
+   * dropped after it (bench/server-database.ts). scripts/bench-postgres.sh starts a throwaway one.
+   */
+  databaseUrl?: string;
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
@@ -75,6 +81,12 @@ export const DEFAULT_SCENARIOS: Scenario[] = [
   "recall-provider",
 ];
 
+/**
+ * Scenarios that are about the embedded database itself (its durability modes, its directory on
+ * disk, the server process over a directory): not run against a server.
+ */
+export const EMBEDDED_ONLY: Scenario[] = ["durability", "add-batch", "server-rss"];
+
 export function usage(): string {
   const names = Object.entries(SCENARIOS)
     .map(([name, what]) => `  ${name.padEnd(16)} ${what}`)
@@ -85,7 +97,16 @@ export function usage(): string {
                        [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off] [--metrics on|off]
                        [--datasets 1000] [--projects 1]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
-scenarios (default: all but hnsw, load, server-rss and tenants):
+                       [--database-url postgres://user@host:port/postgres]
+--database-url: run on that PostgreSQL server (with pgvector) instead of the embedded database,
+  through node-postgres as the service runs with DATABASE_URL: each scenario makes a database of
+  its own there (memsvc_bench_*) and drops it after; the URL's own database must hold no tables
+  (a maintenance database such as /postgres). Not with --disk, --data-dir, --shared-buffers (the
+  server's own settings apply), nor with ${EMBEDDED_ONLY.join(", ")}. recall also measures cold (new
+  connections; the cluster restarted with BENCH_PG_RESTART). scripts/bench-postgres.sh (npm run
+  bench:pg) starts a throwaway server and passes it.
+scenarios (default: all but hnsw, load, server-rss and tenants; with --database-url, also but
+${EMBEDDED_ONLY.join(", ")}):
 ${names}`;
 }
 
@@ -164,6 +185,20 @@ const WITH_VALUE: Record<string, Setter> = {
     if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
     a.secondSearch = v === "on";
   },
+  "--database-url": (a, v) => {
+    let url: URL;
+    try {
+      url = new URL(v);
+    } catch {
+      throw new UsageError(`--database-url: not a URL: ${v}`);
+    }
+    if (url.protocol !== "postgres:" && url.protocol !== "postgresql:") {
+      throw new UsageError(`--database-url: a postgres:// or postgresql:// URL: ${url.protocol}`);
+    }
+    if (url.pathname.length <= 1)
+      throw new UsageError("--database-url: name the database to connect to (e.g. /postgres)");
+    a.databaseUrl = v;
+  },
   "--metrics": (a, v) => {
     if (v !== "on" && v !== "off") throw new UsageError(`--metrics: on or off: ${v}`);
     a.metrics = v === "on";
@@ -205,5 +240,16 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
       throw new UsageError(`${name} needs at least one value`);
     }
   }
+  if (args.databaseUrl) serverChecks(args, argv);
   return args;
+}
+
+/** --database-url against the switches that are about the embedded database. */
+function serverChecks(args: BenchArgs, argv: readonly string[]) {
+  const given = (name: string) => argv.some((a) => a === name || a.startsWith(`${name}=`));
+  const embedded = ["--disk", "--data-dir", "--shared-buffers"].filter(given);
+  if (embedded.length) throw new UsageError(`--database-url: not with ${embedded.join(", ")} (embedded database only)`);
+  if (!given("--only")) args.only = args.only.filter((s) => !EMBEDDED_ONLY.includes(s));
+  const refused = args.only.filter((s) => EMBEDDED_ONLY.includes(s));
+  if (refused.length) throw new UsageError(`--database-url: ${refused.join(", ")}: embedded database only`);
 }

@@ -5,7 +5,7 @@ import { nearestSql } from "../lib/db/vectors";
 import { DEFAULT_SETTINGS } from "../lib/settings/settings";
 import type { IterativeScan } from "./args";
 import { benchEmbedding, startBenchProvider } from "./embedding";
-import { memoryNow, percentile } from "./lib";
+import { memoryNow, percentile, reopenBench } from "./lib";
 import { searchedEf, type VectorQuality, vectorRecallAt10 } from "./recall";
 import { openSeeded, recallQueries, type SeedStore } from "./seed";
 
@@ -50,12 +50,14 @@ export async function benchHnsw(
   const fake = await startBenchProvider();
   const seedPlan = { facts: liveFacts, neighbours, dims, build };
   const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
-  const { bench, seed } = await openSeeded(seedPlan, env, { durability: "fast", ...store }).catch(async (err) => {
+  const opened = await openSeeded(seedPlan, env, { durability: "fast", ...store }).catch(async (err) => {
     await fake.close();
     throw err;
   });
+  let bench = opened.bench;
+  const seed = opened.seed;
   try {
-    const db = bench.service.deps.db;
+    let db = bench.service.deps.db;
     const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
     const [size] = rowsOf<{ bytes: string }>(
       await db.execute(sql`SELECT pg_relation_size(${vectorIndexName("facts", dims)}) AS bytes`),
@@ -64,8 +66,17 @@ export async function benchHnsw(
     const settings: HnswSetting[] = [];
     for (const iterative of sweep.iterative) {
       for (const efSearch of sweep.efSearch) {
-        await db.execute(sql.raw(`SET hnsw.iterative_scan = ${iterative}`));
-        await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
+        if (bench.server) {
+          // A SET holds for one of the pool's connections: on a server the settings go on the
+          // database, and the service reconnects so that every connection starts with them.
+          await db.execute(sql.raw(`ALTER DATABASE ${bench.server.name} SET hnsw.iterative_scan = ${iterative}`));
+          await db.execute(sql.raw(`ALTER DATABASE ${bench.server.name} SET hnsw.ef_search = ${efSearch}`));
+          bench = await reopenBench(bench, env);
+          db = bench.service.deps.db;
+        } else {
+          await db.execute(sql.raw(`SET hnsw.iterative_scan = ${iterative}`));
+          await db.execute(sql.raw(`SET hnsw.ef_search = ${efSearch}`));
+        }
         const quality = await vectorRecallAt10(
           db,
           { projectId, liveFacts, dims, secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch },

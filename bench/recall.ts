@@ -17,9 +17,10 @@ import { fakeEmbedding } from "../tests/helpers/fake-openai";
 import { bareTop8Sql } from "./bare";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factWords } from "./fact-rows";
-import { type Bench, memoryNow, percentile } from "./lib";
+import { type Bench, memoryNow, percentile, reopenBench } from "./lib";
 import { seedMessages } from "./messages-seed";
 import { openSeeded, recallQueries, type SeedStore } from "./seed";
+import { type ColdReset, coldReset } from "./server-database";
 
 export const PGVECTOR_DEFAULT_BUILD: HnswBuild = { m: 16, efConstruction: 64 };
 
@@ -63,6 +64,13 @@ export interface RecallBenchResult extends VectorQuality {
      */
     cpu: { recallMs: number; cachedMs: number; bareMs: number; ratio: number; cachedRatio: number };
   };
+  /**
+   * On a server (--database-url) only: recall with a query right after every connection was
+   * closed and new ones opened (and the cluster restarted, with BENCH_PG_RESTART: see
+   * bench/server-database.ts, coldReset), no warm-up: the first call, then p50/p99 of `calls`.
+   * The figures above are warm: the same after a warm-up, the data in shared buffers.
+   */
+  cold?: ColdReset & { calls: number; firstMs: number; p50Ms: number; p99Ms: number };
   embeddingCallsPerQuery: number;
   hnswIndexUsed: boolean;
   efSearch: number;
@@ -115,10 +123,12 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
   const fake = await startBenchProvider();
   const seedPlan = { facts: liveFacts, neighbours: options.neighbours ?? liveFacts, dims, build };
   const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };
-  const { bench, seed } = await openSeeded(seedPlan, env, options.store).catch(async (err) => {
+  const opened = await openSeeded(seedPlan, env, options.store).catch(async (err) => {
     await fake.close();
     throw err;
   });
+  let bench = opened.bench;
+  const seed = opened.seed;
   try {
     const db = bench.service.deps.db;
     const { projectId, entityCount, loadSeconds, indexSeconds } = seed;
@@ -276,6 +286,29 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
 
     const quality = await vectorRecallAt10(db, { projectId, liveFacts, dims, secondSearch }, queries.slice(0, 50));
     const memory = memoryNow(bench.database);
+    const cold = bench.server ? await timeCold() : undefined;
+
+    /** Recall on new connections (after the cold reset), no warm-up; last, as it replaces `bench`. */
+    async function timeCold() {
+      const resets: ColdReset[] = [];
+      bench = await reopenBench(bench, env, () => resets.push(coldReset()));
+      // The project's settings (second search) were patched on the database: they hold.
+      const latencies: number[] = [];
+      for (let i = 0; i < calls; i++) {
+        const started = performance.now();
+        await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `${queries[i]} cold` });
+        latencies.push(performance.now() - started);
+      }
+      const firstMs = latencies[0] as number;
+      latencies.sort((a, b) => a - b);
+      return {
+        ...(resets[0] as ColdReset),
+        calls,
+        firstMs,
+        p50Ms: percentile(latencies, 50),
+        p99Ms: percentile(latencies, 99),
+      };
+    }
 
     return {
       liveFacts,
@@ -287,6 +320,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       withMessages,
       statementsPerRecall,
       closeToIndex,
+      cold,
       embeddingCallsPerQuery,
       hnswIndexUsed,
       ...quality,

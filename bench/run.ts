@@ -7,12 +7,15 @@ import { PGLITE_SHARED_BUFFERS } from "../lib/db/pglite";
 import { parseBenchArgs, UsageError, usage } from "./args";
 import { RESULT_MARK } from "./child";
 import { type UnitResult, unitLabel, unitsOf } from "./scenarios";
+import { leftoverBenchDatabases, redactedUrl, refusalOf, type ServerFacts, serverFacts } from "./server-database";
 
 /**
  * `npm run bench [-- --quick] [-- --facts 1e3,1e4] [-- --only recall] ...` (`-- --help` lists the
  * switches and scenarios): service-time benchmarks of the Node.js host in-process on the
- * embedded database. Each scenario (at each size) runs in its own process so its peak RSS is
- * its own. Prints a markdown table and writes the results as JSON (--out).
+ * embedded database, or with --database-url on a PostgreSQL server (a database of its own per
+ * scenario, made and dropped there). Each scenario (at each size) runs in its own process so its
+ * peak RSS is its own. Prints a markdown table and writes the results as JSON (--out), `database`
+ * saying which database they were measured on.
  * Figures are medians of several runs; nothing here asserts a timing.
  */
 let args: ReturnType<typeof parseBenchArgs>;
@@ -29,7 +32,27 @@ if (args.help) {
 }
 
 const machine = `${cpus().length} × ${cpus()[0]?.model ?? "cpu"}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.version}`;
-const command = `npm run bench -- ${process.argv.slice(2).join(" ")}`.trim();
+// The server's URL without its password, wherever the run is written down.
+const shown = (text: string) =>
+  args.databaseUrl ? text.replaceAll(args.databaseUrl, redactedUrl(args.databaseUrl)) : text;
+const command = shown(`npm run bench -- ${process.argv.slice(2).join(" ")}`.trim());
+let database: { kind: "pglite"; sharedBuffers: string } | ServerFacts = {
+  kind: "pglite",
+  sharedBuffers: args.sharedBuffers ?? PGLITE_SHARED_BUFFERS,
+};
+if (args.databaseUrl) {
+  // Refused before any unit starts (each unit checks again before it makes its database).
+  const refusal = await refusalOf(args.databaseUrl);
+  if (refusal) {
+    console.error(refusal);
+    process.exit(2);
+  }
+  database = await serverFacts(args.databaseUrl);
+  const leftovers = await leftoverBenchDatabases(args.databaseUrl);
+  if (leftovers.length) {
+    console.error(`bench: databases of earlier runs are still on the server (not touched): ${leftovers.join(", ")}`);
+  }
+}
 const child = fileURLToPath(new URL("./child.ts", import.meta.url));
 type Done = UnitResult & { memory: { rssMiB: number; peakRssMiB: number }; seconds: number };
 const done: Done[] = [];
@@ -53,26 +76,38 @@ for (const unit of unitsOf(args)) {
   done.push({ ...(JSON.parse(line.slice(RESULT_MARK.length)) as Done), seconds: (performance.now() - started) / 1000 });
 }
 
-// The TypeScript client's cost per call over raw fetch (bench/client.ts), in its own process; not with --only.
-const clientBench = process.argv.includes("--only")
-  ? undefined
-  : spawnSync(
-      process.execPath,
-      ["--import", "tsx", fileURLToPath(new URL("./client.ts", import.meta.url)), ...(args.quick ? ["--quick"] : [])],
-      { stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" },
-    );
+// The TypeScript client's cost per call over raw fetch (bench/client.ts), in its own process; not
+// with --only, nor on a server (it is about the client, not the database).
+const clientBench =
+  process.argv.some((a) => a === "--only" || a.startsWith("--only=")) || args.databaseUrl
+    ? undefined
+    : spawnSync(
+        process.execPath,
+        ["--import", "tsx", fileURLToPath(new URL("./client.ts", import.meta.url)), ...(args.quick ? ["--quick"] : [])],
+        { stdio: ["ignore", "pipe", "inherit"], encoding: "utf8" },
+      );
 if (clientBench && clientBench.status !== 0) failed.push(`client (exit ${clientBench.status ?? clientBench.signal})`);
 
 console.log(
   `\nMachine: ${machine}; load average ${Math.min(...load).toFixed(1)}-${Math.max(...load).toFixed(1)} during the run`,
 );
-console.log(`Command: ${command} (shared_buffers ${args.sharedBuffers ?? PGLITE_SHARED_BUFFERS})\n`);
+console.log(
+  database.kind === "pglite"
+    ? `Command: ${command} (embedded PGlite, shared_buffers ${database.sharedBuffers})\n`
+    : `Command: ${command} (PostgreSQL ${database.version}, pgvector ${database.pgvector}, ${Object.entries(
+        database.settings,
+      )
+        .map(([k, v]) => `${k} ${v}`)
+        .join(", ")})\n`,
+);
 console.log("| operation | p50 ms | p99 ms | throughput | cost per operation |");
 console.log("| --- | --- | --- | --- | --- |");
 for (const d of done) for (const row of d.rows) console.log(row);
 for (const row of clientBench?.stdout?.split("\n").filter((l) => l.startsWith("| ")) ?? []) console.log(row);
 console.log(
-  "\nMemory per scenario, each in its own process (the Node.js host, its embedded database and the bench's client):\n",
+  database.kind === "pglite"
+    ? "\nMemory per scenario, each in its own process (the Node.js host, its embedded database and the bench's client):\n"
+    : "\nMemory per scenario, each in its own process (the Node.js host and the bench's client; the server's processes not counted):\n",
 );
 console.log("| scenario | peak RSS MiB | RSS at end of measurement MiB | WASM memory MiB |");
 console.log("| --- | --- | --- | --- |");
@@ -95,7 +130,20 @@ mkdirSync(dirname(out), { recursive: true });
 const loadAverage = { min: Math.min(...load), max: Math.max(...load) };
 writeFileSync(
   out,
-  `${JSON.stringify({ machine, date: new Date().toISOString(), command, loadAverage, args, units: done, failed }, null, 2)}\n`,
+  `${JSON.stringify(
+    {
+      machine,
+      date: new Date().toISOString(),
+      command,
+      loadAverage,
+      database,
+      args: { ...args, ...(args.databaseUrl ? { databaseUrl: redactedUrl(args.databaseUrl) } : {}) },
+      units: done,
+      failed,
+    },
+    null,
+    2,
+  )}\n`,
 );
 console.error(`bench: results in ${out}`);
 if (failed.length) {

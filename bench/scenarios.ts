@@ -47,9 +47,11 @@ const ms = (x: number, digits = 2) => x.toFixed(digits);
 
 /**
  * Runs `fn` with where its seeded database goes: the kept --data-dir, a fresh temporary directory
- * with --disk (removed afterwards), else in memory.
+ * with --disk (removed afterwards), else in memory; with --database-url, a database of its own on
+ * that server (benchService makes it; the parser refuses --disk and --data-dir with it).
  */
 async function withStore<T>(args: BenchArgs, fn: (store: SeedStore) => Promise<T>): Promise<T> {
+  if (args.databaseUrl) return fn({});
   if (args.dataDir) {
     const dir = resolve(args.dataDir);
     mkdirSync(dir, { recursive: true });
@@ -164,12 +166,19 @@ const RUNNERS: Record<Scenario, Runner> = {
       });
       const at = `${n(facts)} live facts${neighbours === facts ? "" : ` + ${n(neighbours)} neighbours`} (${r.dimensions} dims)`;
       const cost = `${r.statementsPerRecall} SQL statements (auth + recall)`;
+      const c = r.cold;
+      const coldRow = c
+        ? [
+            `| recall, with query, ${at}, cold: ${c.clusterRestarted ? `cluster restarted${c.osCacheDropped ? ", OS page cache dropped" : " (OS page cache kept)"}` : "new connections only (shared buffers and OS page cache kept)"}, no warm-up | ${ms(c.p50Ms, 1)} | ${ms(c.p99Ms, 1)} | | the first call ${ms(c.firstMs, 1)} ms; the rows above are warm |`,
+          ]
+        : [];
       return {
         rows: [
           `| recall, no query, ${at} | ${ms(r.noQuery.p50Ms, 1)} | ${ms(r.noQuery.p99Ms, 1)} | | ${cost} |`,
           `| recall, with query, ${at}, provider 0 ms | ${ms(r.withQuery.p50Ms, 1)} | ${ms(r.withQuery.p99Ms, 1)} | | ${cost}, ${r.embeddingCallsPerQuery} embedding call; vector recall@10 ${r.recallAt10.toFixed(3)} (against the stored vectors: ${r.recallAt10Stored.toFixed(3)}; the 10 found ${r.distanceRatio.toFixed(4)}× the true 10's distance; HNSW ${r.hnswIndexUsed ? "used" : "NOT used"}, ef_search ${r.efSearch}, ${r.rowsSearched} rows read for 30); ${Math.round(r.bytesPerFact)} bytes on disk per fact; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s |`,
           `| recall, with query + raw + episodes, ${at} | ${ms(r.withQueryAndEpisodes.p50Ms, 1)} | ${ms(r.withQueryAndEpisodes.p99Ms, 1)} | | ${cost} |`,
-          `| recall with query beside the bare HNSW top-8 statement, ${at}, alternately | ${ms(r.closeToIndex.recallP50Ms, 2)} (bare: ${ms(r.closeToIndex.bareP50Ms, 2)}) | | | **${r.closeToIndex.ratio.toFixed(1)}×** the bare statement; the query's vector cached: ${ms(r.closeToIndex.cachedP50Ms, 2)}, **${r.closeToIndex.cachedRatio.toFixed(1)}×**; by CPU time ${ms(r.closeToIndex.cpu.recallMs, 2)} / ${ms(r.closeToIndex.cpu.cachedMs, 2)} / ${ms(r.closeToIndex.cpu.bareMs, 2)} ms: **${r.closeToIndex.cpu.ratio.toFixed(1)}×** / **${r.closeToIndex.cpu.cachedRatio.toFixed(1)}×** |`,
+          `| recall with query beside the bare HNSW top-8 statement, ${at}, alternately | ${ms(r.closeToIndex.recallP50Ms, 2)} (bare: ${ms(r.closeToIndex.bareP50Ms, 2)}) | | | **${r.closeToIndex.ratio.toFixed(1)}×** the bare statement; the query's vector cached: ${ms(r.closeToIndex.cachedP50Ms, 2)}, **${r.closeToIndex.cachedRatio.toFixed(1)}×**; by CPU time ${ms(r.closeToIndex.cpu.recallMs, 2)} / ${ms(r.closeToIndex.cpu.cachedMs, 2)} / ${ms(r.closeToIndex.cpu.bareMs, 2)} ms: **${r.closeToIndex.cpu.ratio.toFixed(1)}×** / **${r.closeToIndex.cpu.cachedRatio.toFixed(1)}×**${args.databaseUrl ? " (CPU time: this process's only, not the server's)" : ""} |`,
+          ...coldRow,
         ],
         result: r,
       };
@@ -238,7 +247,7 @@ const RUNNERS: Record<Scenario, Runner> = {
         await fake.close();
       }
     }),
-  // One small dataset among many, against itself alone (in memory).
+  // One small dataset among many, against itself alone (in memory, or on the server).
   tenants: async ({ facts, dims }, args) => {
     const r = await benchTenants(
       { facts, datasets: args.datasets, projects: args.projects, dims },
@@ -290,17 +299,17 @@ async function loadRow(bench: Bench, plan: SeedPlan, seed: SeedResult, store: Se
     bytesPerFact: Number(size.bytes) / Number(size.facts),
     indexBytesPerFact: Number(size.index_bytes) / Number(size.facts),
   };
-  const where = store.dir ? ", on disk" : ", in memory";
+  const where = bench.server ? ", on the PostgreSQL server" : store.dir ? ", on disk" : ", in memory";
   const reused = seed.reused ? " (times of the kept directory's load)" : "";
   const cpu =
     seed.loadCpuSeconds === undefined
       ? ""
-      : ` (CPU, the row-making worker thread's included: ${seed.loadCpuSeconds.toFixed(1)} s + ${seed.indexCpuSeconds?.toFixed(1)} s)`;
+      : ` (CPU${bench.server ? " of the bench process, not the server's" : ""}, the row-making worker thread's included: ${seed.loadCpuSeconds.toFixed(1)} s + ${seed.indexCpuSeconds?.toFixed(1)} s)`;
   const restored =
     seed.restoreSeconds === undefined
       ? ""
       : ` (of which ${seed.restoreSeconds.toFixed(1)} s making indexes and keys again)`;
-  const text = `| bulk load (COPY), ${n(plan.facts)} facts + ${n(plan.neighbours)} neighbours (${plan.dims} dims, m ${plan.build.m}, ef_construction ${plan.build.efConstruction})${where} | | | ${Math.round(rows / seed.loadSeconds)} facts/s: ${seed.loadSeconds.toFixed(1)} s${restored} + HNSW build ${seed.indexSeconds.toFixed(1)} s${cpu}${reused} | ${Math.round(sizes.bytesPerFact)} bytes per fact, HNSW ${Math.round(sizes.indexBytesPerFact)} B per fact, WASM ${seed.wasmMiBAfterBuild ?? "?"} MiB after the build |`;
+  const text = `| bulk load (COPY), ${n(plan.facts)} facts + ${n(plan.neighbours)} neighbours (${plan.dims} dims, m ${plan.build.m}, ef_construction ${plan.build.efConstruction})${where} | | | ${Math.round(rows / seed.loadSeconds)} facts/s: ${seed.loadSeconds.toFixed(1)} s${restored} + HNSW build ${seed.indexSeconds.toFixed(1)} s${cpu}${reused} | ${Math.round(sizes.bytesPerFact)} bytes per fact, HNSW ${Math.round(sizes.indexBytesPerFact)} B per fact${bench.server ? "" : `, WASM ${seed.wasmMiBAfterBuild ?? "?"} MiB after the build`} |`;
   return { text, sizes };
 }
 

@@ -2,10 +2,10 @@ import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { Worker } from "node:worker_threads";
 import { sql } from "drizzle-orm";
-import { pgliteClientOf } from "../lib/db/pglite";
 import type { PgliteDurability } from "../lib/db/pglite-durability";
 import { rowsOf } from "../lib/db/rows";
 import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { type BulkClient, openBulkClient } from "./bulk-client";
 import { bulkLoadPlan } from "./bulk-load";
 import { type CopyField, copyBinary } from "./copy-binary";
 import { benchEmbedding } from "./embedding";
@@ -120,9 +120,10 @@ export const neighboursFor = (facts: number, share: number) => Math.round(facts 
 /**
  * Loads `plan.facts` facts into dataset "big" and `plan.neighbours` into "neighbour" (same
  * project and table, so every search is filtered), with their entities, fact_entities and 50
- * episodes each, by COPY through PGlite (the fastest bulk path it has: no JSON, no per-row
- * statement, vectors in binary). The facts' and links' other indexes and keys are dropped during
- * the COPY and made again after it (bulkLoadPlan), the HNSW indexes built last (buildVectorIndexes).
+ * episodes each, by COPY (the fastest bulk path PGlite has: no JSON, no per-row statement, vectors
+ * in binary; on a server the same bytes go as COPY FROM STDIN, bench/pg-copy.ts). The facts' and
+ * links' other indexes and keys are dropped during the COPY and made again after it
+ * (bulkLoadPlan), the HNSW indexes built last (buildVectorIndexes).
  */
 export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResult> {
   const { dims } = plan;
@@ -135,29 +136,38 @@ export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResul
   const cpuStarted = cpuSeconds();
   for (const table of EMBEDDED_TABLES)
     await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`));
-  const client = pgliteClientOf(bench.database);
-  const bulk = await bulkLoadPlan(client, BULK_TABLES, ["hnsw"]);
-  for (const statement of bulk.drop) await client.query(statement);
-  const entityCount = entityCountFor(plan.facts);
-  for (const [dataset, count] of [
-    ["big", plan.facts],
-    ["neighbour", plan.neighbours],
-  ] as const) {
-    if (count > 0) await copyDataset(bench, { projectId, dataset, count, entityCount, dims });
+  const client = await openBulkClient(bench);
+  let restoreSeconds: number;
+  let loadSeconds: number;
+  let buildNotices: string[];
+  let indexed: number;
+  let cpuIndexed: number;
+  try {
+    const bulk = await bulkLoadPlan(client, BULK_TABLES, ["hnsw"]);
+    for (const statement of bulk.drop) await client.query(statement);
+    const entityCount = entityCountFor(plan.facts);
+    for (const [dataset, count] of [
+      ["big", plan.facts],
+      ["neighbour", plan.neighbours],
+    ] as const) {
+      if (count > 0) await copyDataset(client, { projectId, dataset, count, entityCount, dims });
+    }
+    const restoring = performance.now();
+    console.error(`bench: copied in ${((restoring - started) / 1000).toFixed(1)} s; making the indexes and keys again`);
+    // The B-tree and GIN builds sort in memory when it is large enough (in WASM memory the HNSW
+    // build reuses afterwards).
+    await client.query(`SET maintenance_work_mem = '${RESTORE_MEMORY}'`);
+    for (const statement of bulk.restore) await client.query(statement);
+    await client.query("RESET maintenance_work_mem");
+    restoreSeconds = (performance.now() - restoring) / 1000;
+    loadSeconds = (performance.now() - started) / 1000;
+    indexed = performance.now();
+    cpuIndexed = cpuSeconds();
+    console.error(`bench: loaded in ${loadSeconds.toFixed(1)} s; building the HNSW indexes`);
+    buildNotices = await buildVectorIndexes(bench, dims, plan.build, undefined, client);
+  } finally {
+    await client.close();
   }
-  const restoring = performance.now();
-  console.error(`bench: copied in ${((restoring - started) / 1000).toFixed(1)} s; making the indexes and keys again`);
-  // The B-tree and GIN builds sort in memory when it is large enough (in WASM memory the HNSW
-  // build reuses afterwards).
-  await client.query(`SET maintenance_work_mem = '${RESTORE_MEMORY}'`);
-  for (const statement of bulk.restore) await client.query(statement);
-  await client.query("RESET maintenance_work_mem");
-  const restoreSeconds = (performance.now() - restoring) / 1000;
-  const loadSeconds = (performance.now() - started) / 1000;
-  const indexed = performance.now();
-  const cpuIndexed = cpuSeconds();
-  console.error(`bench: loaded in ${loadSeconds.toFixed(1)} s; building the HNSW indexes`);
-  const buildNotices = await buildVectorIndexes(bench, dims, plan.build);
   const indexSeconds = (performance.now() - indexed) / 1000;
   const indexCpuSeconds = cpuSeconds() - cpuIndexed;
   const wasmMiBAfterBuild = memoryNow(bench.database).wasmMiB;
@@ -165,7 +175,7 @@ export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResul
   const loadCpuSeconds = cpuIndexed - cpuStarted;
   return {
     projectId,
-    entityCount,
+    entityCount: entityCountFor(plan.facts),
     loadSeconds,
     restoreSeconds,
     indexSeconds,
@@ -181,13 +191,12 @@ export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResul
  * rows with vectors go in COPY's binary format (copyBinary: no float parsing in the database).
  */
 async function copyDataset(
-  bench: Bench,
+  client: BulkClient,
   at: { projectId: string; dataset: string; count: number; entityCount: number; dims: number },
 ) {
   const { projectId, dataset, count, dims } = at;
-  const client = pgliteClientOf(bench.database);
   const copyBytes = (target: string, format: "csv" | "binary", bytes: Uint8Array<ArrayBuffer>) =>
-    client.query(`COPY ${target} FROM '/dev/blob' WITH (FORMAT ${format})`, [], { blob: new Blob([bytes]) });
+    client.copy(target, format, bytes);
   const copy = (table: string, columns: string, lines: string[]) =>
     copyBytes(`${table} (${columns})`, "csv", new TextEncoder().encode(lines.join("\n")));
   const copyRows = (table: string, columns: string, rows: CopyField[][]) =>
@@ -282,29 +291,46 @@ const RESTORE_MEMORY = "512MB";
 export const HNSW_BUILD_MEMORY = "1600MB";
 
 /**
+ * The same on a PostgreSQL server: a million facts and as many neighbours (about 2.4 GB of graph
+ * at 256 dims) built in memory. The server allocates it only during the build.
+ */
+export const SERVER_HNSW_BUILD_MEMORY = "3GB";
+
+/**
  * The HNSW indexes as lib/db/vector-indexes.ts defines them (same names, expression and
  * predicate, so recall's plans use them), with the given build parameters. The graph is built in
  * memory when it fits maintenance_work_mem (much faster); the setting is put back afterwards,
- * though the WASM memory it grew stays with the process. Gives what the builds said.
+ * though the WASM memory it grew stays with the process (embedded). On a server, outside WASM's
+ * 2 GiB, the budget is SERVER_HNSW_BUILD_MEMORY unless `memory` is given, and the server's
+ * parallel workers help (max_parallel_maintenance_workers). Gives what the builds said. Runs on
+ * `client` when given (a load's session), else on a session of its own.
  */
 export async function buildVectorIndexes(
   bench: Bench,
   dims: number,
   build: HnswBuild,
-  memory = HNSW_BUILD_MEMORY,
+  memory = bench.server ? SERVER_HNSW_BUILD_MEMORY : HNSW_BUILD_MEMORY,
+  client?: BulkClient,
 ): Promise<string[]> {
-  const client = pgliteClientOf(bench.database);
+  if (!client) {
+    const own = await openBulkClient(bench);
+    try {
+      return await buildVectorIndexes(bench, dims, build, memory, own);
+    } finally {
+      await own.close();
+    }
+  }
   // pgvector says in a notice when the graph outgrows maintenance_work_mem and the rest of the
   // rows go into the on-disk index, many times slower a row.
   const notices: string[] = [];
-  const onNotice = (notice: { message?: string }) => {
-    notices.push(notice.message ?? "");
-    console.error(`bench: the index build says: ${notice.message}`);
+  const onNotice = (message: string) => {
+    notices.push(message);
+    console.error(`bench: the index build says: ${message}`);
   };
   await client.query(`SET maintenance_work_mem = '${memory}'`);
   for (const table of EMBEDDED_TABLES) {
     await client.query(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`);
-    await client.query(vectorIndexSql(table, dims, build), [], { onNotice });
+    await client.queryWithNotices(vectorIndexSql(table, dims, build), onNotice);
   }
   await client.query("RESET maintenance_work_mem");
   return notices;

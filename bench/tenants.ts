@@ -1,11 +1,11 @@
 import { type SQL, sql } from "drizzle-orm";
-import { pgliteClientOf } from "../lib/db/pglite";
 import { rowsOf } from "../lib/db/rows";
 import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
 import { nearestSql, searchLimitsFor, vectorParam } from "../lib/db/vectors";
 import { createProject } from "../lib/projects";
 import { recallSql } from "../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../lib/settings/settings";
+import { openBulkClient } from "./bulk-client";
 import { bulkLoadPlan } from "./bulk-load";
 import { copyBinary } from "./copy-binary";
 import { benchEmbedding, startBenchProvider } from "./embedding";
@@ -112,46 +112,48 @@ interface DatasetRows {
  * ANALYZE (as seedFacts loads; no episodes).
  */
 async function bulkLoad(bench: Bench, dims: number, build: HnswBuild, sets: DatasetRows[]) {
-  const client = pgliteClientOf(bench.database);
-  const started = performance.now();
-  for (const table of EMBEDDED_TABLES) await client.query(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`);
-  const bulk = await bulkLoadPlan(client, ["facts", "fact_entities"], ["hnsw"]);
-  for (const statement of bulk.drop) await client.query(statement);
-  const copy = (target: string, format: "csv" | "binary", bytes: Uint8Array<ArrayBuffer>) =>
-    client.query(`COPY ${target} FROM '/dev/blob' WITH (FORMAT ${format})`, [], { blob: new Blob([bytes]) });
-  const text = (value: string) => ({ text: value });
-  // Entities of many datasets per COPY (a statement per dataset would cost more than its rows).
-  const BATCH = 500;
-  for (let b = 0; b < sets.length; b += BATCH) {
-    const entities = sets.slice(b, b + BATCH).flatMap((s) =>
-      Array.from({ length: entityCountFor(s.to - s.from) }, (_, e) => {
-        const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
-        // The same names in every dataset (the queries name "club <n>"), each tenant's own vector.
-        const vector = benchEmbedding(`${name} ${s.dataset}`, dims);
-        return [...[`ent_${s.dataset}_${e}`, s.projectId, s.dataset, name, "ORG"].map(text), { halfvec: vector }];
-      }),
-    );
-    await copy("entities (id, project_id, dataset, name, type, embedding)", "binary", copyBinary(entities));
+  const client = await openBulkClient(bench);
+  try {
+    const started = performance.now();
+    for (const table of EMBEDDED_TABLES) await client.query(`DROP INDEX IF EXISTS ${vectorIndexName(table, dims)}`);
+    const bulk = await bulkLoadPlan(client, ["facts", "fact_entities"], ["hnsw"]);
+    for (const statement of bulk.drop) await client.query(statement);
+    const text = (value: string) => ({ text: value });
+    // Entities of many datasets per COPY (a statement per dataset would cost more than its rows).
+    const BATCH = 500;
+    for (let b = 0; b < sets.length; b += BATCH) {
+      const entities = sets.slice(b, b + BATCH).flatMap((s) =>
+        Array.from({ length: entityCountFor(s.to - s.from) }, (_, e) => {
+          const name = `${NOUNS[e % NOUNS.length]} club ${e}`;
+          // The same names in every dataset (the queries name "club <n>"), each tenant's own vector.
+          const vector = benchEmbedding(`${name} ${s.dataset}`, dims);
+          return [...[`ent_${s.dataset}_${e}`, s.projectId, s.dataset, name, "ORG"].map(text), { halfvec: vector }];
+        }),
+      );
+      await client.copy("entities (id, project_id, dataset, name, type, embedding)", "binary", copyBinary(entities));
+    }
+    for (const [k, s] of sets.entries()) {
+      const chunk = factChunk({ ...s, entityCount: entityCountFor(s.to - s.from), dims });
+      await client.copy(
+        "facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)",
+        "binary",
+        chunk.facts,
+      );
+      await client.copy("fact_entities (fact_id, entity_id)", "csv", chunk.links);
+      if ((k + 1) % 1000 === 0) console.error(`bench: tenants: ${k + 1} datasets loaded`);
+    }
+    await client.query("SET maintenance_work_mem = '512MB'");
+    for (const statement of bulk.restore) await client.query(statement);
+    await client.query("RESET maintenance_work_mem");
+    const loadSeconds = (performance.now() - started) / 1000;
+    const indexed = performance.now();
+    await buildVectorIndexes(bench, dims, build, undefined, client);
+    const indexSeconds = (performance.now() - indexed) / 1000;
+    await client.query("ANALYZE");
+    return { loadSeconds, indexSeconds };
+  } finally {
+    await client.close();
   }
-  for (const [k, s] of sets.entries()) {
-    const chunk = factChunk({ ...s, entityCount: entityCountFor(s.to - s.from), dims });
-    await copy(
-      "facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)",
-      "binary",
-      chunk.facts,
-    );
-    await copy("fact_entities (fact_id, entity_id)", "csv", chunk.links);
-    if ((k + 1) % 1000 === 0) console.error(`bench: tenants: ${k + 1} datasets loaded`);
-  }
-  await client.query("SET maintenance_work_mem = '512MB'");
-  for (const statement of bulk.restore) await client.query(statement);
-  await client.query("RESET maintenance_work_mem");
-  const loadSeconds = (performance.now() - started) / 1000;
-  const indexed = performance.now();
-  await buildVectorIndexes(bench, dims, build);
-  const indexSeconds = (performance.now() - indexed) / 1000;
-  await bench.service.deps.db.execute(sql`ANALYZE`);
-  return { loadSeconds, indexSeconds };
 }
 
 /** Recall in dataset t0 of the bench's project: warm-up, `queries` timed, then its quality and reads. */
