@@ -1,7 +1,8 @@
 import { type PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite";
 import { GENERIC_PLAN_RUNS, wantsGenericPlan } from "./generic-plan";
-import { halfvecBinary } from "./halfvec-binary";
+import { halfvecBinary, halfvecBinaryOf } from "./halfvec-binary";
 import { StatementCache, type StatementStep } from "./statement-cache";
+import { VectorValue } from "./vectors";
 
 /**
  * Named statements kept per embedded database. Each holds its parsed and analysed query (and,
@@ -72,8 +73,9 @@ async function lookUpHalfvec(send: Send, types: ExtensionTypes): Promise<void> {
 }
 
 /**
- * A parameter's wire value: PGlite's serializer for its type, or its text; a halfvec in text
- * form goes in binary (halfvecBinary: no float parsing in the database).
+ * A parameter's wire value: PGlite's serializer for its type, or its text; a halfvec goes in
+ * binary, from its numbers (a VectorValue) or its text form (halfvecBinary): no float parsing in
+ * the database.
  */
 function wireValue(
   client: PGlite,
@@ -83,8 +85,13 @@ function wireValue(
   options?: QueryOptions,
 ) {
   if (value === null || value === undefined) return null;
-  if (type !== undefined && type === types.halfvec && typeof value === "string") {
-    const binary = halfvecBinary(value);
+  if (type !== undefined && type === types.halfvec) {
+    const binary =
+      value instanceof VectorValue
+        ? halfvecBinaryOf(value.values)
+        : typeof value === "string"
+          ? halfvecBinary(value)
+          : undefined;
     if (binary) return binary;
   }
   const serializer = type === undefined ? undefined : (options?.serializers?.[type] ?? client.serializers[type]);
