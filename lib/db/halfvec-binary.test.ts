@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { halfBits, halfvecBinary } from "./halfvec-binary";
+import { halfBits, halfvecBinary, halfvecBinaryOf } from "./halfvec-binary";
 
 describe("halfBits", () => {
   it("encodes IEEE half precision, rounding to nearest with ties to even", () => {
@@ -69,5 +69,24 @@ describe("halfvecBinary", () => {
       expect(halfvecBinary(text)).toBeUndefined();
     }
     expect(halfvecBinary(`[${Array.from({ length: 16001 }, () => "0").join(",")}]`)).toBeUndefined();
+  });
+});
+
+describe("halfvecBinaryOf", () => {
+  it("gives from the numbers the bytes halfvecBinary gives from their text", () => {
+    let state = 11;
+    const numbers = Array.from({ length: 1536 }, () => {
+      state = (state * 1103515245 + 12345) % 2 ** 31;
+      return (state / 2 ** 31 - 0.5) * 2 ** ((state % 40) - 25);
+    });
+    for (const v of [numbers, [0, -0, 1, -1, 65504, 2 ** -24, 2 ** -25, 1 + 2 ** -11], [0.1, -0.2, 1e-7]]) {
+      expect(Array.from(halfvecBinaryOf(v) ?? [])).toEqual(Array.from(halfvecBinary(`[${v.join(",")}]`) ?? [1]));
+    }
+  });
+
+  it("refuses what the text form would leave to the database", () => {
+    for (const v of [[], [Number.NaN], [Number.POSITIVE_INFINITY], [1e5], Array.from({ length: 16001 }, () => 0)]) {
+      expect(halfvecBinaryOf(v)).toBeUndefined();
+    }
   });
 });

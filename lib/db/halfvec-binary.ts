@@ -13,13 +13,33 @@ export function halfvecBinary(text: string): Uint8Array | undefined {
   if (text.length < 3 || text[0] !== "[" || text[text.length - 1] !== "]") return undefined;
   const parts = text.slice(1, -1).split(",");
   if (parts.length > HALFVEC_MAX_DIM) return undefined;
-  const out = new DataView(new ArrayBuffer(4 + 2 * parts.length));
-  out.setInt16(0, parts.length);
-  out.setInt16(2, 0);
-  for (let i = 0; i < parts.length; i++) {
-    const part = parts[i] as string;
+  const values: number[] = [];
+  for (const part of parts) {
     if (!NUMBER.test(part)) return undefined;
-    const bits = halfBits(Number(part));
+    values.push(Number(part));
+  }
+  return encoded(values, true);
+}
+
+/**
+ * The same binary form straight from the numbers, as their text form (`[${values.join(",")}]`,
+ * JavaScript's shortest round-trip writing of each, which writes -0 as "0") stores them;
+ * undefined where that text would be refused or is not plainly finite numbers, as for
+ * halfvecBinary.
+ */
+export function halfvecBinaryOf(values: readonly number[]): Uint8Array | undefined {
+  return encoded(values, false);
+}
+
+function encoded(values: readonly number[], negativeZero: boolean): Uint8Array | undefined {
+  if (values.length === 0 || values.length > HALFVEC_MAX_DIM) return undefined;
+  const out = new DataView(new ArrayBuffer(4 + 2 * values.length));
+  out.setInt16(0, values.length);
+  out.setInt16(2, 0);
+  for (let i = 0; i < values.length; i++) {
+    const value = values[i] as number;
+    if (typeof value !== "number" || !Number.isFinite(value)) return undefined;
+    const bits = halfBits(value === 0 && !negativeZero ? 0 : value);
     if (bits === undefined) return undefined;
     out.setUint16(4 + 2 * i, bits);
   }

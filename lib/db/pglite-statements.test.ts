@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GENERIC_PLAN_HINT } from "./generic-plan";
 import { preparedQuery, type QueryFn } from "./pglite-statements";
 import { StatementCache } from "./statement-cache";
+import { VectorValue } from "./vectors";
 
 /** The named statements the session holds (Postgres's own view of them). */
 async function preparedNames(client: PGlite): Promise<string[]> {
@@ -192,6 +193,29 @@ describe("preparedQuery sends halfvec parameters in binary", () => {
       expect(named.rows[0]?.v).toBe(plain.rows[0]?.v);
       expect(named.rows[0]?.same).toBe(true);
     }
+  });
+
+  it("a VectorValue goes in binary from its numbers and stores what its text stores", async () => {
+    let written = 0;
+    class Counted extends VectorValue {
+      override toString() {
+        written++;
+        return super.toString();
+      }
+    }
+    const text = "SELECT $1::halfvec::text AS v";
+    await query(text, [new Counted([1])]); // the first call runs plain: PGlite writes the text
+    written = 0;
+    for (const v of [numbers(256, 12, 1), numbers(1536, 13, 1e-3), [0, -0, 65504, 2 ** -24]]) {
+      const plain = await client.query<{ v: string }>(text, [`[${v.join(",")}]`]);
+      const named = await query<{ v: string }>(text, [new Counted(v)]);
+      expect(named.rows[0]?.v).toBe(plain.rows[0]?.v);
+    }
+    expect(written).toBe(0);
+    // What the binary form refuses is sent as its text, for Postgres's own error.
+    const err = await query(text, [new Counted([Number.NaN])]).catch((e: Error) => e.message);
+    expect(String(err)).toContain("NaN not allowed in halfvec");
+    expect(written).toBe(1);
   });
 
   it("a value the binary form refuses reaches Postgres as text and gets Postgres's own error", async () => {

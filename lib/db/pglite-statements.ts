@@ -1,7 +1,8 @@
 import { type PGlite, parse, protocol, type QueryOptions, type Results } from "@electric-sql/pglite";
 import { GENERIC_PLAN_RUNS, wantsGenericPlan } from "./generic-plan";
-import { halfvecBinary } from "./halfvec-binary";
+import { halfvecBinary, halfvecBinaryOf } from "./halfvec-binary";
 import { StatementCache, type StatementStep } from "./statement-cache";
+import { VectorValue } from "./vectors";
 
 /**
  * Named statements kept per embedded database. Each holds its parsed and analysed query (and,
@@ -28,8 +29,9 @@ function isStaleResultType(err: unknown): boolean {
  * statement marked for its generic plan (lib/db/generic-plan.ts), renewed every
  * GENERIC_PLAN_RUNS runs. The messages are
  * PGlite's own extended-protocol sequence (parse, describe, bind, describe, execute, sync) with a
- * statement name, under the same two locks its `query` takes, so a call never interleaves with
- * another or lands inside another caller's transaction; a COPY with a blob runs through PGlite.
+ * statement name, a run's four sent as one buffer, under the same two locks its `query` takes, so
+ * a call never interleaves with another or lands inside another caller's transaction; a COPY with
+ * a blob runs through PGlite.
  */
 export function preparedQuery(
   client: PGlite,
@@ -71,8 +73,9 @@ async function lookUpHalfvec(send: Send, types: ExtensionTypes): Promise<void> {
 }
 
 /**
- * A parameter's wire value: PGlite's serializer for its type, or its text; a halfvec in text
- * form goes in binary (halfvecBinary: no float parsing in the database).
+ * A parameter's wire value: PGlite's serializer for its type, or its text; a halfvec goes in
+ * binary, from its numbers (a VectorValue) or its text form (halfvecBinary): no float parsing in
+ * the database.
  */
 function wireValue(
   client: PGlite,
@@ -82,12 +85,28 @@ function wireValue(
   options?: QueryOptions,
 ) {
   if (value === null || value === undefined) return null;
-  if (type !== undefined && type === types.halfvec && typeof value === "string") {
-    const binary = halfvecBinary(value);
+  if (type !== undefined && type === types.halfvec) {
+    const binary =
+      value instanceof VectorValue
+        ? halfvecBinaryOf(value.values)
+        : typeof value === "string"
+          ? halfvecBinary(value)
+          : undefined;
     if (binary) return binary;
   }
   const serializer = type === undefined ? undefined : (options?.serializers?.[type] ?? client.serializers[type]);
   return serializer ? serializer(value) : String(value);
+}
+
+/** The messages as one buffer: PGlite's backend reads them all in one call into the WASM module. */
+function joined(messages: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(messages.reduce((n, m) => n + m.length, 0));
+  let at = 0;
+  for (const m of messages) {
+    out.set(m, at);
+    at += m.length;
+  }
+  return out;
 }
 
 /** One call on a named statement; undefined when it went stale (the caller then runs the text plain). */
@@ -101,42 +120,63 @@ async function runNamed<T>(
 ): Promise<Results<T> | undefined> {
   const { serialize } = protocol;
   const send = (message: Uint8Array) => client.execProtocolStream(message, { syncToFs: false });
-  const messages: Awaited<ReturnType<typeof send>> = [];
-  let stale = false;
-  // Postgres chooses between a custom and the generic plan when the statement is bound; the
-  // setting is put back before anything else runs on the connection.
-  const generic = wantsGenericPlan(text);
-  if (generic) await send(serialize.query("SET plan_cache_mode = force_generic_plan"));
-  try {
-    let paramTypes: number[];
-    if (step.kind === "prepare") {
+  const failed = (err: unknown) => Object.assign(err as object, { query: text, params, queryOptions: options });
+  let paramTypes: number[];
+  if (step.kind === "prepare") {
+    try {
       await lookUpHalfvec(send, types);
       if (step.close) await send(serialize.close({ type: "S", name: step.close }));
       await send(serialize.parse({ name: step.name, text }));
       paramTypes = parse.parseDescribeStatementResults(await send(serialize.describe({ type: "S", name: step.name })));
-      cache.prepared(text, step.name, paramTypes);
-    } else {
-      paramTypes = step.paramTypes;
+    } catch (err) {
+      throw failed(err);
+    } finally {
+      await send(serialize.sync());
     }
-    const values = params.map((value, k) => wireValue(client, types, paramTypes[k], value, options));
-    messages.push(
-      ...(await send(serialize.bind({ statement: step.name, values }))),
-      ...(await send(serialize.describe({ type: "P" }))),
-      ...(await send(serialize.execute({}))),
+    cache.prepared(text, step.name, paramTypes);
+  } else {
+    paramTypes = step.paramTypes;
+  }
+  let values: ReturnType<typeof wireValue>[];
+  try {
+    values = params.map((value, k) => wireValue(client, types, paramTypes[k], value, options));
+  } catch (err) {
+    throw failed(err);
+  }
+  // One buffer for the whole run: bind, describe, execute and sync, and for a statement marked for
+  // its generic plan the setting around them (Postgres chooses the plan when the statement is
+  // bound). After an error Postgres skips to the Sync, so the setting is put back whatever
+  // happened, before anything else runs on the connection. Sent apart, the six messages were six
+  // calls into the WASM module; the setting's two simple queries still run (a per-connection
+  // setting would give every other statement, the unnamed ones too, a generic plan).
+  const generic = wantsGenericPlan(text);
+  const run = [
+    serialize.bind({ statement: step.name, values }),
+    serialize.describe({ type: "P" }),
+    serialize.execute({}),
+    serialize.sync(),
+  ];
+  let messages: Awaited<ReturnType<typeof send>>;
+  try {
+    messages = await send(
+      joined(
+        generic
+          ? [
+              serialize.query("SET plan_cache_mode = force_generic_plan"),
+              ...run,
+              serialize.query("RESET plan_cache_mode"),
+            ]
+          : run,
+      ),
     );
   } catch (err) {
-    if (!isStaleResultType(err)) throw Object.assign(err as object, { query: text, params, queryOptions: options });
-    stale = true;
-  } finally {
-    messages.push(...(await send(serialize.sync())));
-    if (generic) await send(serialize.query("RESET plan_cache_mode"));
-  }
-  if (stale) {
+    if (!isStaleResultType(err)) throw failed(err);
     cache.forget(text);
     await send(serialize.close({ type: "S", name: step.name }));
     await send(serialize.sync());
     return undefined;
   }
   await client.syncToFs();
-  return parse.parseResults(messages, client.parsers, options)[0] as Results<T>;
+  // With the setting around it, the statement's result follows the SET's.
+  return parse.parseResults(messages, client.parsers, options)[generic ? 1 : 0] as Results<T>;
 }
