@@ -3,11 +3,22 @@ import { z } from "zod";
 import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
 import { messageSearch, messages, messageVectors } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, nearestSql, searchLimitsFor } from "../db/vectors";
+import { cosineDistanceSql, FACTS_PER_EF, nearestSql, searchLimitsFor } from "../db/vectors";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
 import { bm25Of, keywordCandidatesSql, MESSAGE_TERMS, termCtes, termQuery } from "./keyword";
 import type { TimeRange } from "./time-range";
+
+/**
+ * The messages' HNSW candidate list grows with the dataset as the facts' does (efSearchFor), but
+ * stops at this `hnsw.ef_search`, reached at 32,000 messages. Facts are the block's answer and
+ * get pgvector's maximum (recall@10 ≥ 0.97 at a million); messages are evidence beside them, a
+ * few of 42 candidates with keyword matches of their own, and a dataset holds many more of them:
+ * at 200,000 messages the facts' rule would walk the graph with 1,000 candidates, several times
+ * the rest of recall (measured: 3.2× recall without messages, budget 1.5×). With 200, one search
+ * finds ~0.94 of the true 10 nearest at 100,000 vectors (the facts' measurement, bench/RESULTS.md).
+ */
+export const MESSAGE_EF_SEARCH_MAX = 200;
 
 /** A message recall returns as evidence (`include: ["messages"]`), best first. */
 export interface RecalledMessage {
@@ -81,7 +92,8 @@ export function messageCtes(m: MessageSearch): SQL[] {
   ];
   if (m.vector) {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
-    const limits = searchLimitsFor(depth, sql`coalesce((SELECT n FROM m_stats), 0)`, m.vector.dims, sql`false`);
+    const counted = sql`LEAST(coalesce((SELECT n FROM m_stats), 0), ${sql.raw(String(MESSAGE_EF_SEARCH_MAX * FACTS_PER_EF))})`;
+    const limits = searchLimitsFor(depth, counted, m.vector.dims, sql`false`);
     ctes.push(
       sql`m_by_vector AS (${nearestSql({
         from: sql`${messageVectors} v`,
