@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +6,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { copyFrom } from "../../bench/pg-copy";
 import { BENCH_DATABASE_PREFIX, createBenchDatabase, refusalOf } from "../../bench/server-database";
 import { REPO_ROOT } from "../../dev/start-command";
+import { runToExit } from "../helpers/process";
 import { dropServerDatabase, newServerDatabase, onServer, testPgUrl } from "../helpers/test-database";
 
 /**
@@ -19,21 +19,9 @@ const dir = mkdtempSync(join(tmpdir(), "memsvc-bench-server-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function runBench(args: string[]): Promise<{ code: number | null; output: string }> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bench/run.ts", ...args], {
-      cwd: REPO_ROOT,
-      env: { ...process.env, BENCH_PG_RESTART: "" },
-      stdio: ["ignore", "pipe", "pipe"],
-    });
-    let output = "";
-    child.stdout.on("data", (d) => {
-      output += d;
-    });
-    child.stderr.on("data", (d) => {
-      output += d;
-    });
-    child.once("error", reject);
-    child.once("exit", (code) => resolve({ code, output }));
+  return runToExit(process.execPath, ["--import", "tsx", "bench/run.ts", ...args], {
+    cwd: REPO_ROOT,
+    env: { BENCH_PG_RESTART: "" },
   });
 }
 

@@ -95,3 +95,31 @@ export async function runServerToExit(
   if (code === null) throw new Error(`server did not exit in ${timeoutMs} ms:\n${stdout}${stderr}`);
   return { code, stdout, stderr };
 }
+
+/**
+ * Runs a command to its exit, its stdout and stderr gathered in the order they came (for a
+ * failing assertion's message): a tool's own test suite, the bench.
+ */
+export async function runToExit(
+  command: string,
+  args: string[],
+  options: { cwd: string; env?: Record<string, string> },
+): Promise<{ code: number | null; output: string }> {
+  const child = spawn(command, args, {
+    cwd: options.cwd,
+    env: { ...process.env, ...options.env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  let output = "";
+  child.stdout?.on("data", (d) => {
+    output += d;
+  });
+  child.stderr?.on("data", (d) => {
+    output += d;
+  });
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once("error", reject);
+    child.once("exit", resolve);
+  });
+  return { code, output };
+}
