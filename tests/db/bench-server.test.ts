@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import pg from "pg";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { copyFrom } from "../../bench/pg-copy";
 import { BENCH_DATABASE_PREFIX, createBenchDatabase, refusalOf } from "../../bench/server-database";
 import { REPO_ROOT } from "../../dev/start-command";
@@ -35,12 +35,22 @@ const benchDatabases = () =>
   });
 
 describe.skipIf(!server)("the bench on a PostgreSQL server", () => {
+  // The bench's "maintenance" database: an empty one of its own (the server's `postgres` database
+  // may hold other suites' tables, which the bench rightly refuses).
+  let maintenance: { name: string; url: string };
+  beforeAll(async () => {
+    maintenance = await newServerDatabase({ empty: true });
+  });
+  afterAll(async () => {
+    if (maintenance) await dropServerDatabase(maintenance.name);
+  });
+
   it("runs recall, tenants, load and hnsw on databases of their own, reports sane figures and drops them", async () => {
     const before = await benchDatabases();
     const out = join(dir, "server.json");
     const run = await runBench([
       "--database-url",
-      server as string,
+      maintenance.url,
       "--only",
       "recall,tenants,load,hnsw",
       "--facts",
@@ -99,7 +109,7 @@ describe.skipIf(!server)("the bench on a PostgreSQL server", () => {
   it("refuses a URL whose database holds tables it did not make, before making anything", async () => {
     const { name, url } = await newServerDatabase();
     try {
-      expect(await refusalOf(server as string)).toBeUndefined();
+      expect(await refusalOf(maintenance.url)).toBeUndefined();
       expect(await refusalOf(url)).toMatch(/holds \d+ tables and was not made by the bench/);
       await expect(createBenchDatabase(url)).rejects.toThrow(/was not made by the bench/);
       const before = await benchDatabases();
