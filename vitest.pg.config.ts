@@ -33,6 +33,7 @@ export const PG_SUITES = [
   "tests/episodic/episodes.test.ts",
   "tests/episodic/episodic-api.test.ts",
   "tests/episodic/episode-triggers.test.ts",
+  "tests/episodic/cut-race.test.ts",
   "tests/semantic/semantic-api.test.ts",
   "tests/semantic/semantic-rules.test.ts",
   "tests/db/full-size-embeddings.test.ts",

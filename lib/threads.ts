@@ -74,6 +74,8 @@ export const RawThreadRow = z.object({
   live_count: dbInt,
   last_message_at: dbTimestamp,
   ended_at: dbTimestamp,
+  last_cut_trigger: z.string().nullable(),
+  last_cut_at: dbTimestamp,
   created_at: dbTimestampSet,
   updated_at: dbTimestampSet,
 });
@@ -91,6 +93,8 @@ export function threadFromRaw(r: z.output<typeof RawThreadRow>): ThreadRow {
     liveCount: r.live_count,
     lastMessageAt: toDate(r.last_message_at),
     endedAt: toDate(r.ended_at),
+    lastCutTrigger: r.last_cut_trigger,
+    lastCutAt: toDate(r.last_cut_at),
     createdAt: toDate(r.created_at) as Date,
     updatedAt: toDate(r.updated_at) as Date,
   };

@@ -111,6 +111,13 @@ export const threads = pgTable(
     liveCount: integer("live_count").notNull().default(0),
     lastMessageAt: timestamptz("last_message_at"),
     endedAt: timestamptz("ended_at"),
+    /**
+     * The trigger and time of the thread's latest cut that made an episode, on the thread's row so
+     * that a cut waiting for the row's lock reads the one that took it first (its episode is not in
+     * the waiting statement's snapshot): what tells a repeated end from the first end after a timer.
+     */
+    lastCutTrigger: text("last_cut_trigger"),
+    lastCutAt: timestamptz("last_cut_at"),
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },

@@ -72,27 +72,27 @@ export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now
 
 /**
  * The range a cut takes, as CTEs over the locked thread `th`: `covered`, the last message a live
- * (not archived) episode of the thread covers and the trigger and time of its latest cut, then
- * `cut`. New messages (after both `covered` and `episode_seq`): those. None new: nothing, except
- * for an `end` that repeats one (the spec's repeat table: another episode), which takes the whole
- * thread again. An `end` repeats one when the thread's latest cut was an end, or when an end was
- * recorded after it (`ended_at`, an earlier end that found nothing new; one stamped in the same
- * millisecond as the cut counts as before it, so a tie never makes an overlap). So the first `end`
- * after an idle (or sibling) cut took the thread's last messages finds nothing new and cuts
- * nothing: before, it counted as a repeat and cut the whole thread again over the episodes already
- * cut (an idle timer that came due while the process was down fired at the restart just before the
- * client's end).
+ * (not archived) episode of the thread covers, then `cut`. New messages (after both `covered` and
+ * `episode_seq`): those. None new: nothing, except for an `end` that repeats one (the spec's repeat
+ * table: another episode), which takes the whole thread again. An `end` repeats one when the
+ * thread's latest cut was an end, or when an end was recorded after it (`ended_at`, an earlier end
+ * that found nothing new; one stamped in the same millisecond as the cut counts as before it, so a
+ * tie never makes an overlap). So the first `end` after an idle (or sibling) cut took the thread's
+ * last messages finds nothing new and cuts nothing.
+ *
+ * The latest cut is read from the thread's row (`last_cut_trigger`, `last_cut_at`), never from its
+ * episodes: a cut that waited for the row's lock reads the row as the cut before it left it, but
+ * its snapshot predates that cut's episode (READ COMMITTED on a server), so on a server an end that
+ * waited behind an idle cut read the cut before as the latest and took the whole thread again.
  */
 function cutRangeCtes(trigger: EpisodeTrigger): SQL {
   const repeatedEnd =
     trigger === "end"
-      ? sql`(covered.last_trigger IS NULL OR covered.last_trigger = 'end' OR th.ended_at > covered.last_cut_at)`
+      ? sql`(th.last_cut_trigger IS NULL OR th.last_cut_trigger = 'end' OR th.ended_at > th.last_cut_at)`
       : sql`FALSE`;
   return sql`
     covered AS (
-      SELECT GREATEST(th.episode_seq, coalesce(max(e.to_seq), 0)) AS to_seq,
-        (array_agg(e.metadata ->> 'trigger' ORDER BY e.created_at DESC, e.to_seq DESC))[1] AS last_trigger,
-        max(e.created_at) AS last_cut_at
+      SELECT GREATEST(th.episode_seq, coalesce(max(e.to_seq), 0)) AS to_seq
       FROM th LEFT JOIN ${episodes} e ON e.thread_id = th.id AND e.status NOT IN ('archived', 'deleted')
       GROUP BY th.episode_seq
     ),
@@ -105,7 +105,8 @@ function cutRangeCtes(trigger: EpisodeTrigger): SQL {
     )`;
 }
 
-function cutEpisodeSql(input: {
+/** The cut statement (`cutEpisode`); exported for the suite that runs two at once on a server. */
+export function cutEpisodeSql(input: {
   projectId: string;
   threadId: string;
   trigger: EpisodeTrigger;
@@ -115,7 +116,8 @@ function cutEpisodeSql(input: {
   const { projectId, threadId, trigger, episodeId, now } = input;
   return sql`
     WITH th AS (
-      SELECT id, project_id, dataset, settings, last_seq, episode_seq, ended_at FROM ${threads}
+      SELECT id, project_id, dataset, settings, last_seq, episode_seq, ended_at, last_cut_trigger, last_cut_at
+      FROM ${threads}
       WHERE id = ${threadId} AND project_id = ${projectId} FOR UPDATE
     ),
     ${cutRangeCtes(trigger)},
@@ -125,9 +127,11 @@ function cutEpisodeSql(input: {
       WHERE NOT m.is_summary
     ),
     moved AS (
-      UPDATE ${threads} t SET episode_seq = th.last_seq, updated_at = ${now}::timestamptz
+      UPDATE ${threads} t SET episode_seq = th.last_seq, updated_at = ${now}::timestamptz,
+        last_cut_trigger = CASE WHEN span.n > 0 THEN ${trigger} ELSE th.last_cut_trigger END,
+        last_cut_at = CASE WHEN span.n > 0 THEN ${now}::timestamptz ELSE th.last_cut_at END
         ${trigger === "end" ? sql`, ended_at = ${now}::timestamptz` : sql``}
-      FROM th WHERE t.id = th.id
+      FROM th, span WHERE t.id = th.id
       RETURNING t.id
     ),
     ep AS (
