@@ -6,7 +6,7 @@ import type { Deps } from "../deps";
 import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
 import { usageCollector } from "../usage/collector";
-import { flushUsage, leadingUsage } from "../usage/sql";
+import { flushUsage, usageCteOf } from "../usage/sql";
 import { countThreadTermsCtes } from "./terms";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
 
@@ -70,7 +70,7 @@ const Pending = z.object({ id: z.string(), content: z.string() });
 /**
  * Counts the thread's new index rows into the keyword statistics, then embeds up to EMBED_BATCH
  * of its indexed messages that have no vector yet (oldest first) and stores their vectors; true
- * when more remain. The count rides in the statement that reads the batch, before the provider
+ * when more remain, those written during the provider call included. The count rides in the statement that reads the batch, before the provider
  * is called, so a provider failure (or none configured) leaves no message uncounted past the
  * job's run. A message whose thread was deleted meanwhile gets no vector (the insert joins its
  * index row).
@@ -108,11 +108,22 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     throw err;
   }
   const rows = batch.map((m, i) => ({ id: m.id, v: `[${vectors[i].join(",")}]` }));
-  await deps.db.execute(sql`${leadingUsage(usage, scope, deps.clock.now().toISOString())}
-    INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
-    SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
-    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
-    JOIN ${messageSearch} s ON s.message_id = x.id
-    ON CONFLICT (message_id) DO NOTHING`);
-  return pending.length > batch.length;
+  const recorded = usageCteOf(usage, scope, deps.clock.now().toISOString());
+  // `more` also sees the messages written while the provider was called: their write found this
+  // job armed and did not arm it again, so the job runs once more for them instead of ending.
+  const [stored] = parsedRowsOf(
+    z.object({ more: z.boolean() }),
+    await deps.db.execute(sql`
+      WITH ${recorded ? sql`${recorded}, ` : sql``}stored AS (
+        INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
+        SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
+        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
+        JOIN ${messageSearch} s ON s.message_id = x.id
+        ON CONFLICT (message_id) DO NOTHING)
+      SELECT EXISTS (SELECT 1 FROM ${messageSearch} s
+        WHERE s.thread_id = ${threadId}
+          AND s.message_id NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(batch.map((m) => m.id))}::jsonb))
+          AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)) AS more`),
+  );
+  return stored?.more ?? false;
 }

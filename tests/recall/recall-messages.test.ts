@@ -35,10 +35,17 @@ const STATEMENT = "I moved to Lisbon last spring and I work as a nurse.";
 let svc: TestService;
 let fake: FakeOpenAI;
 let clock: ReturnType<typeof manualClock>;
+/** Runs once, inside the next embedding call, before the provider answers. */
+let duringNextEmbedding: (() => Promise<void>) | undefined;
 
 beforeAll(async () => {
   fake = await startFakeOpenAI({
-    embed: async (texts, dims) => texts.map((t) => fakeEmbedding(byConcept(t), dims)),
+    embed: async (texts, dims) => {
+      const during = duringNextEmbedding;
+      duringNextEmbedding = undefined;
+      await during?.();
+      return texts.map((t) => fakeEmbedding(byConcept(t), dims));
+    },
   });
   svc = await createTestService({ provider: fake, manualTime: true });
   clock = svc.clock as ReturnType<typeof manualClock>;
@@ -133,6 +140,30 @@ describe("freshness", () => {
         AND NOT EXISTS (SELECT 1 FROM message_vectors v WHERE v.message_id = s.message_id)`),
     );
     expect(left.n).toBe(0);
+  });
+
+  it("embeds a message written while its thread's batch was at the provider, with no later write", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    await t.say(th, "gannets dive for fish");
+    let during: string | undefined;
+    duringNextEmbedding = async () => {
+      during = await t.say(th, "puffins nest in burrows");
+    };
+    await t.embed();
+    expect(during).toBeDefined();
+    // Its write found the job running and did not arm it again: the job stays, due a debounce later.
+    await t.embed();
+    const inputs = fake.embeddingCalls().map((c) => c.input);
+    expect(inputs).toEqual([["gannets dive for fish"], ["puffins nest in burrows"]]);
+    const [vectors] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM message_vectors WHERE thread_id = ${th}`),
+    );
+    expect(vectors.n).toBe(2);
+    const [jobs] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM jobs WHERE key = ${`embed:${th}`}`),
+    );
+    expect(jobs.n).toBe(0);
   });
 
   it("keeps a message when the provider fails: stored, searchable by keyword, embedded on a later try", async () => {
