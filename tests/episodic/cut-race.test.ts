@@ -1,11 +1,11 @@
 import { randomUUID } from "node:crypto";
-import { type SQL, sql } from "drizzle-orm";
-import { PgDialect } from "drizzle-orm/pg-core";
-import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { sql } from "drizzle-orm";
+import type pg from "pg";
+import { beforeAll, describe, expect, it } from "vitest";
 import { cutEpisodeSql, type EpisodeTrigger } from "../../lib/episodic/triggers";
 import { newId } from "../../lib/ids";
-import { dropServerDatabase, newServerDatabase, testPgUrl } from "../helpers/test-database";
+import { useServerConnections } from "../helpers/server-connections";
+import { testPgUrl } from "../helpers/test-database";
 
 /**
  * Two cuts of one thread at once, in two transactions (a server: PGlite has one connection). The
@@ -15,33 +15,16 @@ import { dropServerDatabase, newServerDatabase, testPgUrl } from "../helpers/tes
  * an end that waited behind an idle cut took the whole thread again over the episodes already cut.)
  */
 describe.runIf(testPgUrl())("two cuts of one thread at once (PostgreSQL server)", () => {
-  const dialect = new PgDialect();
-  let name: string;
-  let url: string;
-  const clients: pg.Client[] = [];
+  const { clients, run, waitsForLock } = useServerConnections(3);
   let first: pg.Client;
   let second: pg.Client;
   let observer: pg.Client;
   let clock = Date.parse("2026-11-28T00:00:00Z");
 
-  beforeAll(async () => {
-    ({ name, url } = await newServerDatabase());
-    for (let i = 0; i < 3; i++) {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      clients.push(client);
-    }
+  beforeAll(() => {
     [first, second, observer] = clients;
   });
-  afterAll(async () => {
-    for (const client of clients) await client.end();
-    if (name) await dropServerDatabase(name);
-  });
 
-  const run = (client: pg.Client, q: SQL) => {
-    const { sql: text, params } = dialect.sqlToQuery(q);
-    return client.query(text, params);
-  };
   const tick = () => {
     clock += 1_000;
     return new Date(clock).toISOString();
@@ -82,19 +65,6 @@ describe.runIf(testPgUrl())("two cuts of one thread at once (PostgreSQL server)"
           WHERE thread_id = ${thread.threadId} ORDER BY created_at`,
       )
     ).rows.map((r) => r.cut as string);
-
-  /** Waits until `client`'s backend waits for a lock (its statement is blocked, not finished). */
-  async function waitsForLock(client: pg.Client) {
-    const pid = (await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
-    return async () => {
-      for (let i = 0; i < 500; i++) {
-        const { rows } = await observer.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid]);
-        if (rows[0]?.wait_event_type === "Lock") return;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      throw new Error("the statement never waited for a lock");
-    };
-  }
 
   /** `earlier` cuts in an open transaction; `later` starts meanwhile, waits, and runs once it commits. */
   async function race(thread: Thread, earlier: EpisodeTrigger, later: EpisodeTrigger) {

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
-import { PgDialect } from "drizzle-orm/pg-core";
-import pg from "pg";
+import type pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
@@ -11,8 +10,9 @@ import { runDueJobs } from "../../lib/jobs/runner";
 import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { embedWaitingMessages, runMessageEmbedJob } from "../helpers/jobs-of-kind";
+import { useServerConnections } from "../helpers/server-connections";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
-import { dropServerDatabase, newServerDatabase, testPgUrl } from "../helpers/test-database";
+import { testPgUrl } from "../helpers/test-database";
 
 /**
  * Messages' keyword statistics (message_terms) are counted off the write path: an append writes
@@ -246,32 +246,15 @@ describe("recall before the count", () => {
  * is skipped by the count, and stays uncounted if the deletion rolls back.
  */
 describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", () => {
-  const dialect = new PgDialect();
-  let name: string;
-  let url: string;
-  const clients: pg.Client[] = [];
+  const { clients, run, waitsForLock: blocked } = useServerConnections(3);
   let job: pg.Client;
   let deleter: pg.Client;
   let observer: pg.Client;
 
-  beforeAll(async () => {
-    ({ name, url } = await newServerDatabase());
-    for (let i = 0; i < 3; i++) {
-      const client = new pg.Client({ connectionString: url });
-      await client.connect();
-      clients.push(client);
-    }
+  beforeAll(() => {
     [job, deleter, observer] = clients;
   });
-  afterAll(async () => {
-    for (const client of clients) await client.end();
-    if (name) await dropServerDatabase(name);
-  });
 
-  const run = (client: pg.Client, q: SQL) => {
-    const { sql: text, params } = dialect.sqlToQuery(q);
-    return client.query(text, params);
-  };
   const count = (client: pg.Client, threadId: string) =>
     run(client, sql`WITH ${countThreadTermsCtes(threadId)} SELECT count(*)::int AS n FROM counted`).then(
       (r) => r.rows[0].n as number,
@@ -303,19 +286,6 @@ describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", ()
     const recount = await run(observer, RECOUNT(project));
     expect(kept.rows).toEqual(recount.rows);
     return kept.rows as TermRow[];
-  }
-
-  /** Waits until `client`'s backend waits for a lock (its statement is blocked, not finished). */
-  async function blocked(client: pg.Client) {
-    const pid = (await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
-    return async () => {
-      for (let i = 0; i < 500; i++) {
-        const { rows } = await observer.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid]);
-        if (rows[0]?.wait_event_type === "Lock") return;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      throw new Error("the statement never waited for a lock");
-    };
   }
 
   it("a deletion that waited for the count subtracts what the count added", async () => {
