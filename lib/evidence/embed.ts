@@ -70,9 +70,9 @@ const Pending = z.object({ id: z.string(), content: z.string() });
 /**
  * Counts the thread's new index rows into the keyword statistics, then embeds up to EMBED_BATCH
  * of its indexed messages that have no vector yet (oldest first) and stores their vectors; true
- * when more remain, those written during the provider call included. The count rides in the statement that reads the batch, before the provider
- * is called, so a provider failure (or none configured) leaves no message uncounted past the
- * job's run. A message whose thread was deleted meanwhile gets no vector (the insert joins its
+ * when more remain, those written during the provider call included. The count rides in the
+ * statement that reads the batch, before the provider is called, so a provider failure (or none
+ * configured) leaves no message uncounted past the job's run. A message whose thread was deleted meanwhile gets no vector (the insert joins its
  * index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
