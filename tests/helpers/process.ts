@@ -38,19 +38,13 @@ export async function startServerProcess(
     env: { ...process.env, LOG_LEVEL: testLogLevel("warn"), ...env, PORT: String(port) },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let out = "";
-  child.stdout?.on("data", (d) => {
-    out += d;
-  });
-  child.stderr?.on("data", (d) => {
-    out += d;
-  });
+  const output = interleavedOutput(child);
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
   const url = `http://127.0.0.1:${port}`;
   await new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${out}`)), timeoutMs);
+    const timer = setTimeout(() => reject(new Error(`server did not start in time:\n${output()}`)), timeoutMs);
     const check = setInterval(() => {
-      if (out.includes(`Listening on ${url}`)) {
+      if (output().includes(`Listening on ${url}`)) {
         clearInterval(check);
         clearTimeout(timer);
         resolve();
@@ -59,13 +53,13 @@ export async function startServerProcess(
     exited.then((code) => {
       clearInterval(check);
       clearTimeout(timer);
-      reject(new Error(`server exited with ${code}:\n${out}`));
+      reject(new Error(`server exited with ${code}:\n${output()}`));
     });
   }).catch((err) => {
     child.kill("SIGKILL");
     throw err;
   });
-  return { child, url, output: () => out, exited };
+  return { child, url, output, exited };
 }
 
 /**
@@ -110,16 +104,21 @@ export async function runToExit(
     env: { ...process.env, ...options.env },
     stdio: ["ignore", "pipe", "pipe"],
   });
-  let output = "";
-  child.stdout?.on("data", (d) => {
-    output += d;
-  });
-  child.stderr?.on("data", (d) => {
-    output += d;
-  });
+  const output = interleavedOutput(child);
   const code = await new Promise<number | null>((resolve, reject) => {
     child.once("error", reject);
     child.once("exit", resolve);
   });
-  return { code, output };
+  return { code, output: output() };
+}
+
+/** A child's stdout and stderr as one text, in the order they came; read it at any time. */
+function interleavedOutput(child: ChildProcess): () => string {
+  let output = "";
+  const gather = (d: Buffer | string) => {
+    output += d;
+  };
+  child.stdout?.on("data", gather);
+  child.stderr?.on("data", gather);
+  return () => output;
 }
