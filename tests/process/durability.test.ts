@@ -81,7 +81,7 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
     const before = readTrace(traceFile);
     // The assistant's messages (not indexed by default) arm no embedding job: its runs, retried
     // here without a provider, would commit (and sync) whenever a slow machine lets them fall
-    // into the reads below. The write statement is the user's, but for the index row.
+    // into the reads below. They run the statement a user's message runs, without its index row.
     for (let i = 0; i < WRITES; i++) {
       const res = await callJson(server.url, `/v1/memory/working/threads/${threadId}/messages`, {
         token: key,
