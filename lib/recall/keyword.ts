@@ -13,6 +13,17 @@ export const KEYWORD_PER_TERM = 100;
  */
 export const KEYWORD_COMMON_SHARE = 0.05;
 
+/**
+ * A dataset of at most this many documents finds a term's documents by reading its own rows (its
+ * B-tree) rather than the keyword index, whose posting list for the term spans every tenant's
+ * documents: a common word among a million facts is tens of thousands of postings, read to find
+ * the few of one small dataset (2.35× a lone dataset's recall among 10,000 tenants of one
+ * project, bench/RESULTS.md). Up to here a term held by more than KEYWORD_PER_TERM documents is
+ * common (KEYWORD_COMMON_SHARE of this size is KEYWORD_PER_TERM), so each term's documents are
+ * taken whole either way: the candidates are the same, only the reading differs.
+ */
+export const KEYWORD_SCAN_MAX_DOCS = KEYWORD_PER_TERM / KEYWORD_COMMON_SHARE;
+
 /** Okapi BM25's term-frequency saturation and length normalisation. */
 export const BM25_K1 = 1.2;
 export const BM25_B = 0.75;
@@ -83,13 +94,27 @@ function laggingTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset:
 /**
  * The keyword candidates: for each of the query's terms that is not common (KEYWORD_COMMON_SHARE),
  * at most KEYWORD_PER_TERM of the documents `lookup` finds for it (`t.term` names the term), so a
- * rare term's documents are always candidates. Returns their distinct `id`s.
+ * rare term's documents are always candidates. With `scan` (the same lookup over the dataset's
+ * rows, not the keyword index), a dataset of at most KEYWORD_SCAN_MAX_DOCS takes it instead: the
+ * branch not taken is cut by a one-time filter on `t.n`, before it reads anything. Returns their
+ * distinct `id`s.
  */
-export function keywordCandidatesSql(ix: TermIndex, lookup: SQL): SQL {
-  return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (
-        ${lookup} LIMIT ${sql.raw(String(KEYWORD_PER_TERM))}) m
-      WHERE t.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
+export function keywordCandidatesSql(ix: TermIndex, lookup: SQL, scan?: SQL): SQL {
+  const perTerm = sql.raw(String(KEYWORD_PER_TERM));
+  const max = sql.raw(String(KEYWORD_SCAN_MAX_DOCS));
+  const found = scan
+    ? sql`(SELECT id FROM (${scan}) l WHERE t.n <= ${max} LIMIT ${perTerm})
+        UNION ALL (SELECT id FROM (${lookup}) l WHERE t.n > ${max} LIMIT ${perTerm})`
+    : sql`${lookup} LIMIT ${perTerm}`;
+  return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (${found}) m
+      WHERE t.docs <= GREATEST(${perTerm}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
 }
+
+/**
+ * `search @@ query` as a filter the planner cannot answer from the keyword (GIN) index: for
+ * keywordCandidatesSql's `scan`, where the dataset's own rows are the cheaper read.
+ */
+export const matchesWithoutIndex = (search: SQL, query: SQL) => sql`(${search} @@ ${query}) IS TRUE`;
 
 /** `term` as a tsquery matching exactly that lexeme. */
 export const termQuery = sql`quote_literal(t.term)::tsquery`;

@@ -13,7 +13,7 @@ import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import { budgetSpentSql } from "../usage/budget";
 import type { RankedFact } from "./context";
-import { bm25Of, FACT_TERMS, keywordCandidatesSql, termCtes, termQuery } from "./keyword";
+import { bm25Of, FACT_TERMS, keywordCandidatesSql, matchesWithoutIndex, termCtes, termQuery } from "./keyword";
 import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
 import type { TimeRange } from "./time-range";
 
@@ -413,8 +413,9 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
  */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
   const lookup = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ ${termQuery}`;
+  const scan = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matchesWithoutIndex(sql`f.search`, termQuery)}`;
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
-    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, lookup)})`;
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, lookup, scan)})`;
 }
 
 /**
