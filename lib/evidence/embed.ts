@@ -72,19 +72,20 @@ const Pending = z.object({ id: z.string(), content: z.string() });
  * of its indexed messages that have no vector yet (oldest first) and stores their vectors; true
  * when more remain, those written during the provider call included. The count rides in the
  * statement that reads the batch, before the provider is called, so a provider failure (or none
- * configured) leaves no message uncounted past the job's run. A message whose thread was deleted meanwhile gets no vector (the insert joins its
- * index row).
+ * configured) leaves no message uncounted past the job's run. A message whose thread was deleted
+ * meanwhile gets no vector (the insert joins its index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
+  // The thread's index rows (`s`) whose message has no vector yet: the batch, and what remains.
+  const unembedded = sql`s.thread_id = ${threadId}
+    AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)`;
   const [row] = parsedRowsOf(
     z.object({ pending: dbJson(z.array(Pending).nullable()) }),
     await deps.db.execute(sql`
       WITH ${countThreadTermsCtes(threadId)}
       SELECT json_agg(json_build_object('id', p.message_id, 'content', left(m.content, ${EMBED_INPUT_CHARS}))
         ORDER BY p.created_at, p.message_id) AS pending
-      FROM (SELECT s.message_id, s.created_at FROM ${messageSearch} s
-        WHERE s.thread_id = ${threadId}
-          AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)
+      FROM (SELECT s.message_id, s.created_at FROM ${messageSearch} s WHERE ${unembedded}
         ORDER BY s.created_at, s.message_id LIMIT ${EMBED_BATCH + 1}) p
       JOIN ${messages} m ON m.id = p.message_id`),
   );
@@ -120,10 +121,8 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
         JOIN ${messageSearch} s ON s.message_id = x.id
         ON CONFLICT (message_id) DO NOTHING)
-      SELECT EXISTS (SELECT 1 FROM ${messageSearch} s
-        WHERE s.thread_id = ${threadId}
-          AND s.message_id NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(batch.map((m) => m.id))}::jsonb))
-          AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)) AS more`),
+      SELECT EXISTS (SELECT 1 FROM ${messageSearch} s WHERE ${unembedded}
+          AND s.message_id NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(batch.map((m) => m.id))}::jsonb))) AS more`),
   );
   return stored?.more ?? false;
 }

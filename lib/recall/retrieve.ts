@@ -412,10 +412,11 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
  * brings (keywordCandidatesSql).
  */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
-  const lookup = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND f.search @@ ${termQuery}`;
-  const scan = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matchesWithoutIndex(sql`f.search`, termQuery)}`;
+  const lookup = (matches: SQL) => sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matches}`;
+  const byIndex = lookup(sql`f.search @@ ${termQuery}`);
+  const byRows = lookup(matchesWithoutIndex(sql`f.search`, termQuery));
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
-    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, lookup, scan)})`;
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, byRows)})`;
 }
 
 /**
