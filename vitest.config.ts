@@ -80,5 +80,8 @@ export default defineConfig({
     // builds its own service and database from them, and none mocks a module. Isolated, loading
     // them was 235 of `npm test`'s 994 s of test time (652 s wall against 502 s without).
     isolate: false,
+    // Every statement the tests send is rendered by lib/db/compile.ts and by drizzle, and a
+    // difference fails the test (services the tests start as processes inherit it).
+    env: { SQL_COMPILE_CHECK: "1" },
   },
 });

@@ -1,5 +1,6 @@
 import { neon, neonConfig } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-http";
+import { withFastCompile } from "./compile";
 import { LeadGate, type LeadingStatement } from "./leading";
 import * as schema from "./schema";
 import { type Database, type Db, type LeadingDatabase, loggerFrom, type QueryHook, requestDatabase } from "./types";
@@ -28,7 +29,7 @@ export function createNeonDatabase(url: string, options: NeonOptions = {}): Data
     neonConfig.fetchEndpoint = () => endpoint;
   }
   const client = neon(url);
-  const db = drizzle({ client, schema, logger: loggerFrom(options.onQuery) });
+  const db = withFastCompile(drizzle({ client, schema, logger: loggerFrom(options.onQuery) }));
   return {
     db: db as unknown as Db,
     kind: "neon",
@@ -89,7 +90,7 @@ function leadingNeon(neonClient: NeonClient, lead: LeadingStatement, onQuery: Qu
     );
   const view = Object.assign(query, { query, transaction });
   // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
-  const db = drizzle({ client: view as unknown as NeonClient, logger: loggerFrom(onQuery) });
+  const db = withFastCompile(drizzle({ client: view as unknown as NeonClient, logger: loggerFrom(onQuery) }));
   return requestDatabase(
     {
       db: db as unknown as Db,

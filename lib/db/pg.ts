@@ -1,5 +1,6 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
+import { withFastCompile } from "./compile";
 import { LeadGate, type LeadingStatement } from "./leading";
 import * as schema from "./schema";
 import { tracedQuery } from "./traced";
@@ -36,7 +37,7 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
   );
   // A span per statement when tracing is on; the request views below call this one too.
   pool.query = tracedQuery(pool.query) as pg.Pool["query"];
-  const db = drizzle({ client: pool, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
+  const db = withFastCompile(drizzle({ client: pool, schema, logger: loggerFrom(options.onQuery) })) as unknown as Db;
   return {
     db,
     kind: "pg",
@@ -74,6 +75,6 @@ function leadingPool(pool: pg.Pool, lead: LeadingStatement, onQuery: QueryHook |
     return pool.connect();
   }) as pg.Pool["connect"];
   // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
-  const db = drizzle({ client: view, logger: loggerFrom(onQuery) }) as unknown as Db;
+  const db = withFastCompile(drizzle({ client: view, logger: loggerFrom(onQuery) })) as unknown as Db;
   return requestDatabase({ db, kind: "pg", batch: (build) => batchInTransaction(db, build) }, gate);
 }

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
+import { withFastCompile } from "./compile";
 import { acquireDirLock } from "./dir-lock";
 import { LeadGate, type LeadingStatement } from "./leading";
 import {
@@ -95,7 +96,7 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
   // A span per statement when tracing is on (a transaction's are grouped in its own span).
   const query = tracedQuery(preparedQuery(client));
   const view = { query, transaction: client.transaction.bind(client) } as unknown as PGlite;
-  const db = drizzle({ client: view, schema, logger: loggerFrom(options.onQuery) }) as unknown as Db;
+  const db = withFastCompile(drizzle({ client: view, schema, logger: loggerFrom(options.onQuery) })) as unknown as Db;
   return {
     db,
     kind: "pglite",
@@ -135,7 +136,9 @@ function leadingPglite(
     },
   };
   // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
-  const db = drizzle({ client: view as unknown as PGlite, logger: loggerFrom(onQuery) }) as unknown as Db;
+  const db = withFastCompile(
+    drizzle({ client: view as unknown as PGlite, logger: loggerFrom(onQuery) }),
+  ) as unknown as Db;
   return requestDatabase({ db, kind: "pglite", batch: (build) => batchInTransaction(db, build) }, gate);
 }
 
