@@ -1,4 +1,4 @@
-import { PGlite } from "@electric-sql/pglite";
+import { PGlite, types } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { GENERIC_PLAN_HINT } from "./generic-plan";
@@ -37,6 +37,21 @@ describe("preparedQuery on the embedded database", () => {
     const plain = await client.query(select, [2], { rowMode: "array" });
     await query(select, [2], { rowMode: "array" });
     expect((await query(select, [2], { rowMode: "array" })).rows).toEqual(plain.rows);
+  });
+
+  it("a call's own parsers win over the database's for their types, the database's parse the rest", async () => {
+    // As drizzle calls it: timestamps kept as text, every other type parsed by PGlite.
+    const options = { parsers: { [types.TIMESTAMPTZ]: (value: string) => `as text: ${value}` } };
+    const select = "SELECT at, tags, id FROM t WHERE id = $1";
+    const plain = await client.query(select, [1], options);
+    await query(select, [1], options);
+    const named = await query(select, [1], options);
+    const { rows } = await client.query("SELECT 1 FROM pg_prepared_statements WHERE statement = $1", [select]);
+    expect(rows).toHaveLength(1); // the second and third calls ran it as a named statement
+    expect(named.rows).toEqual(plain.rows);
+    expect(named.rows).toEqual([{ at: "as text: 2026-01-02 03:04:05+00", tags: { a: [1] }, id: 1 }]);
+    // The next call without them gets the database's parser again.
+    expect((await query(select, [1])).rows[0]).toMatchObject({ at: new Date("2026-01-02T03:04:05Z") });
   });
 
   it("a failing call throws Postgres's error with its code, and the statement stays usable", async () => {
