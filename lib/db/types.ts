@@ -1,6 +1,7 @@
 import type { SQL } from "drizzle-orm";
 import type { BatchItem } from "drizzle-orm/batch";
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from "drizzle-orm/pg-core";
+import { withFastCompile } from "./compile";
 import type { LeadingStatement } from "./leading";
 import type * as schema from "./schema";
 import { tracedTransaction } from "./traced";
@@ -70,7 +71,7 @@ export type ProjectRef = string | SQL;
 export function compiled(query: SQL): { sql: string; params: unknown[] } {
   return dialect.sqlToQuery(query);
 }
-const dialect = new PgDialect();
+const { dialect } = withFastCompile({ dialect: new PgDialect() });
 
 export function loggerFrom(onQuery: QueryHook | undefined) {
   return onQuery ? { logQuery: (query: string, params: unknown[]) => onQuery(query, params) } : false;

@@ -1,4 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
+import { constantSql } from "../db/constant-sql";
+import { compiled } from "../db/types";
 import { FLOAT4_MIN_NORMAL, INT4_MAX } from "../numbers";
 import { DEFAULT_SETTINGS, type EpisodicSettings, type SettingRule, type Settings, settingRule } from "./settings";
 
@@ -56,6 +58,20 @@ function valueSql(value: SQL, rule: SettingRule, cast: Cast): SQL {
  * setting (autoEpisodeIntervalMs: null) yields SQL NULL.
  */
 function settingSql<G extends keyof Settings>(
+  group: G,
+  key: keyof Settings[G] & string,
+  projectSettings: SQL,
+  cast: Cast,
+  threadSettings?: SQL,
+): SQL {
+  // Built once per setting and source columns (the CASE is some sixty chunks, built on every
+  // append otherwise); a source with a parameter in it is built each time.
+  const sources = compiled(sql`${projectSettings} / ${threadSettings ?? sql``}`);
+  const build = () => buildSettingSql(group, key, projectSettings, cast, threadSettings);
+  return sources.params.length > 0 ? build() : constantSql(`setting ${group}.${key}::${cast} of ${sources.sql}`, build);
+}
+
+function buildSettingSql<G extends keyof Settings>(
   group: G,
   key: keyof Settings[G] & string,
   projectSettings: SQL,
