@@ -19,8 +19,9 @@
 # commit on, as a deployment runs): shared_buffers 1GB (a million facts' tables and indexes are
 # about 3 GB: the rest is read through the OS page cache), effective_cache_size 4GB (the
 # planner's guess of that cache), max_wal_size 8GB and checkpoint_timeout 30min (a bulk load of
-# gigabytes is not cut by checkpoints every 1 GB). The bench itself sets maintenance_work_mem for
-# its index builds (bench/seed.ts).
+# gigabytes is not cut by checkpoints every 1 GB). BENCH_PG_SHARED_BUFFERS sets another pool size
+# (e.g. 4GB: one that holds a million facts). The bench itself sets maintenance_work_mem for its
+# index builds (bench/seed.ts).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -45,7 +46,7 @@ fi
 # shellcheck source=scripts/pg-cluster.sh
 . scripts/pg-cluster.sh
 pg_install
-pg_start_cluster -c shared_buffers=1GB -c effective_cache_size=4GB -c max_wal_size=8GB -c checkpoint_timeout=30min
+pg_start_cluster -c "shared_buffers=${BENCH_PG_SHARED_BUFFERS:-1GB}" -c effective_cache_size=4GB -c max_wal_size=8GB -c checkpoint_timeout=30min
 
 ctl="${AS_SERVER[*]} $PG_BIN/pg_ctl -D $PG_DATA -l $PG_TMP/server.log -w -t 120"
 restart="$ctl -m fast stop >/dev/null"
