@@ -42,7 +42,7 @@ const UNSUPPORTED = Symbol("unsupported chunk");
  * chain. Add message's statement (5.5 KB of text, thousands of chunks) took ~0.4 ms to render,
  * more than a seventh of the whole request (bench/RESULTS.md). The output is the same, text,
  * parameters and typings: tests compare the two on every statement the test suite sends
- * (installFastCompile's `check`).
+ * (withFastCompile's check, SQL_COMPILE_CHECK=1).
  */
 export function compileFast(query: SQL, dialect: DialectHooks): CompiledQuery | undefined {
   const out: Output = { sql: "", params: [], typings: [] };
