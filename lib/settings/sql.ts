@@ -64,35 +64,27 @@ function settingSql<G extends keyof Settings>(
   cast: Cast,
   threadSettings?: SQL,
 ): SQL {
+  const build = (): SQL => {
+    const fallback = DEFAULT_SETTINGS[group][key] as unknown;
+    const path = sql`-> ${name(group)} -> ${name(key)}`;
+    const rule = settingRule(group, key, "project");
+    const project = sql`(${projectSettings} ${path})`;
+    let thread = sql``;
+    if (threadSettings) {
+      const own = sql`(${threadSettings} ${path})`;
+      const threadRule = settingRule(group, key, "thread");
+      thread = sql`WHEN ${validSql(own, threadRule)} THEN ${valueSql(own, threadRule, cast)}`;
+    }
+    const explicitNull = rule.nullable ? sql`WHEN jsonb_typeof(${project}) = 'null' THEN NULL` : sql``;
+    return sql`(CASE ${thread} ${explicitNull}
+      WHEN ${validSql(project, rule)} THEN ${valueSql(project, rule, cast)}
+      ELSE ${fallback === null ? sql`NULL` : sql.raw(String(fallback))}::${sql.raw(cast)}
+    END)`;
+  };
   // Built once per setting and source columns (the CASE is some sixty chunks, built on every
   // append otherwise); a source with a parameter in it is built each time.
   const sources = compiled(sql`${projectSettings} / ${threadSettings ?? sql``}`);
-  const build = () => buildSettingSql(group, key, projectSettings, cast, threadSettings);
   return sources.params.length > 0 ? build() : constantSql(`setting ${group}.${key}::${cast} of ${sources.sql}`, build);
-}
-
-function buildSettingSql<G extends keyof Settings>(
-  group: G,
-  key: keyof Settings[G] & string,
-  projectSettings: SQL,
-  cast: Cast,
-  threadSettings?: SQL,
-): SQL {
-  const fallback = DEFAULT_SETTINGS[group][key] as unknown;
-  const path = sql`-> ${name(group)} -> ${name(key)}`;
-  const rule = settingRule(group, key, "project");
-  const project = sql`(${projectSettings} ${path})`;
-  let thread = sql``;
-  if (threadSettings) {
-    const own = sql`(${threadSettings} ${path})`;
-    const threadRule = settingRule(group, key, "thread");
-    thread = sql`WHEN ${validSql(own, threadRule)} THEN ${valueSql(own, threadRule, cast)}`;
-  }
-  const explicitNull = rule.nullable ? sql`WHEN jsonb_typeof(${project}) = 'null' THEN NULL` : sql``;
-  return sql`(CASE ${thread} ${explicitNull}
-    WHEN ${validSql(project, rule)} THEN ${valueSql(project, rule, cast)}
-    ELSE ${fallback === null ? sql`NULL` : sql.raw(String(fallback))}::${sql.raw(cast)}
-  END)`;
 }
 
 /** An episodic setting: defaults, then the project's, then the thread's override. */
