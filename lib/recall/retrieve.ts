@@ -261,8 +261,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
  */
 function settingsCte(r: Retrieval): SQL {
   const own = sql`${projects.settings}`;
-  const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
-    constantSql(`recall: semantic.${key}`, () => projectSetting("semantic", key, own, cast));
+  const setting = semanticSetting(own);
   const reranks = r.mode !== "recent" && r.facts;
   return sql`s AS (SELECT *, msg_lim + fetch_lim AS msg_fetch FROM (
     SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
@@ -275,10 +274,13 @@ function settingsCte(r: Retrieval): SQL {
       FROM ${projects} WHERE ${projects.id} = ${r.projectId}) own) lims)`;
 }
 
+/** A semantic setting read from `own` (projectSetting, which builds each one once). */
+const semanticSetting = (own: SQL) => (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
+  projectSetting("semantic", key, own, cast);
+
 /** The settings the call cannot override, each as the project stored it (when valid) or its default. */
 function storedSettings(own: SQL): SQL {
-  const setting = (key: keyof Settings["semantic"], cast: Parameters<typeof projectSetting>[3]) =>
-    projectSetting("semantic", key, own, cast);
+  const setting = semanticSetting(own);
   return sql`${setting("anchorVectorMin", "float8")} AS anchor_min,
       ${setting("anchorVectorTopK", "int")} AS anchor_k,
       ${setting("vectorWeight", "float8")} AS vector_weight,
