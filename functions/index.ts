@@ -10,6 +10,7 @@ import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { createLogger, errorFields, type Logger } from "../lib/log";
+import { usageBacklog } from "../lib/usage/backlog";
 import { createApp } from "./app";
 
 /**
@@ -23,6 +24,7 @@ type WorkerEnv = Env & Partial<Record<keyof ConfigEnv, string>>;
 
 /** Per isolate: a repeated recall query skips the provider for as long as the isolate lives. */
 const queryEmbeddings = createQueryEmbeddings();
+const usageBacklogOfIsolate = usageBacklog();
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
@@ -89,6 +91,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     jobs: backgroundJobs,
     defer: (work) => ctx.waitUntil(work),
     queryEmbeddings,
+    usageBacklog: usageBacklogOfIsolate,
   };
 }
 

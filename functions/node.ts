@@ -15,6 +15,7 @@ import { createLlm, type Llm } from "../lib/llm/client";
 import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
+import { usageBacklog } from "../lib/usage/backlog";
 import { createApp } from "./app";
 import { dashboardAssets } from "./dashboard-assets";
 import { startObservability } from "./observe";
@@ -85,6 +86,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     jobs: backgroundJobs,
     defer: track,
     queryEmbeddings: createQueryEmbeddings(),
+    usageBacklog: usageBacklog(),
   };
   // The embedded database has one process (its directory lock): leases still held were held by
   // a process that is gone, so its jobs and episodes are released now rather than a lease later.
@@ -125,13 +127,18 @@ export async function createNodeService(options: NodeServiceOptions) {
     runSweep,
     /** The metrics and traces, when configured (tests flush the spans). */
     observability,
-    /** Resolves once every deferred piece of work has settled (tests, shutdown). */
+    /**
+     * Resolves once every deferred piece of work has settled (tests, shutdown). Ledger rows
+     * waiting for a request to carry them are written now rather than at their time.
+     */
     async settle() {
+      deps.usageBacklog.hurry();
       while (inFlight.size > 0) await Promise.all([...inFlight]);
     },
     async close() {
       if (interval) clearInterval(interval);
       timers?.stop();
+      deps.usageBacklog.hurry();
       while (inFlight.size > 0) await Promise.all([...inFlight]);
       await observability?.close();
       await database.close();

@@ -7,6 +7,8 @@ import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
 import { unauthorized } from "./errors";
 import { newId } from "./ids";
+import type { CarriedUsage } from "./usage/backlog";
+import { carriedUsageSql, returnToBacklog } from "./usage/sql";
 
 export const SESSION_LIFETIME_MS = 7 * 24 * 60 * 60 * 1000;
 
@@ -36,11 +38,15 @@ export interface ApiKeyPrincipal {
  * disk flush of its own: the stamp is advisory, and on a durable host every request, reads
  * included, would otherwise pay one more flush), returning what decides the answer. Revocation is
  * therefore seen by the very next request. The same statement leads a read's work (`deferApiKey`).
+ * It also writes the ledger rows other requests left waiting (lib/usage/backlog.ts), whatever
+ * the key's answer; then it is flushed as any write is.
  */
-function apiKeyStamp(keyHash: string, now: Date): SQL {
-  return sql`UPDATE ${apiKeys}
+function apiKeyStamp(keyHash: string, now: Date, carried: CarriedUsage[]): SQL {
+  const carry = carried.length ? sql`WITH usage_carried AS (${carriedUsageSql(carried)}) ` : sql``;
+  const unflushed = carried.length ? sql`` : sql` AND ${commitWithoutFlush}`;
+  return sql`${carry}UPDATE ${apiKeys}
     SET last_used_at = CASE WHEN revoked_at IS NULL THEN ${now.toISOString()}::timestamptz ELSE last_used_at END
-    WHERE key_hash = ${keyHash} AND ${commitWithoutFlush}
+    WHERE key_hash = ${keyHash}${unflushed}
     RETURNING id AS key_id, project_id, revoked_at`;
 }
 
@@ -53,8 +59,18 @@ export function apiKeyPrincipal(row: Record<string, unknown> | undefined): ApiKe
 }
 
 export async function authenticateApiKey(deps: Deps, header: string | undefined | null): Promise<ApiKeyPrincipal> {
-  const stamp = apiKeyStamp(hashToken(bearerToken(header)), deps.clock.now());
-  return apiKeyPrincipal(rowsOf<Record<string, unknown>>(await deps.db.execute(stamp))[0]);
+  const keyHash = hashToken(bearerToken(header));
+  const carried = deps.usageBacklog.take();
+  let rows: unknown;
+  try {
+    rows = await deps.db.execute(apiKeyStamp(keyHash, deps.clock.now(), carried));
+  } catch (err) {
+    if (carried.length === 0) throw err;
+    // The request must not fail for the rows it carried: they wait again, and the key alone decides.
+    returnToBacklog(deps, carried, err);
+    rows = await deps.db.execute(apiKeyStamp(keyHash, deps.clock.now(), []));
+  }
+  return apiKeyPrincipal(rowsOf<Record<string, unknown>>(rows)[0]);
 }
 
 /** A read whose key is checked in its own round trip: see `deferApiKey`. */
@@ -77,10 +93,14 @@ export interface DeferredApiKey {
 export function deferApiKey(deps: Deps, header: string | undefined | null): DeferredApiKey {
   const keyHash = hashToken(bearerToken(header));
   let principal: ApiKeyPrincipal | undefined;
+  const carried = deps.usageBacklog.take();
   const database = deps.database.withLeading({
-    query: compiled(apiKeyStamp(keyHash, deps.clock.now())),
+    query: compiled(apiKeyStamp(keyHash, deps.clock.now(), carried)),
     accept: (rows) => {
       principal = apiKeyPrincipal(rows[0]);
+    },
+    unsent: (err) => {
+      if (carried.length) returnToBacklog(deps, carried, err);
     },
   });
   return {

@@ -6,6 +6,7 @@ import type { JobRegistry } from "./jobs/registry";
 import type { Llm } from "./llm/client";
 import type { QueryEmbeddings } from "./llm/query-embeddings";
 import type { Logger } from "./log";
+import type { UsageBacklog } from "./usage/backlog";
 
 /** Everything a domain function may touch, injected by the host. */
 export interface Deps {
@@ -26,6 +27,8 @@ export interface Deps {
   defer(work: Promise<unknown>): void;
   /** Recall's query embeddings, kept for the life of the process (Node.js) or isolate (edge). */
   queryEmbeddings: QueryEmbeddings;
+  /** Ledger rows waiting for a statement to carry them, kept like queryEmbeddings (lib/usage/backlog.ts). */
+  usageBacklog: UsageBacklog;
 }
 
 /**

@@ -73,4 +73,17 @@ describe("LeadGate", () => {
     await accepting.settleAfterFailure();
     await expect(accepting.settle()).resolves.toBeUndefined();
   });
+
+  it("tells the lead when its round trip failed, and not when it was refused", async () => {
+    const unsent: unknown[] = [];
+    const failing = new LeadGate({ ...lead(), unsent: (err) => unsent.push(err) }, async () => {
+      throw new Error("connection lost");
+    });
+    await expect(failing.settle()).rejects.toThrow("connection lost");
+    expect(unsent).toEqual([new Error("connection lost")]);
+
+    const refusing = new LeadGate({ ...lead(), unsent: (err) => unsent.push(err) }, async () => [{ ok: false }]);
+    await expect(refusing.settle()).rejects.toThrow("refused");
+    expect(unsent).toHaveLength(1);
+  });
 });

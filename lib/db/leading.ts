@@ -13,6 +13,8 @@ export interface LeadingStatement {
    * every later statement of the request fails with the same error without being sent.
    */
   accept(rows: Record<string, unknown>[]): void;
+  /** The lead's round trip failed: nothing it would have written was (it then fails the request). */
+  unsent?(err: unknown): void;
 }
 
 /**
@@ -49,15 +51,25 @@ export class LeadGate {
    * answer to a bad credential, whatever the work did), so the lead is sent alone to tell.
    */
   settleAfterFailure(): Promise<void> {
-    const settled = this.sendAlone().then((rows) => this.lead.accept(rows));
+    const settled = this.sendLeadAlone();
     this.finish(settled);
     return settled;
   }
 
   /** Waits for the lead's outcome, sending it alone if nobody has yet; throws its refusal. */
   settle(): Promise<void> {
-    if (this.take()) this.finish(this.sendAlone().then((rows) => this.lead.accept(rows)));
+    if (this.take()) this.finish(this.sendLeadAlone());
     return this.outcome as Promise<void>;
+  }
+
+  private sendLeadAlone(): Promise<void> {
+    return this.sendAlone().then(
+      (rows) => this.lead.accept(rows),
+      (err) => {
+        this.lead.unsent?.(err);
+        throw err;
+      },
+    );
   }
 
   private finish(settled: Promise<void>): void {

@@ -7,7 +7,9 @@ import {
   checkJson,
   completionOf,
   isRefusal,
+  recordedModel,
   repairTurn,
+  reportedTokens,
   type StreamState,
   streamEndProblem,
   takeChunk,
@@ -22,6 +24,26 @@ describe("chatParams", () => {
       messages: [{ role: "system", content: "be brief" }, ...messages],
     });
     expect(chatParams("m", { system: "s", messages, maxTokens: 50 })).toMatchObject({ max_tokens: 50 });
+  });
+});
+
+describe("what the ledger records of an answer", () => {
+  it("keeps token counts its integer columns hold; others are unknown", () => {
+    expect(reportedTokens({ prompt_tokens: 12, completion_tokens: 3.6, total_tokens: 2 ** 31 - 1 })).toEqual({
+      inputTokens: 12,
+      outputTokens: 4,
+      totalTokens: 2 ** 31 - 1,
+    });
+    expect(reportedTokens({ prompt_tokens: 2 ** 31, completion_tokens: -1, total_tokens: "7" })).toEqual({
+      inputTokens: null,
+      outputTokens: null,
+      totalTokens: null,
+    });
+  });
+
+  it("records the model the provider names, unless it is no storable name", () => {
+    expect(recordedModel("gpt-4o-mini-2024-07-18", "gpt-4o-mini")).toBe("gpt-4o-mini-2024-07-18");
+    for (const odd of [undefined, "", 42, "a\0b", "m".repeat(201)]) expect(recordedModel(odd, "asked")).toBe("asked");
   });
 });
 

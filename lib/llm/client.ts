@@ -82,11 +82,15 @@ export interface ProviderCall {
  */
 export type Meter = (call: ProviderCall) => void;
 
+const MAX_TOKEN_COUNT = 2 ** 31 - 1;
+
 /** The usage object of a Chat Completions or Embeddings answer, as the meter takes it. */
 export function reportedTokens(
   usage: { prompt_tokens?: unknown; completion_tokens?: unknown; total_tokens?: unknown } | null | undefined,
 ) {
-  const count = (n: unknown) => (typeof n === "number" && Number.isFinite(n) && n >= 0 ? Math.round(n) : null);
+  // What the ledger's integer columns hold; a count past them is no count (unknown), not a failure.
+  const count = (n: unknown) =>
+    typeof n === "number" && Number.isFinite(n) && n >= 0 && n <= MAX_TOKEN_COUNT ? Math.round(n) : null;
   return {
     inputTokens: count(usage?.prompt_tokens),
     outputTokens: count(usage?.completion_tokens),
@@ -95,6 +99,17 @@ export function reportedTokens(
 }
 
 const NO_TOKENS = { inputTokens: null, outputTokens: null, totalTokens: null };
+
+/**
+ * The model a call is recorded under: the one the provider says answered, when it names one as
+ * text PostgreSQL can store (no NUL) of a sane length, otherwise the one asked for. The ledger's
+ * rows ride in other requests' statements (lib/usage/backlog.ts): nothing a provider answers may
+ * make one fail.
+ */
+export function recordedModel(answered: unknown, asked: string): string {
+  const ok = typeof answered === "string" && answered.length > 0 && answered.length <= 200 && !answered.includes("\0");
+  return ok ? answered : asked;
+}
 
 /** Runs one provider call and tells the meter how it ended (`tokens` of the answer when it came). */
 async function metered<R>(
@@ -114,7 +129,7 @@ async function metered<R>(
     throw err;
   }
   const { model: answeredModel, ok } = answered(answer);
-  meter?.({ kind, model: answeredModel || model, ...tokens(answer), outcome: ok ? "ok" : "error" });
+  meter?.({ kind, model: recordedModel(answeredModel, model), ...tokens(answer), outcome: ok ? "ok" : "error" });
   return answer;
 }
 

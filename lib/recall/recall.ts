@@ -6,7 +6,7 @@ import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { annotateSpan } from "../telemetry";
 import { type UsageCollector, usageCollector } from "../usage/collector";
-import { flushUsage, usageCteOf } from "../usage/sql";
+import { deferUsage, usageCteOf } from "../usage/sql";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
 import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
@@ -62,7 +62,7 @@ export interface RecallExplanation {
  * no reranker, the fused order; no facts, an empty block; no episodes, null; no synthesis (or the
  * project's monthly token budget spent), null. Only when no data could be read at all does the
  * request fail. The query embedding is recorded in the ledger by the statement; the reranker's
- * and synthesis' calls, made after it, by one statement after the response.
+ * and synthesis' calls, made after it, by a later request's statement (lib/usage/backlog.ts).
  */
 export async function recall({ deps, projectId }: ReadContext, request: RecallRequest) {
   const timings: Timing[] = [];
@@ -108,8 +108,10 @@ export async function recall({ deps, projectId }: ReadContext, request: RecallRe
   // Not while the project's monthly token budget is spent (null, as when synthesis fails).
   const synthesise = include.has("synthesis") && context && !retrieved.budgetSpent;
   const synthesis = synthesise ? await synthesisOf(deps, context, query, timings, usage) : null;
-  // Only when the reranker or synthesis called the provider: off the response's path.
-  if (usage.pending > 0) deps.defer(flushUsage(deps, usage, scope));
+  // The reranker's and synthesis' calls (made only when the project was read): carried by a later
+  // statement, off the response's path.
+  if (retrieved.settings)
+    deferUsage(deps, usage, { projectId: retrieved.settings.projectId, dataset: request.dataset });
 
   const raw = include.has("raw");
   return {

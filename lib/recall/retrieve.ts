@@ -81,6 +81,8 @@ export interface RetrievedEpisode {
 
 /** The read-path settings the statement resolved (the per-call values where given). */
 export interface RecallSettings {
+  /** The project read (for a /v1 read, the one its API key resolved to inside the statement). */
+  projectId: string;
   limit: number;
   /** Messages in the block (with `include: ["messages"]`). */
   messageLimit: number;
@@ -149,6 +151,7 @@ const RecallRow = z.object({
   settings: dbJson(
     z
       .object({
+        projectId: z.string(),
         limit: z.number(),
         messageLimit: z.number(),
         rerank: z.boolean(),
@@ -183,8 +186,9 @@ function retrievedEpisode(e: EpisodeJson): RetrievedEpisode {
 
 // The statement's parts without parameters are kept as text (lib/db/constant-sql.ts): rendering
 // recall's statement from its chunks on every call cost about half a bare HNSW search.
-const SETTINGS_COLUMN = sql.raw(`(SELECT jsonb_build_object('limit', lim, 'messageLimit', msg_lim, 'rerank', rerank,
-      'rerankCandidates', rerank_n, 'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
+const SETTINGS_COLUMN =
+  sql.raw(`(SELECT jsonb_build_object('projectId', project_of, 'limit', lim, 'messageLimit', msg_lim,
+      'rerank', rerank, 'rerankCandidates', rerank_n, 'rerankTimeoutMs', rerank_timeout) FROM s) AS settings`);
 const FACTS_COLUMN = sql.raw(`(SELECT coalesce(jsonb_agg(jsonb_build_object(
         'id', id, 'subject', subject, 'predicate', predicate, 'object', object,
         'object_is_entity', object_is_entity, 'confidence', confidence, 'source_quote', source_quote,
@@ -265,6 +269,7 @@ function settingsCte(r: Retrieval): SQL {
   const reranks = r.mode !== "recent" && r.facts;
   return sql`s AS (SELECT *, msg_lim + fetch_lim AS msg_fetch FROM (
     SELECT *, CASE WHEN rerank AND ${reranks} THEN GREATEST(lim, rerank_n) ELSE lim END AS fetch_lim FROM (SELECT
+      ${projects.id} AS project_of,
       coalesce(${r.limit ?? null}::int, ${setting("factsInContext", "int")}) AS lim,
       coalesce(${r.messageLimit ?? null}::int, ${setting("messagesInContext", "int")}) AS msg_lim,
       -- real, as the column is: 0.9 as float8 is above every stored 0.9. Both sides are 0 or at

@@ -3,6 +3,7 @@ import { projects, usageEvents } from "../db/schema";
 import type { Deps } from "../deps";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
+import { type CarriedUsage, USAGE_CARRY_MS } from "./backlog";
 import type { UsageCollector } from "./collector";
 
 /** Whose calls they were: the project (an id, or SQL finding it, as a /v1 read has it) and the dataset. */
@@ -12,36 +13,50 @@ export interface UsageScope {
   dataset: string | SQL | null;
 }
 
-/** The events as one jsonb parameter: the statement's text is the same whatever their number. */
-function eventsJson(events: UsageEvent[]): string {
-  return JSON.stringify(
-    events.map((e) => ({
-      operation: e.operation,
-      kind: e.kind,
-      model: e.model,
-      input_tokens: e.inputTokens,
-      output_tokens: e.outputTokens,
-      total_tokens: e.totalTokens,
-      outcome: e.outcome,
-    })),
-  );
+/** A call as the ledger's jsonb rows spell it (jsonb_to_recordset's columns: LEDGER_COLUMNS). */
+function ledgerJson(e: UsageEvent) {
+  return {
+    operation: e.operation,
+    kind: e.kind,
+    model: e.model,
+    input_tokens: e.inputTokens,
+    output_tokens: e.outputTokens,
+    total_tokens: e.totalTokens,
+    outcome: e.outcome,
+  };
 }
 
+const LEDGER_COLUMNS = sql.raw(`operation text, kind text, model text, input_tokens int, output_tokens int,
+      total_tokens int, outcome text`);
+const INSERT_LEDGER = sql`INSERT INTO ${usageEvents} (project_id, dataset, operation, kind, model, input_tokens,
+      output_tokens, total_tokens, outcome, created_at)`;
+const LEDGER_VALUES = sql.raw(
+  `u.operation, u.kind, u.model, u.input_tokens, u.output_tokens, u.total_tokens, u.outcome`,
+);
+
 /**
- * `INSERT INTO usage_events …` for the events: the one way a ledger row is written. A project that
- * is gone (deleted meanwhile, or the NULL of a refused API key) gets no row instead of failing the
- * statement it rides in.
+ * `INSERT INTO usage_events …` for the events: the one way a ledger row is written. The events go
+ * as one jsonb parameter, so the statement's text is the same whatever their number. A project
+ * that is gone (deleted meanwhile, or the NULL of a refused API key) gets no row instead of
+ * failing the statement it rides in.
  */
 export function usageInsertSql(events: UsageEvent[], scope: UsageScope, at: string): SQL {
   const dataset = scope.dataset === null ? sql`NULL::text` : sql`(${scope.dataset})::text`;
-  return sql`INSERT INTO ${usageEvents} (project_id, dataset, operation, kind, model, input_tokens, output_tokens,
-      total_tokens, outcome, created_at)
-    SELECT p.id, ${dataset}, u.operation, u.kind, u.model, u.input_tokens, u.output_tokens, u.total_tokens,
-      u.outcome, ${at}::timestamptz
+  return sql`${INSERT_LEDGER}
+    SELECT p.id, ${dataset}, ${LEDGER_VALUES}, ${at}::timestamptz
     FROM (SELECT (${scope.projectId})::text AS id) p
-    CROSS JOIN jsonb_to_recordset(${eventsJson(events)}::jsonb) AS u(operation text, kind text, model text,
-      input_tokens int, output_tokens int, total_tokens int, outcome text)
+    CROSS JOIN jsonb_to_recordset(${JSON.stringify(events.map(ledgerJson))}::jsonb) AS u(${LEDGER_COLUMNS})
     WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = p.id)`;
+}
+
+/** The same for calls of any projects and datasets, each with its own time (the backlog's). */
+export function carriedUsageSql(calls: CarriedUsage[]): SQL {
+  const rows = calls.map((c) => ({ ...ledgerJson(c), project_id: c.projectId, dataset: c.dataset, at: c.at }));
+  return sql`${INSERT_LEDGER}
+    SELECT u.project_id, u.dataset, ${LEDGER_VALUES}, u.at
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+      AS u(project_id text, dataset text, at timestamptz, ${LEDGER_COLUMNS})
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = u.project_id)`;
 }
 
 /**
@@ -79,4 +94,37 @@ export async function flushUsage(deps: Deps, usage: UsageCollector, scope: Usage
   } catch (err) {
     deps.log.error("usage: could not record provider calls", { calls: events.length, ...errorFields(err) });
   }
+}
+
+/**
+ * Calls made after the request's last statement (a /v1 request's reranker or synthesis, a chat
+ * call with no reply to store): into the backlog, for the next API key check to carry
+ * (lib/usage/backlog.ts); what none carried within USAGE_CARRY_MS, one statement writes after the
+ * response. No statement on the request's own path either way.
+ */
+export function deferUsage(deps: Deps, usage: UsageCollector, scope: { projectId: string; dataset: string | null }) {
+  if (usage.pending === 0) return;
+  deps.usageBacklog.add(usage.take(), scope, deps.clock.now().toISOString());
+  deps.defer(flushBacklogLater(deps));
+}
+
+async function flushBacklogLater(deps: Deps): Promise<void> {
+  await deps.usageBacklog.wait(USAGE_CARRY_MS);
+  const calls = deps.usageBacklog.take();
+  if (calls.length === 0) return;
+  try {
+    await deps.db.execute(carriedUsageSql(calls));
+  } catch (err) {
+    returnToBacklog(deps, calls, err);
+  }
+}
+
+/** Calls whose carrying statement failed: back to the backlog, or dropped (logged) at the last attempt. */
+export function returnToBacklog(deps: Pick<Deps, "usageBacklog" | "log">, calls: CarriedUsage[], err: unknown) {
+  const dropped = deps.usageBacklog.giveBack(calls);
+  deps.log.error("usage: could not record provider calls", {
+    calls: calls.length,
+    dropped: dropped.length,
+    ...errorFields(err),
+  });
 }

@@ -9,7 +9,7 @@ import type { MessageRole } from "../roles";
 import { getThread } from "../threads";
 import { budgetExhausted } from "../usage/budget";
 import { type UsageCollector, usageCollector } from "../usage/collector";
-import { flushUsage, type UsageScope } from "../usage/sql";
+import { deferUsage } from "../usage/sql";
 import { addMessage, prepareContext } from "./messages";
 
 export interface ChatInput {
@@ -73,8 +73,8 @@ export async function chat(ctx: ProjectContext, input: ChatInput): Promise<ChatR
       meter: turn.usage.meter("chat"),
     });
   } catch (err) {
-    // No reply to store it with: the failed call is recorded alone (a failure path only).
-    await flushUsage(ctx.deps, turn.usage, turn.scope);
+    // No reply to store it with: the failed call is carried by a later statement.
+    deferUsage(ctx.deps, turn.usage, turn.scope);
     throw err;
   }
   return storeReply(ctx, input.threadId, turn, completion, performance.now() - started);
@@ -97,7 +97,7 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
       meter: turn.usage.meter("chat"),
     });
   } catch (err) {
-    await flushUsage(ctx.deps, turn.usage, turn.scope);
+    deferUsage(ctx.deps, turn.usage, turn.scope);
     throw err;
   }
   let ended: number | undefined;
@@ -109,7 +109,7 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
         ended = performance.now();
       } finally {
         // A reply that will not be stored (the stream broke, the client left): its call alone.
-        if (!isWhole(stream)) ctx.deps.defer(flushUsage(ctx.deps, turn.usage, turn.scope));
+        if (!isWhole(stream)) deferUsage(ctx.deps, turn.usage, turn.scope);
       }
     })(),
     // completion() throws unless the stream ran to a whole reply: a partial one is never stored.
@@ -120,7 +120,7 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
     abort: () => {
       stream.abort();
       // Nothing will be stored: a call already ended (a whole reply the client left) is recorded alone.
-      if (turn.usage.pending > 0) ctx.deps.defer(flushUsage(ctx.deps, turn.usage, turn.scope));
+      deferUsage(ctx.deps, turn.usage, turn.scope);
     },
   };
 }
@@ -153,7 +153,7 @@ interface Turn {
   messages: ChatMessage[];
   /** The turn's provider call, recorded by the statement that stores the reply. */
   usage: UsageCollector;
-  scope: UsageScope;
+  scope: { projectId: string; dataset: string };
 }
 
 /**

@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import { COMPACT_KEEP_RECENT, crossesThreshold, type FoldState, planFold } from "./compaction";
 
 const state = (over: Partial<FoldState> = {}): FoldState => ({
+  dataset: "d",
   compacted_seq: 0,
   live_count: 10,
   summary_id: null,

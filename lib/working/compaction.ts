@@ -11,7 +11,7 @@ import type { Completion } from "../llm/client";
 import { COMPACTION_PROMPT } from "../llm/prompts";
 import { projectSetting } from "../settings/sql";
 import { usageCollector } from "../usage/collector";
-import { flushUsage, withUsage } from "../usage/sql";
+import { deferUsage, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
@@ -55,6 +55,7 @@ const FoldRow = z.object({ seq: z.number(), role: z.string(), content: z.string(
 
 /** What compaction reads in its first statement: the thread's counters, active summary and fold. */
 const FoldState = z.object({
+  dataset: z.string(),
   compacted_seq: dbInt,
   live_count: dbInt,
   summary_id: z.string().nullable(),
@@ -116,10 +117,11 @@ export async function compactThread(
   { deps, projectId }: ProjectContext,
   { threadId }: { threadId: string },
 ): Promise<Compacted | NothingToCompact> {
-  const plan = planFold(await readFold(deps, projectId, threadId));
+  const state = await readFold(deps, projectId, threadId);
+  const plan = planFold(state);
   if ("ok" in plan) return plan;
   const usage = usageCollector();
-  const scope = { projectId, dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})` };
+  const scope = { projectId, dataset: state.dataset };
   let completion: Completion;
   try {
     completion = await deps.llm.complete({
@@ -128,8 +130,8 @@ export async function compactThread(
       meter: usage.meter("compaction"),
     });
   } catch (err) {
-    // Nothing is written after a failed call: the call is recorded alone.
-    await flushUsage(deps, usage, scope);
+    // Nothing is written after a failed call: a later statement carries it.
+    deferUsage(deps, usage, scope);
     throw err;
   }
   const summaryId = await writeSummary(
@@ -156,7 +158,7 @@ async function readFold(deps: Deps, projectId: string, threadId: string): Promis
     FoldState,
     await deps.db.execute(sql`
       WITH t AS (
-        SELECT id, compacted_seq, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+        SELECT id, dataset, compacted_seq, live_count FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
       summary AS (
         SELECT id, content, summary_from_seq FROM ${messages}
         WHERE thread_id = (SELECT id FROM t) AND seq > (SELECT compacted_seq FROM t) AND is_summary AND compacted_at IS NULL
@@ -166,7 +168,7 @@ async function readFold(deps: Deps, projectId: string, threadId: string): Promis
         WHERE thread_id = (SELECT id FROM t) AND seq > (SELECT compacted_seq FROM t)
           AND compacted_at IS NULL AND NOT is_summary
         ORDER BY seq LIMIT LEAST(GREATEST((SELECT live_count FROM t) - ${COMPACT_KEEP_RECENT}, 0), ${COMPACT_MAX_FOLD}))
-      SELECT t.compacted_seq, t.live_count, s.id AS summary_id, s.content AS summary_content,
+      SELECT t.dataset, t.compacted_seq, t.live_count, s.id AS summary_id, s.content AS summary_content,
         s.summary_from_seq AS summary_from,
         coalesce((SELECT json_agg(json_build_object('seq', seq, 'role', role, 'content', content) ORDER BY seq) FROM fold), '[]'::json) AS fold
       FROM t LEFT JOIN summary s ON true`),

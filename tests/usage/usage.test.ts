@@ -238,10 +238,43 @@ describe("the usage ledger", () => {
       json: { content: "hello", recall: false },
     });
     expect(res.status).toBe(500);
+    // Not on the failed request's path: the next request's key check writes it.
+    expect(await ledger(t)).toEqual([]);
+    const next = await measured(() => t.get("/v1/usage"));
+    const carrying = next.statements.filter((s) => s.startsWith("WITH usage_carried AS"));
+    expect(carrying).toEqual([expect.stringMatching(/INSERT INTO "usage_events"[\s\S]*UPDATE "api_keys"/)]);
+    expect(next.statements.filter((s) => s.includes("usage_events"))).toHaveLength(2); // the carry, the report
     expect(await ledger(t)).toEqual([
       expect.objectContaining({ operation: "chat", kind: "chat", dataset: "d", total_tokens: null, outcome: "error" }),
     ]);
     expect((await usage(t)).total).toMatchObject({ calls: 1, failedCalls: 1, unknownCalls: 1 });
+  });
+
+  it("rides in a write's key check too; a row that cannot be written never fails the request carrying it", async () => {
+    const t = await tenant("carried-write");
+    await h.svc.settle(); // no earlier test's row left waiting
+    const backlog = h.svc.deps.usageBacklog;
+    const scope = { projectId: t.projectId, dataset: "d" };
+    const call = {
+      operation: "chat",
+      kind: "chat",
+      model: "m",
+      outputTokens: 1,
+      totalTokens: 4,
+      outcome: "ok",
+    } as const;
+    // More tokens than the ledger's integer column holds (the client never records such a count).
+    backlog.add([{ ...call, inputTokens: 2 ** 40 }], scope, h.clock.now().toISOString());
+    const first = await t.get("/v1/threads", { method: "POST", json: { dataset: "d" } });
+    expect(first.status).toBe(201);
+    expect(backlog.take()).toEqual([expect.objectContaining({ inputTokens: 2 ** 40, attempts: 1 })]);
+
+    backlog.add([{ ...call, inputTokens: 3 }], scope, h.clock.now().toISOString());
+    const second = await measured(() => t.get("/v1/threads", { method: "POST", json: { dataset: "d" } }));
+    expect(second.status).toBe(201);
+    expect(second.statements[0]).toMatch(/^WITH usage_carried AS \(INSERT INTO "usage_events"[\s\S]*UPDATE "api_keys"/);
+    expect(backlog.pending).toBe(0);
+    expect(await ledger(t)).toEqual([expect.objectContaining({ operation: "chat", input_tokens: 3, dataset: "d" })]);
   });
 
   it("refuses a range that ends before it starts (400 naming the parameter)", async () => {
