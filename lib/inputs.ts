@@ -9,6 +9,9 @@ import { z } from "zod";
 /** An unpaired UTF-16 surrogate (JSON bodies can carry one as a `\udXXX` escape). */
 const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g;
 
+/** Whether Postgres `text` and `jsonb` can hold `s` as it is: no NUL, no unpaired surrogate. */
+export const storable = (s: string) => !s.includes("\u0000") && s.search(LONE_SURROGATE) === -1;
+
 /**
  * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would
  * otherwise fail the statement with a 500; here it is a 400 naming the field. Lone surrogates become

@@ -4,6 +4,7 @@ import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
 import { NoProviderError, ProviderError } from "../errors";
+import { storable } from "../inputs";
 import { type ModelCall, observeModelCall } from "../telemetry";
 
 /**
@@ -73,6 +74,11 @@ export interface ProviderCall {
   outputTokens: number | null;
   totalTokens: number | null;
   outcome: "ok" | "error" | "aborted";
+  /**
+   * A request that failed and that the SDK sent again (its `maxRetries`): a call of its own to the
+   * ledger, part of the method's one call to metrics and traces.
+   */
+  retried?: true;
 }
 
 /**
@@ -102,12 +108,12 @@ const NO_TOKENS = { inputTokens: null, outputTokens: null, totalTokens: null };
 
 /**
  * The model a call is recorded under: the one the provider says answered, when it names one as
- * text PostgreSQL can store (no NUL) of a sane length, otherwise the one asked for. The ledger's
+ * text PostgreSQL can store (`storable`) of a sane length, otherwise the one asked for. The ledger's
  * rows ride in other requests' statements (lib/usage/backlog.ts): nothing a provider answers may
  * make one fail.
  */
 export function recordedModel(answered: unknown, asked: string): string {
-  const ok = typeof answered === "string" && answered.length > 0 && answered.length <= 200 && !answered.includes("\0");
+  const ok = typeof answered === "string" && answered.length > 0 && answered.length <= 200 && storable(answered);
   return ok ? answered : asked;
 }
 
@@ -116,13 +122,13 @@ async function metered<R>(
   meter: Meter | undefined,
   kind: ProviderCall["kind"],
   model: string,
-  call: () => Promise<R>,
+  call: (attempts: AttemptOptions) => Promise<R>,
   tokens: (answer: R) => ReturnType<typeof reportedTokens>,
   answered: (answer: R) => { model?: string; ok: boolean } = () => ({ ok: true }),
 ): Promise<R> {
   let answer: R;
   try {
-    answer = await call();
+    answer = await call(attemptsMetered(meter, kind, model));
   } catch (err) {
     // No provider configured: no call was made, nothing to record.
     if (!(err instanceof NoProviderError)) meter?.({ kind, model, ...NO_TOKENS, outcome: "error" });
@@ -131,6 +137,40 @@ async function metered<R>(
   const { model: answeredModel, ok } = answered(answer);
   meter?.({ kind, model: recordedModel(answeredModel, model), ...tokens(answer), outcome: ok ? "ok" : "error" });
   return answer;
+}
+
+/**
+ * A `fetchOptions` property, never sent: told when each HTTP attempt of one SDK call ends. The SDK
+ * retries a failed request by itself (`maxRetries`), and every attempt reached the provider.
+ */
+const ON_ATTEMPT = "onProviderAttempt";
+/** The SDK's per-request options (its RequestOptions type is internal), as create() takes them. */
+type AttemptOptions = Pick<NonNullable<Parameters<OpenAI["embeddings"]["create"]>[1]>, "fetchOptions">;
+
+/**
+ * The SDK call's request options that meter its retried attempts: when an attempt ends after an
+ * earlier one, the earlier one failed and was sent again, and the meter hears of it then (an
+ * error without counts, `retried`). The last attempt is the call's own outcome, metered by the
+ * caller, so a call of n attempts is n calls to the meter.
+ */
+function attemptsMetered(meter: Meter | undefined, kind: ProviderCall["kind"], model: string): AttemptOptions {
+  let ended = 0;
+  const onAttempt = () => {
+    if (ended++ > 0) meter?.({ kind, model, ...NO_TOKENS, outcome: "error", retried: true });
+  };
+  return { fetchOptions: { [ON_ATTEMPT]: onAttempt } as AttemptOptions["fetchOptions"] };
+}
+
+/** `fetch` telling each request's ON_ATTEMPT (taken out of what is sent) when it ends. */
+function attemptsObserved(base: typeof fetch): typeof fetch {
+  return async (input, init) => {
+    const { [ON_ATTEMPT]: onAttempt, ...sent } = (init ?? {}) as RequestInit & { [ON_ATTEMPT]?: () => void };
+    try {
+      return await base(input, sent);
+    } finally {
+      onAttempt?.();
+    }
+  };
 }
 
 /** One document's relevance as the endpoint scored it: `index` into the request's documents. */
@@ -231,7 +271,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
               meter,
               "chat",
               llmModel,
-              () => openai().chat.completions.create(chatParams(llmModel, request)),
+              (attempts) => openai().chat.completions.create(chatParams(llmModel, request), attempts),
               (answer) => reportedTokens(answer.usage),
               (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
             ),
@@ -246,11 +286,10 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
           async (meter) => {
             let stream: Stream<ChatCompletionChunk>;
             try {
-              stream = await openai().chat.completions.create({
-                ...chatParams(llmModel, request),
-                stream: true,
-                stream_options: { include_usage: true },
-              });
+              stream = await openai().chat.completions.create(
+                { ...chatParams(llmModel, request), stream: true, stream_options: { include_usage: true } },
+                attemptsMetered(meter, "chat", llmModel),
+              );
             } catch (err) {
               // Accepted, the meter hears of it when the stream ends; refused, now.
               if (!(err instanceof NoProviderError)) {
@@ -310,6 +349,10 @@ async function observed<R>(
     end({ usage: reported ? usage : undefined, responseModel, error });
   };
   const seen: Meter = (c) => {
+    if (c.retried) {
+      meter?.(c);
+      return;
+    }
     if (c.inputTokens !== null || c.outputTokens !== null) {
       reported = true;
       usage.input += c.inputTokens ?? 0;
@@ -338,7 +381,8 @@ function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions):
       baseURL: baseUrl,
       timeout: options.timeoutMs ?? 60_000,
       maxRetries: options.maxRetries ?? 2,
-      ...(options.fetch ? { fetch: options.fetch } : {}),
+      // Called as a plain function: the Worker's fetch refuses any other `this`.
+      fetch: attemptsObserved((input, init) => (options.fetch ?? fetch)(input, init)),
     });
     return client;
   };
@@ -405,7 +449,7 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
         meter,
         "embedding",
         embeddingModel,
-        () => openai().embeddings.create(body),
+        (attempts) => openai().embeddings.create(body, attempts),
         (answer) => reportedTokens(answer.usage),
         (answer) => ({ model: answer.model, ok: true }),
       );
@@ -445,10 +489,10 @@ function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
       meter,
       "chat",
       model,
-      () =>
+      (attempts) =>
         openai().chat.completions.create(
           { model, messages, response_format: responseFormat },
-          { ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+          { ...attempts, ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
         ),
       (answer) => reportedTokens(answer.usage),
       (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),

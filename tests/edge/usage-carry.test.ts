@@ -76,7 +76,8 @@ describe("provider calls made after a /v1 request's last statement", () => {
     expect(read.roundTrips).toBe(1);
     expect(read.ledgerWrites).toHaveLength(1);
     expect(read.ledgerWrites[0]).toMatch(/^WITH usage_carried AS \(INSERT INTO "usage_events"[\s\S]*UPDATE "api_keys"/);
-    expect(await ledger(t.projectId)).toEqual([{ operation: "chat", outcome: "error", dataset: "d" }]);
+    // Three attempts reached the provider: three calls.
+    expect(await ledger(t.projectId)).toEqual(Array(3).fill({ operation: "chat", outcome: "error", dataset: "d" }));
     expect(await ledger(other.projectId)).toEqual([]);
   });
 

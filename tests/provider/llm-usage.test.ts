@@ -96,6 +96,44 @@ describe("the provider client's meter", () => {
     ]);
   });
 
+  it("hears of each attempt the SDK retried as a call of its own: the fake's log and the meter agree", async () => {
+    const retrying = () =>
+      createLlm(parseConfig({ OPENAI_API_KEY: "test-key", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: "32" }), {
+        maxRetries: 2,
+        timeoutMs: 5_000,
+      });
+    const retried = { inputTokens: null, outputTokens: null, totalTokens: null, outcome: "error", retried: true };
+    const m = meter();
+    fake.fail({ status: 500, times: 1, endpoint: "chat" });
+    await retrying().complete({ system: "s", messages: [{ role: "user", content: "u" }], meter: m.meter });
+    fake.fail({ status: 503, times: 2, endpoint: "embeddings" });
+    await retrying().embed(["I live in Lisbon"], m.meter);
+    fake.fail({ status: 500, times: 1, endpoint: "chat" });
+    const stream = await retrying().stream({ system: "s", messages: [{ role: "user", content: "u" }], meter: m.meter });
+    for await (const _ of stream);
+    // Every attempt fails: three requests, three calls, the last the method's own failure.
+    fake.fail({ status: 500, times: 3, endpoint: "chat" });
+    await expect(
+      retrying().complete({ system: "s", messages: [{ role: "user", content: "u" }], meter: m.meter }),
+    ).rejects.toThrow(/500/);
+
+    expect(fake.requests).toHaveLength(10);
+    expect(m.calls.map(({ kind, inputTokens, totalTokens }) => ({ kind, inputTokens, totalTokens }))).toEqual(logged());
+    expect(m.calls.map((c) => [c.kind, c.outcome, c.retried ?? false])).toEqual([
+      ["chat", "error", true],
+      ["chat", "ok", false],
+      ["embedding", "error", true],
+      ["embedding", "error", true],
+      ["embedding", "ok", false],
+      ["chat", "error", true],
+      ["chat", "ok", false],
+      ["chat", "error", true],
+      ["chat", "error", true],
+      ["chat", "error", false],
+    ]);
+    expect(m.calls[0]).toEqual({ kind: "chat", model: "gpt-4o-mini", ...retried });
+  }, 30_000);
+
   it("counts a provider that reports no usage as unknown (null), not zero", async () => {
     fake.usage = "none";
     const m = meter();
