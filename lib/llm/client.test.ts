@@ -43,7 +43,8 @@ describe("what the ledger records of an answer", () => {
 
   it("records the model the provider names, unless it is no storable name", () => {
     expect(recordedModel("gpt-4o-mini-2024-07-18", "gpt-4o-mini")).toBe("gpt-4o-mini-2024-07-18");
-    for (const odd of [undefined, "", 42, "a\0b", "gpt-\ud800", "m".repeat(201)]) expect(recordedModel(odd, "asked")).toBe("asked");
+    for (const odd of [undefined, "", 42, "a\0b", "gpt-\ud800", "m".repeat(201)])
+      expect(recordedModel(odd, "asked")).toBe("asked");
   });
 });
 
