@@ -39,6 +39,8 @@ export interface TermIndex {
   stats: string;
   /** The query's terms the dataset holds, with `docs`, `n` and `idf`. */
   terms: string;
+  /** The same terms as two aligned arrays, `terms` and `idfs`, for bm25Of's lookups. */
+  termArrays: string;
   /** A query word every document holds ("user", every fact's subject): left out. */
   stopword?: string;
   /**
@@ -50,12 +52,34 @@ export interface TermIndex {
   lagging?: true;
 }
 
-export const FACT_TERMS: TermIndex = { table: factTerms, stats: "stats", terms: "terms", stopword: "user" };
-export const MESSAGE_TERMS: TermIndex = { table: messageTerms, stats: "m_stats", terms: "m_terms", lagging: true };
+export const FACT_TERMS: TermIndex = {
+  table: factTerms,
+  stats: "stats",
+  terms: "terms",
+  termArrays: "term_arrays",
+  stopword: "user",
+};
+export const MESSAGE_TERMS: TermIndex = {
+  table: messageTerms,
+  stats: "m_stats",
+  terms: "m_terms",
+  termArrays: "m_term_arrays",
+  lagging: true,
+};
 
-/** The `stats` and `terms` CTEs of `ix` for the query, from the dataset's statistics. */
+/** The `termArrays` CTE of `ix`: one row, both arrays empty when no term is kept. */
+const termArraysCte = (ix: TermIndex) =>
+  sql`${sql.identifier(ix.termArrays)} AS (
+      SELECT coalesce(array_agg(term), '{}') AS terms, coalesce(array_agg(idf), '{}') AS idfs FROM ${sql.identifier(ix.terms)})`;
+
+/** The `stats`, `terms` and `termArrays` CTEs of `ix` for the query, from the dataset's statistics. */
 export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
-  if (ix.lagging) return laggingTermCtes(ix, scope);
+  const ctes = ix.lagging ? laggingTermCtes(ix, scope) : countedTermCtes(ix, scope);
+  return sql`${ctes},
+    ${termArraysCte(ix)}`;
+}
+
+function countedTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
   const stats = sql.identifier(ix.stats);
   const skip = skipStopword(ix);
   return sql`${stats} AS (
@@ -96,16 +120,20 @@ function laggingTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset:
  * at most KEYWORD_PER_TERM of the documents `lookup` finds for it (`t.term` names the term), so a
  * rare term's documents are always candidates. With `scan` (the same lookup over the dataset's
  * rows, not the keyword index), a dataset of at most KEYWORD_SCAN_MAX_DOCS takes it instead: the
- * branch not taken is cut by a one-time filter on `t.n`, before it reads anything. Returns their
- * distinct `id`s.
+ * branch not taken is cut by a one-time filter on `t.n`, before it reads anything. With `sample`,
+ * a term held by more than KEYWORD_PER_TERM documents brings only that many: those are a sample
+ * anyway (the first the index lists, unranked), and each candidate costs its row and its BM25.
+ * Returns their distinct `id`s.
  */
-export function keywordCandidatesSql(ix: TermIndex, lookup: SQL, scan?: SQL): SQL {
+export function keywordCandidatesSql(ix: TermIndex, lookup: SQL, options: { scan?: SQL; sample?: SQL } = {}): SQL {
+  const { scan, sample } = options;
   const perTerm = sql.raw(String(KEYWORD_PER_TERM));
   const max = sql.raw(String(KEYWORD_SCAN_MAX_DOCS));
+  const limit = sample ? sql`CASE WHEN t.docs <= ${perTerm} THEN ${perTerm} ELSE ${sample} END` : perTerm;
   const found = scan
     ? sql`(SELECT id FROM (${scan}) l WHERE t.n <= ${max} LIMIT ${perTerm})
-        UNION ALL (SELECT id FROM (${lookup}) l WHERE t.n > ${max} LIMIT ${perTerm})`
-    : sql`${lookup} LIMIT ${perTerm}`;
+        UNION ALL (SELECT id FROM (${lookup}) l WHERE t.n > ${max} LIMIT ${limit})`
+    : sql`${lookup} LIMIT ${limit}`;
   return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (${found}) m
       WHERE t.docs <= GREATEST(${perTerm}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
 }
@@ -124,14 +152,19 @@ export const termQuery = sql`quote_literal(t.term)::tsquery`;
  * Only the query's lexemes are unnested: `setweight` marks them (the documents' vectors carry the
  * default weight D only) and `ts_filter` keeps them, with their positions, so a document yields
  * one row per query term it holds instead of one per lexeme it holds (a quarter of BM25's cost at
- * 10k short facts; more for a long message). A lexeme without positions counted 0 and is dropped.
+ * 10k short facts; more for a long message). Each row's idf is read from the terms' arrays by
+ * position, computed once per statement: a join with the terms planned a hash table per
+ * document, most of BM25's time (issue 32). A lexeme without positions counted 0 and is dropped.
  */
 export function bm25Of(search: SQL, ix: TermIndex): SQL {
   const tf = sql`cardinality(u.positions)::float8`;
   const k1 = sql.raw(`${BM25_K1}::float8`);
   const b = sql.raw(`${BM25_B}::float8`);
-  const terms = sql.identifier(ix.terms);
-  const held = sql`ts_filter(setweight(${search}, 'A', ARRAY(SELECT term FROM ${terms})), '{a}')`;
-  return sql`SELECT sum(t.idf * ${tf} * (${k1} + 1) / (${tf} + ${k1} * (1 - ${b} + ${b} * length(${search}) / st.avg_len))) AS bm25
-    FROM unnest(${held}) u JOIN ${terms} t ON t.term = u.lexeme CROSS JOIN ${sql.identifier(ix.stats)} st`;
+  const arrays = sql.identifier(ix.termArrays);
+  const terms = sql`(SELECT terms FROM ${arrays})`;
+  const idf = sql`(SELECT idfs FROM ${arrays})[array_position(${terms}, u.lexeme)]`;
+  const avgLen = sql`(SELECT avg_len FROM ${sql.identifier(ix.stats)})`;
+  const held = sql`ts_filter(setweight(${search}, 'A', ${terms}), '{a}')`;
+  return sql`SELECT sum(${idf} * ${tf} * (${k1} + 1) / (${tf} + ${k1} * (1 - ${b} + ${b} * length(${search}) / ${avgLen}))) AS bm25
+    FROM unnest(${held}) u`;
 }

@@ -63,7 +63,8 @@ export interface MessageSearch {
  * The messages' CTEs of the recall statement, ending with `m_top`: the best `msg_fetch` indexed
  * messages (`s`, the settings CTE, gives it: the block's messages and as many more as facts may
  * quote, see skipQuoted). With a query: candidates by keyword (BM25 over message_terms, like
- * facts) and by vector (message_vectors' HNSW index; without an embedding, the most recent
+ * facts; a term held by more than KEYWORD_PER_TERM messages brings as many as the vector signal
+ * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
  * instead), scored as facts are: cosine + keyword (divided by the best candidate's) + time term.
  * Without: the most recent, each scored 1.
  */
@@ -88,6 +89,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
     sql`m_by_keyword AS (${keywordCandidatesSql(
       MESSAGE_TERMS,
       sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
+      { sample: depth },
     )})`,
   ];
   if (m.vector) {

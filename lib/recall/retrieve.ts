@@ -423,7 +423,7 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
   const byIndex = lookup(sql`f.search @@ ${termQuery}`);
   const byRows = lookup(matchesWithoutIndex(sql`f.search`, termQuery));
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
-    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, byRows)})`;
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows })})`;
 }
 
 /**
