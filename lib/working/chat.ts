@@ -108,7 +108,8 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
         yield* stream;
         ended = performance.now();
       } finally {
-        // A reply that will not be stored (the stream broke, the client left): its call alone.
+        // A reply that will not be stored (the stream broke, the client left): a later statement
+        // carries its call.
         if (!isWhole(stream)) deferUsage(ctx.deps, turn.usage, turn.scope);
       }
     })(),
@@ -119,7 +120,7 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
     },
     abort: () => {
       stream.abort();
-      // Nothing will be stored: a call already ended (a whole reply the client left) is recorded alone.
+      // Nothing will be stored: a call already ended (a whole reply the client left) is carried too.
       deferUsage(ctx.deps, turn.usage, turn.scope);
     },
   };
