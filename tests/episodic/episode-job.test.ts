@@ -4,6 +4,8 @@ import { rowsOf } from "../../lib/db/rows";
 import { EMBED_DEBOUNCE_MS } from "../../lib/evidence/write";
 import { LEASE_MS, runDueJobs, runJobByKey } from "../../lib/jobs/runner";
 import { claimJobs } from "../../lib/jobs/store";
+import { COMPACT_KEEP_RECENT } from "../../lib/working/compaction";
+import { type CutEpisode, unexplainedOverlaps } from "../helpers/episode-overlaps";
 import { useEpisodicService } from "../helpers/episodic-fixtures";
 import { messageEmbedKey } from "../helpers/jobs-of-kind";
 
@@ -136,6 +138,47 @@ describe("a thread's cuts never overlap", () => {
     // And the end repeated right after it takes the whole thread again.
     const again = await t.end(threadId);
     expect(await t.episode(again.episodeId as string)).toMatchObject({ messageCount: 3 });
+  });
+
+  it("a compaction summary after the last cut is nothing new; a repeated end then takes the thread to the summary's number", async () => {
+    // What CI's crash suite found (seed 181450481): a thread compacted at its 20th message while a
+    // sibling cut took messages 15-20; the summary took number 21, the end after it found nothing
+    // new, and the repeated end took 1-21. No episode covers a summary.
+    const t = await tenant();
+    const threadId = await t.thread("ds");
+    const words = ["one", "two", "three", "four", "five", "six", "seven", "eight"];
+    await t.conversation(threadId, words);
+    const cut = await t.end(threadId);
+    expect(await t.episode(cut.episodeId as string)).toMatchObject({ messageCount: 8 });
+    const compacted = await t.get(`/v1/memory/working/threads/${threadId}/compact`, { method: "POST" });
+    expect(compacted.status).toBe(200);
+    expect(await compacted.json()).toMatchObject({ compactedCount: 8 - COMPACT_KEEP_RECENT });
+
+    h.clock.advance(1_000);
+    const summaryOnly = await t.end(threadId);
+    expect(summaryOnly.episodeId).toBeNull();
+    const repeated = await t.end(threadId);
+    expect(await t.episode(repeated.episodeId as string)).toMatchObject({ messageCount: 8 });
+    const rows = rowsOf<{ id: string; status: string; from_seq: number; to_seq: number; trigger: string }>(
+      await h.svc.deps.db.execute(sql`SELECT id, status, from_seq, to_seq, metadata ->> 'trigger' AS trigger
+          FROM episodes WHERE thread_id = ${threadId} ORDER BY created_at, from_seq`),
+    );
+    const ranges: CutEpisode[] = rows.map((e, i) => ({
+      id: e.id,
+      threadId,
+      status: e.status,
+      fromSeq: e.from_seq,
+      toSeq: e.to_seq,
+      trigger: e.trigger,
+      createdAt: i, // in the order they were cut
+    }));
+    expect(ranges.map((e) => [e.fromSeq, e.toSeq, e.trigger])).toEqual([
+      [1, 8, "end"],
+      [1, 9, "end"],
+    ]);
+    // The crash suites' rule explains it by the client's one repeated end, and only by it.
+    expect(unexplainedOverlaps(ranges, new Map([[threadId, 1]]))).toEqual([]);
+    expect(unexplainedOverlaps(ranges, new Map())).toHaveLength(1);
   });
 
   it("counts a failed episode as a cut like any other; with every episode archived an end takes the thread whole again", async () => {

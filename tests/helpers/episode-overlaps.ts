@@ -13,8 +13,10 @@ export interface CutEpisode {
 /**
  * The pairs of live (not archived) episodes of a thread that share a message and that no repeated
  * end explains. A repeated end without new messages takes the whole thread again (the spec: another
- * episode): an `end` episode from message 1 to the end of what earlier cuts covered, on a thread
- * to which the client sent two ends with no message between them, at most once per such pair.
+ * episode): an `end` episode from message 1 to the thread's last number, at least the end of what
+ * earlier cuts covered (past it when the thread ends with a compaction summary, which no episode
+ * covers), on a thread to which the client sent two ends with no message between them, at most
+ * once per such pair.
  */
 export function unexplainedOverlaps(
   episodes: CutEpisode[],
@@ -33,7 +35,7 @@ export function unexplainedOverlaps(
     for (const later of list) {
       const covered = Math.max(0, ...kept.map((e) => e.toSeq));
       const overlapping = kept.filter((earlier) => earlier.toSeq >= later.fromSeq && later.toSeq >= earlier.fromSeq);
-      const recut = later.trigger === "end" && later.fromSeq === 1 && later.toSeq === covered;
+      const recut = later.trigger === "end" && later.fromSeq === 1 && later.toSeq >= covered;
       if (overlapping.length > 0 && recut && explainable > 0) explainable--;
       else for (const earlier of overlapping) found.push({ threadId, earlier, later });
       kept.push(later);
