@@ -120,6 +120,15 @@ export async function createNodeService(options: NodeServiceOptions) {
   interval?.unref?.();
   if (intervalMs !== false) runSweep(); // catch up on work left by the previous run
 
+  /**
+   * Resolves once every deferred piece of work has settled (tests, shutdown). Ledger rows waiting
+   * for a request to carry them are written now rather than at their time.
+   */
+  const settle = async () => {
+    deps.usageBacklog.hurry();
+    while (inFlight.size > 0) await Promise.all([...inFlight]);
+  };
+
   return {
     app,
     deps,
@@ -127,19 +136,11 @@ export async function createNodeService(options: NodeServiceOptions) {
     runSweep,
     /** The metrics and traces, when configured (tests flush the spans). */
     observability,
-    /**
-     * Resolves once every deferred piece of work has settled (tests, shutdown). Ledger rows
-     * waiting for a request to carry them are written now rather than at their time.
-     */
-    async settle() {
-      deps.usageBacklog.hurry();
-      while (inFlight.size > 0) await Promise.all([...inFlight]);
-    },
+    settle,
     async close() {
       if (interval) clearInterval(interval);
       timers?.stop();
-      deps.usageBacklog.hurry();
-      while (inFlight.size > 0) await Promise.all([...inFlight]);
+      await settle();
       await observability?.close();
       await database.close();
     },

@@ -67,19 +67,26 @@ export const MESSAGE_TERMS: TermIndex = {
   lagging: true,
 };
 
+/** Whose statistics, and the query whose terms are read. */
+interface TermScope {
+  projectId: ProjectRef;
+  dataset: string;
+  query: string;
+}
+
 /** The `termArrays` CTE of `ix`: one row, both arrays empty when no term is kept. */
 const termArraysCte = (ix: TermIndex) =>
   sql`${sql.identifier(ix.termArrays)} AS (
       SELECT coalesce(array_agg(term), '{}') AS terms, coalesce(array_agg(idf), '{}') AS idfs FROM ${sql.identifier(ix.terms)})`;
 
 /** The `stats`, `terms` and `termArrays` CTEs of `ix` for the query, from the dataset's statistics. */
-export function termCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+export function termCtes(ix: TermIndex, scope: TermScope): SQL {
   const ctes = ix.lagging ? laggingTermCtes(ix, scope) : countedTermCtes(ix, scope);
   return sql`${ctes},
     ${termArraysCte(ix)}`;
 }
 
-function countedTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+function countedTermCtes(ix: TermIndex, scope: TermScope): SQL {
   const stats = sql.identifier(ix.stats);
   const skip = skipStopword(ix);
   return sql`${stats} AS (
@@ -102,7 +109,7 @@ const skipStopword = (ix: TermIndex) => (ix.stopword ? sql` WHERE lexeme <> ${sq
  * is never "common" (keywordCandidatesSql): its documents are candidates through the GIN index.
  * `n - docs` is floored at 0 so that idf stays positive whatever the two read.
  */
-function laggingTermCtes(ix: TermIndex, scope: { projectId: ProjectRef; dataset: string; query: string }): SQL {
+function laggingTermCtes(ix: TermIndex, scope: TermScope): SQL {
   const stats = sql.identifier(ix.stats);
   const skip = skipStopword(ix);
   return sql`${stats} AS (

@@ -14,10 +14,14 @@ export const USAGE_CARRY_MS = 2000;
  */
 export const USAGE_CARRY_ATTEMPTS = 3;
 
-/** A provider call waiting for a statement, with whose call it was and when it ended. */
-export interface CarriedUsage extends UsageEvent {
+/** Whose calls they were, as plain values (a backlog holds no SQL). */
+export interface UsageOwner {
   projectId: string;
   dataset: string | null;
+}
+
+/** A provider call waiting for a statement, with whose call it was and when it ended. */
+export interface CarriedUsage extends UsageEvent, UsageOwner {
   at: string;
   /** Carrying statements that failed with it so far. */
   attempts: number;
@@ -32,7 +36,7 @@ export interface CarriedUsage extends UsageEvent {
  * deferred. Plain data only: a Worker may not share I/O objects between requests.
  */
 export interface UsageBacklog {
-  add(events: UsageEvent[], scope: { projectId: string; dataset: string | null }, at: string): void;
+  add(events: UsageEvent[], owner: UsageOwner, at: string): void;
   /** Every waiting call, oldest first; taking them empties the backlog. */
   take(): CarriedUsage[];
   /**
@@ -53,8 +57,8 @@ export function usageBacklog(): UsageBacklog {
   let calls: CarriedUsage[] = [];
   const waiting = new Set<() => void>();
   return {
-    add(events, scope, at) {
-      for (const e of events) calls.push({ ...e, ...scope, at, attempts: 0 });
+    add(events, owner, at) {
+      for (const e of events) calls.push({ ...e, ...owner, at, attempts: 0 });
     },
     take() {
       const taken = calls;

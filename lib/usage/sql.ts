@@ -3,7 +3,7 @@ import { projects, usageEvents } from "../db/schema";
 import type { Deps } from "../deps";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
-import { type CarriedUsage, USAGE_CARRY_MS } from "./backlog";
+import { type CarriedUsage, USAGE_CARRY_MS, type UsageOwner } from "./backlog";
 import type { UsageCollector } from "./collector";
 
 /** Whose calls they were: the project (an id, or SQL finding it, as a /v1 read has it) and the dataset. */
@@ -102,9 +102,9 @@ export async function flushUsage(deps: Deps, usage: UsageCollector, scope: Usage
  * (lib/usage/backlog.ts); what none carried within USAGE_CARRY_MS, one statement writes after the
  * response. No statement on the request's own path either way.
  */
-export function deferUsage(deps: Deps, usage: UsageCollector, scope: { projectId: string; dataset: string | null }) {
+export function deferUsage(deps: Deps, usage: UsageCollector, owner: UsageOwner) {
   if (usage.pending === 0) return;
-  deps.usageBacklog.add(usage.take(), scope, deps.clock.now().toISOString());
+  deps.usageBacklog.add(usage.take(), owner, deps.clock.now().toISOString());
   deps.defer(flushBacklogLater(deps));
 }
 

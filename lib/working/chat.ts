@@ -7,6 +7,7 @@ import { errorFields } from "../log";
 import { recall } from "../recall/recall";
 import type { MessageRole } from "../roles";
 import { getThread } from "../threads";
+import type { UsageOwner } from "../usage/backlog";
 import { budgetExhausted } from "../usage/budget";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { deferUsage } from "../usage/sql";
@@ -154,7 +155,7 @@ interface Turn {
   messages: ChatMessage[];
   /** The turn's provider call, recorded by the statement that stores the reply. */
   usage: UsageCollector;
-  scope: { projectId: string; dataset: string };
+  scope: UsageOwner;
 }
 
 /**
