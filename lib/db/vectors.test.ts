@@ -1,7 +1,16 @@
 import { describe, expect, it } from "vitest";
 import { projectSemanticPatch } from "../settings/settings";
 import { BINARY_INDEX_MIN_DIMS, vectorIndexKind, vectorIndexSql } from "./vector-indexes";
-import { EF_SEARCH_MAX, EF_SEARCH_MIN, efSearchFor, extraScanFor, FACTS_AT_EF_MAX, FACTS_PER_EF } from "./vectors";
+import {
+  EF_SEARCH_MAX,
+  EF_SEARCH_MIN,
+  EXTRA_SCAN_MAX,
+  efSearchFor,
+  extraScanFor,
+  FACTS_AT_EF_MAX,
+  FACTS_PER_EF,
+  FACTS_PER_EXTRA_ROW,
+} from "./vectors";
 
 describe("efSearchFor: the HNSW candidate list for a dataset's size", () => {
   it("is pgvector's default for a small dataset", () => {
@@ -42,7 +51,19 @@ describe("extraScanFor: rows read past the kept ones on a dataset the candidate 
   it("is one whole list (a second search) once the list is at pgvector's maximum", () => {
     expect(efSearchFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
     expect(extraScanFor(FACTS_AT_EF_MAX + 1)).toBe(EF_SEARCH_MAX);
-    expect(extraScanFor(1_000_000)).toBe(EF_SEARCH_MAX);
+    expect(extraScanFor(EF_SEARCH_MAX * FACTS_PER_EXTRA_ROW)).toBe(EF_SEARCH_MAX);
+  });
+
+  it("grows with the graph past one list (2,000 rows at a million), up to EXTRA_SCAN_MAX", () => {
+    expect(extraScanFor(EF_SEARCH_MAX * FACTS_PER_EXTRA_ROW + 1)).toBe(EF_SEARCH_MAX + 1);
+    expect(extraScanFor(1_000_000)).toBe(2_000);
+    expect(extraScanFor(EXTRA_SCAN_MAX * FACTS_PER_EXTRA_ROW)).toBe(EXTRA_SCAN_MAX);
+    expect(extraScanFor(10_000_000)).toBe(EXTRA_SCAN_MAX);
+    let previous = 0;
+    for (let facts = 0; facts <= 3_000_000; facts += 9_973) {
+      expect(extraScanFor(facts)).toBeGreaterThanOrEqual(previous);
+      previous = extraScanFor(facts);
+    }
   });
 
   it("starts where the setting's description (dashboard, OpenAPI) says it does", () => {

@@ -129,25 +129,34 @@ export function efSearchSql(facts: SQL): SQL {
 /** Past this many facts the candidate list is at pgvector's maximum (efSearchFor). */
 export const FACTS_AT_EF_MAX = EF_SEARCH_MAX * FACTS_PER_EF;
 
+/** Facts per row the second search reads past the kept ones (extraScanFor): 2,000 rows at a million. */
+export const FACTS_PER_EXTRA_ROW = 500;
+/** The most rows the second search reads past the kept ones, reached at 2,000,000 facts. */
+export const EXTRA_SCAN_MAX = 4 * EF_SEARCH_MAX;
+
 /**
  * Rows a search over a dataset of `facts` facts reads from the single-precision index beyond the
- * rows it keeps: none while the candidate list grows with the dataset; past FACTS_AT_EF_MAX, one
- * whole list more, so pgvector's iterative scan searches the graph a second time from the first
- * search's best discarded candidates. Where many facts are almost equally near a query, the first
- * search stops before it reaches some of the nearest (measured at a million facts, 256-d: recall@10
- * 0.874 from one search, 0.970 from two). The second graph walk costs ~20 ms of CPU on the
- * embedded database at a million facts, and each extra row is a heap fetch, from disk when the
- * data is not cached (bench/RESULTS.md). Recall asks for it unless the project turned it off
- * (semantic.vectorSecondSearch, on by default since issue 34: correctness first).
+ * rows it keeps: none while the candidate list grows with the dataset; past FACTS_AT_EF_MAX, at
+ * least one whole list more, so pgvector's iterative scan searches the graph again from the first
+ * search's best discarded candidates, and more as the graph grows (one row per
+ * FACTS_PER_EXTRA_ROW facts, at most EXTRA_SCAN_MAX). Where many facts are almost equally near a
+ * query, the first search stops before it reaches some of the nearest. Measured at a million
+ * facts, 256-d, on the server (bench/RESULTS.md): recall@10 0.888 from one walk; 1,000 rows more
+ * gave 0.932-0.976 by build of the graph, under the 0.97 that correctness first asks on most
+ * builds; 2,000 gave 0.988 where 1,000 gave 0.962 on the same build, for ~14 ms more. Each
+ * extra row is a heap fetch, from disk when the data is not cached. Recall asks for it unless the
+ * project turned it off (semantic.vectorSecondSearch, on by default since issue 34).
  */
 export function extraScanFor(facts: number): number {
-  return facts > FACTS_AT_EF_MAX ? EF_SEARCH_MAX : 0;
+  if (facts <= FACTS_AT_EF_MAX) return 0;
+  return Math.min(EXTRA_SCAN_MAX, Math.max(EF_SEARCH_MAX, Math.ceil(facts / FACTS_PER_EXTRA_ROW)));
 }
 
 /** extraScanFor in SQL, over an SQL expression for the fact count; none when `secondSearch` is false. */
 export function extraScanSql(facts: SQL, secondSearch: SQL): SQL {
   return sql`(CASE WHEN (${secondSearch}) AND (${facts}) > ${sql.raw(String(FACTS_AT_EF_MAX))}
-    THEN ${sql.raw(String(EF_SEARCH_MAX))} ELSE 0 END)`;
+    THEN LEAST(${sql.raw(String(EXTRA_SCAN_MAX))}, GREATEST(${sql.raw(String(EF_SEARCH_MAX))},
+      ceil((${facts})::float8 / ${sql.raw(String(FACTS_PER_EXTRA_ROW))})))::int ELSE 0 END)`;
 }
 
 /**

@@ -41,8 +41,8 @@ export const DEFAULT_SETTINGS = {
     rerankTimeoutMs: 2000,
     /**
      * Correctness first (issue 34): past FACTS_AT_EF_MAX facts one HNSW search misses some of
-     * the true nearest (recall@10 0.874 at a million on the bench), two find 0.970; a project
-     * that prefers speed turns it off.
+     * the true nearest (recall@10 0.888 at a million on the bench's server), reading on past it
+     * finds them (extraScanFor); a project that prefers speed turns it off.
      */
     vectorSecondSearch: true,
     /** Chosen on bench:quality (docs/memory.md): the evidence gained per token flattens past 4. */
@@ -121,7 +121,7 @@ const semanticShape = {
   vectorSecondSearch: z
     .boolean()
     .describe(
-      "Past 160,000 facts in a dataset, search the vector index a second time from where the first search stopped (on by default): more of the truly nearest facts (at a million, 0.970 of the true 10 instead of 0.874), a slower recall (on the embedded database at a million facts, about 10 ms more with its data cached, several times more when it is read from disk). Off trades those facts for speed.",
+      "Past 160,000 facts in a dataset, search the vector index again from where the first search stopped, reading 1,000 more candidates, 2,000 at a million facts (on by default): more of the truly nearest facts (at a million, about 0.97-0.99 of the true 10 instead of 0.89), a slower recall (at a million facts, about 15-30 ms more with the data cached, several times more when it is read from disk). Off trades those facts for speed.",
     ),
   messagesInContext: integerIn(1, 100).describe(
     "Messages in recall's block when `include` has \"messages\" (recall's default messageLimit).",

@@ -141,7 +141,16 @@ async function explain(statement: SQL, analyze = false): Promise<PlanNode[]> {
 
 describe("reading past the candidate list on a dataset larger than it can cover", () => {
   it("extraScanSql is extraScanFor in SQL", async () => {
-    for (const facts of [0, 100_000, FACTS_AT_EF_MAX - 1, FACTS_AT_EF_MAX, FACTS_AT_EF_MAX + 1, 1_000_000]) {
+    for (const facts of [
+      0,
+      100_000,
+      FACTS_AT_EF_MAX - 1,
+      FACTS_AT_EF_MAX,
+      FACTS_AT_EF_MAX + 1,
+      500_001,
+      1_000_000,
+      3_000_000,
+    ]) {
       const extra = async (secondSearch: boolean) =>
         Number(
           (
