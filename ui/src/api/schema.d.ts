@@ -690,7 +690,7 @@ export interface paths {
                             rerankCandidates?: number;
                             /** @description How long recall waits for the reranker before keeping the fused order (ms). */
                             rerankTimeoutMs?: number;
-                            /** @description Past 160,000 facts in a dataset, search the vector index again from where the first search stopped, reading 1,000 more candidates, 2,000 at a million facts (on by default): more of the truly nearest facts (at a million, about 0.97-0.99 of the true 10 instead of 0.89), a slower recall (at a million facts, about 15-30 ms more with the data cached, several times more when it is read from disk). Off trades those facts for speed. */
+                            /** @description Past 160,000 facts in a dataset, search the vector index again from where the first search stopped, reading 1,000 more candidates, 2,000 at a million facts (on by default): more of the truly nearest facts (at a million, about 0.97-0.99 of the true 10 instead of 0.89), a slower recall (at a million facts with the data cached, about 25 ms more on a PostgreSQL server and 40 ms more on the embedded database; several times more when it is read from disk). Off trades those facts for speed. */
                             vectorSecondSearch?: boolean;
                             /** @description Messages in recall's block when `include` has "messages" (recall's default messageLimit). */
                             messagesInContext?: number;
