@@ -143,7 +143,8 @@ export const EXTRA_SCAN_MAX = 4 * EF_SEARCH_MAX;
  * query, the first search stops before it reaches some of the nearest. Measured at a million
  * facts, 256-d, on the server (bench/RESULTS.md): recall@10 0.888 from one walk; 1,000 rows more
  * gave 0.932-0.976 by build of the graph, under the 0.97 that correctness first asks on most
- * builds; 2,000 gave 0.988 where 1,000 gave 0.962 on the same build, for ~14 ms more. Each
+ * builds; 2,000 gave 0.988 where 1,000 gave 0.962 on the same build, for ~14 ms more, and
+ * 0.974 and 0.990 on two new builds (0.976 on the embedded database's, ~30 ms more there). Each
  * extra row is a heap fetch, from disk when the data is not cached. Recall asks for it unless the
  * project turned it off (semantic.vectorSecondSearch, on by default since issue 34).
  */
