@@ -5,8 +5,8 @@ import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { createWebhookEndpoint } from "../../lib/webhooks/endpoints";
 import { type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
-import { embedWaitingMessages } from "../helpers/jobs-of-kind";
 import type { ReportedUsage } from "../helpers/fake-openai";
+import { embedWaitingMessages } from "../helpers/jobs-of-kind";
 import { fact, judge } from "../helpers/semantic-fixtures";
 
 /**
