@@ -53,6 +53,11 @@ describe("bench switches", () => {
       disk: true,
       sharedBuffers: "128MB",
     });
+    expect(parseBenchArgs(["--data-dir", "d", "--shared-buffers", "1200MB", "--facts", "1e6"])).toMatchObject({
+      sharedBuffers: "1200MB",
+      facts: [1_000_000],
+    });
+    expect(parseBenchArgs(["--shared-buffers", "1200MB", "--facts", "1e5"]).sharedBuffers).toBe("1200MB");
   });
 
   it("reads the neighbour share, a kept data directory (which implies --disk) and the server's Node.js flags", () => {
@@ -83,6 +88,7 @@ describe("bench switches", () => {
     [["--dims", "5000"], /at most 4000/],
     [["--iterative", "loose"], /off, relaxed_order or strict_order/],
     [["--shared-buffers", "32"], /a size such as 32MB/],
+    [["--shared-buffers", "1200MB", "--facts", "1e4,1e6"], /also --disk or --data-dir/],
     [["--neighbours", "1.5"], /a share of --facts from 0 to 1/],
     [["--neighbours", "10%"], /a share of --facts from 0 to 1/],
     [["--node-flags", "liftoff-only"], /start with --/],

@@ -241,8 +241,17 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     }
   }
   if (args.databaseUrl) serverChecks(args, argv);
+  else if (args.sharedBuffers && !args.disk && Math.max(...args.facts) >= LARGE_POOL_LOAD_MAX) {
+    // On disk the seed is loaded with the default pool and opened again with this one (openSeeded).
+    throw new UsageError(
+      `--shared-buffers with --facts of ${LARGE_POOL_LOAD_MAX.toLocaleString("en")} or more: also --disk or --data-dir (in memory the load would run with the large pool, tens of times slower)`,
+    );
+  }
   return args;
 }
+
+/** Facts from which an in-memory load beside a large --shared-buffers is refused (see parseBenchArgs). */
+export const LARGE_POOL_LOAD_MAX = 500_000;
 
 /** --database-url against the switches that are about the embedded database. */
 function serverChecks(args: BenchArgs, argv: readonly string[]) {

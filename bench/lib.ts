@@ -30,11 +30,17 @@ export const benchEnv: Record<string, string> = {};
 export async function benchService(
   env: Record<string, string> = {},
   disk?: { dir: string; durability: PgliteDurability },
-  host: Pick<NodeServiceOptions, "clock" | "doorbell"> & { projectId?: string; server?: ServerDatabase } = {},
+  host: Pick<NodeServiceOptions, "clock" | "doorbell"> & {
+    projectId?: string;
+    server?: ServerDatabase;
+    /** PGlite's default pool whatever --shared-buffers says (a bulk load: see openSeeded). */
+    defaultPool?: boolean;
+  } = {},
 ) {
   let statements = 0;
   const onQuery = () => statements++;
-  const { serverUrl, ...pgliteOptions } = benchDatabaseOptions;
+  const { serverUrl, sharedBuffers, ...rest } = benchDatabaseOptions;
+  const pgliteOptions = host.defaultPool || !sharedBuffers ? rest : { ...rest, sharedBuffers };
   const server = serverUrl ? (host.server ?? (await createBenchDatabase(serverUrl))) : undefined;
   const database = server
     ? createPgDatabase(server.url, { onQuery })
@@ -51,7 +57,7 @@ export async function benchService(
     ...benchEnv,
     ...env,
   });
-  const { projectId, server: _server, ...hostOptions } = host;
+  const { projectId, server: _server, defaultPool: _defaultPool, ...hostOptions } = host;
   const dropServer = async () => {
     if (server && serverUrl) await dropBenchDatabase(serverUrl, server);
   };

@@ -1,7 +1,10 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../lib/db/rows";
-import { benchService } from "./lib";
+import { benchDatabaseOptions, benchService } from "./lib";
 import { PGVECTOR_DEFAULT_BUILD } from "./recall";
 import { buildVectorIndexes, openSeeded } from "./seed";
 
@@ -61,4 +64,42 @@ describe("seedFacts: the bench's bulk load", () => {
     const notices = await buildVectorIndexes(bench, 64, PGVECTOR_DEFAULT_BUILD, "1MB");
     expect(notices.join("\n")).toMatch(/hnsw graph no longer fits into maintenance_work_mem after \d+ tuples/);
   }, 120_000); // A bulk load and an HNSW build: about 15 s alone, longer beside the other suites.
+});
+
+describe("openSeeded with --shared-buffers", () => {
+  it("loads a directory with the default pool, then opens it with the large one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "memsvc-seed-pool-"));
+    benchDatabaseOptions.sharedBuffers = "48MB";
+    const pools: string[] = [];
+    const poolOf = async (b: Bench) =>
+      rowsOf<{ shared_buffers: string }>(await b.service.deps.db.execute(sql`SHOW shared_buffers`))[0]?.shared_buffers;
+    try {
+      const plan = { facts: 300, neighbours: 30, dims: 64, build: PGVECTOR_DEFAULT_BUILD };
+      const env = { EMBEDDING_DIMENSIONS: "64" };
+      const { bench, seed } = await openSeeded(plan, env, { dir: join(dir, "pglite"), keep: true });
+      pools.push((await poolOf(bench)) ?? "");
+      const [{ n }] = rowsOf<{ n: number }>(
+        await bench.service.deps.db.execute(sql`SELECT count(*)::int AS n FROM facts WHERE dataset = 'big'`),
+      );
+      expect(n).toBe(300);
+      expect(seed.sharedBuffers).not.toBe("48MB");
+      await bench.close();
+      // Opened again, the kept seed is reused with the same pool.
+      const again = await openSeeded(plan, env, { dir: join(dir, "pglite"), keep: true });
+      expect(again.seed).toMatchObject({ projectId: seed.projectId, reused: true });
+      pools.push((await poolOf(again.bench)) ?? "");
+      await again.bench.close();
+      // Without the option, the pool is PGlite's own.
+      delete benchDatabaseOptions.sharedBuffers;
+      const plain = await openSeeded(plan, env, { dir: join(dir, "pglite"), keep: true });
+      pools.push((await poolOf(plain.bench)) ?? "");
+      await plain.bench.close();
+    } finally {
+      delete benchDatabaseOptions.sharedBuffers;
+      rmSync(dir, { recursive: true, force: true });
+    }
+    expect(pools[0]).toBe("48MB");
+    expect(pools[1]).toBe("48MB");
+    expect(pools[2]).not.toBe("48MB");
+  }, 120_000);
 });

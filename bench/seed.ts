@@ -10,7 +10,7 @@ import { bulkLoadPlan } from "./bulk-load";
 import { type CopyField, copyBinary } from "./copy-binary";
 import { benchEmbedding } from "./embedding";
 import { ADJECTIVES, FACT_COLUMNS, type FactChunk, type FactChunkRequest, NOUNS } from "./fact-rows";
-import { type Bench, benchService, memoryNow } from "./lib";
+import { type Bench, benchDatabaseOptions, benchService, memoryNow } from "./lib";
 
 /** Entities per dataset for `liveFacts` facts (each fact touches one). */
 export const entityCountFor = (liveFacts: number) => Math.max(10, Math.floor(liveFacts / 50));
@@ -58,6 +58,8 @@ export interface SeedResult {
   wasmMiBAfterBuild?: number;
   /** What the HNSW builds said (pgvector's notice when its graph outgrew maintenance_work_mem). */
   buildNotices?: string[];
+  /** The database's `shared_buffers` during the load (see openSeeded). */
+  sharedBuffers?: string;
   /** True when a kept directory (--data-dir) already held this seed: the times are its first load's. */
   reused?: boolean;
 }
@@ -83,16 +85,26 @@ export async function openSeeded(
   const record = store.dir && store.keep ? join(dirname(store.dir), "seed.json") : undefined;
   const saved = record ? savedSeed(record, store.dir as string, plan) : undefined;
   const disk = store.dir ? { dir: store.dir, durability: store.durability ?? "full" } : undefined;
-  const bench = await benchService(env, disk, saved ? { projectId: saved.projectId } : {});
-  if (saved) return { bench, seed: { ...saved, reused: true } };
+  if (saved) {
+    const bench = await benchService(env, disk, { projectId: saved.projectId });
+    return { bench, seed: { ...saved, reused: true } };
+  }
+  // A large PGlite pool makes COPY tens of times slower and the HNSW build run out of WASM memory
+  // (1.1 million facts with 1200MB: 3,523 s against 83 s, bench/RESULTS.md), so a directory is
+  // loaded with the default pool and opened again with --shared-buffers' pool for the measurement.
+  const reopen = Boolean(disk && benchDatabaseOptions.sharedBuffers);
+  const bench = await benchService(env, disk, { defaultPool: reopen });
+  let seed: SeedResult;
   try {
-    const seed = await seedFacts(bench, plan);
+    seed = await seedFacts(bench, plan);
     if (record) writeFileSync(record, `${JSON.stringify({ plan, seed }, null, 2)}\n`);
-    return { bench, seed };
   } catch (err) {
     await bench.close();
     throw err;
   }
+  if (!reopen) return { bench, seed };
+  await bench.close();
+  return { bench: await benchService(env, disk, { projectId: seed.projectId }), seed };
 }
 
 /** The seed a kept directory holds, if it is `plan`'s; a directory with another or no record is refused. */
@@ -173,8 +185,12 @@ export async function seedFacts(bench: Bench, plan: SeedPlan): Promise<SeedResul
   const wasmMiBAfterBuild = memoryNow(bench.database).wasmMiB;
   await db.execute(sql`ANALYZE`);
   const loadCpuSeconds = cpuIndexed - cpuStarted;
+  const [{ shared_buffers: sharedBuffers }] = rowsOf<{ shared_buffers: string }>(
+    await db.execute(sql`SHOW shared_buffers`),
+  );
   return {
     projectId,
+    sharedBuffers,
     entityCount: entityCountFor(plan.facts),
     loadSeconds,
     restoreSeconds,
