@@ -4,6 +4,7 @@ import { rowsOf } from "../lib/db/rows";
 import { groupFacts, renderContext, touchedEntities } from "../lib/recall/context";
 import { type Retrieval, recallSql, retrieve } from "../lib/recall/retrieve";
 import { timeRangeOf } from "../lib/recall/time-range";
+import { type PlanNode, planOf } from "../tests/helpers/plan";
 import { bareTop8Sql } from "./bare";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { median } from "./lib";
@@ -103,9 +104,9 @@ try {
   // One statement analysed: the custom plan (EXPLAIN plans it with its values), node by node.
   const probe = queries[0] as string;
   const statement = recallSql(deps, retrieval(probe, benchEmbedding(probe, dims)));
-  const [row] = rowsOf<Record<string, unknown>>(await db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`));
-  const json = Object.values(row)[0];
-  const [plan] = (typeof json === "string" ? JSON.parse(json) : json) as PlanTop[];
+  const plan = planOf(
+    rowsOf<Record<string, unknown>>(await db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`)),
+  );
   console.log(`\nEXPLAIN ANALYZE: planning ${plan["Planning Time"]} ms, execution ${plan["Execution Time"]} ms`);
   console.log("\nPlan nodes by their own time (total time minus their children's, times loops):\n");
   console.log("| node | own ms | rows × loops |\n| --- | --- | --- |");
@@ -116,26 +117,9 @@ try {
   await fake.close();
 }
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Index Name"?: string;
-  "Subplan Name"?: string;
-  "Parent Relationship"?: string;
-  "Actual Total Time": number;
-  "Actual Rows": number;
-  "Actual Loops": number;
-  Plans?: PlanNode[];
-}
-interface PlanTop {
-  Plan: PlanNode;
-  "Planning Time": number;
-  "Execution Time": number;
-}
-
 /** Each node's own time: its total (per loop, times loops) less its children's. */
 function ownTimes(node: PlanNode, path = ""): { label: string; ms: number; rows: string }[] {
-  const total = (n: PlanNode) => n["Actual Total Time"] * n["Actual Loops"];
+  const total = (n: PlanNode) => (n["Actual Total Time"] ?? 0) * (n["Actual Loops"] ?? 0);
   const children = node.Plans ?? [];
   const label = [
     node["Node Type"],

@@ -5,6 +5,7 @@ import { nearestSql, searchLimitsFor, vectorParam } from "../lib/db/vectors";
 import { createProject } from "../lib/projects";
 import { recallSql } from "../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../lib/settings/settings";
+import { type PlanNode, planNodes, planOf } from "../tests/helpers/plan";
 import { openBulkClient } from "./bulk-client";
 import { bulkLoadPlan } from "./bulk-load";
 import { copyBinary } from "./copy-binary";
@@ -211,11 +212,9 @@ async function measure(bench: Bench, queries: string[], dims: number): Promise<D
     facts: true,
     episodes: false,
   });
-  const [row] = rowsOf<Record<string, unknown>>(
-    await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`),
+  const plan = planOf(
+    rowsOf<Record<string, unknown>>(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`)),
   );
-  const json = Object.values(row)[0];
-  const [plan] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
   return {
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
@@ -229,24 +228,14 @@ async function distances(db: Bench["service"]["deps"]["db"], statement: SQL): Pr
   return rowsOf<{ distance: number | string }>(await db.execute(statement)).map((r) => Number(r.distance));
 }
 
-interface PlanNode {
-  "Node Type": string;
-  "Relation Name"?: string;
-  "Actual Rows": number;
-  "Actual Loops": number;
-  "Rows Removed by Filter"?: number;
-  "Rows Removed by Index Recheck"?: number;
-  "Shared Hit Blocks"?: number;
-  "Shared Read Blocks"?: number;
-  Plans?: PlanNode[];
-}
-
 /** Rows the plan's scans of facts produced or filtered out, over all their loops. */
-function factRows(node: PlanNode): number {
-  const own =
-    node["Relation Name"] === "facts"
-      ? (node["Actual Rows"] + (node["Rows Removed by Filter"] ?? 0) + (node["Rows Removed by Index Recheck"] ?? 0)) *
-        node["Actual Loops"]
-      : 0;
-  return own + (node.Plans ?? []).reduce((sum, child) => sum + factRows(child), 0);
-}
+const factRows = (plan: PlanNode) =>
+  planNodes(plan)
+    .filter((n) => n["Relation Name"] === "facts")
+    .reduce(
+      (sum, n) =>
+        sum +
+        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0) + (n["Rows Removed by Index Recheck"] ?? 0)) *
+          (n["Actual Loops"] ?? 0),
+      0,
+    );

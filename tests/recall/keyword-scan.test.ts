@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { KEYWORD_SCAN_MAX_DOCS } from "../../lib/recall/keyword";
 import { recallSql, retrieve } from "../../lib/recall/retrieve";
+import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 /**
@@ -21,19 +22,6 @@ afterAll(async () => {
   await svc?.close();
 });
 
-interface PlanNode {
-  "Index Name"?: string;
-  Filter?: string;
-  "Actual Loops": number;
-  Plans?: PlanNode[];
-}
-/** The plan's nodes that ran at least once. */
-function ran(node: PlanNode, into: PlanNode[] = []): PlanNode[] {
-  if (node["Actual Loops"] > 0) into.push(node);
-  for (const child of node.Plans ?? []) ran(child, into);
-  return into;
-}
-
 /** `count` facts in dataset `dataset` of a new project, "boat <i>" each, plus one about a lighthouse. */
 async function dataset(count: number) {
   const t = await newTenant(svc, `kw-${randomUUID().slice(0, 6)}`);
@@ -49,14 +37,13 @@ async function keywordRecall(projectId: string) {
   const r = { projectId, dataset: "ds", mode: "keyword" as const, query: "lighthouse", facts: true, episodes: false };
   const plan = await svc.deps.db.transaction(async (tx) => {
     await tx.execute(sql`SET LOCAL enable_seqscan = off`);
-    const [row] = rowsOf<Record<string, unknown>>(
-      await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`),
-    );
-    const json = Object.values(row as object)[0];
-    return ((typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[])[0]?.Plan as PlanNode;
+    return planOf(
+      rowsOf<Record<string, unknown>>(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)),
+    ).Plan;
   });
   const found = await retrieve(svc.deps, r);
-  const nodes = ran(plan);
+  // The plan's nodes that ran at least once.
+  const nodes = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0);
   return {
     read: nodes.flatMap((n) => n["Index Name"] ?? []),
     // The dataset's rows filtered by the word without the index (matchesWithoutIndex).

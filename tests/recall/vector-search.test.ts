@@ -20,6 +20,7 @@ import {
 import { recallSql } from "../../lib/recall/retrieve";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
+import { type PlanNode, planNodes, planOf } from "../helpers/plan";
 import { adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 import { testPgUrl } from "../helpers/test-database";
 
@@ -121,22 +122,11 @@ describe("the HNSW candidate list (hnsw.ef_search) per search", () => {
   });
 });
 
-/** A plan's nodes (EXPLAIN's JSON), depth first. */
-type PlanNode = {
-  "Node Type": string;
-  "Index Name"?: string;
-  "Actual Rows"?: number;
-  "Sort Key"?: string[];
-  Plans?: PlanNode[];
-};
-const planNodes = (node: PlanNode): PlanNode[] => [node, ...(node.Plans ?? []).flatMap(planNodes)];
 async function explain(statement: SQL, analyze = false): Promise<PlanNode[]> {
-  const [row] = await execute<Record<string, unknown>>(
+  const rows = await execute<Record<string, unknown>>(
     sql`EXPLAIN (FORMAT JSON${sql.raw(analyze ? ", ANALYZE" : "")}) ${statement}`,
   );
-  const json = Object.values(row)[0];
-  const [plan] = (typeof json === "string" ? JSON.parse(json) : json) as { Plan: PlanNode }[];
-  return planNodes(plan.Plan);
+  return planNodes(planOf(rows).Plan);
 }
 
 describe("reading past the candidate list on a dataset larger than it can cover", () => {
