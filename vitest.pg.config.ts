@@ -37,6 +37,8 @@ export const PG_SUITES = [
   "tests/semantic/semantic-api.test.ts",
   "tests/semantic/semantic-rules.test.ts",
   "tests/db/full-size-embeddings.test.ts",
+  // Through PgBouncer in transaction mode, and JIT off on every session (migration 0021).
+  "tests/db/pooler.test.ts",
   // `npm run bench -- --database-url` at a tiny size (skipped without a server).
   "tests/db/bench-server.test.ts",
   "tests/dashboard/project-stats.test.ts",

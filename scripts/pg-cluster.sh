@@ -11,6 +11,9 @@
 #   loopback port with the options given, and stops it (and removes the directory) on exit. Sets
 #   PG_DATA (the data directory), PG_URL (a superuser URL of database postgres) and AS_SERVER
 #   (the command prefix that runs a program as the server's user).
+# pg_start_pooler: installs PgBouncer if missing and starts it in front of the cluster, in
+#   transaction mode (as Neon's pooled endpoint runs it), on a free loopback port, as the server's
+#   user; stopped with the cluster. Sets POOLER_URL (the superuser URL of database postgres through it).
 #
 # Environment: PG_MAJOR (the server's major version; default the newest installed, else the
 # distribution's), PGVECTOR_SUITE, DEBIAN_MIRROR (default the one this machine's apt sources name).
@@ -106,8 +109,45 @@ stop_cluster() {
     ticks=$(awk '{ print $14 + $15 + $16 + $17 }' "/proc/$pid/stat")
     echo "== the server used $((ticks / $(getconf CLK_TCK))) s of CPU"
   fi
+  if [ -f "$PG_TMP/pgbouncer.pid" ]; then kill "$(cat "$PG_TMP/pgbouncer.pid")" 2>/dev/null || true; fi
   "${AS_SERVER[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -m immediate -w stop >/dev/null 2>&1 || true
   rm -rf "$PG_TMP"
+}
+
+pg_start_pooler() {
+  # /usr/sbin is not on every user's PATH.
+  local bouncer port server_port
+  bouncer=$(PATH=$PATH:/usr/sbin command -v pgbouncer || true)
+  if [ -z "$bouncer" ]; then
+    echo "== installing PgBouncer"
+    apt_install pgbouncer
+    bouncer=/usr/sbin/pgbouncer
+  fi
+  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  server_port=$(sed 's/.*:\([0-9]*\)\/.*/\1/' <<<"$PG_URL")
+  printf '"postgres" ""\n' >"$PG_TMP/userlist.txt"
+  cat >"$PG_TMP/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$server_port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $port
+unix_socket_dir =
+auth_type = trust
+auth_file = $PG_TMP/userlist.txt
+pool_mode = transaction
+max_client_conn = 500
+default_pool_size = 40
+logfile = $PG_TMP/pgbouncer.log
+pidfile = $PG_TMP/pgbouncer.pid
+INI
+  if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_TMP/pgbouncer.ini" "$PG_TMP/userlist.txt"; fi
+  "${AS_SERVER[@]}" "$bouncer" -d "$PG_TMP/pgbouncer.ini" || {
+    cat "$PG_TMP/pgbouncer.log" >&2
+    exit 1
+  }
+  POOLER_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  echo "== $("$bouncer" --version | head -1) in transaction mode in front of it"
 }
 
 pg_start_cluster() {

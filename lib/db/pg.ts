@@ -15,13 +15,14 @@ import {
 } from "./types";
 
 /**
- * The pool's connection settings. JIT off: the server compiles a statement whose estimated cost
- * passes `jit_above_cost`, and recall's estimates over a large dataset pass it although the
- * statement reads a few rows (recall without a query at a million facts: 64 ms p50 with JIT, of
- * it ~50 ms compiling; 5 ms without; bench/RESULTS.md).
+ * The pool's connection settings: the URL and its own parameters, nothing in the startup packet
+ * beside them. A pooler in front of the server (PgBouncer, Neon's pooled endpoint) refuses a
+ * connection whose startup `options` name a setting it does not track ("unsupported startup
+ * parameter"), so settings the service needs on every session (JIT off, the HNSW scan) are the
+ * database's own, set by its migrations (0003, 0021).
  */
 export function pgPoolConfig(url: string): pg.PoolConfig {
-  return { connectionString: url, max: 10, options: "-c jit=off" };
+  return { connectionString: url, max: 10 };
 }
 
 /** Any other Postgres URL: a node-postgres pool. */
