@@ -12,7 +12,7 @@
 #   PG_DATA (the data directory), PG_URL (a superuser URL of database postgres) and AS_SERVER
 #   (the command prefix that runs a program as the server's user).
 # pg_start_pooler: installs PgBouncer if missing and starts it in front of the cluster, in
-#   transaction mode (as Neon's pooled endpoint runs it), on a free loopback port, as the server's
+#   transaction mode (as managed poolers run it, Neon's among them), on a free loopback port, as the server's
 #   user; stopped with the cluster. Sets POOLER_URL (the superuser URL of database postgres through it).
 #
 # Environment: PG_MAJOR (the server's major version; default the newest installed, else the

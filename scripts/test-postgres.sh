@@ -29,7 +29,7 @@ pg_install
 # default 100: two test files at a time, each with its pools and its server processes.
 pg_start_cluster -c max_connections=300
 export TEST_PG_URL=$PG_URL
-# PgBouncer in front of it (tests/db/pooler.test.ts): what Neon's pooled endpoint runs.
+# PgBouncer in front of it (tests/db/pooler.test.ts): what managed Postgres services put in front of their servers.
 pg_start_pooler
 export TEST_PGBOUNCER_URL=$POOLER_URL
 run_tests "$@"

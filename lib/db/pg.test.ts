@@ -4,7 +4,7 @@ import { pgPoolConfig } from "./pg";
 
 /**
  * What node-postgres sends the server at connect. Nothing of the service's own in the startup
- * packet: a pooler (PgBouncer, Neon's pooled endpoint) refuses startup options it does not track,
+ * packet: a pooler (PgBouncer, a managed service's pooler) refuses startup options it does not track,
  * so JIT is turned off for the database by migration 0021 instead (tests/db/pooler.test.ts
  * checks a new session on a real server).
  */

@@ -16,7 +16,7 @@ import {
 
 /**
  * The pool's connection settings: the URL and its own parameters, nothing in the startup packet
- * beside them. A pooler in front of the server (PgBouncer, Neon's pooled endpoint) refuses a
+ * beside them. A pooler in front of the server (PgBouncer, a managed service's pooler) refuses a
  * connection whose startup `options` name a setting it does not track ("unsupported startup
  * parameter"), so settings the service needs on every session (JIT off, the HNSW scan) are the
  * database's own, set by its migrations (0003, 0021).

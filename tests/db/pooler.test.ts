@@ -12,8 +12,8 @@ import { testLogger } from "../helpers/log";
 import { dropServerDatabase, newServerDatabase, testPgUrl } from "../helpers/test-database";
 
 /**
- * The service through PgBouncer in transaction mode, as Neon's pooled endpoint (the connection
- * string Neon shows first) and most managed poolers run it. A pooler refuses a startup packet whose
+ * The service through PgBouncer in transaction mode, the mode managed poolers run (Neon's pooled
+ * endpoint is PgBouncer in transaction mode). A pooler refuses a startup packet whose
  * `options` name a setting it does not track, so the node-postgres pool sends none and the settings
  * every session needs are the database's own (migrations 0003 and 0021); a transaction-mode pooler
  * hands each transaction whichever server session is free, so they must hold on all of them.
