@@ -9,7 +9,7 @@
 # pg_start_cluster [postgres -c options...]: initdb in a temporary directory, as the `postgres`
 #   user when run as root (the server refuses to run as root), starts the server on a free
 #   loopback port with the options given, and stops it (and removes the directory) on exit. Sets
-#   PG_DATA (the data directory), PG_URL (a superuser URL of database postgres) and AS_SERVER
+#   PG_DATA (the data directory), PG_PORT, PG_URL (a superuser URL of database postgres) and AS_SERVER
 #   (the command prefix that runs a program as the server's user).
 # pg_start_pooler: installs PgBouncer if missing and starts it in front of the cluster, in
 #   transaction mode (as managed poolers run it, Neon's among them), on a free loopback port, as the server's
@@ -100,6 +100,9 @@ pg_install() {
 AS_SERVER=()
 if [ "$(id -u)" -eq 0 ]; then AS_SERVER=(runuser -u postgres --); fi
 
+# A loopback port free at the time of asking.
+free_port() { node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})'; }
+
 stop_cluster() {
   [ -n "${PG_TMP:-}" ] || return 0
   # The server's CPU time (its own and its ended backends'), for the run's cost.
@@ -116,19 +119,18 @@ stop_cluster() {
 
 pg_start_pooler() {
   # /usr/sbin is not on every user's PATH.
-  local bouncer port server_port
+  local bouncer port
   bouncer=$(PATH=$PATH:/usr/sbin command -v pgbouncer || true)
   if [ -z "$bouncer" ]; then
     echo "== installing PgBouncer"
     apt_install pgbouncer
     bouncer=/usr/sbin/pgbouncer
   fi
-  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
-  server_port=$(sed 's/.*:\([0-9]*\)\/.*/\1/' <<<"$PG_URL")
+  port=$(free_port)
   printf '"postgres" ""\n' >"$PG_TMP/userlist.txt"
   cat >"$PG_TMP/pgbouncer.ini" <<INI
 [databases]
-* = host=127.0.0.1 port=$server_port
+* = host=127.0.0.1 port=$PG_PORT
 [pgbouncer]
 listen_addr = 127.0.0.1
 listen_port = $port
@@ -159,15 +161,14 @@ pg_start_cluster() {
   # C.UTF-8: byte order, but lower() and upper() know non-ASCII letters (entity names match
   # case-insensitively, café and CAFÉ); the C locale would fold ASCII only.
   "${AS_SERVER[@]}" "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -A trust -E UTF8 --locale=C.UTF-8 --no-sync >/dev/null
-  local port
-  port=$(node -e 'const s=require("net").createServer().listen(0,"127.0.0.1",()=>{console.log(s.address().port);s.close()})')
+  PG_PORT=$(free_port)
   # The options are kept in PG_OPTIONS so that a restart (bench-postgres.sh) starts it the same way.
-  PG_OPTIONS="-c listen_addresses=127.0.0.1 -p $port -k $PG_TMP $*"
+  PG_OPTIONS="-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_TMP $*"
   "${AS_SERVER[@]}" "$PG_BIN/pg_ctl" -D "$PG_DATA" -l "$PG_TMP/server.log" -w -t 60 -o "$PG_OPTIONS" start >/dev/null || {
     cat "$PG_TMP/server.log" >&2
     exit 1
   }
-  PG_URL="postgres://postgres@127.0.0.1:$port/postgres"
+  PG_URL="postgres://postgres@127.0.0.1:$PG_PORT/postgres"
   echo "== $("$PG_BIN/psql" -XAtq "$PG_URL" -c 'SELECT version()')"
   echo "== pgvector $("$PG_BIN/psql" -XAtq "$PG_URL" -c "SELECT default_version FROM pg_available_extensions WHERE name = 'vector'")"
 }
