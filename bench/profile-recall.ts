@@ -1,6 +1,5 @@
 import { sql } from "drizzle-orm";
 import { authenticateApiKey } from "../lib/auth";
-import { rowsOf } from "../lib/db/rows";
 import { groupFacts, renderContext, touchedEntities } from "../lib/recall/context";
 import { type Retrieval, recallSql, retrieve } from "../lib/recall/retrieve";
 import { timeRangeOf } from "../lib/recall/time-range";
@@ -104,9 +103,7 @@ try {
   // One statement analysed: the custom plan (EXPLAIN plans it with its values), node by node.
   const probe = queries[0] as string;
   const statement = recallSql(deps, retrieval(probe, benchEmbedding(probe, dims)));
-  const plan = planOf(
-    rowsOf<Record<string, unknown>>(await db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`)),
-  );
+  const plan = planOf(await db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`));
   console.log(`\nEXPLAIN ANALYZE: planning ${plan["Planning Time"]} ms, execution ${plan["Execution Time"]} ms`);
   console.log("\nPlan nodes by their own time (total time minus their children's, times loops):\n");
   console.log("| node | own ms | rows × loops |\n| --- | --- | --- |");

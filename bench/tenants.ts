@@ -212,9 +212,7 @@ async function measure(bench: Bench, queries: string[], dims: number): Promise<D
     facts: true,
     episodes: false,
   });
-  const plan = planOf(
-    rowsOf<Record<string, unknown>>(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`)),
-  );
+  const plan = planOf(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`));
   return {
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),

@@ -16,6 +16,7 @@ describe("planOf and planNodes", () => {
   it("reads EXPLAIN's row as text (PGlite) or parsed (node-postgres), and walks it depth first", () => {
     const asText = planOf([{ "QUERY PLAN": JSON.stringify([plan]) }]);
     expect(planOf([{ "QUERY PLAN": [plan] }])).toEqual(asText);
+    expect(planOf({ rows: [{ "QUERY PLAN": [plan] }] })).toEqual(asText);
     expect(asText["Planning Time"]).toBe(0.1);
     expect(planNodes(asText.Plan).map((n) => n["Node Type"])).toEqual(["Limit", "Sort", "Index Scan", "Seq Scan"]);
   });

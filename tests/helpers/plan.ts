@@ -1,3 +1,5 @@
+import { rowsOf } from "../../lib/db/rows";
+
 /**
  * EXPLAIN (FORMAT JSON) read the same way by the tests and the bench: the plan of one statement
  * and its nodes. Only the fields they read are typed; Postgres prints each only where it applies.
@@ -28,8 +30,12 @@ export interface Plan {
   "Execution Time"?: number;
 }
 
-/** The plan in EXPLAIN's one row: JSON text from PGlite, already parsed from node-postgres. */
-export function planOf(rows: Record<string, unknown>[]): Plan {
+/**
+ * The plan in EXPLAIN's one row, from a `db.execute()` result (or its rows): JSON text from
+ * PGlite, already parsed from node-postgres.
+ */
+export function planOf(result: unknown): Plan {
+  const rows = rowsOf<Record<string, unknown>>(result);
   const json = rows[0] ? Object.values(rows[0])[0] : undefined;
   const parsed: unknown = typeof json === "string" ? JSON.parse(json) : json;
   const plan = Array.isArray(parsed) ? (parsed[0] as Plan | undefined) : undefined;

@@ -1,7 +1,6 @@
 import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { rowsOf } from "../../lib/db/rows";
 import { KEYWORD_SCAN_MAX_DOCS } from "../../lib/recall/keyword";
 import { recallSql, retrieve } from "../../lib/recall/retrieve";
 import { planNodes, planOf } from "../helpers/plan";
@@ -37,9 +36,7 @@ async function keywordRecall(projectId: string) {
   const r = { projectId, dataset: "ds", mode: "keyword" as const, query: "lighthouse", facts: true, episodes: false };
   const plan = await svc.deps.db.transaction(async (tx) => {
     await tx.execute(sql`SET LOCAL enable_seqscan = off`);
-    return planOf(
-      rowsOf<Record<string, unknown>>(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)),
-    ).Plan;
+    return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
   });
   const found = await retrieve(svc.deps, r);
   // The plan's nodes that ran at least once.

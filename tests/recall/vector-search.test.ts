@@ -123,10 +123,9 @@ describe("the HNSW candidate list (hnsw.ef_search) per search", () => {
 });
 
 async function explain(statement: SQL, analyze = false): Promise<PlanNode[]> {
-  const rows = await execute<Record<string, unknown>>(
-    sql`EXPLAIN (FORMAT JSON${sql.raw(analyze ? ", ANALYZE" : "")}) ${statement}`,
+  return planNodes(
+    planOf(await execute(sql`EXPLAIN (FORMAT JSON${sql.raw(analyze ? ", ANALYZE" : "")}) ${statement}`)).Plan,
   );
-  return planNodes(planOf(rows).Plan);
 }
 
 describe("reading past the candidate list on a dataset larger than it can cover", () => {
