@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { LeadGate, type LeadingStatement } from "./leading";
+import { LeadGate, type LeadingStatement, leadFirstLog } from "./leading";
 
 /** A lead that accepts a row with `ok: true` and refuses anything else. */
 function lead(): LeadingStatement & { seen: Record<string, unknown>[][] } {
@@ -85,5 +85,31 @@ describe("LeadGate", () => {
     const refusing = new LeadGate({ ...lead(), unsent: (err) => unsent.push(err) }, async () => [{ ok: false }]);
     await expect(refusing.settle()).rejects.toThrow("refused");
     expect(unsent).toHaveLength(1);
+  });
+});
+
+describe("leadFirstLog", () => {
+  it("logs the lead once, ahead of the first statement drizzle issues", () => {
+    const log: string[] = [];
+    const { logLead, logger } = leadFirstLog(lead(), (sql) => log.push(sql));
+    if (!logger) throw new Error("a logger was expected");
+    logger.logQuery("SELECT first", []);
+    logLead(); // the view sends the lead (alone or with the statement): already logged
+    logger.logQuery("SELECT second", []);
+    expect(log).toEqual(["SELECT 1", "SELECT first", "SELECT second"]);
+  });
+
+  it("logs a lead sent alone when it goes, and not again before a later statement", () => {
+    const log: string[] = [];
+    const { logLead, logger } = leadFirstLog(lead(), (sql) => log.push(sql));
+    logLead();
+    if (logger) logger.logQuery("SELECT later", []);
+    expect(log).toEqual(["SELECT 1", "SELECT later"]);
+  });
+
+  it("has no logger without a hook", () => {
+    const { logLead, logger } = leadFirstLog(lead(), undefined);
+    expect(logger).toBe(false);
+    expect(() => logLead()).not.toThrow();
   });
 });

@@ -1,3 +1,5 @@
+import type { QueryHook } from "./types";
+
 /**
  * A statement that must run before a request's work, sent in the same round trip as the work's
  * first statement where the driver can (Neon's HTTP transaction), otherwise just before it on the
@@ -77,4 +79,28 @@ export class LeadGate {
     this.report?.(settled);
     this.report = undefined;
   }
+}
+
+/**
+ * The statement log (`onQuery`) of a driver that sends the lead just before the request's first
+ * statement (the embedded database, node-postgres): drizzle logs a statement when it is issued,
+ * before the view has sent the lead, so the lead is logged then, ahead of it, and the log keeps the
+ * order in which the database runs them. `logLead` is for the lead sent alone; it logs it once.
+ */
+export function leadFirstLog(lead: LeadingStatement, onQuery: QueryHook | undefined) {
+  let logged = false;
+  const logLead = () => {
+    if (logged) return;
+    logged = true;
+    onQuery?.(lead.query.sql, lead.query.params);
+  };
+  const logger = onQuery
+    ? {
+        logQuery: (query: string, params: unknown[]) => {
+          logLead();
+          onQuery(query, params);
+        },
+      }
+    : false;
+  return { logLead, logger };
 }

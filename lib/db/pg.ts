@@ -1,7 +1,7 @@
 import { drizzle } from "drizzle-orm/node-postgres";
 import pg from "pg";
 import { withFastCompile } from "./compile";
-import { LeadGate, type LeadingStatement } from "./leading";
+import { LeadGate, type LeadingStatement, leadFirstLog } from "./leading";
 import * as schema from "./schema";
 import { tracedQuery } from "./traced";
 import {
@@ -61,8 +61,9 @@ export function pgPoolOf(database: Database): pg.Pool {
  * server that is usually beside the host (unlike Neon over HTTP, where it rides along).
  */
 function leadingPool(pool: pg.Pool, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
+  const { logLead, logger } = leadFirstLog(lead, onQuery);
   const gate = new LeadGate(lead, async () => {
-    onQuery?.(lead.query.sql, lead.query.params);
+    logLead();
     return (await pool.query(lead.query.sql, lead.query.params)).rows;
   });
   // Still a Pool to drizzle (it checks, to run a transaction on one checked-out connection).
@@ -76,6 +77,6 @@ function leadingPool(pool: pg.Pool, lead: LeadingStatement, onQuery: QueryHook |
     return pool.connect();
   }) as pg.Pool["connect"];
   // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
-  const db = withFastCompile(drizzle({ client: view, logger: loggerFrom(onQuery) })) as unknown as Db;
+  const db = withFastCompile(drizzle({ client: view, logger })) as unknown as Db;
   return requestDatabase({ db, kind: "pg", batch: (build) => batchInTransaction(db, build) }, gate);
 }

@@ -5,7 +5,7 @@ import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
 import { withFastCompile } from "./compile";
 import { acquireDirLock } from "./dir-lock";
-import { LeadGate, type LeadingStatement } from "./leading";
+import { LeadGate, type LeadingStatement, leadFirstLog } from "./leading";
 import {
   DurableNodeFS,
   PGLITE_DEFAULT_START_PARAMS,
@@ -121,8 +121,9 @@ function leadingPglite(
   lead: LeadingStatement,
   onQuery: QueryHook | undefined,
 ): LeadingDatabase {
+  const { logLead, logger } = leadFirstLog(lead, onQuery);
   const gate = new LeadGate(lead, async () => {
-    onQuery?.(lead.query.sql, lead.query.params);
+    logLead();
     return (await query<Record<string, unknown>>(lead.query.sql, lead.query.params)).rows;
   });
   const view = {
@@ -136,9 +137,7 @@ function leadingPglite(
     },
   };
   // Without the relational schema (`db.query`, unused here): building it costs ~130 µs a request.
-  const db = withFastCompile(
-    drizzle({ client: view as unknown as PGlite, logger: loggerFrom(onQuery) }),
-  ) as unknown as Db;
+  const db = withFastCompile(drizzle({ client: view as unknown as PGlite, logger })) as unknown as Db;
   return requestDatabase({ db, kind: "pglite", batch: (build) => batchInTransaction(db, build) }, gate);
 }
 
