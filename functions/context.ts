@@ -13,10 +13,12 @@ export function projectContext(c: Context<AppEnv>): ProjectContext {
 /**
  * A /v1 read's context (every GET, and the POST routes declaring `readsOnly`): its project as SQL
  * that checks the API key inside the read's own round trip, and the dependencies whose database
- * sends that check with the read's first statement (functions/middleware.ts).
+ * sends that check with the read's first statement (functions/middleware.ts); and, as SQL too,
+ * the key's project whose ledger its provider calls go to.
  */
 export function readContext(c: Context<AppEnv>): ReadContext {
-  return { deps: c.get("deps"), projectId: c.get("projectScope") ?? c.get("apiKey").projectId };
+  const projectId = c.get("projectScope") ?? c.get("apiKey").projectId;
+  return { deps: c.get("deps"), projectId, ledgerProjectId: c.get("ledgerScope") ?? projectId };
 }
 
 /**

@@ -9,6 +9,8 @@ export type AppEnv = {
     apiKey: ApiKeyPrincipal;
     /** A read's project, as SQL that checks its API key (functions/middleware.ts); else unset. */
     projectScope: ProjectRef;
+    /** Whose ledger a read's provider calls go to, as SQL (`DeferredApiKey.ledgerProjectId`); else unset. */
+    ledgerScope: ProjectRef;
     session: SessionPrincipal;
   };
 };

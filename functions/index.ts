@@ -1,3 +1,4 @@
+import { acceptedKeys } from "../lib/accepted-keys";
 import { backgroundJobs } from "../lib/background";
 import { systemClock } from "../lib/clock";
 import { type Config, type Env as ConfigEnv, parseConfig } from "../lib/config";
@@ -25,6 +26,7 @@ type WorkerEnv = Env & Partial<Record<keyof ConfigEnv, string>>;
 /** Per isolate: a repeated recall query skips the provider for as long as the isolate lives. */
 const queryEmbeddings = createQueryEmbeddings();
 const usageBacklogOfIsolate = usageBacklog();
+const acceptedKeysOfIsolate = acceptedKeys();
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
@@ -92,6 +94,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     defer: (work) => ctx.waitUntil(work),
     queryEmbeddings,
     usageBacklog: usageBacklogOfIsolate,
+    acceptedKeys: acceptedKeysOfIsolate,
   };
 }
 

@@ -18,7 +18,8 @@ import { original } from "./failures";
  * statement of its own (the write then knows its project). A read (GET, or a POST route that
  * declares `readsOnly`) checks it in its own first round trip instead (`deferApiKey`): its work is
  * scoped by the key in SQL, and the key's answer (a 401) is decided before the work's result is
- * used. Over Neon's HTTP driver a read is then one round trip instead of two.
+ * used. Over Neon's HTTP driver a read is then one round trip instead of two; so is a recall
+ * whose query must be embedded, when its key was accepted lately (lib/accepted-keys.ts).
  */
 export const requireApiKey = createMiddleware<AppEnv>(async function requireApiKey(c, next) {
   if (c.get("apiKey") || c.get("projectScope")) return next();
@@ -33,10 +34,12 @@ export const requireApiKey = createMiddleware<AppEnv>(async function requireApiK
     ...deps,
     db: key.database.db,
     database: key.database,
-    // The key is checked before the provider is paid for anything (recall's query embedding).
-    llm: checkedFirst(deps.llm, principal),
+    // The key is checked before the provider is paid for anything (recall's query embedding),
+    // unless this process accepted it lately: then the check rides with the read's statement.
+    llm: key.acceptedLately ? deps.llm : checkedFirst(deps.llm, principal),
   } satisfies Deps);
   c.set("projectScope", key.projectId);
+  c.set("ledgerScope", key.ledgerProjectId);
   await next();
   // Whatever the route answered (a 404, a validation error, a body read without a statement), a
   // refused key answers 401 instead: thrown here, it takes the one error path.

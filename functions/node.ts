@@ -1,4 +1,5 @@
 import pLimit from "p-limit";
+import { acceptedKeys } from "../lib/accepted-keys";
 import { bootstrapAdmin } from "../lib/auth";
 import { backgroundJobs } from "../lib/background";
 import { type Clock, systemClock } from "../lib/clock";
@@ -87,6 +88,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     defer: track,
     queryEmbeddings: createQueryEmbeddings(),
     usageBacklog: usageBacklog(),
+    acceptedKeys: acceptedKeys(clock),
   };
   // The embedded database has one process (its directory lock): leases still held were held by
   // a process that is gone, so its jobs and episodes are released now rather than a lease later.

@@ -58,6 +58,18 @@ export function apiKeyPrincipal(row: Record<string, unknown> | undefined): ApiKe
   return { keyId: String(row.key_id), projectId: row.project_id };
 }
 
+/** The stamp's answer, remembered for the key's next reads (lib/accepted-keys.ts): throws the 401. */
+function decided(deps: Deps, keyHash: string, row: Record<string, unknown> | undefined): ApiKeyPrincipal {
+  try {
+    const principal = apiKeyPrincipal(row);
+    deps.acceptedKeys.accepted(keyHash);
+    return principal;
+  } catch (err) {
+    deps.acceptedKeys.refused(keyHash);
+    throw err;
+  }
+}
+
 export async function authenticateApiKey(deps: Deps, header: string | undefined | null): Promise<ApiKeyPrincipal> {
   const keyHash = hashToken(bearerToken(header));
   const carried = deps.usageBacklog.take();
@@ -70,13 +82,20 @@ export async function authenticateApiKey(deps: Deps, header: string | undefined 
     returnToBacklog(deps, carried, err);
     rows = await deps.db.execute(apiKeyStamp(keyHash, deps.clock.now(), []));
   }
-  return apiKeyPrincipal(rowsOf<Record<string, unknown>>(rows)[0]);
+  return decided(deps, keyHash, rowsOf<Record<string, unknown>>(rows)[0]);
 }
 
 /** A read whose key is checked in its own round trip: see `deferApiKey`. */
 export interface DeferredApiKey {
   /** The project, as SQL: the key's project while it is active, otherwise NULL (matching nothing). */
   projectId: SQL;
+  /**
+   * Whose ledger the read's provider calls go to, as SQL: the key's project, revoked or not (a
+   * call made before the check found the key revoked was still paid for).
+   */
+  ledgerProjectId: SQL;
+  /** This process accepted the key lately: the read's provider calls need not wait for the check. */
+  acceptedLately: boolean;
   /** The database the read must use: its first statement carries the key's check. */
   database: LeadingDatabase;
   /** The principal, once the check has run (sending it alone if no statement has); throws the 401. */
@@ -88,7 +107,9 @@ export interface DeferredApiKey {
  * first statement (on Neon in the same HTTP transaction, so a read is one round trip); the read
  * is scoped by SQL that finds the key's project itself, so it reads nothing for a key that is
  * unknown, revoked or orphaned, and the lead's row then yields the spec's exact 401 before the
- * read's result is used. No cache: a revocation is seen by the very next request.
+ * read's result is used. The check runs on every request, so a revocation is seen by the very
+ * next one; remembering keys accepted lately (lib/accepted-keys.ts) only lets their provider
+ * calls go before it.
  */
 export function deferApiKey(deps: Deps, header: string | undefined | null): DeferredApiKey {
   const keyHash = hashToken(bearerToken(header));
@@ -97,7 +118,7 @@ export function deferApiKey(deps: Deps, header: string | undefined | null): Defe
   const database = deps.database.withLeading({
     query: compiled(apiKeyStamp(keyHash, deps.clock.now(), carried)),
     accept: (rows) => {
-      principal = apiKeyPrincipal(rows[0]);
+      principal = decided(deps, keyHash, rows[0]);
     },
     unsent: (err) => {
       if (carried.length) returnToBacklog(deps, carried, err);
@@ -105,6 +126,8 @@ export function deferApiKey(deps: Deps, header: string | undefined | null): Defe
   });
   return {
     projectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash} AND revoked_at IS NULL)`,
+    ledgerProjectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash})`,
+    acceptedLately: deps.acceptedKeys.acceptedLately(keyHash),
     database,
     principal: async () => {
       await database.settle();

@@ -10,6 +10,11 @@ export interface ReadContext {
   deps: Deps;
   /** The project every statement of the verb is filtered by (another project's row is a 404). */
   projectId: ProjectRef;
+  /**
+   * Whose ledger the verb's provider calls go to; `projectId` when absent. A /v1 read's is its
+   * API key's project whether or not the key is still active (lib/auth.ts `deferApiKey`).
+   */
+  ledgerProjectId?: ProjectRef;
 }
 
 /** Who is asking and with what: what every request-scoped domain verb that writes receives first. */

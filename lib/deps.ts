@@ -1,3 +1,4 @@
+import type { AcceptedKeys } from "./accepted-keys";
 import type { Clock } from "./clock";
 import type { Config } from "./config";
 import type { Database, Db } from "./db/types";
@@ -29,6 +30,8 @@ export interface Deps {
   queryEmbeddings: QueryEmbeddings;
   /** Ledger rows waiting for a statement to carry them, kept like queryEmbeddings (lib/usage/backlog.ts). */
   usageBacklog: UsageBacklog;
+  /** API keys accepted lately, kept like queryEmbeddings (lib/accepted-keys.ts). */
+  acceptedKeys: AcceptedKeys;
 }
 
 /**

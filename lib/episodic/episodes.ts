@@ -118,14 +118,14 @@ export async function listEpisodes(
  * cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight (the default episodic settings' unless given).
  */
 export async function searchEpisodes(
-  { deps, projectId }: ReadContext,
+  { deps, projectId, ledgerProjectId }: ReadContext,
   {
     dataset,
     ...q
   }: { dataset: string; query: string; limit: number; similarityWeight?: number; recencyWeight?: number },
 ) {
   const usage = usageCollector();
-  const scope = { projectId, dataset };
+  const scope = { projectId: ledgerProjectId ?? projectId, dataset };
   let vector: number[];
   try {
     [vector] = await deps.llm.embed([q.query], usage.meter("episode_search_embedding"));

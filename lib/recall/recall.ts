@@ -64,12 +64,12 @@ export interface RecallExplanation {
  * request fail. The query embedding is recorded in the ledger by the statement; the reranker's
  * and synthesis' calls, made after it, by a later request's statement (lib/usage/backlog.ts).
  */
-export async function recall({ deps, projectId }: ReadContext, request: RecallRequest) {
+export async function recall({ deps, projectId, ledgerProjectId }: ReadContext, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
   const usage = usageCollector();
-  const scope = { projectId, dataset: request.dataset };
+  const scope = { projectId: ledgerProjectId ?? projectId, dataset: request.dataset };
 
   // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's
   // rule 3, which dropped it; see docs/api-notes.md, "Recall ranking").

@@ -8,8 +8,10 @@ import { createTestService, newTenant, type TestService } from "../helpers/servi
 /**
  * Recall when the query cannot be embedded (spec rule 6: keyword plus recency): one statement, as
  * for a recall that has its vector, counted at the driver. With a provider configured the key is
- * checked first, on its own, before the provider is paid; with none, nothing is asked of one and
- * the key's check leads the statement (over Neon one round trip: tests/edge/round-trips.test.ts).
+ * checked first, on its own, before the provider is paid (each test's key is new to the process; one
+ * it accepted lately is not waited for: tests/edge/accepted-keys.test.ts); with none, nothing is
+ * asked of one and the key's check leads the statement (over Neon one round trip:
+ * tests/edge/round-trips.test.ts).
  */
 const RECALL = "/v1/memory/recall";
 const DIMS = TEST_EMBEDDING_DIMENSIONS;
