@@ -101,6 +101,6 @@ export function leadFirstLog(lead: LeadingStatement, onQuery: QueryHook | undefi
           onQuery(query, params);
         },
       }
-    : false;
+    : (false as const);
   return { logLead, logger };
 }
