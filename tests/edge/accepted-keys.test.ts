@@ -1,11 +1,11 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeEach, describe, expect, it } from "vitest";
-import { createApiKey, revokeApiKey } from "../../lib/api-keys";
+import { revokeApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { useEdgeWorker } from "../helpers/edge-worker";
 import { fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
+import { newTenant } from "../helpers/service";
 
 /**
  * A recall whose query must be embedded, on the edge host (the built Worker under workerd, the
@@ -43,13 +43,12 @@ async function recall(token: string, question: string) {
 }
 
 async function tenant(name: string) {
-  const project = await createProject(edge.deps, { name });
-  const { key, apiKey } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: `${name}-key` });
+  const t = await newTenant(edge, name);
   await edge.database.db.execute(sql`
     INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, created_at, embedding)
-    VALUES ('fct_ak_' || ${project.id}, ${project.id}, 'd', 'user', 'lives_in', 'Lisbon', 0.9,
+    VALUES ('fct_ak_' || ${t.projectId}, ${t.projectId}, 'd', 'user', 'lives_in', 'Lisbon', 0.9,
       'I live in Lisbon', now(), now(), ${`[${fakeEmbedding("user lives in Lisbon", TEST_EMBEDDING_DIMENSIONS)}]`}::vector)`);
-  return { projectId: project.id, key, keyId: apiKey.id as string };
+  return t;
 }
 
 async function ledger(projectId: string) {

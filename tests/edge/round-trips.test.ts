@@ -1,9 +1,9 @@
 import { sql } from "drizzle-orm";
 import { beforeAll, describe, expect, it } from "vitest";
-import { createApiKey, revokeApiKey } from "../../lib/api-keys";
+import { revokeApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import { createProject } from "../../lib/projects";
 import { useEdgeWorker } from "../helpers/edge-worker";
+import { newTenant } from "../helpers/service";
 
 /**
  * Issue 20's budget on the edge host, counted where it costs: the built Worker under workerd, the
@@ -39,11 +39,7 @@ async function call(token: string, path: string, init: CallInit = {}) {
   };
 }
 
-async function tenant(name: string) {
-  const project = await createProject(edge.deps, { name });
-  const { key, apiKey } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: `${name}-key` });
-  return { projectId: project.id, key, keyId: apiKey.id as string };
-}
+const tenant = (name: string) => newTenant(edge, name);
 
 /** A thread with two messages, an extracted-looking fact and its entity, written as the service would. */
 async function seeded(name: string) {

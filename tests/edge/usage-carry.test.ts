@@ -1,11 +1,10 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
-import { createApiKey } from "../../lib/api-keys";
 import { rowsOf } from "../../lib/db/rows";
-import { createProject } from "../../lib/projects";
 import { USAGE_CARRY_MS } from "../../lib/usage/backlog";
 import { useEdgeWorker } from "../helpers/edge-worker";
 import { startFakeOpenAI } from "../helpers/fake-openai";
+import { newTenant } from "../helpers/service";
 
 /**
  * Issue 36's budget on the edge host: the usage ledger costs no statement of its own on a /v1
@@ -46,11 +45,7 @@ async function ledger(projectId: string) {
   );
 }
 
-async function tenant(name: string) {
-  const project = await createProject(edge.deps, { name });
-  const { key } = await createApiKey({ deps: edge.deps, projectId: project.id }, { name: `${name}-key` });
-  return { projectId: project.id, key };
-}
+const tenant = (name: string) => newTenant(edge, name);
 
 describe("provider calls made after a /v1 request's last statement", () => {
   it("are written by the next request's key check: no statement of their own", async () => {

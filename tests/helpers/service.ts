@@ -94,7 +94,7 @@ export async function adminSession(service: TestService) {
 }
 
 /** A new project with one API key: each test makes its own, so tests share no state. */
-export async function newTenant(service: TestService, name = "tenant") {
+export async function newTenant(service: Pick<TestService, "deps">, name = "tenant") {
   const project = await createProject(service.deps, { name });
   const { key, apiKey } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key, keyId: apiKey.id };
