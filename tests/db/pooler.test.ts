@@ -2,14 +2,13 @@ import { sql } from "drizzle-orm";
 import pg from "pg";
 import { afterAll, describe, expect, it } from "vitest";
 import { createNodeService } from "../../functions/node";
-import { createApiKey } from "../../lib/api-keys";
 import { parseConfig } from "../../lib/config";
 import { createPgDatabase } from "../../lib/db/pg";
 import { rowsOf } from "../../lib/db/rows";
-import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { testLogger } from "../helpers/log";
-import { dropServerDatabase, newServerDatabase, testPgUrl } from "../helpers/test-database";
+import { newTenant } from "../helpers/service";
+import { dropServerDatabase, newServerDatabase, serverDatabaseUrl, testPgUrl } from "../helpers/test-database";
 
 /**
  * The service through PgBouncer in transaction mode, the mode managed poolers run (Neon's pooled
@@ -26,13 +25,6 @@ afterAll(async () => {
   for (const name of dropped) await dropServerDatabase(name);
 });
 
-/** A URL of database `name` behind `base` (a server's or the pooler's URL of database postgres). */
-const databaseUrl = (base: string, name: string) => {
-  const url = new URL(base);
-  url.pathname = `/${name}`;
-  return url.toString();
-};
-
 const setting = async (db: { execute: (q: ReturnType<typeof sql>) => Promise<unknown> }, name: string) =>
   rowsOf<Record<string, string>>(await db.execute(sql.raw(`SHOW ${name}`)))[0]?.[name];
 
@@ -40,7 +32,7 @@ describe.skipIf(!pooler || !testPgUrl())("through PgBouncer in transaction mode"
   it("refuses a startup packet that sets JIT in its options (why the pool sends none)", async () => {
     const { name } = await newServerDatabase();
     dropped.push(name);
-    const client = new pg.Client({ connectionString: databaseUrl(pooler as string, name), options: "-c jit=off" });
+    const client = new pg.Client({ connectionString: serverDatabaseUrl(name, pooler), options: "-c jit=off" });
     await expect(client.connect()).rejects.toThrow(/unsupported startup parameter/);
     await client.end().catch(() => {});
   });
@@ -48,7 +40,7 @@ describe.skipIf(!pooler || !testPgUrl())("through PgBouncer in transaction mode"
   it("migrates an empty database through it, serves writes and recall, and every session has JIT off", async () => {
     const { name } = await newServerDatabase({ empty: true });
     dropped.push(name);
-    const url = databaseUrl(pooler as string, name);
+    const url = serverDatabaseUrl(name, pooler);
     const database = createPgDatabase(url);
     const service = await createNodeService({
       config: parseConfig({
@@ -63,8 +55,7 @@ describe.skipIf(!pooler || !testPgUrl())("through PgBouncer in transaction mode"
       sweepIntervalMs: false,
     });
     try {
-      const project = await createProject(service.deps, { name: "pooled" });
-      const { key } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: "pooled" });
+      const { key } = await newTenant(service, "pooled");
       const call = async (path: string, json: unknown) => {
         const res = await service.app.request(path, {
           method: "POST",

@@ -17,9 +17,12 @@ export function testPgUrl(): string | undefined {
   return process.env.TEST_PG_URL || undefined;
 }
 
-/** The URL of database `name` on the server of TEST_PG_URL (same user, host, port, options). */
-export function serverDatabaseUrl(name: string): string {
-  const url = new URL(requiredPgUrl());
+/**
+ * The URL of database `name` on the server of TEST_PG_URL, or behind another URL of it (a pooler's):
+ * same user, host, port, options.
+ */
+export function serverDatabaseUrl(name: string, base = requiredPgUrl()): string {
+  const url = new URL(base);
   url.pathname = `/${name}`;
   return url.toString();
 }
