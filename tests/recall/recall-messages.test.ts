@@ -6,6 +6,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
+import { retrieve } from "../../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
@@ -229,6 +230,38 @@ describe("the response", () => {
     const one = await t.recall({ query: "note", include: ["messages"] });
     expect(one.messages).toHaveLength(1);
     expect(one.messages?.[0].relevanceScore).toBeGreaterThan(0);
+  });
+
+  it("scores a message by its cosine whichever signal brought it, past the vector search's depth", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    // More embedded messages than the vector search takes (depth ≥ 30), all nearer the question
+    // than the one found by its rare word alone.
+    for (let i = 0; i < 50; i++) await t.say(th, `I live in the city I moved to, note ${i}`);
+    const rare = await t.say(th, "A zebra ate my lunch yesterday at noon");
+    await t.embed();
+    const query = "Which city do I reside in, zebra?";
+    const dims = svc.deps.config.openai.embeddingDimensions;
+    const vector = fakeEmbedding(byConcept(query), dims);
+    const cosines = rowsOf<{ id: string; cosine: number }>(
+      await svc.deps.db.execute(sql`SELECT message_id AS id, 1 - (embedding::vector <=> ${`[${vector.join(",")}]`}::vector) AS cosine
+        FROM message_vectors WHERE project_id = ${t.projectId} ORDER BY 2 DESC`),
+    );
+    expect(cosines).toHaveLength(51);
+    expect(cosines.findIndex((c) => c.id === rare)).toBe(50); // last by meaning: not a vector candidate
+    const { messages } = await retrieve(svc.deps, {
+      projectId: t.projectId,
+      dataset: t.dataset,
+      mode: "hybrid",
+      query,
+      vector,
+      facts: true,
+      episodes: false,
+      messages: true,
+    });
+    const byId = new Map(cosines.map((c) => [c.id, c.cosine]));
+    expect(messages?.map((m) => m.messageId)).toContain(rare);
+    for (const m of messages ?? []) expect(m.signals.vector).toBeCloseTo(byId.get(m.messageId) as number, 6);
   });
 
   it("rejects a messageLimit outside 1-100 naming the field", async () => {
