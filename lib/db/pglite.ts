@@ -2,6 +2,7 @@ import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
+import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
 import { drizzle } from "drizzle-orm/pglite";
 import { withFastCompile } from "./compile";
 import { acquireDirLock } from "./dir-lock";
@@ -81,7 +82,7 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
         `shared_buffers=${options.sharedBuffers ?? PGLITE_SHARED_BUFFERS}`,
       ],
       ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
-      extensions: { vector },
+      extensions: { vector, btree_gin },
     });
   } catch (err) {
     releaseLock();
