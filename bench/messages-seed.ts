@@ -42,7 +42,9 @@ export async function seedMessages(
   // The keyword index is made again after the rows (a GIN index takes a bulk build far faster
   // than row by row through its small pending list).
   const [gin] = rowsOf<{ definition: string }>(
-    await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_dataset_search_idx'`),
+    await db.execute(
+      sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_dataset_search_idx'`,
+    ),
   );
   await db.execute(sql`DROP INDEX IF EXISTS message_search_dataset_search_idx`);
   for (let from = 1; from <= count; from += CHUNK) {

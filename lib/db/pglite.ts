@@ -1,8 +1,8 @@
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { vector } from "@electric-sql/pglite-pgvector";
 import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
+import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
 import { withFastCompile } from "./compile";
 import { acquireDirLock } from "./dir-lock";
