@@ -42,11 +42,9 @@ export async function seedMessages(
   // The keyword index is made again after the rows (a GIN index takes a bulk build far faster
   // than row by row through its small pending list).
   const [gin] = rowsOf<{ definition: string }>(
-    await db.execute(
-      sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_dataset_search_idx'`,
-    ),
+    await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_search_idx'`),
   );
-  await db.execute(sql`DROP INDEX IF EXISTS message_search_dataset_search_idx`);
+  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
   for (let from = 1; from <= count; from += CHUNK) {
     const rows = [];
     for (let g = from; g <= Math.min(count, from + CHUNK - 1); g++) {
@@ -81,11 +79,7 @@ export async function seedMessages(
   // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
   // times slower a row (a seed of 200,000 run so had not finished after 40 minutes).
   await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
-  if (gin) {
-    await db.execute(sql.raw(gin.definition));
-    // As migration 0022 left it: a definition does not carry its key's statistics target.
-    await db.execute(sql`ALTER INDEX message_search_dataset_search_idx ALTER COLUMN 1 SET STATISTICS 0`);
-  }
+  if (gin) await db.execute(sql.raw(gin.definition));
   await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
   await db.execute(sql`RESET maintenance_work_mem`);
   const [size] = rowsOf<{ messages: string; search: string; terms: string; vectors: string; n: string }>(

@@ -1,7 +1,6 @@
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { PGlite } from "@electric-sql/pglite";
-import { btree_gin } from "@electric-sql/pglite/contrib/btree_gin";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
 import { withFastCompile } from "./compile";
@@ -82,7 +81,7 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
         `shared_buffers=${options.sharedBuffers ?? PGLITE_SHARED_BUFFERS}`,
       ],
       ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
-      extensions: { vector, btree_gin },
+      extensions: { vector },
     });
   } catch (err) {
     releaseLock();

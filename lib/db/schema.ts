@@ -198,12 +198,7 @@ export const messageSearch = pgTable(
   (t) => [
     index("message_search_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
     index("message_search_thread_idx").on(t.threadId),
-    // The keyword index, keyed by the dataset too (btree_gin): a word's messages of one dataset
-    // are the intersection of two posting lists, which the scan skips along, so a small dataset
-    // never reads the other tenants' postings of a common word (messageDatasetKey).
-    index("message_search_dataset_search_idx")
-      .using("gin", sql`(${t.projectId} || '/' || ${t.dataset})`, t.search)
-      .with({ gin_pending_list_limit: 64 }),
+    index("message_search_search_idx").using("gin", t.search).with({ gin_pending_list_limit: 64 }),
   ],
 );
 

@@ -1,7 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { messageSearch, messages, messageVectors, projects } from "../db/schema";
 import { jobExistsSql, scheduleJobsSql } from "../jobs/schedule";
-import { messageDatasetKey } from "../recall/messages";
 import { projectSetting } from "../settings/sql";
 
 /**
@@ -70,7 +69,7 @@ export function unindexQuotingMessagesCtes(): SQL {
   const comparable = (text: SQL) => sql`lower(btrim(regexp_replace(${text}, '\\s+', ' ', 'g')))`;
   return sql`quoting AS (
       SELECT s.message_id FROM forgotten f
-      JOIN ${messageSearch} s ON ${messageDatasetKey(sql`s`)} = ${messageDatasetKey(sql`f`)}
+      JOIN ${messageSearch} s ON s.project_id = f.project_id AND s.dataset = f.dataset
         AND s.search @@ plainto_tsquery('english', f.source_quote)
       JOIN ${messages} m ON m.id = s.message_id
       WHERE ${comparable(sql`f.source_quote`)} <> ''

@@ -79,11 +79,11 @@ export function messageCtes(m: MessageSearch): SQL[] {
     ];
   }
   const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
-  // A term's messages come from the keyword (GIN) index, keyed by the dataset too, so only the
-  // dataset's postings of the term are read. The key is an expression the dataset's B-tree does
-  // not hold: the plan, made before the term is known, guesses every term matches 0.5% of rows and
-  // would rather walk that B-tree until 100 match (for a rare term, every message of the dataset).
-  const termLookupScope = sql`${messageDatasetKey(sql`ms`)} = ${messageDatasetKeyOf(m.projectId, m.dataset)}${asOf}`;
+  // A term's messages come from the keyword (GIN) index. The plan, made before the term is known,
+  // guesses every term matches 0.5% of rows and would rather walk the dataset's B-tree until 100
+  // match: for a rare term, every message of the dataset. `project_id || ''` is not that index's
+  // key, so the plan cannot take it.
+  const termLookupScope = sql`ms.project_id || '' = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
     sql`m_by_keyword AS (${keywordCandidatesSql(
@@ -118,6 +118,9 @@ export function messageCtes(m: MessageSearch): SQL[] {
     ? sql`CASE WHEN c.distance IS NOT NULL THEN 1 - c.distance ELSE (SELECT 1 - ${cosineDistanceSql(sql`v.embedding`, m.vector.q, m.vector.dims)}
         FROM ${messageVectors} v WHERE v.message_id = c.id AND vector_dims(v.embedding) = ${sql.raw(String(m.vector.dims))}) END`
     : sql`NULL::float8`;
+  // Each candidate's row by its key (LIMIT 1 keeps the subquery a lateral one): the plan, whose
+  // guess of the candidates' number is a tenth of the dataset (a LIMIT read from a CTE), would
+  // otherwise hash them against every row of message_search (the keyword shape: 4.6 ms at 20,000).
   ctes.push(
     sql`m_scored AS (
       SELECT ms.message_id AS id, ms.created_at, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
@@ -125,9 +128,6 @@ export function messageCtes(m: MessageSearch): SQL[] {
       FROM (SELECT id, min(distance) AS distance
         FROM (SELECT id, NULL::float8 AS distance FROM m_by_keyword UNION ALL SELECT id, distance FROM m_by_vector) u
         GROUP BY id) c
-      -- A lookup by key per candidate (LIMIT 1 keeps the subquery a lateral one): the plan, whose
-      -- guess of the candidates' number is a tenth of the dataset (a LIMIT read from a CTE),
-      -- would otherwise hash them against every row of message_search (keyword shape: 5 ms at 20,000).
       CROSS JOIN LATERAL (SELECT ms.message_id, ms.created_at, ms.search FROM ${messageSearch} ms
         WHERE ms.message_id = c.id LIMIT 1) ms
       LEFT JOIN LATERAL (${bm25Of(sql`ms.search`, MESSAGE_TERMS)}) k ON true)`,
@@ -139,18 +139,6 @@ export function messageCtes(m: MessageSearch): SQL[] {
   );
   return ctes;
 }
-
-/**
- * The dataset key of message_search's keyword index (message_search_dataset_search_idx, migration
- * 0022): the project and the dataset as one text, as the index's expression spells it, so a
- * lookup by it and a word is a scan of that index alone. A project id holds no '/', so the key is
- * unambiguous whatever the dataset's name.
- */
-export const messageDatasetKey = (alias: SQL) => sql`(${alias}.project_id || '/' || ${alias}.dataset)`;
-
-/** The key messageDatasetKey reads for a project's dataset. */
-export const messageDatasetKeyOf = (projectId: ProjectRef, dataset: string) =>
-  sql`((${projectId})::text || '/' || ${dataset}::text)`;
 
 /** 1 when the message was written in the time the query names, else 0. */
 function messageTimeTerm(time: TimeRange | null | undefined): SQL {
