@@ -126,24 +126,33 @@ function laggingTermCtes(ix: TermIndex, scope: TermScope): SQL {
  * The keyword candidates: for each of the query's terms that is not common (KEYWORD_COMMON_SHARE),
  * at most KEYWORD_PER_TERM of the documents `lookup` finds for it (`t.term` names the term), so a
  * rare term's documents are always candidates. With `scan` (the same lookup over the dataset's
- * rows, not the keyword index), a dataset of at most KEYWORD_SCAN_MAX_DOCS takes it instead: the
- * branch not taken is cut by a one-time filter on `t.n`, before it reads anything. With `sample`,
+ * rows, not the keyword index), a small dataset takes it instead: `small`, a condition evaluated
+ * once (by default at most KEYWORD_SCAN_MAX_DOCS counted documents, `t.n`), cuts the branch not
+ * taken before it reads anything. With `sample`,
  * a term held by more than KEYWORD_PER_TERM documents brings only that many: those are a sample
  * anyway (the first the index lists, unranked), and each candidate costs its row and its BM25.
  * Returns their distinct `id`s.
  */
-export function keywordCandidatesSql(ix: TermIndex, lookup: SQL, options: { scan?: SQL; sample?: SQL } = {}): SQL {
+export function keywordCandidatesSql(
+  ix: TermIndex,
+  lookup: SQL,
+  options: { scan?: SQL; sample?: SQL; small?: SQL } = {},
+): SQL {
   const { scan, sample } = options;
   const perTerm = sql.raw(String(KEYWORD_PER_TERM));
-  const max = sql.raw(String(KEYWORD_SCAN_MAX_DOCS));
+  const small = options.small ?? sql`t.n <= ${sql.raw(String(KEYWORD_SCAN_MAX_DOCS))}`;
   const limit = sample ? sql`CASE WHEN t.docs <= ${perTerm} THEN ${perTerm} ELSE ${sample} END` : perTerm;
   const found = scan
-    ? sql`(SELECT id FROM (${scan}) l WHERE t.n <= ${max} LIMIT ${perTerm})
-        UNION ALL (SELECT id FROM (${lookup}) l WHERE t.n > ${max} LIMIT ${limit})`
+    ? sql`(SELECT id FROM (${scan}) l WHERE ${small} LIMIT ${perTerm})
+        UNION ALL (SELECT id FROM (${lookup}) l WHERE NOT ${small} LIMIT ${limit})`
     : sql`${lookup} LIMIT ${limit}`;
   return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (${found}) m
-      WHERE t.docs <= GREATEST(${perTerm}, t.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
+      WHERE ${keywordTermBringsCandidates(sql`t`)}`;
 }
+
+/** Whether a row of a `terms` CTE (alias `t`) is not common, so it brings candidates of its own. */
+export const keywordTermBringsCandidates = (t: SQL) =>
+  sql`${t}.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, ${t}.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
 
 /**
  * `search @@ query` as a filter the planner cannot answer from the keyword (GIN) index: for

@@ -6,7 +6,15 @@ import type { ProjectRef } from "../db/types";
 import { cosineDistanceSql, FACTS_PER_EF, nearestSql, searchLimitsFor } from "../db/vectors";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
-import { bm25Of, keywordCandidatesSql, MESSAGE_TERMS, termCtes, termQuery } from "./keyword";
+import {
+  bm25Of,
+  KEYWORD_SCAN_MAX_DOCS,
+  keywordCandidatesSql,
+  keywordTermBringsCandidates,
+  MESSAGE_TERMS,
+  termCtes,
+  termQuery,
+} from "./keyword";
 import type { TimeRange } from "./time-range";
 
 /**
@@ -19,6 +27,18 @@ import type { TimeRange } from "./time-range";
  * finds ~0.94 of the true 10 nearest at 100,000 vectors (the facts' measurement, bench/RESULTS.md).
  */
 export const MESSAGE_EF_SEARCH_MAX = 200;
+
+/**
+ * A dataset of at most this many messages finds its candidates in its own rows, read once through
+ * its B-tree (newest first), rather than in the indexes that span every tenant's messages: its
+ * nearest by an exact distance over its own vectors, not the HNSW index, and a word's messages
+ * among its own rows, not the keyword index's posting list. Among many tenants those indexes read
+ * the others' messages: one dataset of 100 among 1,000 (100,000 messages) took 238 ms in the HNSW
+ * walk, which stopped at pgvector's scan limit with 24 of its 42 candidates, and its keyword
+ * lookups read 21,000 postings a word (bench/RESULTS.md). The facts' keyword lookup has the same
+ * threshold (KEYWORD_SCAN_MAX_DOCS).
+ */
+export const MESSAGE_SCAN_MAX = KEYWORD_SCAN_MAX_DOCS;
 
 /** A message recall returns as evidence (`include: ["messages"]`), best first. */
 export interface RecalledMessage {
@@ -65,7 +85,8 @@ export interface MessageSearch {
  * quote, see skipQuoted). With a query: candidates by keyword (BM25 over message_terms, like
  * facts; a term held by more than KEYWORD_PER_TERM messages brings as many as the vector signal
  * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
- * instead), scored as facts are: cosine + keyword (divided by the best candidate's) + time term.
+ * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), scored as facts are:
+ * cosine + keyword (divided by the best candidate's) + time term.
  * Without: the most recent, each scored 1.
  */
 export function messageCtes(m: MessageSearch): SQL[] {
@@ -84,28 +105,56 @@ export function messageCtes(m: MessageSearch): SQL[] {
   // match: for a rare term, every message of the dataset. `project_id || ''` is not that index's
   // key, so the plan cannot take it.
   const termLookupScope = sql`ms.project_id || '' = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
+  const n = sql`coalesce((SELECT n FROM m_stats), 0)`;
+  const scanMax = sql.raw(String(MESSAGE_SCAN_MAX));
+  const small = sql`(SELECT small FROM m_small)`;
+  const bringsCandidates = keywordTermBringsCandidates(sql`t`);
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
+    // A small dataset's rows (MESSAGE_SCAN_MAX), read only when its count says it may be one: the
+    // count lags (messages are counted by their thread's embedding job), so the rows themselves,
+    // at most one past the threshold, decide. Through the dataset's B-tree, newest first under the
+    // LIMIT, whatever a plan guessed of the dataset's size.
+    sql`m_own AS MATERIALIZED (SELECT ms.message_id AS id, ms.search FROM ${messageSearch} ms
+      WHERE ${inDataset} AND ${n} <= ${scanMax} ORDER BY ms.created_at DESC LIMIT ${scanMax} + 1)`,
+    sql`m_small AS (SELECT ${n} <= ${scanMax} AND count(*) <= ${scanMax} AS small FROM m_own)`,
+    // Its rows holding any query term that brings candidates, in one pass: each term's lookup
+    // then reads these few.
+    sql`m_hits AS MATERIALIZED (SELECT o.id, o.search FROM m_own o WHERE ${small}
+      AND o.search @@ (SELECT string_agg(quote_literal(t.term), ' | ')::tsquery FROM m_terms t WHERE ${bringsCandidates}))`,
     sql`m_by_keyword AS (${keywordCandidatesSql(
       MESSAGE_TERMS,
       sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
-      { sample: depth },
+      { sample: depth, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
     )})`,
   ];
   if (m.vector) {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
-    const counted = sql`LEAST(coalesce((SELECT n FROM m_stats), 0), ${sql.raw(String(MESSAGE_EF_SEARCH_MAX * FACTS_PER_EF))})`;
+    const counted = sql`LEAST(${n}, ${sql.raw(String(MESSAGE_EF_SEARCH_MAX * FACTS_PER_EF))})`;
     const limits = searchLimitsFor(depth, counted, m.vector.dims, sql`false`);
+    const D = sql.raw(String(m.vector.dims));
+    const distance = cosineDistanceSql(sql`v.embedding`, m.vector.q, m.vector.dims);
+    // Two branches, one cut by a one-time filter before it reads anything. A small dataset's
+    // vectors through its B-tree, newest first under a LIMIT that never cuts (a plan made for a
+    // table of one large dataset would scan the whole table otherwise), each distance computed
+    // before that sort, so it sorts no vectors. The HNSW search cannot take that B-tree (`|| ''`),
+    // whatever the plan guessed of the dataset's size: for a large one it would sort every vector.
     ctes.push(
-      sql`m_by_vector AS (${nearestSql({
-        from: sql`${messageVectors} v`,
-        column: sql`v.embedding`,
-        select: sql`v.message_id AS id`,
-        where: sql`v.project_id = ${m.projectId} AND v.dataset = ${m.dataset}${vAsOf}`,
-        query: m.vector.q,
-        dims: m.vector.dims,
-        ...limits,
-      })})`,
+      sql`m_by_vector AS (
+        (SELECT id, distance FROM (SELECT v.message_id AS id, ${distance} AS distance FROM ${messageVectors} v
+          WHERE v.project_id = ${m.projectId} AND v.dataset = ${m.dataset}${vAsOf} AND ${small}
+            AND vector_dims(v.embedding) = ${D}
+          ORDER BY v.created_at DESC LIMIT ${scanMax} + 1) own ORDER BY distance, id LIMIT ${depth})
+        UNION ALL
+        (${nearestSql({
+          from: sql`${messageVectors} v`,
+          column: sql`v.embedding`,
+          select: sql`v.message_id AS id`,
+          where: sql`v.project_id || '' = ${m.projectId} AND v.dataset || '' = ${m.dataset}${vAsOf} AND NOT ${small}`,
+          query: m.vector.q,
+          dims: m.vector.dims,
+          ...limits,
+        })}))`,
     );
   } else {
     ctes.push(sql`m_by_vector AS (SELECT ms.message_id AS id, NULL::float8 AS distance FROM ${messageSearch} ms

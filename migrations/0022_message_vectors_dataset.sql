@@ -1,0 +1,1 @@
+CREATE INDEX "message_vectors_dataset_idx" ON "message_vectors" USING btree ("project_id","dataset","created_at");
