@@ -11,6 +11,13 @@ describe("the tenants scenario's switches", () => {
     expect(usage()).toContain("--datasets");
   });
 
+  it("reads --messages-per-dataset (none unless given)", () => {
+    expect(parseBenchArgs([])).toMatchObject({ messagesPerDataset: 0 });
+    expect(parseBenchArgs(["--messages-per-dataset", "100"])).toMatchObject({ messagesPerDataset: 100 });
+    expect(() => parseBenchArgs(["--messages-per-dataset", "0"])).toThrow(/--messages-per-dataset/);
+    expect(usage()).toContain("--messages-per-dataset");
+  });
+
   it("runs once per size and dimension, and only when asked for by name", () => {
     const args = parseBenchArgs(["--only", "tenants", "--facts", "1e5,1e6"]);
     expect(unitsOf(args)).toEqual([

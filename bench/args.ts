@@ -20,7 +20,7 @@ export const SCENARIOS = {
   hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
   load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",
   tenants:
-    "recall in one dataset of --facts / --datasets facts among --datasets datasets (--projects projects), against the same dataset alone",
+    "recall in one dataset of --facts / --datasets facts among --datasets datasets (--projects projects), against the same dataset alone; with --messages-per-dataset, recall with messages too",
   "server-rss":
     "the server process (npm start) on a directory of --facts facts: its RSS under recall and add-message load",
 } as const;
@@ -58,6 +58,8 @@ export interface BenchArgs {
   /** tenants: how many datasets share --facts, and how many projects they are spread over. */
   datasets: number;
   projects: number;
+  /** tenants: conversation messages in every dataset too (0: none); recall is then timed with them as well. */
+  messagesPerDataset: number;
   /** Every in-process service with Prometheus metrics on (METRICS_TOKEN set), to measure their cost. */
   metrics: boolean;
   /**
@@ -95,7 +97,7 @@ export function usage(): string {
                        [--out ${DEFAULT_OUT}] [--disk] [--shared-buffers 32MB]
                        [--ef-search 40,100,200,400] [--iterative off,relaxed_order,strict_order]
                        [--m 16] [--ef-construction 64] [--neighbours 1] [--data-dir dir] [--second-search on|off] [--metrics on|off]
-                       [--datasets 1000] [--projects 1]
+                       [--datasets 1000] [--projects 1] [--messages-per-dataset 100]
                        [--node-flags=--liftoff-only,--max-semi-space-size=1 | --node-flags=none]
                        [--database-url postgres://user@host:port/postgres]
 --database-url: run on that PostgreSQL server (with pgvector) instead of the embedded database,
@@ -181,6 +183,9 @@ const WITH_VALUE: Record<string, Setter> = {
   "--projects": (a, v) => {
     a.projects = parseCount(v, "--projects");
   },
+  "--messages-per-dataset": (a, v) => {
+    a.messagesPerDataset = parseCount(v, "--messages-per-dataset");
+  },
   "--second-search": (a, v) => {
     if (v !== "on" && v !== "off") throw new UsageError(`--second-search: on or off: ${v}`);
     a.secondSearch = v === "on";
@@ -225,6 +230,7 @@ export function parseBenchArgs(argv: readonly string[]): BenchArgs {
     secondSearch: DEFAULT_SETTINGS.semantic.vectorSecondSearch,
     datasets: 1_000,
     projects: 1,
+    messagesPerDataset: 0,
     metrics: false,
   };
   for (let i = 0; i < argv.length; i++) {

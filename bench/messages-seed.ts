@@ -14,7 +14,7 @@ const CHUNK = 20_000;
 const VECTOR_CHUNK = 2_000;
 
 /** The text of seeded message `g`: a sentence of the facts' words with a word of its own. */
-function messageText(g: number): string {
+export function messageText(g: number): string {
   const adjective = ADJECTIVES[(g * 7) % ADJECTIVES.length];
   const noun = (k: number) => NOUNS[(g * k) % NOUNS.length];
   return `I think the ${adjective} ${noun(13)} of the ${noun(29)} club ${g % 200} matters to me, note w${g}`;

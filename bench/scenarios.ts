@@ -250,12 +250,19 @@ const RUNNERS: Record<Scenario, Runner> = {
   // One small dataset among many, against itself alone (in memory, or on the server).
   tenants: async ({ facts, dims }, args) => {
     const r = await benchTenants(
-      { facts, datasets: args.datasets, projects: args.projects, dims },
+      { facts, datasets: args.datasets, projects: args.projects, dims, messagesPerDataset: args.messagesPerDataset },
       args.quick ? 100 : 200,
     );
     const at = `${n(r.factsPerDataset)} facts among ${n(facts)} in ${n(r.datasets)} datasets of ${n(r.projects)} project${r.projects > 1 ? "s" : ""} (${dims} dims)`;
     const row = (what: string, d: typeof r.lone, extra = "") =>
       `| recall with query, ${what} | ${ms(d.p50Ms, 2)} | ${ms(d.p99Ms, 2)} | | vector recall@10 ${d.recallAt10.toFixed(3)}; the statement touched ${n(d.buffers)} buffers and ${n(d.factRowsRead)} fact rows${extra} |`;
+    const withMessages = (what: string, d: typeof r.lone, extra = "") =>
+      d.withMessages
+        ? [
+            `| recall with query and messages, ${what} | ${ms(d.withMessages.p50Ms, 2)} | ${ms(d.withMessages.p99Ms, 2)} | | the statement read ${n(d.withMessages.messageRowsRead)} rows of the messages' index tables${extra} |`,
+          ]
+        : [];
+    const messagesAt = `${n(r.messagesPerDataset ?? 0)} messages a dataset`;
     return {
       rows: [
         row(`one dataset of ${n(r.factsPerDataset)} facts alone`, r.lone),
@@ -263,6 +270,12 @@ const RUNNERS: Record<Scenario, Runner> = {
           at,
           r.amongMany,
           `; **${r.ratio.toFixed(2)}×** alone; loaded in ${r.loadSeconds.toFixed(1)} s + index ${r.indexSeconds.toFixed(1)} s`,
+        ),
+        ...withMessages(`${messagesAt}, the dataset alone`, r.lone),
+        ...withMessages(
+          `${messagesAt}, among the others`,
+          r.amongMany,
+          r.messagesRatio ? `; **${r.messagesRatio.toFixed(2)}×** alone` : "",
         ),
       ],
       result: r,

@@ -1,7 +1,8 @@
 import { type SQL, sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
-import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
+import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
 import { nearestSql, searchLimitsFor, vectorParam } from "../lib/db/vectors";
+import { addTermsSql } from "../lib/evidence/terms";
 import { createProject } from "../lib/projects";
 import { recallSql } from "../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../lib/settings/settings";
@@ -12,8 +13,9 @@ import { copyBinary } from "./copy-binary";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factChunk, NOUNS } from "./fact-rows";
 import { type Bench, benchService, memoryNow, percentile } from "./lib";
+import { messageText } from "./messages-seed";
 import { PGVECTOR_DEFAULT_BUILD } from "./recall";
-import { buildVectorIndexes, entityCountFor, recallQueries } from "./seed";
+import { buildVectorIndexes, entityCountFor, HNSW_BUILD_MEMORY, recallQueries } from "./seed";
 
 /** Many tenants: `facts` facts over `datasets` datasets of `facts / datasets` each, in `projects` projects. */
 export interface TenantsPlan {
@@ -22,6 +24,8 @@ export interface TenantsPlan {
   projects: number;
   dims: number;
   build?: HnswBuild;
+  /** Conversation messages in every dataset too (none unless given): recall is then timed with them as well. */
+  messagesPerDataset?: number;
 }
 
 /** Recall in one dataset: its latency, its vector signal's recall@10 and what its statement read. */
@@ -37,6 +41,11 @@ export interface DatasetRecall {
   buffers: number;
   /** Rows the statement's plan nodes read from facts (index and heap), summed over the nodes. */
   factRowsRead: number;
+  /**
+   * With messages seeded: recall with `include: ["messages"]`, timed alternately with the calls
+   * above, and the rows its statement read from the messages' index tables (other tenants' show here).
+   */
+  withMessages?: { p50Ms: number; p99Ms: number; messageRowsRead: number };
 }
 
 export interface TenantsBenchResult extends TenantsPlan {
@@ -47,6 +56,8 @@ export interface TenantsBenchResult extends TenantsPlan {
   amongMany: DatasetRecall;
   /** amongMany's p50 over lone's (budget ≤ 1.2). */
   ratio: number;
+  /** The same with messages included, when seeded. */
+  messagesRatio?: number;
   loadSeconds: number;
   indexSeconds: number;
   memory: ReturnType<typeof memoryNow>;
@@ -76,13 +87,16 @@ export async function benchTenants(plan: TenantsPlan, calls = 200): Promise<Tena
     const queries = recallQueries(calls, entityCountFor(per));
     const dataset = (d: number) => ({ projectId: owner(d), dataset: `t${d}`, from: d * per, to: (d + 1) * per });
 
+    const messages = plan.messagesPerDataset ?? 0;
     await bulkLoad(bench, dims, build, [dataset(0)]);
-    const lone = await measure(bench, queries, dims);
+    if (messages) await seedTenantMessages(bench, dims, build, [dataset(0)], messages);
+    const lone = await measure(bench, queries, dims, messages > 0);
     const started = performance.now();
     const others = Array.from({ length: datasets - 1 }, (_, k) => dataset(k + 1));
     const times = await bulkLoad(bench, dims, build, others);
+    if (messages) await seedTenantMessages(bench, dims, build, others, messages);
     console.error(`bench: tenants loaded in ${((performance.now() - started) / 1000).toFixed(1)} s`);
-    const amongMany = await measure(bench, queries, dims);
+    const amongMany = await measure(bench, queries, dims, messages > 0);
     return {
       ...plan,
       build,
@@ -90,6 +104,9 @@ export async function benchTenants(plan: TenantsPlan, calls = 200): Promise<Tena
       lone,
       amongMany,
       ratio: amongMany.p50Ms / lone.p50Ms,
+      ...(amongMany.withMessages && lone.withMessages
+        ? { messagesRatio: amongMany.withMessages.p50Ms / lone.withMessages.p50Ms }
+        : {}),
       ...times,
       memory: memoryNow(bench.database),
     };
@@ -157,18 +174,86 @@ async function bulkLoad(bench: Bench, dims: number, build: HnswBuild, sets: Data
   }
 }
 
-/** Recall in dataset t0 of the bench's project: warm-up, `queries` timed, then its quality and reads. */
-async function measure(bench: Bench, queries: string[], dims: number): Promise<DatasetRecall> {
+/**
+ * `count` user messages in each of `sets` (a thread each), indexed, counted and embedded as the
+ * thread's jobs leave them (bench/messages-seed.ts's sentences, by a global index so no two
+ * tenants hold the same); the keyword and HNSW indexes made again after the rows.
+ */
+async function seedTenantMessages(bench: Bench, dims: number, build: HnswBuild, sets: DatasetRows[], count: number) {
   const db = bench.service.deps.db;
+  const started = performance.now();
+  await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName("message_vectors", dims)}`));
+  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
+  // Datasets per statement: their rows in one JSON parameter the WASM heap holds.
+  const BATCH = Math.max(1, Math.floor(5_000 / count));
+  for (let b = 0; b < sets.length; b += BATCH) {
+    const rows = sets.slice(b, b + BATCH).flatMap((s) =>
+      Array.from({ length: count }, (_, i) => {
+        const g = s.from * count + i;
+        const content = messageText(g);
+        const vector = `[${benchEmbedding(content, dims).join(",")}]`;
+        return { id: `msg_tn_${s.dataset}_${i}`, p: s.projectId, d: s.dataset, seq: i + 1, content, vector };
+      }),
+    );
+    const owners = sets.slice(b, b + BATCH).map((s) => ({ p: s.projectId, d: s.dataset }));
+    await db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
+      SELECT 'thr_tn_' || d, p, d, ${count}::int, ${count}::int, now(), now(), now()
+      FROM jsonb_to_recordset(${JSON.stringify(owners)}::jsonb) AS o(p text, d text)`);
+    const at = sql`now() - make_interval(secs => ${count}::int - x.seq)`;
+    await db.execute(sql`
+      WITH x AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
+          AS x(id text, p text, d text, seq int, content text, vector text)),
+        m AS (INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
+          SELECT id, p, 'thr_tn_' || d, seq, 'user', content, ${at} FROM x),
+        s AS (INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
+          SELECT id, p, 'thr_tn_' || d, d, ${at}, to_tsvector('english', content), true FROM x
+          RETURNING project_id, dataset, search),
+        counted AS (${addTermsSql(sql`s`)})
+      INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
+      SELECT id, p, 'thr_tn_' || d, d, ${at}, vector::halfvec FROM x`);
+  }
+  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
+  await db.execute(
+    sql`CREATE INDEX message_search_search_idx ON message_search USING gin (search) WITH (gin_pending_list_limit = 64)`,
+  );
+  await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
+  await db.execute(sql`RESET maintenance_work_mem`);
+  await db.execute(sql`ANALYZE message_search, message_vectors, message_terms`);
+  console.error(
+    `bench: tenants: ${sets.length * count} messages seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+  );
+}
+
+/**
+ * Recall in dataset t0 of the bench's project: warm-up, `queries` timed (with `messages`, each
+ * query also with messages included, alternately), then its quality and reads.
+ */
+async function measure(bench: Bench, queries: string[], dims: number, messages = false): Promise<DatasetRecall> {
+  const db = bench.service.deps.db;
+  const recall = (query: string, include?: string[]) =>
+    bench.call("POST", "/v1/memory/recall", { dataset: MEASURED, query, ...(include ? { include } : {}) });
   // Past GENERIC_PLAN_RUNS, so the statement runs with a plan made on the tables as they are now.
-  for (let i = 0; i < 60; i++) await bench.call("POST", "/v1/memory/recall", { dataset: MEASURED, query: `warm ${i}` });
+  for (let i = 0; i < 60; i++) {
+    await recall(`warm ${i}`);
+    if (messages) await recall(`warm ${i}`, ["messages"]);
+  }
   const latencies: number[] = [];
-  for (const [i, query] of queries.entries()) {
+  const withMessages: number[] = [];
+  const timed = async (into: number[], work: () => Promise<unknown>) => {
     const started = performance.now();
-    await bench.call("POST", "/v1/memory/recall", { dataset: MEASURED, query: `${query} ${i}` });
-    latencies.push(performance.now() - started);
+    await work();
+    into.push(performance.now() - started);
+  };
+  for (const [i, query] of queries.entries()) {
+    // Each query embedded once per variant (a new text each time), in turn first.
+    const plain = () => timed(latencies, () => recall(`${query} ${i}`));
+    const included = () => timed(withMessages, () => recall(`${query} ${i} m`, ["messages"]));
+    if (!messages) await plain();
+    else if (i % 2) await included().then(plain);
+    else await plain().then(included);
   }
   latencies.sort((a, b) => a - b);
+  withMessages.sort((a, b) => a - b);
   const [stats] = rowsOf<{ n: number | string }>(
     await db.execute(
       sql`SELECT docs AS n FROM fact_terms WHERE project_id = ${bench.projectId} AND dataset = ${MEASURED} AND term = ''`,
@@ -213,12 +298,37 @@ async function measure(bench: Bench, queries: string[], dims: number): Promise<D
     episodes: false,
   });
   const plan = planOf(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`));
+  const messagePlan = messages
+    ? planOf(
+        await db.execute(
+          sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(bench.service.deps, {
+            projectId: bench.projectId,
+            dataset: MEASURED,
+            mode: "hybrid",
+            query: probe,
+            vector: benchEmbedding(probe, dims),
+            facts: true,
+            episodes: false,
+            messages: true,
+          })}`,
+        ),
+      )
+    : undefined;
   return {
     p50Ms: percentile(latencies, 50),
     p99Ms: percentile(latencies, 99),
     recallAt10: hits.reduce((a, b) => a + b, 0) / hits.length,
     buffers: (plan.Plan["Shared Hit Blocks"] ?? 0) + (plan.Plan["Shared Read Blocks"] ?? 0),
-    factRowsRead: factRows(plan.Plan),
+    factRowsRead: rowsRead(plan.Plan, ["facts"]),
+    ...(messagePlan
+      ? {
+          withMessages: {
+            p50Ms: percentile(withMessages, 50),
+            p99Ms: percentile(withMessages, 99),
+            messageRowsRead: rowsRead(messagePlan.Plan, ["message_search", "message_vectors"]),
+          },
+        }
+      : {}),
   };
 }
 
@@ -226,10 +336,10 @@ async function distances(db: Bench["service"]["deps"]["db"], statement: SQL): Pr
   return rowsOf<{ distance: number | string }>(await db.execute(statement)).map((r) => Number(r.distance));
 }
 
-/** Rows the plan's scans of facts produced or filtered out, over all their loops. */
-const factRows = (plan: PlanNode) =>
+/** Rows the plan's scans of `tables` produced or filtered out, over all their loops. */
+const rowsRead = (plan: PlanNode, tables: string[]) =>
   planNodes(plan)
-    .filter((n) => n["Relation Name"] === "facts")
+    .filter((n) => tables.includes(n["Relation Name"] ?? ""))
     .reduce(
       (sum, n) =>
         sum +
