@@ -55,6 +55,7 @@ export const PG_SUITES = [
   // A small dataset's keyword lookups read its own rows, not the keyword index.
   "tests/recall/keyword-scan.test.ts",
   "tests/recall/message-scan.test.ts",
+  "tests/recall/vector-paths.test.ts",
   "tests/usage/usage.test.ts",
   "tests/recall/vector-search.test.ts",
   "tests/recall/rerank.test.ts",

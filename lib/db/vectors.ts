@@ -101,6 +101,50 @@ export function nearestSql(s: NearestSearch): SQL {
       LIMIT (${s.limit}) * ${sql.raw(String(BINARY_RERANK_FACTOR))}) candidates ORDER BY distance LIMIT ${s.limit}`;
 }
 
+/**
+ * A small dataset's rows at most: below it, recall finds a dataset's nearest rows by reading its
+ * own (exactNearestSql), above it through the HNSW index. The HNSW index spans every tenant's
+ * rows, and a search filtered down to a small share of them walks the others' until enough pass
+ * the filter (one dataset of 100 messages among 100,000: 238 ms, stopping at pgvector's scan
+ * limit with part of its candidates). Which path a plan takes cannot be left to the planner: a
+ * statement planned once for every dataset (a generic plan) takes the path right for an average
+ * dataset, so in a table of many small datasets and a few large ones, the large ones' recall read
+ * and sorted every row (a dataset of 20,000 facts beside 2,000 of 10: 50 ms against 6 alone).
+ * The cost of the exact path is every distance: ~2 µs a row on the embedded database at 256
+ * dimensions, ~4 ms at this size (bench/RESULTS.md).
+ */
+export const VECTOR_SCAN_MAX = 2_000;
+
+/**
+ * The `limit` rows nearest `query` by exact cosine among those `where` finds (one dataset's, at
+ * most VECTOR_SCAN_MAX: the caller's count must guarantee it), read through the dataset's B-tree
+ * newest first (`newest`, its last key) under a LIMIT that never cuts: a plan made for a table of
+ * one large dataset would otherwise scan the whole table. Each distance is computed before that
+ * sort, so it sorts no vectors. Rows as nearestSql's: `select` and `distance`; `select` names an `id`.
+ */
+export function exactNearestSql(s: Omit<NearestSearch, "scan"> & { newest: SQL }): SQL {
+  const D = sql.raw(String(s.dims));
+  const distance = cosineDistanceSql(s.column, s.query, s.dims);
+  return sql`SELECT * FROM (SELECT ${s.select}, ${distance} AS distance FROM ${s.from}
+      WHERE ${s.where} AND vector_dims(${s.column}) = ${D}
+      ORDER BY ${s.newest} DESC LIMIT ${sql.raw(String(VECTOR_SCAN_MAX + 1))}) own ORDER BY distance, id LIMIT ${s.limit}`;
+}
+
+/**
+ * A dataset's nearest rows by the path its size calls for, in one statement: exactNearestSql when
+ * `small` (a condition evaluated once) holds, the HNSW search (nearestSql) otherwise; the branch
+ * not taken is cut by a one-time filter before it reads anything. `where` names the dataset by its
+ * B-tree's keys; `hiddenWhere` is the same filter with those keys hidden (`|| ''`), so that the
+ * HNSW search cannot take the B-tree, whatever the plan guessed of the dataset's size: for a
+ * large one it would read and sort every row.
+ */
+export function nearestInDatasetSql(s: NearestSearch & { newest: SQL; hiddenWhere: SQL; small: SQL }): SQL {
+  const { newest, hiddenWhere, small, scan, ...search } = s;
+  return sql`(${exactNearestSql({ ...search, newest, where: sql`${s.where} AND ${small}` })})
+    UNION ALL
+    (${nearestSql({ ...search, scan, where: sql`${hiddenWhere} AND NOT ${small}` })})`;
+}
+
 /** pgvector's default `hnsw.ef_search` and its maximum. */
 export const EF_SEARCH_MIN = 40;
 export const EF_SEARCH_MAX = 1000;

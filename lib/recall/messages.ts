@@ -3,12 +3,11 @@ import { z } from "zod";
 import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
 import { messageSearch, messages, messageVectors } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, FACTS_PER_EF, nearestSql, searchLimitsFor } from "../db/vectors";
+import { cosineDistanceSql, FACTS_PER_EF, nearestInDatasetSql, searchLimitsFor, VECTOR_SCAN_MAX } from "../db/vectors";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
 import {
   bm25Of,
-  KEYWORD_SCAN_MAX_DOCS,
   keywordCandidatesSql,
   keywordTermBringsCandidates,
   MESSAGE_TERMS,
@@ -30,15 +29,12 @@ export const MESSAGE_EF_SEARCH_MAX = 200;
 
 /**
  * A dataset of at most this many messages finds its candidates in its own rows, read once through
- * its B-tree (newest first), rather than in the indexes that span every tenant's messages: its
- * nearest by an exact distance over its own vectors, not the HNSW index, and a word's messages
- * among its own rows, not the keyword index's posting list. Among many tenants those indexes read
- * the others' messages: one dataset of 100 among 1,000 (100,000 messages) took 238 ms in the HNSW
- * walk, which stopped at pgvector's scan limit with 24 of its 42 candidates, and its keyword
- * lookups read 21,000 postings a word (bench/RESULTS.md). The facts' keyword lookup has the same
- * threshold (KEYWORD_SCAN_MAX_DOCS).
+ * its B-tree, rather than in the indexes that span every tenant's messages: its nearest by exact
+ * distance over its own vectors (VECTOR_SCAN_MAX), a word's messages among its own rows, not the
+ * keyword index's posting list, which among many tenants holds the others' (21,000 postings a
+ * word for one dataset of 100 among 100,000 messages, bench/RESULTS.md).
  */
-export const MESSAGE_SCAN_MAX = KEYWORD_SCAN_MAX_DOCS;
+export const MESSAGE_SCAN_MAX = VECTOR_SCAN_MAX;
 
 /** A message recall returns as evidence (`include: ["messages"]`), best first. */
 export interface RecalledMessage {
@@ -132,29 +128,21 @@ export function messageCtes(m: MessageSearch): SQL[] {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
     const counted = sql`LEAST(${n}, ${sql.raw(String(MESSAGE_EF_SEARCH_MAX * FACTS_PER_EF))})`;
     const limits = searchLimitsFor(depth, counted, m.vector.dims, sql`false`);
-    const D = sql.raw(String(m.vector.dims));
-    const distance = cosineDistanceSql(sql`v.embedding`, m.vector.q, m.vector.dims);
-    // Two branches, one cut by a one-time filter before it reads anything. A small dataset's
-    // vectors through its B-tree, newest first under a LIMIT that never cuts (a plan made for a
-    // table of one large dataset would scan the whole table otherwise), each distance computed
-    // before that sort, so it sorts no vectors. The HNSW search cannot take that B-tree (`|| ''`),
-    // whatever the plan guessed of the dataset's size: for a large one it would sort every vector.
+    const scope = (project: SQL, dataset: SQL) =>
+      sql`${project} = ${m.projectId} AND ${dataset} = ${m.dataset}${vAsOf}`;
     ctes.push(
-      sql`m_by_vector AS (
-        (SELECT id, distance FROM (SELECT v.message_id AS id, ${distance} AS distance FROM ${messageVectors} v
-          WHERE v.project_id = ${m.projectId} AND v.dataset = ${m.dataset}${vAsOf} AND ${small}
-            AND vector_dims(v.embedding) = ${D}
-          ORDER BY v.created_at DESC LIMIT ${scanMax} + 1) own ORDER BY distance, id LIMIT ${depth})
-        UNION ALL
-        (${nearestSql({
-          from: sql`${messageVectors} v`,
-          column: sql`v.embedding`,
-          select: sql`v.message_id AS id`,
-          where: sql`v.project_id || '' = ${m.projectId} AND v.dataset || '' = ${m.dataset}${vAsOf} AND NOT ${small}`,
-          query: m.vector.q,
-          dims: m.vector.dims,
-          ...limits,
-        })}))`,
+      sql`m_by_vector AS (${nearestInDatasetSql({
+        from: sql`${messageVectors} v`,
+        column: sql`v.embedding`,
+        select: sql`v.message_id AS id`,
+        where: scope(sql`v.project_id`, sql`v.dataset`),
+        hiddenWhere: scope(sql`v.project_id || ''`, sql`v.dataset || ''`),
+        newest: sql`v.created_at`,
+        small,
+        query: m.vector.q,
+        dims: m.vector.dims,
+        ...limits,
+      })})`,
     );
   } else {
     ctes.push(sql`m_by_vector AS (SELECT ms.message_id AS id, NULL::float8 AS distance FROM ${messageSearch} ms

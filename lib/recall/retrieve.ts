@@ -5,7 +5,14 @@ import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, nearestSql, searchLimitsFor, vectorParam } from "../db/vectors";
+import {
+  cosineDistanceSql,
+  nearestInDatasetSql,
+  nearestSql,
+  searchLimitsFor,
+  VECTOR_SCAN_MAX,
+  vectorParam,
+} from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -325,7 +332,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
     sql`by_anchor AS (SELECT f.id FROM anchor a CROSS JOIN LATERAL (
           SELECT fe.fact_id FROM ${factEntities} fe WHERE fe.entity_id = a.id OFFSET 0) fe
         JOIN ${facts} f ON f.id = fe.fact_id
-        WHERE ${scope.eligible} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
+        WHERE ${scope.eligibleUnkeyed} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
   ];
   const sources = ["by_keyword", "by_anchor"];
   if (q) {
@@ -343,8 +350,22 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
       limit: constantSql(`recall: vector search limit ${dims}`, () => limit),
       scan: scan && constantSql(`recall: vector search scan ${dims}`, () => scan),
     };
+    // A small dataset reads its own facts instead (VECTOR_SCAN_MAX; the count is exact, kept by
+    // trigger, and counts every row, so the exact path never reads more).
+    const small = sql`(coalesce((SELECT n FROM stats), 0) <= ${sql.raw(String(VECTOR_SCAN_MAX))})`;
     signals.push(
-      sql`by_vector AS (${nearestSql({ from: sql`${facts} f`, column: sql`f.embedding`, select: sql`f.id`, where: scope.eligible, query: q, dims, ...limits })})`,
+      sql`by_vector AS (${nearestInDatasetSql({
+        from: sql`${facts} f`,
+        column: sql`f.embedding`,
+        select: sql`f.id`,
+        where: scope.eligible,
+        hiddenWhere: scope.eligibleUnkeyed,
+        newest: sql`f.valid_at`,
+        small,
+        query: q,
+        dims,
+        ...limits,
+      })})`,
     );
     sources.push("by_vector");
   } else {
@@ -373,7 +394,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
       LEFT JOIN LATERAL (${constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS))}) k ON true
       LEFT JOIN LATERAL (SELECT max(a.strength) AS strength FROM ${factEntities} fe JOIN anchor a ON a.id = fe.entity_id
         WHERE fe.fact_id = f.id) a ON true
-      WHERE ${scope.eligible})`;
+      WHERE ${scope.eligibleUnkeyed})`;
   // The keyword score is divided by the best candidate's, so its weight means the same whatever
   // the query's length and rarity; cosine is used as it is (it already lies in [-1, 1]).
   const fused = sql.raw(`fused AS (
@@ -388,6 +409,13 @@ interface Scope {
   inDataset: SQL;
   /** And the confidence floor. */
   eligible: SQL;
+  /**
+   * `inDataset` and `eligible` with the dataset's B-tree keys hidden (`|| ''`), for a search or a
+   * join by key that must not take that B-tree: a plan made once for every dataset (generic) in a
+   * table of many small ones guesses every dataset small, and would read a large one whole.
+   */
+  inDatasetUnkeyed: SQL;
+  eligibleUnkeyed: SQL;
 }
 
 function factScope(r: Retrieval): Scope {
@@ -396,8 +424,15 @@ function factScope(r: Retrieval): Scope {
         AND (f.valid_until IS NULL OR f.valid_until > ${r.asOf.toISOString()}::timestamptz)
         AND (f.invalid_at IS NULL OR f.invalid_at > ${r.asOf.toISOString()}::timestamptz)`
     : sql`f.invalid_at IS NULL`;
+  const confident = sql`f.confidence >= (SELECT min_conf FROM s)`;
   const inDataset = sql`f.project_id = ${r.projectId} AND f.dataset = ${r.dataset} AND ${inScope}`;
-  return { inDataset, eligible: sql`${inDataset} AND f.confidence >= (SELECT min_conf FROM s)` };
+  const inDatasetUnkeyed = sql`f.project_id || '' = ${r.projectId} AND f.dataset || '' = ${r.dataset} AND ${inScope}`;
+  return {
+    inDataset,
+    eligible: sql`${inDataset} AND ${confident}`,
+    inDatasetUnkeyed,
+    eligibleUnkeyed: sql`${inDatasetUnkeyed} AND ${confident}`,
+  };
 }
 
 /** No query: the newest facts, every score 1, no signals. */
@@ -419,9 +454,10 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
  * brings (keywordCandidatesSql).
  */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
-  const lookup = (matches: SQL) => sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matches}`;
-  const byIndex = lookup(sql`f.search @@ ${termQuery}`);
-  const byRows = lookup(matchesWithoutIndex(sql`f.search`, termQuery));
+  // A large dataset's lookup cannot take the dataset's B-tree: a plan made once for every dataset
+  // (generic), in a table of many small ones, would walk a large one's facts for each word.
+  const byIndex = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDatasetUnkeyed} AND f.search @@ ${termQuery}`;
+  const byRows = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matchesWithoutIndex(sql`f.search`, termQuery)}`;
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
     by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows })})`;
 }

@@ -1,0 +1,100 @@
+import { randomUUID } from "node:crypto";
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { vectorIndexName } from "../../lib/db/vector-indexes";
+import { VECTOR_SCAN_MAX } from "../../lib/db/vectors";
+import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
+import { fakeEmbedding } from "../helpers/fake-openai";
+import { planNodes, planOf } from "../helpers/plan";
+import { createTestService, newTenant, type TestService } from "../helpers/service";
+
+/**
+ * Recall's vector search takes the path the dataset's own size calls for, not the one a plan
+ * guessed from the table's statistics: a plan is made once for every dataset (a generic plan on
+ * the embedded database), so in a table of many small datasets it guessed every dataset small and
+ * read a large one's facts whole through the dataset's B-tree (50 ms for 20,000 facts beside
+ * 2,000 datasets of 10, against 6 alone: bench/RESULTS.md). Shown here with statistics that say
+ * every dataset is a few facts, made before the large one was written.
+ */
+let svc: TestService;
+let dims: number;
+beforeAll(async () => {
+  svc = await createTestService();
+  dims = svc.deps.config.openai.embeddingDimensions;
+});
+afterAll(async () => {
+  await svc?.close();
+});
+
+/** `count` facts of `projectId`, fact g in dataset `datasetOf(g)`, about "boat g" but the first, about a lighthouse. */
+async function insertFacts(projectId: string, count: number, datasetOf: (g: number) => string) {
+  const rows = Array.from({ length: count }, (_, g) => {
+    const object = g === 0 ? "a lighthouse" : `boat ${g}`;
+    return { g, d: datasetOf(g), object, v: `[${fakeEmbedding(`user owns ${object}`, dims).join(",")}]` };
+  });
+  const prefix = `fct_vp_${randomUUID().slice(0, 8)}_`;
+  await svc.deps.db.execute(sql`
+    INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)
+    SELECT ${prefix} || x.g, ${projectId}, x.d, 'user', 'owns', x.object, 0.9, 'I said so', now() - make_interval(secs => x.g),
+      x.v::halfvec
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, d text, object text, v text)`);
+}
+
+describe("the facts' vector search by dataset size", { timeout: 120_000 }, () => {
+  it("a large dataset searches the HNSW index even where the statistics say every dataset is small", async () => {
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 1_000, (g) => `small-${g % 200}`);
+    await svc.deps.db.execute(sql`ANALYZE facts`);
+    await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
+    const query = "lighthouse";
+    const r: Retrieval = {
+      projectId: t.projectId,
+      dataset: "large",
+      mode: "hybrid",
+      query,
+      vector: fakeEmbedding(query, dims),
+      facts: true,
+      episodes: false,
+    };
+    const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
+    const ran = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0 && n["Relation Name"] === "facts");
+    const factRowsRead = ran.reduce(
+      (sum, n) => sum + ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 0),
+      0,
+    );
+    expect(ran.map((n) => n["Index Name"])).toContain(vectorIndexName("facts", dims));
+    // The search reads its candidates, not the dataset's 2,100 facts.
+    expect(factRowsRead).toBeLessThan(VECTOR_SCAN_MAX / 2);
+    expect((await retrieve(svc.deps, r)).facts?.[0]?.object).toBe("a lighthouse");
+  });
+
+  it(`a dataset of at most ${VECTOR_SCAN_MAX} facts finds its nearest by exact distance over its own rows`, async () => {
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 300, () => "crowd");
+    await insertFacts(t.projectId, 40, () => "own");
+    const query = "lighthouse";
+    const r: Retrieval = {
+      projectId: t.projectId,
+      dataset: "own",
+      mode: "hybrid",
+      query,
+      vector: fakeEmbedding(query, dims),
+      facts: true,
+      episodes: false,
+    };
+    const plan = await svc.deps.db.transaction(async (tx) => {
+      await tx.execute(sql`SET LOCAL enable_seqscan = off`);
+      return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
+    });
+    const ran = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0 && n["Relation Name"] === "facts");
+    expect(ran.map((n) => n["Index Name"])).not.toContain(vectorIndexName("facts", dims));
+    // No scan reads more than the dataset's own 40 facts (the other's 300 are never touched).
+    for (const n of ran) expect((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)).toBeLessThanOrEqual(40);
+    const found = await retrieve(svc.deps, r);
+    expect(found.facts?.[0]?.object).toBe("a lighthouse");
+    const q = fakeEmbedding(query, dims);
+    const v = fakeEmbedding("user owns a lighthouse", dims);
+    const cosine = q.reduce((s, x, i) => s + x * v[i], 0) / Math.hypot(...q) / Math.hypot(...v);
+    expect(found.facts?.[0]?.signals.vector).toBeCloseTo(cosine, 2);
+  });
+});
