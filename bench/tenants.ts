@@ -288,31 +288,20 @@ async function measure(bench: Bench, queries: string[], dims: number, messages =
     hits.push(found.filter((d) => d <= tenth).length / Math.max(1, Math.min(10, exact.length)));
   }
   const probe = queries[0] as string;
-  const statement = recallSql(bench.service.deps, {
-    projectId: bench.projectId,
-    dataset: MEASURED,
-    mode: "hybrid",
-    query: probe,
-    vector: benchEmbedding(probe, dims),
-    facts: true,
-    episodes: false,
-  });
-  const plan = planOf(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statement}`));
+  const probeSql = (withMessages: boolean) =>
+    recallSql(bench.service.deps, {
+      projectId: bench.projectId,
+      dataset: MEASURED,
+      mode: "hybrid",
+      query: probe,
+      vector: benchEmbedding(probe, dims),
+      facts: true,
+      episodes: false,
+      messages: withMessages,
+    });
+  const plan = planOf(await db.execute(sql`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${probeSql(false)}`));
   const messagePlan = messages
-    ? planOf(
-        await db.execute(
-          sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(bench.service.deps, {
-            projectId: bench.projectId,
-            dataset: MEASURED,
-            mode: "hybrid",
-            query: probe,
-            vector: benchEmbedding(probe, dims),
-            facts: true,
-            episodes: false,
-            messages: true,
-          })}`,
-        ),
-      )
+    ? planOf(await db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${probeSql(true)}`))
     : undefined;
   return {
     p50Ms: percentile(latencies, 50),

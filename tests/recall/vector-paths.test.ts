@@ -40,22 +40,24 @@ async function insertFacts(projectId: string, count: number, datasetOf: (g: numb
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, d text, object text, v text)`);
 }
 
+/** Hybrid recall of facts in `dataset` for "lighthouse". */
+const lighthouseRecall = (projectId: string, dataset: string): Retrieval => ({
+  projectId,
+  dataset,
+  mode: "hybrid",
+  query: "lighthouse",
+  vector: fakeEmbedding("lighthouse", dims),
+  facts: true,
+  episodes: false,
+});
+
 describe("the facts' vector search by dataset size", { timeout: 120_000 }, () => {
   it("a large dataset searches the HNSW index even where the statistics say every dataset is small", async () => {
     const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
     await insertFacts(t.projectId, 1_000, (g) => `small-${g % 200}`);
     await svc.deps.db.execute(sql`ANALYZE facts`);
     await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
-    const query = "lighthouse";
-    const r: Retrieval = {
-      projectId: t.projectId,
-      dataset: "large",
-      mode: "hybrid",
-      query,
-      vector: fakeEmbedding(query, dims),
-      facts: true,
-      episodes: false,
-    };
+    const r = lighthouseRecall(t.projectId, "large");
     const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
     const ran = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0 && n["Relation Name"] === "facts");
     const factRowsRead = ran.reduce(
@@ -72,16 +74,7 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
     await insertFacts(t.projectId, 300, () => "crowd");
     await insertFacts(t.projectId, 40, () => "own");
-    const query = "lighthouse";
-    const r: Retrieval = {
-      projectId: t.projectId,
-      dataset: "own",
-      mode: "hybrid",
-      query,
-      vector: fakeEmbedding(query, dims),
-      facts: true,
-      episodes: false,
-    };
+    const r = lighthouseRecall(t.projectId, "own");
     const plan = await svc.deps.db.transaction(async (tx) => {
       await tx.execute(sql`SET LOCAL enable_seqscan = off`);
       return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
@@ -92,7 +85,7 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     for (const n of ran) expect((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)).toBeLessThanOrEqual(40);
     const found = await retrieve(svc.deps, r);
     expect(found.facts?.[0]?.object).toBe("a lighthouse");
-    const q = fakeEmbedding(query, dims);
+    const q = fakeEmbedding("lighthouse", dims);
     const v = fakeEmbedding("user owns a lighthouse", dims);
     const cosine = q.reduce((s, x, i) => s + x * v[i], 0) / Math.hypot(...q) / Math.hypot(...v);
     expect(found.facts?.[0]?.signals.vector).toBeCloseTo(cosine, 2);
