@@ -224,7 +224,7 @@ export const messageVectors = pgTable(
   },
   (t) => [
     index("message_vectors_thread_idx").on(t.threadId),
-    // A small dataset's vectors, read whole by recall instead of the HNSW index (MESSAGE_VECTOR_SCAN_MAX).
+    // A small dataset's vectors, read whole by recall instead of the HNSW index (MESSAGE_SCAN_MAX).
     index("message_vectors_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
   ],
 );

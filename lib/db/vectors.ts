@@ -111,7 +111,7 @@ export function nearestSql(s: NearestSearch): SQL {
  * dataset, so in a table of many small datasets and a few large ones, the large ones' recall read
  * and sorted every row (a dataset of 20,000 facts beside 2,000 of 10: 50 ms against 6 alone).
  * The cost of the exact path is every distance: ~2 µs a row on the embedded database at 256
- * dimensions, ~4 ms at this size (bench/RESULTS.md).
+ * dimensions, 3-4 ms more than the index at this size for a dataset alone (bench/RESULTS.md).
  */
 export const VECTOR_SCAN_MAX = 2_000;
 

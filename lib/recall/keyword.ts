@@ -128,9 +128,9 @@ function laggingTermCtes(ix: TermIndex, scope: TermScope): SQL {
  * rare term's documents are always candidates. With `scan` (the same lookup over the dataset's
  * rows, not the keyword index), a small dataset takes it instead: `small`, a condition evaluated
  * once (by default at most KEYWORD_SCAN_MAX_DOCS counted documents, `t.n`), cuts the branch not
- * taken before it reads anything. With `sample`,
- * a term held by more than KEYWORD_PER_TERM documents brings only that many: those are a sample
- * anyway (the first the index lists, unranked), and each candidate costs its row and its BM25.
+ * taken before it reads anything. With `sample`, a term held by more than KEYWORD_PER_TERM
+ * documents brings only that many: those are a sample anyway (the first the index lists,
+ * unranked), and each candidate costs its row and its BM25.
  * Returns their distinct `id`s.
  */
 export function keywordCandidatesSql(
