@@ -21,6 +21,28 @@ export function messageText(g: number): string {
 }
 
 /**
+ * Runs `load` (a bulk insert of messages) without the messages' keyword (GIN) and HNSW indexes,
+ * then makes them again: a GIN index takes a bulk build far faster than row by row through its
+ * small pending list, and an HNSW graph too. The keyword index is made again from its own
+ * definition.
+ */
+export async function withMessageIndexesRebuilt(db: Db, dims: number, build: HnswBuild, load: () => Promise<void>) {
+  await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName("message_vectors", dims)}`));
+  const [gin] = rowsOf<{ definition: string }>(
+    await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_search_idx'`),
+  );
+  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
+  await load();
+  // As the facts' builds do (./seed.ts): with PGlite's default 64MB the HNSW graph of 200,000
+  // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
+  // times slower a row (a seed of 200,000 run so had not finished after 40 minutes).
+  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
+  if (gin) await db.execute(sql.raw(gin.definition));
+  await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
+  await db.execute(sql`RESET maintenance_work_mem`);
+}
+
+/**
  * `count` user messages in dataset "big" of `projectId`, 100 a thread, each indexed and embedded
  * as the service would leave them once their jobs ran (keyword row, counted into the statistics,
  * a vector): sentences of the facts' words with a word of their own, embedded by the bench
@@ -38,19 +60,13 @@ export async function seedMessages(
     INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
     SELECT 'thr_bm_' || g, ${projectId}, 'big', ${PER_THREAD}, ${PER_THREAD}, now(), now(), now()
     FROM generate_series(1, ${threads}) g`);
-  await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName("message_vectors", dims)}`));
-  // The keyword index is made again after the rows (a GIN index takes a bulk build far faster
-  // than row by row through its small pending list).
-  const [gin] = rowsOf<{ definition: string }>(
-    await db.execute(sql`SELECT indexdef AS definition FROM pg_indexes WHERE indexname = 'message_search_search_idx'`),
-  );
-  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
-  for (let from = 1; from <= count; from += CHUNK) {
-    const rows = [];
-    for (let g = from; g <= Math.min(count, from + CHUNK - 1); g++) {
-      rows.push({ g, content: messageText(g) });
-    }
-    await db.execute(sql`
+  await withMessageIndexesRebuilt(db, dims, build, async () => {
+    for (let from = 1; from <= count; from += CHUNK) {
+      const rows = [];
+      for (let g = from; g <= Math.min(count, from + CHUNK - 1); g++) {
+        rows.push({ g, content: messageText(g) });
+      }
+      await db.execute(sql`
       WITH m AS (
         INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
         SELECT 'msg_bm_' || x.g, ${projectId}, 'thr_bm_' || ((x.g - 1) / ${PER_THREAD} + 1), (x.g - 1) % ${PER_THREAD} + 1,
@@ -62,26 +78,20 @@ export async function seedMessages(
         SELECT id, ${projectId}, thread_id, 'big', created_at, to_tsvector('english', content), true FROM m
         RETURNING project_id, dataset, search)
       ${addTermsSql(sql`s`)}`);
-    // Each message's vector is the bench provider's embedding of its text (./embedding.ts), as the
-    // facts' are: messages near a query in words are near it in meaning, as with a real model.
-    for (let at = 0; at < rows.length; at += VECTOR_CHUNK) {
-      const vectors = rows
-        .slice(at, at + VECTOR_CHUNK)
-        .map((r) => ({ id: `msg_bm_${r.g}`, v: `[${benchEmbedding(r.content, dims).join(",")}]` }));
-      await db.execute(sql`
+      // Each message's vector is the bench provider's embedding of its text (./embedding.ts), as the
+      // facts' are: messages near a query in words are near it in meaning, as with a real model.
+      for (let at = 0; at < rows.length; at += VECTOR_CHUNK) {
+        const vectors = rows
+          .slice(at, at + VECTOR_CHUNK)
+          .map((r) => ({ id: `msg_bm_${r.g}`, v: `[${benchEmbedding(r.content, dims).join(",")}]` }));
+        await db.execute(sql`
         INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
         SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
         FROM jsonb_to_recordset(${JSON.stringify(vectors)}::jsonb) AS x(id text, v text)
         JOIN message_search s ON s.message_id = x.id`);
+      }
     }
-  }
-  // As the facts' builds do (./seed.ts): with PGlite's default 64MB the HNSW graph of 200,000
-  // vectors outgrows maintenance_work_mem early and the rest goes into the on-disk index, many
-  // times slower a row (a seed of 200,000 run so had not finished after 40 minutes).
-  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
-  if (gin) await db.execute(sql.raw(gin.definition));
-  await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
-  await db.execute(sql`RESET maintenance_work_mem`);
+  });
   const [size] = rowsOf<{ messages: string; search: string; terms: string; vectors: string; n: string }>(
     await db.execute(sql`SELECT pg_total_relation_size('messages') AS messages,
       pg_total_relation_size('message_search') AS search, pg_total_relation_size('message_terms') AS terms,

@@ -1,6 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { rowsOf } from "../lib/db/rows";
-import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName, vectorIndexSql } from "../lib/db/vector-indexes";
+import { EMBEDDED_TABLES, type HnswBuild, vectorIndexName } from "../lib/db/vector-indexes";
 import { nearestSql, searchLimitsFor, vectorParam } from "../lib/db/vectors";
 import { addTermsSql } from "../lib/evidence/terms";
 import { createProject } from "../lib/projects";
@@ -13,9 +13,9 @@ import { copyBinary } from "./copy-binary";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factChunk, NOUNS } from "./fact-rows";
 import { type Bench, benchService, memoryNow, percentile } from "./lib";
-import { messageText } from "./messages-seed";
+import { messageText, withMessageIndexesRebuilt } from "./messages-seed";
 import { PGVECTOR_DEFAULT_BUILD } from "./recall";
-import { buildVectorIndexes, entityCountFor, HNSW_BUILD_MEMORY, recallQueries } from "./seed";
+import { buildVectorIndexes, entityCountFor, recallQueries } from "./seed";
 
 /** Many tenants: `facts` facts over `datasets` datasets of `facts / datasets` each, in `projects` projects. */
 export interface TenantsPlan {
@@ -182,25 +182,24 @@ async function bulkLoad(bench: Bench, dims: number, build: HnswBuild, sets: Data
 async function seedTenantMessages(bench: Bench, dims: number, build: HnswBuild, sets: DatasetRows[], count: number) {
   const db = bench.service.deps.db;
   const started = performance.now();
-  await db.execute(sql.raw(`DROP INDEX IF EXISTS ${vectorIndexName("message_vectors", dims)}`));
-  await db.execute(sql`DROP INDEX IF EXISTS message_search_search_idx`);
   // Datasets per statement: their rows in one JSON parameter the WASM heap holds.
   const BATCH = Math.max(1, Math.floor(5_000 / count));
-  for (let b = 0; b < sets.length; b += BATCH) {
-    const rows = sets.slice(b, b + BATCH).flatMap((s) =>
-      Array.from({ length: count }, (_, i) => {
-        const g = s.from * count + i;
-        const content = messageText(g);
-        const vector = `[${benchEmbedding(content, dims).join(",")}]`;
-        return { id: `msg_tn_${s.dataset}_${i}`, p: s.projectId, d: s.dataset, seq: i + 1, content, vector };
-      }),
-    );
-    const owners = sets.slice(b, b + BATCH).map((s) => ({ p: s.projectId, d: s.dataset }));
-    await db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
+  await withMessageIndexesRebuilt(db, dims, build, async () => {
+    for (let b = 0; b < sets.length; b += BATCH) {
+      const rows = sets.slice(b, b + BATCH).flatMap((s) =>
+        Array.from({ length: count }, (_, i) => {
+          const g = s.from * count + i;
+          const content = messageText(g);
+          const vector = `[${benchEmbedding(content, dims).join(",")}]`;
+          return { id: `msg_tn_${s.dataset}_${i}`, p: s.projectId, d: s.dataset, seq: i + 1, content, vector };
+        }),
+      );
+      const owners = sets.slice(b, b + BATCH).map((s) => ({ p: s.projectId, d: s.dataset }));
+      await db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
       SELECT 'thr_tn_' || d, p, d, ${count}::int, ${count}::int, now(), now(), now()
       FROM jsonb_to_recordset(${JSON.stringify(owners)}::jsonb) AS o(p text, d text)`);
-    const at = sql`now() - make_interval(secs => ${count}::int - x.seq)`;
-    await db.execute(sql`
+      const at = sql`now() - make_interval(secs => ${count}::int - x.seq)`;
+      await db.execute(sql`
       WITH x AS MATERIALIZED (SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
           AS x(id text, p text, d text, seq int, content text, vector text)),
         m AS (INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
@@ -211,13 +210,8 @@ async function seedTenantMessages(bench: Bench, dims: number, build: HnswBuild, 
         counted AS (${addTermsSql(sql`s`)})
       INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
       SELECT id, p, 'thr_tn_' || d, d, ${at}, vector::halfvec FROM x`);
-  }
-  await db.execute(sql.raw(`SET maintenance_work_mem = '${HNSW_BUILD_MEMORY}'`));
-  await db.execute(
-    sql`CREATE INDEX message_search_search_idx ON message_search USING gin (search) WITH (gin_pending_list_limit = 64)`,
-  );
-  await db.execute(sql.raw(vectorIndexSql("message_vectors", dims, build)));
-  await db.execute(sql`RESET maintenance_work_mem`);
+    }
+  });
   await db.execute(sql`ANALYZE message_search, message_vectors, message_terms`);
   console.error(
     `bench: tenants: ${sets.length * count} messages seeded in ${((performance.now() - started) / 1000).toFixed(1)} s`,
