@@ -5,14 +5,7 @@ import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import {
-  cosineDistanceSql,
-  nearestInDatasetSql,
-  nearestSql,
-  searchLimitsFor,
-  VECTOR_SCAN_MAX,
-  vectorParam,
-} from "../db/vectors";
+import { cosineDistanceSql, nearestInDatasetSql, searchLimitsFor, VECTOR_SCAN_MAX, vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -350,9 +343,6 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
       limit: constantSql(`recall: vector search limit ${dims}`, () => limit),
       scan: scan && constantSql(`recall: vector search scan ${dims}`, () => scan),
     };
-    // A small dataset reads its own facts instead (VECTOR_SCAN_MAX; the count is exact, kept by
-    // trigger, and counts every row, so the exact path never reads more).
-    const small = sql`(coalesce((SELECT n FROM stats), 0) <= ${sql.raw(String(VECTOR_SCAN_MAX))})`;
     signals.push(
       sql`by_vector AS (${nearestInDatasetSql({
         from: sql`${facts} f`,
@@ -361,7 +351,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
         where: scope.eligible,
         hiddenWhere: scope.eligibleUnkeyed,
         newest: sql`f.valid_at`,
-        small,
+        small: smallDataset,
         query: q,
         dims,
         ...limits,
@@ -445,6 +435,13 @@ function recentCtes(scope: Scope): SQL[] {
   ];
 }
 
+/**
+ * The dataset is small (VECTOR_SCAN_MAX): its vector searches read its own rows rather than the
+ * HNSW index. Its facts as `stats` counts them: exact, kept by trigger, every row counted, so the
+ * facts' exact path never reads more.
+ */
+const smallDataset = sql`(coalesce((SELECT n FROM stats), 0) <= ${sql.raw(String(VECTOR_SCAN_MAX))})`;
+
 const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE false`;
 
 /**
@@ -469,13 +466,22 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
  * similar, their similarity as strength. A fact's entity boost is its strongest, capped at 1.
  */
 function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): SQL {
+  const inDataset = sql`e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}`;
+  // The nearest entities by the path the dataset's size calls for (nearestInDatasetSql), as the
+  // facts' (its facts counted, kept exact by trigger: a dataset's entities grow with its facts and
+  // are not counted apart). Left to the plan's guess from the table's statistics, a large dataset's
+  // 20,000 entities were read whole beside many small datasets (25 ms), and a small one beside a
+  // few large ones walks the HNSW graph through the other tenants' entities.
   const nearest = near
     ? sql`UNION ALL
-          SELECT id, 1 - distance FROM (${nearestSql({
+          SELECT id, 1 - distance FROM (${nearestInDatasetSql({
             from: sql`${entities} e`,
             column: sql`e.embedding`,
             select: sql`e.id`,
-            where: sql`e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}`,
+            where: inDataset,
+            hiddenWhere: sql`e.project_id || '' = ${r.projectId} AND e.dataset || '' = ${r.dataset}`,
+            newest: sql`e.match_key`,
+            small: smallDataset,
             query: near.q,
             dims: near.dims,
             limit: sql`(SELECT anchor_k FROM s)`,
@@ -483,19 +489,24 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
     : sql``;
   // MATERIALIZED: referenced once, `words` would be inlined and its regular expressions run again
   // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
-  // The phrases are looked up in one index scan (`= ANY` of their array, computed once) rather than
-  // one lateral scan per phrase, whose setup ~60 times over cost more than the lookups (issue 34).
-  // Either way no plan can hash the whole entity table, whatever the query's values.
+  // A small dataset's phrases are looked up in one index scan (`= ANY` of their array, computed
+  // once) rather than one lateral scan per phrase, whose setup ~60 times over costs more than the
+  // lookups (issue 34); but a plan that guessed the dataset small reads its whole range for that
+  // scan (the embedded database, never analysed, guesses every dataset small: 20,000 entities read
+  // for each recall), so a large dataset's phrases are looked up one by one, by the match index's
+  // whole key. Either way no plan can hash the whole entity table, whatever the query's values.
   return sql`words AS MATERIALIZED (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
-    phrases AS (
-      SELECT array_to_string(w[i : i + n], ' ') AS phrase
+    phrases AS MATERIALIZED (
+      SELECT DISTINCT array_to_string(w[i : i + n], ' ') AS phrase
       FROM words, generate_series(1, cardinality(w)) i, generate_series(0, 5) n WHERE i + n <= cardinality(w)),
     anchor AS (
       SELECT id, max(strength) AS strength FROM (
         SELECT e.id, 2.0::float8 AS strength FROM ${entities} e
-        WHERE e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}
-          AND e.match_key = ANY (ARRAY(SELECT phrase FROM phrases WHERE phrase <> ''))
+        WHERE ${smallDataset} AND ${inDataset} AND e.match_key = ANY (ARRAY(SELECT phrase FROM phrases WHERE phrase <> ''))
+        UNION ALL
+        SELECT e.id, 2.0::float8 FROM phrases p CROSS JOIN LATERAL (SELECT e.id FROM ${entities} e
+          WHERE ${inDataset} AND e.match_key = p.phrase OFFSET 0) e WHERE NOT ${smallDataset} AND p.phrase <> ''
         ${nearest}
       ) a GROUP BY id)`;
 }

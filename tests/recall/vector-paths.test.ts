@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
 import { VECTOR_SCAN_MAX } from "../../lib/db/vectors";
@@ -38,6 +38,40 @@ async function insertFacts(projectId: string, count: number, datasetOf: (g: numb
     SELECT ${prefix} || x.g, ${projectId}, x.d, 'user', 'owns', x.object, 0.9, 'I said so', now() - make_interval(secs => x.g),
       x.v::halfvec
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, d text, object text, v text)`);
+}
+
+/**
+ * `count` entities of `projectId` in `dataset`, "club g" (embedded as "club g"), and one named
+ * "Harbour Club" (embedded as "harbour club") that the dataset's newest fact, "a lighthouse", is about.
+ */
+async function insertEntities(projectId: string, dataset: string, count: number) {
+  const rows = Array.from({ length: count }, (_, g) => ({ g, v: `[${fakeEmbedding(`club ${g}`, dims).join(",")}]` }));
+  const prefix = `ent_vp_${randomUUID().slice(0, 8)}_`;
+  await svc.deps.db.execute(sql`
+    INSERT INTO entities (id, project_id, dataset, name, type, embedding)
+    SELECT ${prefix} || x.g, ${projectId}, ${dataset}, 'club ' || x.g, 'organization', x.v::halfvec
+    FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, v text)`);
+  await svc.deps.db.execute(sql`
+    WITH e AS (INSERT INTO entities (id, project_id, dataset, name, type, embedding)
+      VALUES (${`${prefix}harbour`}, ${projectId}, ${dataset}, 'Harbour Club', 'organization',
+        ${`[${fakeEmbedding("harbour club", dims).join(",")}]`}::halfvec) RETURNING id)
+    INSERT INTO fact_entities (fact_id, entity_id)
+    SELECT f.id, e.id FROM e, (SELECT id FROM facts WHERE project_id = ${projectId} AND dataset = ${dataset}
+      AND object = 'a lighthouse') f`);
+}
+
+/** Entity rows each scan of the recall statement read (rows it returned and rows its filter removed). */
+async function entityScans(statement: SQL) {
+  const plan = await svc.deps.db.transaction(async (tx) => {
+    await tx.execute(sql`SET LOCAL enable_seqscan = off`);
+    return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`)).Plan;
+  });
+  return planNodes(plan)
+    .filter((n) => (n["Actual Loops"] ?? 0) > 0 && n["Relation Name"] === "entities")
+    .map((n) => ({
+      index: n["Index Name"],
+      read: ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 0),
+    }));
 }
 
 /** Hybrid recall of facts in `dataset` for "lighthouse". */
@@ -89,5 +123,43 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const v = fakeEmbedding("user owns a lighthouse", dims);
     const cosine = q.reduce((s, x, i) => s + x * v[i], 0) / Math.hypot(...q) / Math.hypot(...v);
     expect(found.facts?.[0]?.signals.vector).toBeCloseTo(cosine, 2);
+  });
+
+  it("a large dataset's entities are found by their own keys and the HNSW index, never read whole", async () => {
+    // No ANALYZE: as the embedded database runs, whose planner then guesses every dataset a few rows.
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 400, (g) => `small-${g % 100}`);
+    await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
+    await insertEntities(t.projectId, "large", 3_000);
+    const query = "the lighthouse by the harbour club";
+    const r = { ...lighthouseRecall(t.projectId, "large"), query, vector: fakeEmbedding(query, dims) };
+    const scans = await entityScans(recallSql(svc.deps, r));
+    expect(scans.map((n) => n.index)).toContain(vectorIndexName("entities", dims));
+    // Each phrase's entities (one, "harbour club") and the nearest few, not 3,001.
+    expect(scans.reduce((sum, n) => sum + n.read, 0)).toBeLessThan(100);
+    const top = (await retrieve(svc.deps, r)).facts?.[0];
+    expect(top?.object).toBe("a lighthouse");
+    expect(top?.signals.entity).toBe(1);
+  });
+
+  it(`a dataset of at most ${VECTOR_SCAN_MAX} facts finds its nearest entities among its own`, async () => {
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 300, () => "crowd");
+    await insertEntities(t.projectId, "crowd", 300);
+    await insertFacts(t.projectId, 40, () => "own");
+    await insertEntities(t.projectId, "own", 20);
+    // Named by no phrase: only the nearest entity ("harbour club", the same vector) anchors the fact.
+    const r = {
+      ...lighthouseRecall(t.projectId, "own"),
+      query: "harbour",
+      vector: fakeEmbedding("harbour club", dims),
+    };
+    const scans = await entityScans(recallSql(svc.deps, r));
+    expect(scans.map((n) => n.index)).not.toContain(vectorIndexName("entities", dims));
+    // No scan reads more than the dataset's own 21 entities (the other's 301 are never touched).
+    for (const n of scans) expect(n.read).toBeLessThanOrEqual(21);
+    const top = (await retrieve(svc.deps, r)).facts?.[0];
+    expect(top?.object).toBe("a lighthouse");
+    expect(top?.signals.entity).toBeCloseTo(1, 2);
   });
 });
