@@ -1,9 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { type SQL, sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
 import { VECTOR_SCAN_MAX } from "../../lib/db/vectors";
 import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
+import { nearestLiveFacts } from "../../lib/semantic/extract";
 import { fakeEmbedding } from "../helpers/fake-openai";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -161,5 +163,39 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const top = (await retrieve(svc.deps, r)).facts?.[0];
     expect(top?.object).toBe("a lighthouse");
     expect(top?.signals.entity).toBeCloseTo(1, 2);
+  });
+
+  it("extraction's search for duplicates and contradictions never reads a large dataset whole", async () => {
+    // No ANALYZE: the embedded database's planner then guesses every dataset a few facts.
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 400, (g) => `small-${g % 100}`);
+    await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
+    const near = (dataset: string) => {
+      const vectors = JSON.stringify(
+        [7, 300, 1999].map((g) => `[${fakeEmbedding(`user owns boat ${g}`, dims).join(",")}]`),
+      );
+      const episode = { project_id: t.projectId, dataset };
+      return sql`SELECT q.i, c.object, c.distance
+        FROM jsonb_array_elements_text(${vectors}::jsonb) WITH ORDINALITY AS q(v, i)
+        CROSS JOIN LATERAL (${nearestLiveFacts(svc.deps, episode, sql`q.v::halfvec`, sql`f.id, f.object`)}) c`;
+    };
+    const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${near("large")}`)).Plan;
+    const ran = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0 && n["Relation Name"] === "facts");
+    expect(ran.map((n) => n["Index Name"])).toContain(vectorIndexName("facts", dims));
+    const read = ran.reduce(
+      (sum, n) => sum + ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 0),
+      0,
+    );
+    // Three searches of their candidates, not three reads of the dataset's 2,100 facts.
+    expect(read).toBeLessThan(VECTOR_SCAN_MAX / 2);
+    for (const dataset of ["large", "small-7"]) {
+      const rows = rowsOf<{ i: number | string; object: string; distance: number }>(
+        await svc.deps.db.execute(near(dataset)),
+      );
+      const nearest = (i: number) => rows.filter((r) => Number(r.i) === i).sort((a, b) => a.distance - b.distance)[0];
+      // Each new fact finds its twin where the dataset holds it (small-7 holds boat 7 alone).
+      expect(nearest(1)?.object).toBe("boat 7");
+      if (dataset === "large") expect([nearest(2)?.object, nearest(3)?.object]).toEqual(["boat 300", "boat 1999"]);
+    }
   });
 });
