@@ -66,6 +66,8 @@ export async function benchService(
     database,
     log: silentLogger,
     sweepIntervalMs: false,
+    // The seed takes the statistics once loaded (as the host would within STATISTICS_CHECK_MS).
+    statisticsCheckMs: false,
     ...hostOptions,
   }).catch(async (err) => {
     await dropServer();

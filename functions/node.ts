@@ -7,6 +7,7 @@ import type { Config } from "../lib/config";
 import { warnIfIndexesOutgrowBufferPool } from "../lib/db/buffer-pool";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
+import { analyzeGrownTables, STATISTICS_CHECK_MS } from "../lib/db/pglite-statistics";
 import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
@@ -36,6 +37,12 @@ export interface NodeServiceOptions {
   dashboardDir?: string;
   /** Run the sweep on an interval (default: RETRY_INTERVAL_MS, the run contract's period); false for none. */
   sweepIntervalMs?: number | false;
+  /**
+   * The embedded database only: how often its tables' planner statistics are checked and taken
+   * again where they grew (lib/db/pglite-statistics.ts; default STATISTICS_CHECK_MS, and once at
+   * start); false for never (tests and benchmarks, which take their own).
+   */
+  statisticsCheckMs?: number | false;
   /**
    * Check EMBEDDING_DIMENSIONS against the database and the embedding model before migrating
    * (default true; tests on a clone of the template skip it unless they test it).
@@ -122,6 +129,13 @@ export async function createNodeService(options: NodeServiceOptions) {
   interval?.unref?.();
   if (intervalMs !== false) runSweep(); // catch up on work left by the previous run
 
+  // A server's autovacuum keeps its statistics; the embedded database has none to do it.
+  const statisticsMs = database.kind === "pglite" ? (options.statisticsCheckMs ?? STATISTICS_CHECK_MS) : false;
+  const checkStatistics = () => track(analyzeGrownTables(database.db, log));
+  const statistics = statisticsMs === false ? undefined : setInterval(checkStatistics, statisticsMs);
+  statistics?.unref?.();
+  if (statisticsMs !== false) checkStatistics();
+
   /**
    * Resolves once every deferred piece of work has settled (tests, shutdown). Ledger rows waiting
    * for a request to carry them are written now rather than at their time.
@@ -141,6 +155,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     settle,
     async close() {
       if (interval) clearInterval(interval);
+      if (statistics) clearInterval(statistics);
       timers?.stop();
       await settle();
       await observability?.close();

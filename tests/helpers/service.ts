@@ -35,6 +35,8 @@ export interface TestServiceOptions {
   sweep?: "interval";
   /** The service's logger (a test captures lines with its own). Default: testLogger(), silent. */
   log?: Logger;
+  /** "host": the embedded host's own statistics check (at start, then on its period). Default: none. */
+  statistics?: "host";
 }
 
 /**
@@ -72,6 +74,8 @@ export async function createTestService(options: TestServiceOptions = {}) {
     llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
     doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
     sweepIntervalMs: options.sweep === "interval" ? undefined : false,
+    // A test that reads plans takes its own statistics, or none.
+    statisticsCheckMs: options.statistics === "host" ? undefined : false,
   });
   const request = (path: string, init: RequestInit & { token?: string; json?: unknown } = {}) => {
     const headers = new Headers(init.headers);
