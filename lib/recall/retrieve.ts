@@ -491,9 +491,9 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
   // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
   // A small dataset's phrases are looked up in one index scan (`= ANY` of their array, computed
   // once) rather than one lateral scan per phrase, whose setup ~60 times over costs more than the
-  // lookups (issue 34); but a plan that guessed the dataset small reads its whole range for that
-  // scan (the embedded database, never analysed, guesses every dataset small: 20,000 entities read
-  // for each recall), so a large dataset's phrases are looked up one by one, by the match index's
+  // lookups (issue 34); but a plan that guessed the dataset small (no statistics, or statistics
+  // older than the dataset's growth) reads its whole range for that scan (20,000 entities read for
+  // each recall), so a large dataset's phrases are looked up one by one, by the match index's
   // whole key. Either way no plan can hash the whole entity table, whatever the query's values.
   return sql`words AS MATERIALIZED (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),

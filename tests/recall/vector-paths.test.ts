@@ -128,7 +128,8 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
   });
 
   it("a large dataset's entities are found by their own keys and the HNSW index, never read whole", async () => {
-    // No ANALYZE: as the embedded database runs, whose planner then guesses every dataset a few rows.
+    // No statistics: the planner then guesses every dataset a few rows (the embedded database before it
+    // took its own; any database before a new dataset's growth is sampled).
     const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
     await insertFacts(t.projectId, 400, (g) => `small-${g % 100}`);
     await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
@@ -166,7 +167,7 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
   });
 
   it("extraction's search for duplicates and contradictions never reads a large dataset whole", async () => {
-    // No ANALYZE: the embedded database's planner then guesses every dataset a few facts.
+    // No statistics: the planner then guesses every dataset a few facts.
     const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
     await insertFacts(t.projectId, 400, (g) => `small-${g % 100}`);
     await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
