@@ -313,7 +313,11 @@ export const entities = pgTable(
   },
   (t) => [
     uniqueIndex("entities_name_idx").on(t.projectId, t.dataset, t.type, sql`lower(${t.name})`),
-    index("entities_match_idx").on(t.projectId, t.dataset, t.matchKey),
+    // Recall's lookup of a query's phrases (lib/recall/retrieve.ts): the match key first, the
+    // tenant's keys as expressions that only this lookup writes, so that no plan can serve it by
+    // reading the dataset's range of the index above instead (one that guessed the dataset small
+    // read a large one's 20,000 entities for each recall).
+    index("entities_match_key_idx").on(t.matchKey, sql`(${t.projectId} || '')`, sql`(${t.dataset} || '')`),
   ],
 );
 

@@ -467,6 +467,7 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
  */
 function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): SQL {
   const inDataset = sql`e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}`;
+  const inDatasetUnkeyed = sql`e.project_id || '' = ${r.projectId} AND e.dataset || '' = ${r.dataset}`;
   // The nearest entities by the path the dataset's size calls for (nearestInDatasetSql), as the
   // facts' (its facts counted, kept exact by trigger: a dataset's entities grow with its facts and
   // are not counted apart). Left to the plan's guess from the table's statistics, a large dataset's
@@ -479,8 +480,9 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
             column: sql`e.embedding`,
             select: sql`e.id`,
             where: inDataset,
-            hiddenWhere: sql`e.project_id || '' = ${r.projectId} AND e.dataset || '' = ${r.dataset}`,
-            newest: sql`e.match_key`,
+            hiddenWhere: inDatasetUnkeyed,
+            // The name index's order within the dataset.
+            newest: sql`e.type`,
             small: smallDataset,
             query: near.q,
             dims: near.dims,
@@ -489,24 +491,22 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
     : sql``;
   // MATERIALIZED: referenced once, `words` would be inlined and its regular expressions run again
   // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
-  // A small dataset's phrases are looked up in one index scan (`= ANY` of their array, computed
-  // once) rather than one lateral scan per phrase, whose setup ~60 times over costs more than the
-  // lookups (issue 34); but a plan that guessed the dataset small (no statistics, or statistics
-  // older than the dataset's growth) reads its whole range for that scan (20,000 entities read for
-  // each recall), so a large dataset's phrases are looked up one by one, by the match index's
-  // whole key. Either way no plan can hash the whole entity table, whatever the query's values.
+  // The phrases are looked up in one index scan (`= ANY` of their array, computed once) rather than
+  // one lateral scan per phrase, whose setup ~60 times over cost more than the lookups (issue 34),
+  // in the match key's own index by its whole key: the tenant's keys are written as that index
+  // holds them (`|| ''`), so no plan can read the dataset's range of another index for them (one
+  // that guessed a dataset small read a large one's 20,000 entities for each recall). Either way no
+  // plan can hash the whole entity table, whatever the query's values.
   return sql`words AS MATERIALIZED (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
-    phrases AS MATERIALIZED (
-      SELECT DISTINCT array_to_string(w[i : i + n], ' ') AS phrase
+    phrases AS (
+      SELECT array_to_string(w[i : i + n], ' ') AS phrase
       FROM words, generate_series(1, cardinality(w)) i, generate_series(0, 5) n WHERE i + n <= cardinality(w)),
     anchor AS (
       SELECT id, max(strength) AS strength FROM (
         SELECT e.id, 2.0::float8 AS strength FROM ${entities} e
-        WHERE ${smallDataset} AND ${inDataset} AND e.match_key = ANY (ARRAY(SELECT phrase FROM phrases WHERE phrase <> ''))
-        UNION ALL
-        SELECT e.id, 2.0::float8 FROM phrases p CROSS JOIN LATERAL (SELECT e.id FROM ${entities} e
-          WHERE ${inDataset} AND e.match_key = p.phrase OFFSET 0) e WHERE NOT ${smallDataset} AND p.phrase <> ''
+        WHERE e.match_key = ANY (ARRAY(SELECT phrase FROM phrases WHERE phrase <> ''))
+          AND ${inDatasetUnkeyed}
         ${nearest}
       ) a GROUP BY id)`;
 }
