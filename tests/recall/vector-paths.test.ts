@@ -5,7 +5,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
 import { VECTOR_SCAN_MAX } from "../../lib/db/vectors";
 import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
-import { nearestLiveFacts } from "../../lib/semantic/extract";
+import { existingEntitySql, nearestLiveFacts } from "../../lib/semantic/extract";
 import { fakeEmbedding } from "../helpers/fake-openai";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -198,5 +198,36 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
       expect(nearest(1)?.object).toBe("boat 7");
       if (dataset === "large") expect([nearest(2)?.object, nearest(3)?.object]).toEqual(["boat 300", "boat 1999"]);
     }
+  });
+
+  it("extraction's entity resolution never reads a large dataset's entities whole", async () => {
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, VECTOR_SCAN_MAX + 100, () => "large");
+    await insertEntities(t.projectId, "large", 3_000);
+    await insertFacts(t.projectId, 40, () => "own");
+    await insertEntities(t.projectId, "own", 20);
+    const vector = (text: string) => `[${fakeEmbedding(text, dims).join(",")}]`;
+    // A new entity named as an existing one; one embedded as "club 12" under another name.
+    const found = (dataset: string) => sql`SELECT eq.i, c.id, c.sim, c.same_name
+      FROM jsonb_to_recordset(${JSON.stringify([
+        { i: 1, n: "CLUB 7", t: "organization", v: vector("somewhere else") },
+        { i: 2, n: "The Twelfth", t: "organization", v: vector("club 12") },
+      ])}::jsonb) AS x(i int, n text, t text, v text)
+      CROSS JOIN LATERAL (SELECT x.i, x.n, x.t, x.v::halfvec AS v) eq
+      CROSS JOIN LATERAL (${existingEntitySql(svc.deps, { project_id: t.projectId, dataset })}) c ORDER BY eq.i`;
+    const scans = await entityScans(found("large"));
+    expect(scans.map((n) => n.index)).toContain(vectorIndexName("entities", dims));
+    expect(scans.reduce((sum, n) => sum + n.read, 0)).toBeLessThan(100);
+    for (const dataset of ["large", "own"]) {
+      const rows = rowsOf<{ id: string; sim: number; same_name: boolean }>(await svc.deps.db.execute(found(dataset)));
+      expect(rows.map((r) => [r.id.replace(/^ent_vp_\w+?_/, ""), r.same_name])).toEqual([
+        ["7", true],
+        ["12", false],
+      ]);
+      expect(rows[1]?.sim).toBeCloseTo(1, 3);
+    }
+    const own = await entityScans(found("own"));
+    expect(own.map((n) => n.index)).not.toContain(vectorIndexName("entities", dims));
+    for (const n of own) expect(n.read).toBeLessThanOrEqual(21 * 2);
   });
 });
