@@ -14,7 +14,10 @@ export const PAGES_WORTH_NEW_STATISTICS = 8;
 /** How often the embedded host looks (one catalog query; ANALYZE only for the tables that grew). */
 export const STATISTICS_CHECK_MS = 10 * 60_000;
 
-/** A table's size now and when its statistics were last taken (relpages: 0 if never). */
+/**
+ * A table's size now and as the catalog last recorded it (relpages: set by ANALYZE, and by VACUUM
+ * and CREATE INDEX, which the embedded database runs rarely; 0 if never).
+ */
 export interface TableSize {
   table: string;
   pages: number;
