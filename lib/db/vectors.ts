@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import type { ProjectRef } from "./types";
 import { vectorIndexKind } from "./vector-indexes";
 
 /**
@@ -131,10 +132,24 @@ export function exactNearestSql(s: Omit<NearestSearch, "scan"> & { newest: SQL }
 }
 
 /**
+ * `alias.project_id = projectId AND alias.dataset = dataset` written twice: `keyed`, as the
+ * dataset's B-tree takes it, and `hidden`, with those keys hidden (`|| ''`) from every index on
+ * the columns, for a search or lookup that must not read the dataset's range whatever a plan
+ * guessed of its size (nearestInDatasetSql's `hiddenWhere`).
+ */
+export function datasetFilter(alias: string, projectId: ProjectRef, dataset: string): { keyed: SQL; hidden: SQL } {
+  const a = sql.raw(alias);
+  return {
+    keyed: sql`${a}.project_id = ${projectId} AND ${a}.dataset = ${dataset}`,
+    hidden: sql`${a}.project_id || '' = ${projectId} AND ${a}.dataset || '' = ${dataset}`,
+  };
+}
+
+/**
  * A dataset's nearest rows by the path its size calls for, in one statement: exactNearestSql when
  * `small` (a condition evaluated once) holds, the HNSW search (nearestSql) otherwise; the branch
  * not taken is cut by a one-time filter before it reads anything. `where` names the dataset by its
- * B-tree's keys; `hiddenWhere` is the same filter with those keys hidden (`|| ''`), so that the
+ * B-tree's keys; `hiddenWhere` is the same filter with those keys hidden (datasetFilter), so that the
  * HNSW search cannot take the B-tree, whatever the plan guessed of the dataset's size: for a
  * large one it would read and sort every row.
  */

@@ -3,7 +3,14 @@ import { z } from "zod";
 import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
 import { messageSearch, messages, messageVectors } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, FACTS_PER_EF, nearestInDatasetSql, searchLimitsFor, VECTOR_SCAN_MAX } from "../db/vectors";
+import {
+  cosineDistanceSql,
+  datasetFilter,
+  FACTS_PER_EF,
+  nearestInDatasetSql,
+  searchLimitsFor,
+  VECTOR_SCAN_MAX,
+} from "../db/vectors";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
 import {
@@ -128,15 +135,14 @@ export function messageCtes(m: MessageSearch): SQL[] {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
     const counted = sql`LEAST(${n}, ${sql.raw(String(MESSAGE_EF_SEARCH_MAX * FACTS_PER_EF))})`;
     const limits = searchLimitsFor(depth, counted, m.vector.dims, sql`false`);
-    const scope = (project: SQL, dataset: SQL) =>
-      sql`${project} = ${m.projectId} AND ${dataset} = ${m.dataset}${vAsOf}`;
+    const scope = datasetFilter("v", m.projectId, m.dataset);
     ctes.push(
       sql`m_by_vector AS (${nearestInDatasetSql({
         from: sql`${messageVectors} v`,
         column: sql`v.embedding`,
         select: sql`v.message_id AS id`,
-        where: scope(sql`v.project_id`, sql`v.dataset`),
-        hiddenWhere: scope(sql`v.project_id || ''`, sql`v.dataset || ''`),
+        where: sql`${scope.keyed}${vAsOf}`,
+        hiddenWhere: sql`${scope.hidden}${vAsOf}`,
         newest: sql`v.created_at`,
         small,
         query: m.vector.q,

@@ -5,7 +5,14 @@ import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, nearestInDatasetSql, searchLimitsFor, VECTOR_SCAN_MAX, vectorParam } from "../db/vectors";
+import {
+  cosineDistanceSql,
+  datasetFilter,
+  nearestInDatasetSql,
+  searchLimitsFor,
+  VECTOR_SCAN_MAX,
+  vectorParam,
+} from "../db/vectors";
 import type { Deps } from "../deps";
 import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
@@ -415,8 +422,9 @@ function factScope(r: Retrieval): Scope {
         AND (f.invalid_at IS NULL OR f.invalid_at > ${r.asOf.toISOString()}::timestamptz)`
     : sql`f.invalid_at IS NULL`;
   const confident = sql`f.confidence >= (SELECT min_conf FROM s)`;
-  const inDataset = sql`f.project_id = ${r.projectId} AND f.dataset = ${r.dataset} AND ${inScope}`;
-  const inDatasetUnkeyed = sql`f.project_id || '' = ${r.projectId} AND f.dataset || '' = ${r.dataset} AND ${inScope}`;
+  const { keyed, hidden } = datasetFilter("f", r.projectId, r.dataset);
+  const inDataset = sql`${keyed} AND ${inScope}`;
+  const inDatasetUnkeyed = sql`${hidden} AND ${inScope}`;
   return {
     inDataset,
     eligible: sql`${inDataset} AND ${confident}`,
@@ -466,8 +474,7 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
  * similar, their similarity as strength. A fact's entity boost is its strongest, capped at 1.
  */
 function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): SQL {
-  const inDataset = sql`e.project_id = ${r.projectId} AND e.dataset = ${r.dataset}`;
-  const inDatasetUnkeyed = sql`e.project_id || '' = ${r.projectId} AND e.dataset || '' = ${r.dataset}`;
+  const { keyed: inDataset, hidden: inDatasetUnkeyed } = datasetFilter("e", r.projectId, r.dataset);
   // The nearest entities by the path the dataset's size calls for (nearestInDatasetSql), as the
   // facts' (its facts counted, kept exact by trigger: a dataset's entities grow with its facts and
   // are not counted apart). Left to the plan's guess from the table's statistics, a large dataset's

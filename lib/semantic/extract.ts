@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
-import { nearestInDatasetSql, VECTOR_SCAN_MAX } from "../db/vectors";
+import { datasetFilter, nearestInDatasetSql, VECTOR_SCAN_MAX } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import {
@@ -277,14 +277,13 @@ export function nearestLiveFacts(
   query: SQL,
   select: SQL,
 ): SQL {
-  const live = (projectId: SQL, dataset: SQL) =>
-    sql`${projectId} = ${episode.project_id} AND ${dataset} = ${episode.dataset} AND f.invalid_at IS NULL`;
+  const { keyed, hidden } = datasetFilter("f", episode.project_id, episode.dataset);
   return nearestInDatasetSql({
     from: sql`${facts} f`,
     column: sql`f.embedding`,
     select,
-    where: live(sql`f.project_id`, sql`f.dataset`),
-    hiddenWhere: live(sql`f.project_id || ''`, sql`f.dataset || ''`),
+    where: sql`${keyed} AND f.invalid_at IS NULL`,
+    hiddenWhere: sql`${hidden} AND f.invalid_at IS NULL`,
     newest: sql`f.valid_at`,
     small: smallDataset(episode),
     query,
@@ -300,14 +299,14 @@ export function nearestLiveFacts(
  * entity of the type scored against every new one took 1.3 s for 5 new entities beside 20,000.
  */
 export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "project_id" | "dataset">): SQL {
-  const ofType = (projectId: SQL, dataset: SQL) =>
-    sql`${projectId} = ${episode.project_id} AND ${dataset} = ${episode.dataset} AND e.type = eq.t`;
+  const { keyed, hidden } = datasetFilter("e", episode.project_id, episode.dataset);
+  const ofType = sql`${keyed} AND e.type = eq.t`;
   const nearest = nearestInDatasetSql({
     from: sql`${entities} e`,
     column: sql`e.embedding`,
     select: sql`e.id`,
-    where: ofType(sql`e.project_id`, sql`e.dataset`),
-    hiddenWhere: ofType(sql`e.project_id || ''`, sql`e.dataset || ''`),
+    where: ofType,
+    hiddenWhere: sql`${hidden} AND e.type = eq.t`,
     // The name index's order within the dataset and type.
     newest: sql`lower(e.name)`,
     small: smallDataset(episode),
@@ -318,7 +317,7 @@ export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "pr
   // The same name always matches, embedded or not (it is the unique key a new row would hit).
   return sql`SELECT id, same_name, sim FROM (
       SELECT e.id, true AS same_name, 1.0::float8 AS sim FROM ${entities} e
-      WHERE ${ofType(sql`e.project_id`, sql`e.dataset`)} AND lower(e.name) = lower(eq.n)
+      WHERE ${ofType} AND lower(e.name) = lower(eq.n)
       UNION ALL
       SELECT near.id, false, 1 - near.distance FROM (${nearest}) near) c
     ORDER BY same_name DESC, sim DESC LIMIT 1`;
