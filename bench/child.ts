@@ -1,5 +1,6 @@
 import type { BenchArgs } from "./args";
 import { benchDatabaseOptions, benchEnv, memoryNow } from "./lib";
+import { exitWithParent } from "./proc";
 import { runUnit, type Unit } from "./scenarios";
 
 /**
@@ -12,6 +13,7 @@ export const RESULT_MARK = "@@bench-result@@";
 const BENCH_METRICS_TOKEN = "bench-metrics-token-0123456789";
 
 if (process.argv[1]?.endsWith("child.ts")) {
+  exitWithParent();
   const { unit, args } = JSON.parse(process.argv[2]) as { unit: Unit; args: BenchArgs };
   if (args.sharedBuffers) benchDatabaseOptions.sharedBuffers = args.sharedBuffers;
   if (args.databaseUrl) benchDatabaseOptions.serverUrl = args.databaseUrl;

@@ -1,6 +1,7 @@
 import { fileURLToPath } from "node:url";
 import { createMemoryClient } from "../packages/client/src/index";
 import { benchService, median, serveOverHttp } from "./lib";
+import { exitWithParent } from "./proc";
 
 export interface ClientOverheadResult {
   calls: number;
@@ -100,6 +101,7 @@ export function clientRows(r: ClientOverheadResult): string[] {
 
 // `node --import tsx bench/client.ts [--quick]`: this measurement alone, as table rows.
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  exitWithParent();
   const quick = process.argv.includes("--quick");
   const result = await benchClient(quick ? 500 : 2000, quick ? 3 : 5);
   for (const row of clientRows(result)) console.log(row);

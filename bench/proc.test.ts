@@ -1,3 +1,8 @@
+import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
 import { parseCpuTicks, parseStatus, parseWasmResidentKiB } from "./proc";
 
@@ -30,4 +35,51 @@ describe("/proc readers", () => {
     expect(parseWasmResidentKiB(smaps)).toBe(130_048);
     expect(parseWasmResidentKiB(smaps.split("\n").slice(0, 2).join("\n"))).toBe(0);
   });
+});
+
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+};
+
+describe("exitWithParent", () => {
+  it("ends a process once the process that started it is killed, not before", async () => {
+    // A parent (as run.ts) that starts a unit (as child.ts) calling exitWithParent, then is killed
+    // alone, not its process group.
+    const dir = mkdtempSync(join(tmpdir(), "exit-with-parent-"));
+    let unitPid: number | undefined;
+    try {
+      const unit = join(dir, "unit.ts");
+      const proc = fileURLToPath(new URL("./proc.ts", import.meta.url));
+      writeFileSync(
+        unit,
+        `import { exitWithParent } from ${JSON.stringify(proc)};\nexitWithParent(50);\nconsole.log(process.pid);\nsetInterval(() => {}, 1000);\n`,
+      );
+      const parent = spawn(
+        process.execPath,
+        [
+          "-e",
+          `const c = require("node:child_process").spawn(process.execPath, ["--import", "tsx", ${JSON.stringify(unit)}], { stdio: ["ignore", "inherit", "inherit"] }); setInterval(() => {}, 1000);`,
+        ],
+        { stdio: ["ignore", "pipe", "inherit"] },
+      );
+      unitPid = await new Promise<number>((resolve, reject) => {
+        parent.stdout.once("data", (chunk: Buffer) => resolve(Number(chunk.toString().trim())));
+        parent.once("exit", (code) => reject(new Error(`the parent exited (${code}) first`)));
+      });
+      await new Promise((r) => setTimeout(r, 300));
+      expect(alive(unitPid)).toBe(true);
+      parent.kill("SIGKILL");
+      const deadline = Date.now() + 5000;
+      while (alive(unitPid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 25));
+      expect(alive(unitPid)).toBe(false);
+    } finally {
+      if (unitPid !== undefined && alive(unitPid)) process.kill(unitPid, "SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 20_000);
 });

@@ -67,3 +67,17 @@ export function wasmResidentKiB(pid: number) {
 
 /** Clock ticks per second of /proc/<pid>/stat's times (USER_HZ: 100 on every Linux Node.js runs on). */
 export const CLOCK_TICKS_PER_SECOND = 100;
+
+/**
+ * Ends this process once the process that started it is gone (its parent id changes: it was
+ * re-parented to init or a subreaper), checked every `everyMs` without keeping it alive. A bench
+ * unit runs for minutes under run.ts's `spawnSync`: Ctrl-C reaches the whole process group, but
+ * `kill` of run.ts alone (a timeout, a script) left the unit running, holding a core and its
+ * database for the rest of its scenario.
+ */
+export function exitWithParent(everyMs = 1000): void {
+  const parent = process.ppid;
+  setInterval(() => {
+    if (process.ppid !== parent) process.exit(1);
+  }, everyMs).unref();
+}

@@ -91,6 +91,10 @@ async function startServer(env: Record<string, string>, nodeFlags: string[] | un
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdio: ["ignore", "pipe", "inherit"],
   });
+  // This bench process may end without reaching stopServer (exitWithParent): the server goes too.
+  const killOnExit = () => child.kill("SIGTERM");
+  process.once("exit", killOnExit);
+  child.once("exit", () => process.off("exit", killOnExit));
   const base = await new Promise<string>((resolve, reject) => {
     let out = "";
     child.stdout?.on("data", (chunk: Buffer) => {
