@@ -60,7 +60,7 @@ export function indexMessagesCtes(now: string): SQL {
 /**
  * CTEs that take out of the conversation index the messages that said what a forgotten fact
  * holds: those of its dataset whose text contains its source quote, compared as recall compares
- * a quote (one line, lower case: skipQuoted in lib/recall/messages.ts). Without them, forgetting
+ * a quote (one line, lower case: blockMessages in lib/recall/messages.ts). Without them, forgetting
  * "I live in Lisbon" would bring the user's own words back into recall, now unquoted. The
  * messages stay in their thread and in the export. `forgotten` must expose project_id, dataset
  * and source_quote; the keyword index narrows the candidates before the text is compared.

@@ -85,7 +85,7 @@ export interface MessageSearch {
 /**
  * The messages' CTEs of the recall statement, ending with `m_top`: the best `msg_fetch` indexed
  * messages (`s`, the settings CTE, gives it: the block's messages and as many more as facts may
- * quote, see skipQuoted). With a query: candidates by keyword (BM25 over message_terms, like
+ * quote, see blockMessages). With a query: candidates by keyword (BM25 over message_terms, like
  * facts; a term held by more than KEYWORD_PER_TERM messages brings as many as the vector signal
  * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
  * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), scored as facts are:
@@ -154,6 +154,13 @@ export function messageCtes(m: MessageSearch): SQL[] {
     ctes.push(sql`m_by_vector AS (SELECT ms.message_id AS id, NULL::float8 AS distance FROM ${messageSearch} ms
       WHERE ${inDataset} ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth})`);
   }
+  // A query naming a time brings the messages written in it, newest first, through the dataset's
+  // (created_at) B-tree, as the facts' `by_time`: the time term lifts only candidates.
+  const byTime = m.time ? sql` UNION ALL SELECT id, NULL::float8 FROM m_by_time` : sql``;
+  if (m.time) {
+    ctes.push(sql`m_by_time AS (SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${inDataset}
+      AND ${writtenIn(m.time)} ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth})`);
+  }
   // A candidate the vector search brought has its distance already; only the others read their
   // vector (the CASE runs the subquery for them alone), and none without a query vector: at
   // 200,000 messages, a lookup for half the candidates saved (~0.3 ms of a 13 ms recall).
@@ -169,7 +176,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
       SELECT ms.message_id AS id, ms.created_at, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
         ${messageTimeTerm(m.time)}::float8 AS time_match
       FROM (SELECT id, min(distance) AS distance
-        FROM (SELECT id, NULL::float8 AS distance FROM m_by_keyword UNION ALL SELECT id, distance FROM m_by_vector) u
+        FROM (SELECT id, NULL::float8 AS distance FROM m_by_keyword UNION ALL SELECT id, distance FROM m_by_vector${byTime}) u
         GROUP BY id) c
       CROSS JOIN LATERAL (SELECT ms.message_id, ms.created_at, ms.search FROM ${messageSearch} ms
         WHERE ms.message_id = c.id LIMIT 1) ms
@@ -186,8 +193,12 @@ export function messageCtes(m: MessageSearch): SQL[] {
 /** 1 when the message was written in the time the query names, else 0. */
 function messageTimeTerm(time: TimeRange | null | undefined): SQL {
   if (!time) return sql`0`;
-  return sql`CASE WHEN ms.created_at >= ${time.from.toISOString()}::timestamptz
-    AND ms.created_at < ${time.to.toISOString()}::timestamptz THEN 1 ELSE 0 END`;
+  return sql`CASE WHEN ${writtenIn(time)} THEN 1 ELSE 0 END`;
+}
+
+/** The message (alias `ms`) was written in the named time. */
+function writtenIn(time: TimeRange): SQL {
+  return sql`ms.created_at >= ${time.from.toISOString()}::timestamptz AND ms.created_at < ${time.to.toISOString()}::timestamptz`;
 }
 
 /** The statement's `messages` column: m_top's messages with their rows, best first. */
@@ -225,13 +236,24 @@ const comparable = (text: string) => oneLine(text).toLowerCase();
 /**
  * The block's messages: the candidates in order, without those a returned fact already quotes
  * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
- * evidence already), at most `limit`.
+ * evidence already) and without a repeat of a message kept before it (the same words as one
+ * lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
+ * four lines of the block), at most `limit`.
  */
-export function skipQuoted<M extends RecalledMessage>(
+export function blockMessages<M extends RecalledMessage>(
   candidates: M[],
   facts: { sourceQuote: string }[],
   limit: number,
 ): M[] {
   const quotes = facts.map((f) => comparable(f.sourceQuote)).filter((q) => q.length > 0);
-  return candidates.filter((m) => !quotes.some((q) => comparable(m.content).includes(q))).slice(0, limit);
+  const kept: M[] = [];
+  const seen = new Set<string>();
+  for (const m of candidates) {
+    if (kept.length >= limit) break;
+    const text = comparable(m.content);
+    if (seen.has(text) || quotes.some((q) => text.includes(q))) continue;
+    seen.add(text);
+    kept.push(m);
+  }
+  return kept;
 }

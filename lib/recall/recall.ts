@@ -8,7 +8,7 @@ import { annotateSpan } from "../telemetry";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { deferUsage, usageCteOf } from "../usage/sql";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
-import { type MessageSignals, type RetrievedMessage, skipQuoted } from "./messages";
+import { blockMessages, type MessageSignals, type RetrievedMessage } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
 import { timeRangeOf } from "./time-range";
@@ -100,7 +100,7 @@ export async function recall({ deps, projectId, ledgerProjectId }: ReadContext, 
   const facts = reranked.facts;
   const groups = groupFacts(facts);
   const messages = retrieved.messages
-    ? skipQuoted(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
+    ? blockMessages(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
   // The search_memory span's count (GenAI conventions), when tracing is on.

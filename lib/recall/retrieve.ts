@@ -107,7 +107,7 @@ export interface Retrieved {
   episodes: { episodes: RetrievedEpisode[]; episodeCount: number } | null;
   /**
    * The best messages, best first: the block's `messageLimit` and as many more as the facts
-   * fetched, for those a returned fact quotes to be skipped (skipQuoted). Null unless asked.
+   * fetched, for those a returned fact quotes to be skipped (blockMessages). Null unless asked.
    */
   messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
@@ -335,6 +335,14 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
         WHERE ${scope.eligibleUnkeyed} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
   ];
   const sources = ["by_keyword", "by_anchor"];
+  if (r.time) {
+    // A query naming a time brings the facts that became valid in it, newest first, through the
+    // dataset's (valid_at) B-tree: the time term lifts a fact only once it is a candidate, and
+    // "what did I do in May 2023?" shares neither words nor much meaning with what was done then.
+    signals.push(sql`by_time AS (SELECT f.id FROM ${facts} f WHERE ${scope.eligible} AND ${becameValidIn(r.time)}
+        ORDER BY f.valid_at DESC, f.id LIMIT ${depth})`);
+    sources.push("by_time");
+  }
   if (q) {
     // An HNSW index scan (hnsw.iterative_scan keeps it going until the tenant, time and
     // confidence filters have let `depth` rows through), its candidate list and, past pgvector's
@@ -521,10 +529,20 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
 /** 1 when the fact became valid in the named time, 0.5 when it was valid during it, else 0. */
 function timeTerm(time: TimeRange | null | undefined): SQL {
   if (!time) return sql`0`;
-  const from = sql`${time.from.toISOString()}::timestamptz`;
-  const to = sql`${time.to.toISOString()}::timestamptz`;
-  return sql`CASE WHEN f.valid_at >= ${from} AND f.valid_at < ${to} THEN 1
+  const { from, to } = timeBounds(time);
+  return sql`CASE WHEN ${becameValidIn(time)} THEN 1
       WHEN f.valid_at < ${to} AND coalesce(f.valid_until, 'infinity') > ${from} THEN 0.5 ELSE 0 END`;
+}
+
+const timeBounds = (time: TimeRange) => ({
+  from: sql`${time.from.toISOString()}::timestamptz`,
+  to: sql`${time.to.toISOString()}::timestamptz`,
+});
+
+/** The fact (alias `f`) became valid in the named time. */
+function becameValidIn(time: TimeRange): SQL {
+  const { from, to } = timeBounds(time);
+  return sql`f.valid_at >= ${from} AND f.valid_at < ${to}`;
 }
 
 /**

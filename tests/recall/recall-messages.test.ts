@@ -265,6 +265,41 @@ describe("the response", () => {
     for (const m of messages ?? []) expect(m.signals.vector).toBeCloseTo(byId.get(m.messageId) as number, 6);
   });
 
+  it("a query naming a time brings the messages written in it, however far their meaning and words", async () => {
+    const t = await tenant();
+    const resume = clock.now();
+    let then: string;
+    let th: string;
+    try {
+      clock.set(new Date("2025-05-10T09:00:00.000Z"));
+      th = await t.thread();
+      then = await t.say(th, "Ran the marathon");
+      clock.set(new Date("2025-06-01T09:00:00.000Z"));
+      // More messages than the vector search takes (depth ≥ 30), all nearer the question.
+      for (let i = 0; i < 60; i++) {
+        clock.advance(60_000);
+        await t.say(th, `so much to do, item ${i}`);
+      }
+    } finally {
+      clock.set(resume);
+    }
+    await t.embed();
+    const question = "What did I do in May 2025?";
+    const vector = fakeEmbedding(byConcept(question), svc.deps.config.openai.embeddingDimensions);
+    const cosines = rowsOf<{ id: string; cosine: number }>(
+      await svc.deps.db.execute(sql`SELECT message_id AS id, 1 - (embedding::vector <=> ${`[${vector.join(",")}]`}::vector) AS cosine
+        FROM message_vectors WHERE project_id = ${t.projectId} ORDER BY 2 DESC`),
+    );
+    expect(cosines).toHaveLength(61);
+    const mine = cosines.find((c) => c.id === then)?.cosine as number;
+    // Last by meaning (not a vector candidate), yet within the time term of the others.
+    expect(cosines.findIndex((c) => c.id === then)).toBe(60);
+    expect(cosines[0].cosine).toBeLessThan(mine + DEFAULT_SETTINGS.semantic.timeWeight);
+    const r = await t.recall({ query: question, include: ["messages"] });
+    expect(ids(r)[0]).toBe(then);
+    expect(r.context).toContain("] user: Ran the marathon");
+  });
+
   it("rejects a messageLimit outside 1-100 naming the field", async () => {
     const t = await tenant();
     for (const messageLimit of [0, 101, 1.5, "3"]) {
@@ -300,23 +335,32 @@ describe("at scale", () => {
         to_tsvector('english', 'my garden number ' || g), false
       FROM generate_series(1, 3000) g`);
     await svc.deps.db.execute(sql`ANALYZE message_search`);
-    const statement = recallSql(svc.deps, {
-      projectId: t.projectId,
-      dataset: t.dataset,
-      mode: "keyword",
-      query: "garden number 17",
-      facts: true,
-      episodes: false,
-      messages: true,
-    });
-    const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`));
-    const onTable = planNodes(plan.Plan).filter((n) => n["Relation Name"] === "message_search");
-    // A word's lookup (search @@) and the candidates' rows (read whole, no filter, to be hashed);
-    // the most recent messages (the vector signal's stand-in) may be a scan where the table is
-    // this dataset alone.
-    const scans = onTable.filter((n) => n["Node Type"] === "Seq Scan" && (!n.Filter || n.Filter.includes("search @@")));
-    expect(scans.map((n) => [n.Filter ?? "every row", n["Actual Rows"], n["Actual Loops"]])).toEqual([]);
-    expect(onTable.some((n) => n["Node Type"] === "Bitmap Heap Scan")).toBe(true);
+    // With a named time too: its messages come by the dataset's B-tree, newest first.
+    const now = svc.deps.clock.now();
+    for (const time of [null, { from: new Date(now.getTime() - 86_400_000), to: now }]) {
+      const statement = recallSql(svc.deps, {
+        projectId: t.projectId,
+        dataset: t.dataset,
+        mode: "keyword",
+        query: "garden number 17",
+        time,
+        facts: true,
+        episodes: false,
+        messages: true,
+      });
+      const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`));
+      const onTable = planNodes(plan.Plan).filter((n) => n["Relation Name"] === "message_search");
+      // A word's lookup (search @@) and the candidates' rows (read whole, no filter, to be hashed);
+      // the most recent messages (the vector signal's stand-in) may be a scan where the table is
+      // this dataset alone.
+      const scans = onTable.filter(
+        (n) =>
+          n["Node Type"] === "Seq Scan" &&
+          (!n.Filter || n.Filter.includes("search @@") || n.Filter.includes("created_at")),
+      );
+      expect(scans.map((n) => [n.Filter ?? "every row", n["Actual Rows"], n["Actual Loops"]])).toEqual([]);
+      expect(onTable.some((n) => n["Node Type"] === "Bitmap Heap Scan")).toBe(true);
+    }
   });
 });
 

@@ -630,6 +630,34 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     expect(scoreOf(after)).toBeCloseTo(score({ cosine: 0.5 }), COSINE_DIGITS);
   });
 
+  it("time: a query naming a time brings the facts that became valid in it, however far their meaning and words", async () => {
+    const t = await tenant();
+    const question = "what did I do in May 2025?";
+    const q = fakeEmbedding(question, DIMS);
+    // More facts nearer the question than the vector search takes (depth ≥ 30), none in May 2025.
+    for (let i = 0; i < 40; i++) {
+      await t.fact("ds", {
+        predicate: "visited",
+        object: `town ${i}`,
+        embedding: near(q, 0.6, `t${i}`),
+        validAt: "2025-09-01",
+      });
+    }
+    const may = await t.fact("ds", {
+      predicate: "ran",
+      object: "a marathon",
+      embedding: near(q, 0.5, "m"),
+      validAt: "2025-05-18",
+    });
+    const body = await t.recall({ dataset: "ds", query: question, include: ["raw"] });
+    expect(body.facts?.[0]?.factId).toBe(may);
+    expect(body.facts?.[0]?.relevanceScore).toBeCloseTo(score({ cosine: 0.5, time: 1 }), COSINE_DIGITS);
+    // Without the time, it is not a candidate at all.
+    expect(
+      (await t.recall({ dataset: "ds", query: "what did I do?", include: ["raw"] })).facts?.map((f) => f.factId),
+    ).not.toContain(may);
+  });
+
   it("weights are project settings read in the statement: keywordWeight 0 leaves cosine alone", async () => {
     const t = await tenant();
     const q = fakeEmbedding("sailing lessons", DIMS);

@@ -5174,7 +5174,7 @@ export interface components {
                 /** @description Completed episodes of the dataset (at asOf, if given). */
                 episodeCount: number;
             } | null;
-            /** @description Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading. */
+            /** @description Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes or that repeat the text of one before them; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading. */
             messages: components["schemas"]["RecallMessage"][] | null;
         };
         RankedFact: components["schemas"]["Fact"] & {

@@ -761,7 +761,7 @@ class RecallResponse(TypedDict):
     episodes: Optional[RecallResponseEpisodes]
     """Null unless included (or if they could not be read); never rendered into context."""
     messages: Optional[List[RecallMessage]]
-    """Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading."""
+    """Null unless `include` has `messages`: the dataset's indexed messages (the user's; the assistant's where the project indexes them) that best match the query, best first, without those a returned fact quotes or that repeat the text of one before them; the most recent without a query; created at or before `asOf` when given. Rendered into `context` under their own heading."""
 
 
 class DatasetExportThreadsItemMessagesItem(TypedDict):
