@@ -124,11 +124,20 @@ export const VECTOR_SCAN_MAX = 2_000;
  * sort, so it sorts no vectors. Rows as nearestSql's: `select` and `distance`; `select` names an `id`.
  */
 export function exactNearestSql(s: Omit<NearestSearch, "scan"> & { newest: SQL }): SQL {
+  return sql`SELECT * FROM (${ownRowsSql(s)}) own ORDER BY distance, id LIMIT ${s.limit}`;
+}
+
+/**
+ * The rows exactNearestSql sorts: `select` and `distance` of at most VECTOR_SCAN_MAX + 1 rows
+ * `where` finds, newest first. For a caller that must count them itself (rows not counted apart:
+ * more than VECTOR_SCAN_MAX of them means the exact path would leave some out).
+ */
+export function ownRowsSql(s: Omit<NearestSearch, "scan" | "limit"> & { newest: SQL }): SQL {
   const D = sql.raw(String(s.dims));
   const distance = cosineDistanceSql(s.column, s.query, s.dims);
-  return sql`SELECT * FROM (SELECT ${s.select}, ${distance} AS distance FROM ${s.from}
+  return sql`SELECT ${s.select}, ${distance} AS distance FROM ${s.from}
       WHERE ${s.where} AND vector_dims(${s.column}) = ${D}
-      ORDER BY ${s.newest} DESC LIMIT ${sql.raw(String(VECTOR_SCAN_MAX + 1))}) own ORDER BY distance, id LIMIT ${s.limit}`;
+      ORDER BY ${s.newest} DESC LIMIT ${sql.raw(String(VECTOR_SCAN_MAX + 1))}`;
 }
 
 /**
@@ -158,6 +167,19 @@ export function nearestInDatasetSql(s: NearestSearch & { newest: SQL; hiddenWher
   return sql`(${exactNearestSql({ ...search, newest, where: sql`${s.where} AND ${small}` })})
     UNION ALL
     (${nearestSql({ ...search, scan, where: sql`${hiddenWhere} AND NOT ${small}` })})`;
+}
+
+/**
+ * At most VECTOR_SCAN_MAX rows match `where` (one dataset's, counted through its B-tree, at most
+ * one past the threshold read): for a search whose caller keeps no count of them, so that the
+ * exact path's LIMIT never leaves the nearest out. A dataset's entities are such rows: its facts
+ * are counted, and a dataset of 1,500 facts naming two or three entities each can hold more than
+ * 2,000 entities, of which the exact path would have scored the first 2,001 by name.
+ */
+export function rowsWithinScanMax(from: SQL, where: SQL): SQL {
+  const max = VECTOR_SCAN_MAX;
+  return sql`((SELECT count(*) FROM (SELECT 1 FROM ${from} WHERE ${where} LIMIT ${sql.raw(String(max + 1))}) own)
+    <= ${sql.raw(String(max))})`;
 }
 
 /** pgvector's default `hnsw.ef_search` and its maximum. */

@@ -9,6 +9,8 @@ import {
   cosineDistanceSql,
   datasetFilter,
   nearestInDatasetSql,
+  nearestSql,
+  ownRowsSql,
   searchLimitsFor,
   VECTOR_SCAN_MAX,
   vectorParam,
@@ -483,26 +485,43 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
  */
 function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): SQL {
   const { keyed: inDataset, hidden: inDatasetUnkeyed } = datasetFilter("e", r.projectId, r.dataset);
-  // The nearest entities by the path the dataset's size calls for (nearestInDatasetSql), as the
-  // facts' (its facts counted, kept exact by trigger: a dataset's entities grow with its facts and
-  // are not counted apart). Left to the plan's guess from the table's statistics, a large dataset's
-  // 20,000 entities were read whole beside many small datasets (25 ms), and a small one beside a
-  // few large ones walks the HNSW graph through the other tenants' entities.
+  // The nearest entities by the path the dataset's size calls for, as the facts': a small dataset
+  // (its facts' count, kept exact by trigger) scores its own entities (`e_own`, read once through
+  // its B-tree), unless they turn out more than VECTOR_SCAN_MAX (they are not counted apart: a
+  // dataset of 1,500 facts naming a few entities each can hold more, and the exact path would
+  // have left the rest out); any other dataset searches the HNSW index with its keys hidden.
+  // Left to the plan's guess from the table's statistics, a large dataset's 20,000 entities were
+  // read whole beside many small datasets (25 ms), and a small one beside a few large ones walks
+  // the HNSW graph through the other tenants' entities.
+  const ownEntities = near
+    ? sql`e_own AS MATERIALIZED (${ownRowsSql({
+        from: sql`${entities} e`,
+        column: sql`e.embedding`,
+        select: sql`e.id`,
+        where: sql`${inDataset} AND ${smallDataset}`,
+        // The name index's order within the dataset.
+        newest: sql`e.type`,
+        query: near.q,
+        dims: near.dims,
+      })}),
+    e_small AS (SELECT ${smallDataset} AND count(*) <= ${sql.raw(String(VECTOR_SCAN_MAX))} AS small FROM e_own),
+    `
+    : sql``;
   const nearest = near
     ? sql`UNION ALL
-          SELECT id, 1 - distance FROM (${nearestInDatasetSql({
-            from: sql`${entities} e`,
-            column: sql`e.embedding`,
-            select: sql`e.id`,
-            where: inDataset,
-            hiddenWhere: inDatasetUnkeyed,
-            // The name index's order within the dataset.
-            newest: sql`e.type`,
-            small: smallDataset,
-            query: near.q,
-            dims: near.dims,
-            limit: sql`(SELECT anchor_k FROM s)`,
-          })}) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
+          SELECT id, 1 - distance FROM (
+            (SELECT id, distance FROM e_own WHERE (SELECT small FROM e_small) ORDER BY distance, id
+              LIMIT (SELECT anchor_k FROM s))
+            UNION ALL
+            (${nearestSql({
+              from: sql`${entities} e`,
+              column: sql`e.embedding`,
+              select: sql`e.id`,
+              where: sql`${inDatasetUnkeyed} AND NOT (SELECT small FROM e_small)`,
+              query: near.q,
+              dims: near.dims,
+              limit: sql`(SELECT anchor_k FROM s)`,
+            })})) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
     : sql``;
   // MATERIALIZED: referenced once, `words` would be inlined and its regular expressions run again
   // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
@@ -512,7 +531,7 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
   // holds them (`|| ''`), so no plan can read the dataset's range of another index for them (one
   // that guessed a dataset small read a large one's 20,000 entities for each recall). Either way no
   // plan can hash the whole entity table, whatever the query's values.
-  return sql`words AS MATERIALIZED (
+  return sql`${ownEntities}words AS MATERIALIZED (
       SELECT regexp_split_to_array(btrim(regexp_replace(lower(${r.query ?? ""}), '[^[:alnum:]]+', ' ', 'g')), ' ') AS w),
     phrases AS (
       SELECT array_to_string(w[i : i + n], ' ') AS phrase

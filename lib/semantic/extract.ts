@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
-import { datasetFilter, nearestInDatasetSql, VECTOR_SCAN_MAX } from "../db/vectors";
+import { datasetFilter, nearestInDatasetSql, rowsWithinScanMax, VECTOR_SCAN_MAX } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import {
@@ -309,7 +309,8 @@ export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "pr
     hiddenWhere: sql`${hidden} AND e.type = eq.t`,
     // The name index's order within the dataset and type.
     newest: sql`lower(e.name)`,
-    small: smallDataset(episode),
+    // Entities are not counted apart from the facts: the type's own rows say (rowsWithinScanMax).
+    small: sql`(${smallDataset(episode)} AND ${rowsWithinScanMax(sql`${entities} e`, ofType)})`,
     query: sql`eq.v`,
     dims: deps.config.openai.embeddingDimensions,
     limit: sql`1`,

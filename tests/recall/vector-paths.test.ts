@@ -166,6 +166,24 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     expect(top?.signals.entity).toBeCloseTo(1, 2);
   });
 
+  it(`a dataset of at most ${VECTOR_SCAN_MAX} facts but more entities finds its nearest entity among all of them`, async () => {
+    // 40 facts naming 2,101 entities: the exact path would score the first 2,001 by type and
+    // name, and "Harbour Club", of a type that sorts last, was never among them.
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 40, () => "own");
+    await insertEntities(t.projectId, "own", VECTOR_SCAN_MAX + 100);
+    await svc.deps.db.execute(sql`UPDATE entities SET type = 'concept'
+      WHERE project_id = ${t.projectId} AND name = 'Harbour Club'`);
+    const r = {
+      ...lighthouseRecall(t.projectId, "own"),
+      query: "harbour",
+      vector: fakeEmbedding("harbour club", dims),
+    };
+    const top = (await retrieve(svc.deps, r)).facts?.[0];
+    expect(top?.object).toBe("a lighthouse");
+    expect(top?.signals.entity).toBeCloseTo(1, 2);
+  });
+
   it("extraction's search for duplicates and contradictions never reads a large dataset whole", async () => {
     // No statistics: the planner then guesses every dataset a few facts.
     const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
@@ -229,5 +247,20 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const own = await entityScans(found("own"));
     expect(own.map((n) => n.index)).not.toContain(vectorIndexName("entities", dims));
     for (const n of own) expect(n.read).toBeLessThanOrEqual(21 * 2);
+  });
+
+  it(`extraction's entity resolution in a dataset of at most ${VECTOR_SCAN_MAX} facts but more entities of a type finds any of them`, async () => {
+    const t = await newTenant(svc, `vp-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, 40, () => "own");
+    await insertEntities(t.projectId, "own", VECTOR_SCAN_MAX + 100);
+    // Embedded as "club 0", the name that sorts first: the last the exact path would have read.
+    const rows = rowsOf<{ id: string; sim: number; same_name: boolean }>(
+      await svc.deps.db.execute(sql`SELECT c.id, c.sim, c.same_name
+        FROM (SELECT 'The First'::text AS n, 'organization'::text AS t,
+          ${`[${fakeEmbedding("club 0", dims).join(",")}]`}::halfvec AS v) eq
+        CROSS JOIN LATERAL (${existingEntitySql(svc.deps, { project_id: t.projectId, dataset: "own" })}) c`),
+    );
+    expect(rows.map((r) => [r.id.replace(/^ent_vp_\w+?_/, ""), r.same_name])).toEqual([["0", false]]);
+    expect(rows[0]?.sim).toBeCloseTo(1, 3);
   });
 });
