@@ -17,7 +17,9 @@ const SignalScoresSchema = z
     factId: z.string(),
     vector: signal("Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode)."),
     keyword: signal("BM25 over the fact and its quote, divided by the best candidate's (0 to 1)."),
-    entity: signal("1 when the fact touches an entity the query names; an entity near the query gives its similarity."),
+    entity: signal(
+      "1 when the fact touches an entity the query names, or one named by the two facts holding its words best (a second hop); an entity near the query gives its similarity.",
+    ),
     time: signal("1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0."),
     fused: z.number().openapi({
       description: "The fact's score (relevanceScore): the signals times their weights (project settings), summed.",

@@ -220,6 +220,36 @@ describe("resolveEntities and factLinks", () => {
   });
 });
 
+describe("factLinks", () => {
+  const fact = (id: string, object: string, subject = "user") =>
+    ({ ...kept("knows_that", object, 0), id, subject, embedding: [] }) as Parameters<typeof factLinks>[0][number];
+  const idByName = new Map([
+    ["noor", "ent_noor"],
+    ["bosch", "ent_bosch"],
+    ["new york", "ent_ny"],
+    ["go", "ent_go"],
+    ["café zoë", "ent_cafe"],
+  ]);
+
+  it("links a fact to every entity its object or subject names, whole or as whole words within it", () => {
+    expect(factLinks([fact("f1", "Noor works at Bosch in New York")], idByName)).toEqual([
+      { factId: "f1", entityId: "ent_noor" },
+      { factId: "f1", entityId: "ent_bosch" },
+      { factId: "f1", entityId: "ent_ny" },
+    ]);
+    expect(factLinks([fact("f2", "Bosch", "Noor")], idByName).map((l) => l.entityId)).toEqual([
+      "ent_noor",
+      "ent_bosch",
+    ]);
+    expect(factLinks([fact("f3", "coffee at Café Zoë, daily")], idByName).map((l) => l.entityId)).toEqual(["ent_cafe"]);
+  });
+
+  it("never links a name found only inside a longer word, and once per entity", () => {
+    expect(factLinks([fact("f4", "going to Boschberg and Yorkshire")], idByName)).toEqual([]);
+    expect(factLinks([fact("f5", "Noor and noor again")], idByName)).toEqual([{ factId: "f5", entityId: "ent_noor" }]);
+  });
+});
+
 describe("the report", () => {
   const subjects = ["user", "I", "me", "The user", "Ana", "sister", "", "  "];
   const quotes = ["I live in Lisbon", "i work at 'acme' corp", "made up", ""];

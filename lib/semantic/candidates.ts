@@ -263,12 +263,22 @@ export function resolveEntities(
   return { idByName, rows };
 }
 
-/** A link from each accepted fact to the entity its object or subject names. */
+/** Text as whole words: lower case, every run of other characters one space, padded. */
+const words = (s: string) => {
+  const text = normalise(s).replace(/[^\p{L}\p{N}]+/gu, " ").trim();
+  return ` ${text} `;
+};
+
+/**
+ * A link from each accepted fact to every entity of the extraction its object or subject names,
+ * as all of it ("Lisbon") or as whole words within it ("Noor works at Bosch in Denver": Noor,
+ * Bosch and Denver), so a question about one of them finds the fact.
+ */
 export function factLinks(accepted: readonly NewFact[], idByName: ReadonlyMap<string, string>) {
-  return accepted.flatMap((f) =>
-    [f.object, f.subject]
-      .map((name) => idByName.get(normalise(name)))
-      .filter((id): id is string => Boolean(id))
-      .map((entityId) => ({ factId: f.id, entityId })),
-  );
+  const named = [...idByName].map(([name, id]) => ({ id, words: words(name) })).filter((e) => e.words.trim());
+  return accepted.flatMap((f) => {
+    const text = `${words(f.object)}${words(f.subject)}`;
+    const ids = new Set(named.filter((e) => text.includes(e.words)).map((e) => e.id));
+    return [...ids].map((entityId) => ({ factId: f.id, entityId }));
+  });
 }

@@ -658,6 +658,47 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     ).not.toContain(may);
   });
 
+  it("entity, second hop: the entities of the facts holding the query's words boost the facts touching them", async () => {
+    const t = await tenant();
+    const question = "Which city is my brother based in?";
+    const q = fakeEmbedding(question, DIMS);
+    // No embeddings: neither is an entity near the query; only the hop can point at them.
+    for (const name of ["Anna", "Noor"]) await t.entity("ds", name, "PERSON", null);
+    await t.fact("ds", {
+      predicate: "has_brother",
+      object: "Anna",
+      sourceQuote: "my brother Anna is staying with us",
+      embedding: near(q, 0.2, "b"),
+      entities: ["Anna"],
+    });
+    await t.fact("ds", {
+      predicate: "has_sister",
+      object: "Noor",
+      sourceQuote: "my sister Noor is staying with us",
+      embedding: near(q, 0.2, "s"),
+      entities: ["Noor"],
+    });
+    const anna = await t.fact("ds", {
+      predicate: "knows_that",
+      object: "Anna works at Heineken in Edinburgh",
+      embedding: near(q, 0.5, "a"),
+      entities: ["Anna"],
+    });
+    const noor = await t.fact("ds", {
+      predicate: "knows_that",
+      object: "Noor works at Bosch in Denver",
+      embedding: near(q, 0.55, "n"),
+      entities: ["Noor"],
+    });
+    const body = await t.recall({ dataset: "ds", query: question, include: ["raw"] });
+    const ranked = body.facts?.map((f) => f.factId) ?? [];
+    expect(ranked.indexOf(anna)).toBeGreaterThanOrEqual(0);
+    expect(ranked.indexOf(anna)).toBeLessThan(ranked.indexOf(noor));
+    const scoreOf = (id: string) => body.facts?.find((f) => f.factId === id)?.relevanceScore;
+    expect(scoreOf(anna)).toBeCloseTo(score({ cosine: 0.5, entity: 1 }), COSINE_DIGITS);
+    expect(scoreOf(noor)).toBeCloseTo(score({ cosine: 0.55 }), COSINE_DIGITS);
+  });
+
   it("weights are project settings read in the statement: keywordWeight 0 leaves cosine alone", async () => {
     const t = await tenant();
     const q = fakeEmbedding("sailing lessons", DIMS);

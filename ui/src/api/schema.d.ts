@@ -5271,7 +5271,7 @@ export interface components {
             vector: number | null;
             /** @description BM25 over the fact and its quote, divided by the best candidate's (0 to 1). */
             keyword: number | null;
-            /** @description 1 when the fact touches an entity the query names; an entity near the query gives its similarity. */
+            /** @description 1 when the fact touches an entity the query names, or one named by the two facts holding its words best (a second hop); an entity near the query gives its similarity. */
             entity: number | null;
             /** @description 1 when the fact became valid in the time the query names, 0.5 when it was valid then, else 0. */
             time: number | null;
