@@ -265,7 +265,9 @@ export function resolveEntities(
 
 /** Text as whole words: lower case, every run of other characters one space, padded. */
 const words = (s: string) => {
-  const text = normalise(s).replace(/[^\p{L}\p{N}]+/gu, " ").trim();
+  const text = normalise(s)
+    .replace(/[^\p{L}\p{N}]+/gu, " ")
+    .trim();
   return ` ${text} `;
 };
 
