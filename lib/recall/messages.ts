@@ -88,7 +88,8 @@ export interface MessageSearch {
  * quote, see blockMessages). With a query: candidates by keyword (BM25 over message_terms, like
  * facts; a term held by more than KEYWORD_PER_TERM messages brings as many as the vector signal
  * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
- * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), scored as facts are:
+ * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), and when the query
+ * names a time, the messages written in it; scored as facts are:
  * cosine + keyword (divided by the best candidate's) + time term.
  * Without: the most recent, each scored 1.
  */
