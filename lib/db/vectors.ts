@@ -155,16 +155,27 @@ export function datasetFilter(alias: string, projectId: ProjectRef, dataset: str
 }
 
 /**
- * A dataset's nearest rows by the path its size calls for, in one statement: exactNearestSql when
+ * The rows of a dataset's exact path: those `where` finds, newest first (exactNearestSql), or,
+ * from a caller that had to read and count them to decide `small` (rows not counted apart), those
+ * rows as it read them (`own`: ownRowsSql's columns, e.g. a MATERIALIZED CTE's).
+ */
+type ExactRows = { newest: SQL } | { own: SQL };
+
+/**
+ * A dataset's nearest rows by the path its size calls for, in one statement: the exact path when
  * `small` (a condition evaluated once) holds, the HNSW search (nearestSql) otherwise; the branch
  * not taken is cut by a one-time filter before it reads anything. `where` names the dataset by its
  * B-tree's keys; `hiddenWhere` is the same filter with those keys hidden (datasetFilter), so that the
  * HNSW search cannot take the B-tree, whatever the plan guessed of the dataset's size: for a
  * large one it would read and sort every row.
  */
-export function nearestInDatasetSql(s: NearestSearch & { newest: SQL; hiddenWhere: SQL; small: SQL }): SQL {
-  const { newest, hiddenWhere, small, scan, ...search } = s;
-  return sql`(${exactNearestSql({ ...search, newest, where: sql`${s.where} AND ${small}` })})
+export function nearestInDatasetSql(s: NearestSearch & ExactRows & { hiddenWhere: SQL; small: SQL }): SQL {
+  const { hiddenWhere, small, scan, ...search } = s;
+  const exact =
+    "own" in s
+      ? sql`SELECT * FROM (${s.own}) own WHERE ${small} ORDER BY distance, id LIMIT ${s.limit}`
+      : exactNearestSql({ ...search, newest: s.newest, where: sql`${s.where} AND ${small}` });
+  return sql`(${exact})
     UNION ALL
     (${nearestSql({ ...search, scan, where: sql`${hiddenWhere} AND NOT ${small}` })})`;
 }

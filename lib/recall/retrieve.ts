@@ -9,7 +9,6 @@ import {
   cosineDistanceSql,
   datasetFilter,
   nearestInDatasetSql,
-  nearestSql,
   ownRowsSql,
   searchLimitsFor,
   VECTOR_SCAN_MAX,
@@ -528,19 +527,18 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
     : sql``;
   const nearest = near
     ? sql`UNION ALL
-          SELECT id, 1 - distance FROM (
-            (SELECT id, distance FROM e_own WHERE (SELECT small FROM e_small) ORDER BY distance, id
-              LIMIT (SELECT anchor_k FROM s))
-            UNION ALL
-            (${nearestSql({
-              from: sql`${entities} e`,
-              column: sql`e.embedding`,
-              select: sql`e.id`,
-              where: sql`${inDatasetUnkeyed} AND NOT (SELECT small FROM e_small)`,
-              query: near.q,
-              dims: near.dims,
-              limit: sql`(SELECT anchor_k FROM s)`,
-            })})) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
+          SELECT id, 1 - distance FROM (${nearestInDatasetSql({
+            from: sql`${entities} e`,
+            column: sql`e.embedding`,
+            select: sql`e.id`,
+            where: inDataset,
+            hiddenWhere: inDatasetUnkeyed,
+            own: sql`SELECT * FROM e_own`,
+            small: sql`(SELECT small FROM e_small)`,
+            query: near.q,
+            dims: near.dims,
+            limit: sql`(SELECT anchor_k FROM s)`,
+          })}) near WHERE 1 - distance >= (SELECT anchor_min FROM s)`
     : sql``;
   // MATERIALIZED: referenced once, `words` would be inlined and its regular expressions run again
   // for every (start, length) pair of `phrases` (~60 times; a third of the statement at 10k facts).
