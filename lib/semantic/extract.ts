@@ -309,8 +309,8 @@ export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "pr
     hiddenWhere: sql`${hidden} AND e.type = eq.t`,
     // The name index's order within the dataset and type.
     newest: sql`lower(e.name)`,
-    // Entities are not counted apart from the facts: the type's own rows say (rowsWithinScanMax).
-    small: sql`(${smallDataset(episode)} AND ${rowsWithinScanMax(sql`${entities} e`, ofType)})`,
+    // Decided once per new entity (`sz`), not in each of the two paths.
+    small: sql`sz.small`,
     query: sql`eq.v`,
     dims: deps.config.openai.embeddingDimensions,
     limit: sql`1`,
@@ -320,7 +320,11 @@ export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "pr
       SELECT e.id, true AS same_name, 1.0::float8 AS sim FROM ${entities} e
       WHERE ${ofType} AND lower(e.name) = lower(eq.n)
       UNION ALL
-      SELECT near.id, false, 1 - near.distance FROM (${nearest}) near) c
+      SELECT near.id, false, 1 - near.distance
+      -- Entities are not counted apart from the facts: the type's own rows say (rowsWithinScanMax).
+      -- OFFSET 0: not pulled up, so its condition is not copied into both paths and run twice.
+      FROM (SELECT ${smallDataset(episode)} AND ${rowsWithinScanMax(sql`${entities} e`, ofType)} AS small OFFSET 0) sz
+      CROSS JOIN LATERAL (${nearest}) near) c
     ORDER BY same_name DESC, sim DESC LIMIT 1`;
 }
 

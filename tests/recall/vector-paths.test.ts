@@ -247,6 +247,8 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const own = await entityScans(found("own"));
     expect(own.map((n) => n.index)).not.toContain(vectorIndexName("entities", dims));
     for (const n of own) expect(n.read).toBeLessThanOrEqual(21 * 2);
+    // Per new entity, its type's rows counted once and read once (the name lookup: 1 row).
+    expect(own.reduce((sum, n) => sum + n.read, 0)).toBeLessThanOrEqual(1 + 2 * 21 * 2);
   });
 
   it(`extraction's entity resolution in a dataset of at most ${VECTOR_SCAN_MAX} facts but more entities of a type finds any of them`, async () => {
