@@ -21,7 +21,7 @@ import {
   termCtes,
   termQuery,
 } from "./keyword";
-import type { TimeRange } from "./time-range";
+import { inTimeRangeSql, type TimeRange } from "./time-range";
 
 /**
  * The messages' HNSW candidate list grows with the dataset as the facts' does (efSearchFor), but
@@ -198,9 +198,7 @@ function messageTimeTerm(time: TimeRange | null | undefined): SQL {
 }
 
 /** The message (alias `ms`) was written in the named time. */
-function writtenIn(time: TimeRange): SQL {
-  return sql`ms.created_at >= ${time.from.toISOString()}::timestamptz AND ms.created_at < ${time.to.toISOString()}::timestamptz`;
-}
+const writtenIn = (time: TimeRange) => inTimeRangeSql(sql`ms.created_at`, time);
 
 /** The statement's `messages` column: m_top's messages with their rows, best first. */
 export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(

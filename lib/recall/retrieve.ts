@@ -23,7 +23,7 @@ import { budgetSpentSql } from "../usage/budget";
 import type { RankedFact } from "./context";
 import { bm25Of, FACT_TERMS, keywordCandidatesSql, matchesWithoutIndex, termCtes, termQuery } from "./keyword";
 import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
-import type { TimeRange } from "./time-range";
+import { inTimeRangeSql, type TimeRange, timeBoundsSql } from "./time-range";
 
 /**
  * How facts are ranked (see docs/ranking.md):
@@ -565,21 +565,13 @@ function anchorCtes(r: Retrieval, near: { q: SQL; dims: number } | undefined): S
 /** 1 when the fact became valid in the named time, 0.5 when it was valid during it, else 0. */
 function timeTerm(time: TimeRange | null | undefined): SQL {
   if (!time) return sql`0`;
-  const { from, to } = timeBounds(time);
+  const { from, to } = timeBoundsSql(time);
   return sql`CASE WHEN ${becameValidIn(time)} THEN 1
       WHEN f.valid_at < ${to} AND coalesce(f.valid_until, 'infinity') > ${from} THEN 0.5 ELSE 0 END`;
 }
 
-const timeBounds = (time: TimeRange) => ({
-  from: sql`${time.from.toISOString()}::timestamptz`,
-  to: sql`${time.to.toISOString()}::timestamptz`,
-});
-
 /** The fact (alias `f`) became valid in the named time. */
-function becameValidIn(time: TimeRange): SQL {
-  const { from, to } = timeBounds(time);
-  return sql`f.valid_at >= ${from} AND f.valid_at < ${to}`;
-}
+const becameValidIn = (time: TimeRange) => inTimeRangeSql(sql`f.valid_at`, time);
 
 /**
  * The best `fetch_lim` facts by score (ties: newest, then id), each with its group (the strongest

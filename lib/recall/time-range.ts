@@ -1,3 +1,5 @@
+import { type SQL, sql } from "drizzle-orm";
+
 /**
  * The time a query names, as a half-open UTC interval [from, to): "in May 2023", "2023",
  * "May 5, 2023", "2023-05-05", "last week", "yesterday", "last summer", "3 months ago",
@@ -131,6 +133,18 @@ function bounded(fromYear: number | null, toYear: number | null): TimeRange | nu
   const y = fromYear ?? toYear ?? 0;
   if (!plausibleYear(y)) return null;
   return { from: fromYear === null ? BEGINNING : utc(fromYear, 0), to: toYear === null ? END : utc(toYear, 0) };
+}
+
+/** The range's bounds as SQL timestamps. */
+export const timeBoundsSql = (time: TimeRange) => ({
+  from: sql`${time.from.toISOString()}::timestamptz`,
+  to: sql`${time.to.toISOString()}::timestamptz`,
+});
+
+/** `column` (a timestamp) lies in the range: from inclusive, to exclusive. */
+export function inTimeRangeSql(column: SQL, time: TimeRange): SQL {
+  const { from, to } = timeBoundsSql(time);
+  return sql`${column} >= ${from} AND ${column} < ${to}`;
 }
 
 /** "3 weeks ago": that unit of time, counted back from now (a week ago: the 7 days around it). */
