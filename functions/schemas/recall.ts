@@ -12,7 +12,7 @@ const { semantic: defaults } = DEFAULT_SETTINGS;
 export const RankedFactSchema = FactSchema.extend({
   relevanceScore: z.number().openapi({
     description:
-      "The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query.",
+      "The fused score: cosine + keyword (BM25 over the larger of the best candidate's and that of two words no other fact holds) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query.",
   }),
 }).openapi("RankedFact");
 

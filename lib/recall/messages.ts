@@ -16,6 +16,7 @@ import { oneLine } from "./context";
 import {
   bm25Of,
   keywordCandidatesSql,
+  keywordSignalSql,
   keywordTermBringsCandidates,
   MESSAGE_TERMS,
   termCtes,
@@ -57,7 +58,7 @@ export interface RecalledMessage {
 /**
  * How a message scored, each signal before its weight (the dashboard's playground shows them;
  * /v1 does not): cosine (null until the message is embedded, or without a query vector), keyword
- * (BM25 divided by the best candidate's) and the time term. All null without a query.
+ * (keywordSignalSql) and the time term. All null without a query.
  */
 export interface MessageSignals {
   vector: number | null;
@@ -90,7 +91,7 @@ export interface MessageSearch {
  * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
  * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), and when the query
  * names a time, the messages written in it; scored as facts are:
- * cosine + keyword (divided by the best candidate's) + time term.
+ * cosine + keyword (keywordSignalSql) + time term.
  * Without: the most recent, each scored 1.
  */
 export function messageCtes(m: MessageSearch): SQL[] {
@@ -185,7 +186,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
     sql`m_top AS (
       SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + time_weight * time_match AS score,
         vector, keyword, time_match
-      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword FROM m_scored) x CROSS JOIN s
+      FROM (SELECT *, ${sql.raw(keywordSignalSql(MESSAGE_TERMS))} AS keyword FROM m_scored) x CROSS JOIN s
       ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
   );
   return ctes;

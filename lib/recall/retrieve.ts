@@ -21,7 +21,15 @@ import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
 import { budgetSpentSql } from "../usage/budget";
 import type { RankedFact } from "./context";
-import { bm25Of, FACT_TERMS, keywordCandidatesSql, matchesWithoutIndex, termCtes, termQuery } from "./keyword";
+import {
+  bm25Of,
+  FACT_TERMS,
+  keywordCandidatesSql,
+  keywordSignalSql,
+  matchesWithoutIndex,
+  termCtes,
+  termQuery,
+} from "./keyword";
 import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
 import { inTimeRangeSql, type TimeRange, timeBoundsSql } from "./time-range";
 
@@ -61,7 +69,7 @@ export interface Retrieval {
 
 /**
  * Each signal's value for a fact, before its weight: cosine similarity to the query, the keyword
- * score (BM25 divided by the best candidate's), the entity boost (1 for an entity the query
+ * score (keywordSignalSql), the entity boost (1 for an entity the query
  * names, the similarity of an entity near the query) and the time term (1 when the fact became
  * valid in the time the query names, 0.5 when it was valid then). Null: the signal did not run.
  */
@@ -401,13 +409,13 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
       LEFT JOIN LATERAL (SELECT max(a.strength) AS strength FROM ${factEntities} fe JOIN anchor a ON a.id = fe.entity_id
         WHERE fe.fact_id = f.id) a ON true
       WHERE ${scope.eligibleUnkeyed})`;
-  // The keyword score is divided by the best candidate's, so its weight means the same whatever
-  // the query's length and rarity; cosine is used as it is (it already lies in [-1, 1]).
+  // The keyword score lies in [0, 1] whatever the query's length and rarity (keywordSignalSql);
+  // cosine is used as it is (it already lies in [-1, 1]).
   const fused = sql.raw(`${HOP_CTE},
     fused AS (
       SELECT *, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
         + time_weight * time_match AS score
-      FROM (SELECT *, coalesce(bm25 / NULLIF(max(bm25) OVER (), 0), 0) AS keyword,
+      FROM (SELECT *, ${keywordSignalSql(FACT_TERMS)} AS keyword,
           GREATEST(anchored, CASE WHEN EXISTS (SELECT 1 FROM fact_entities fe JOIN hop h ON h.id = fe.entity_id
             WHERE fe.fact_id = scored.id) THEN ${HOP_STRENGTH} ELSE 0 END)::float8 AS entity
         FROM scored) x CROSS JOIN s)`);

@@ -103,7 +103,7 @@ const semanticShape = {
   anchorVectorTopK: integerIn(1, 10).describe("Entities nearest the query that may anchor recall."),
   vectorWeight: numberIn(0, 10).describe("Weight of the query's cosine similarity in a fact's recall score."),
   keywordWeight: numberIn(0, 10).describe(
-    "Weight of the keyword score (BM25 over the fact and its quote, divided by the best candidate's) in a fact's recall score.",
+    "Weight of the keyword score (BM25 over the fact and its quote, divided by the larger of the best candidate's and that of two words no other fact holds) in a fact's recall score.",
   ),
   entityWeight: numberIn(0, 10).describe(
     "Boost for a fact touching an entity named in the query (times the similarity for an entity near the query).",

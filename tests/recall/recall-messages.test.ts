@@ -233,15 +233,43 @@ describe("the response", () => {
     expect(one.messages?.[0].relevanceScore).toBeGreaterThan(0);
   });
 
+  it("gives a message matching one common word of the query less than a full keyword match", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const weekend: string[] = [];
+    for (let i = 0; i < 5; i++) weekend.push(await t.say(th, `My cousin number ${i} comes over most weekends`));
+    for (let i = 0; i < 15; i++) await t.say(th, `I read a good book, note ${i}`);
+    await t.embed();
+    const query = "How do I stay active at weekends?";
+    const { messages } = await retrieve(svc.deps, {
+      projectId: t.projectId,
+      dataset: t.dataset,
+      mode: "hybrid",
+      query,
+      vector: fakeEmbedding(byConcept(query), svc.deps.config.openai.embeddingDimensions),
+      facts: true,
+      episodes: false,
+      messages: true,
+    });
+    const matched = (messages ?? []).filter((m) => weekend.includes(m.messageId));
+    expect(matched.length).toBeGreaterThan(0);
+    // Divided by the best candidate's BM25 alone, each had 1 (KEYWORD_FULL_MATCH_WORDS).
+    for (const m of matched) {
+      expect(m.signals.keyword).toBeGreaterThan(0);
+      expect(m.signals.keyword).toBeLessThan(0.5);
+    }
+  });
+
   it("scores a message by its cosine whichever signal brought it, past the vector search's depth", async () => {
     const t = await tenant();
     const th = await t.thread();
     // More embedded messages than the vector search takes (depth ≥ 30), all nearer the question
     // than the one found by its rare word alone.
     for (let i = 0; i < 50; i++) await t.say(th, `I live in the city I moved to, note ${i}`);
-    const rare = await t.say(th, "A zebra ate my lunch yesterday at noon");
+    // Two words no other message holds: a full keyword match (KEYWORD_FULL_MATCH_WORDS).
+    const rare = await t.say(th, "A zebra and a giraffe ate my lunch yesterday at noon");
     await t.embed();
-    const query = "Which city do I reside in, zebra?";
+    const query = "Which city do I reside in, zebra or giraffe?";
     const dims = svc.deps.config.openai.embeddingDimensions;
     const vector = fakeEmbedding(byConcept(query), dims);
     const cosines = rowsOf<{ id: string; cosine: number }>(

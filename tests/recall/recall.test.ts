@@ -5,12 +5,14 @@ import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
 import { newId } from "../../lib/ids";
 import { deleteProject } from "../../lib/projects";
+import { KEYWORD_FULL_MATCH_WORDS } from "../../lib/recall/keyword";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeRerank, startFakeRerank } from "../helpers/fake-rerank";
+import { keywordSignals } from "../helpers/keyword-oracle";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 /**
@@ -105,6 +107,12 @@ async function tenant() {
       const text = await res.text();
       expect(res.status, text).toBe(status);
       return JSON.parse(text) as Recall;
+    },
+    /** The keyword signal of each fact of `r` (tests/helpers/keyword-oracle.ts), in its order. */
+    async keywords(dataset: string, query: string, r: Recall) {
+      const ids = (r.facts ?? []).map((f) => f.factId);
+      const signals = await keywordSignals(svc.deps, { projectId: t.projectId, dataset }, query, ids);
+      return ids.map((id) => signals.get(id) ?? 0);
     },
     /** An entity with the embedding of its name (or the one given). */
     async entity(dataset: string, name: string, type = "ORG", embedding: number[] | null = fakeEmbedding(name, DIMS)) {
@@ -267,9 +275,13 @@ describe("ranking", () => {
     const t = await tenant();
     await t.fact("ds", { predicate: "speaks", object: "Portuguese", embedding: null });
     await t.fact("ds", { predicate: "owns", object: "a bicycle", embedding: null });
-    const body = await t.recall({ dataset: "ds", query: "Which languages does the user speak?", include: ["raw"] });
+    const query = "Which languages does the user speak?";
+    const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
     expect(objects(body)).toEqual(["Portuguese"]);
-    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
+    // One word no other fact holds, the fact of average length: half a full match.
+    const [keyword] = await t.keywords("ds", query, body);
+    expect(keyword).toBeCloseTo(1 / KEYWORD_FULL_MATCH_WORDS, 12);
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword }), 12);
   });
 
   it("anchor alone: an entity named in the query brings every fact touching it", async () => {
@@ -343,7 +355,9 @@ describe("ranking", () => {
     const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
     expect(objects(body)).toEqual(["hiking", "someone", "the seaside"]);
     const scores = body.facts?.map((f) => f.relevanceScore) ?? [];
-    expect(scores[0]).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), COSINE_DIGITS);
+    const [keyword] = await t.keywords("ds", query, body);
+    expect(keyword).toBeGreaterThan(0);
+    expect(scores[0]).toBeCloseTo(score({ cosine: 0.95, keyword }), COSINE_DIGITS);
     expect(scores[1]).toBeCloseTo(score({ cosine: 0.9, entity: 1 }), COSINE_DIGITS);
     expect(scores[2]).toBeCloseTo(score({ cosine: 0.99 }), COSINE_DIGITS);
     // Groups: the anchored fact under its anchor, the others under the subject; by best score.
@@ -357,7 +371,7 @@ describe("ranking", () => {
       expect.stringContaining("likes the seaside"),
       expect.stringContaining("is married to someone"),
     ]);
-    expect(body.groups?.[0].groupRelevance).toBeCloseTo(score({ cosine: 0.95, keyword: 1 }), COSINE_DIGITS);
+    expect(body.groups?.[0].groupRelevance).toBeCloseTo(score({ cosine: 0.95, keyword }), COSINE_DIGITS);
   });
 
   it("groups by the strongest anchor a fact touches, and lists the entities the block's facts touch", async () => {
@@ -473,8 +487,10 @@ describe("asOf", () => {
     expect(fake.embeddingCalls()).toHaveLength(1);
     const q = fakeEmbedding("trip", DIMS);
     expect(objects(body)).toEqual(["a trip", "Lisbon"]);
+    const [keyword] = await t.keywords("ds", "trip", body);
+    expect(keyword).toBeGreaterThan(0);
     expect(body.facts?.[0].relevanceScore).toBeCloseTo(
-      score({ cosine: cosineOf(q, fakeEmbedding("user plans a trip", DIMS)), keyword: 1 }),
+      score({ cosine: cosineOf(q, fakeEmbedding("user plans a trip", DIMS)), keyword }),
       COSINE_DIGITS,
     );
     expect(body.facts?.[1].relevanceScore).toBeCloseTo(
@@ -571,19 +587,59 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
       embedding: null,
       sourceQuote: "I finally bought a burr grinder for matcha",
     });
-    const body = await t.recall({ dataset: "ds", query: "coffee or matcha?", include: ["raw"] });
+    const query = "coffee or matcha?";
+    const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
     // "matcha" is in one fact of five (and only in its quote), "coffee" in four: the rare word wins.
     expect(objects(body)[0]).toBe("a grinder");
-    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
     expect(objects(body).slice(1).sort()).toEqual([
       "coffee: cortado",
       "coffee: espresso",
       "coffee: latte",
       "coffee: mocha",
     ]);
-    for (const f of body.facts?.slice(1) ?? []) {
-      expect(f.relevanceScore).toBeGreaterThan(0);
-      expect(f.relevanceScore).toBeLessThan(score({ keyword: 0.5 }));
+    const keywords = await t.keywords("ds", query, body);
+    for (const [i, f] of (body.facts ?? []).entries()) {
+      expect(f.relevanceScore).toBeCloseTo(score({ keyword: keywords[i] }), 12);
+    }
+    for (const k of keywords.slice(1)) {
+      expect(k).toBeGreaterThan(0);
+      expect(k).toBeLessThan(keywords[0] / 2);
+    }
+  });
+
+  it("keyword: a match on one common word alone is not a full match, so the fact nearest by meaning keeps its place", async () => {
+    const t = await tenant();
+    const query = "How do I stay active at weekends?";
+    const q = fakeEmbedding(query, DIMS);
+    // The fact the question means shares no word with it; five others hold "weekend" (a word of a
+    // quarter of the dataset), far from it by meaning; fifteen more hold neither.
+    const squash = await t.fact("ds", {
+      predicate: "plays",
+      object: "squash",
+      sourceQuote: "I play squash every Saturday",
+      embedding: near(q, 0.4, "squash"),
+    });
+    for (const name of ["Anna", "Oskar", "Marco", "Noor", "Leila"]) {
+      await t.fact("ds", {
+        predicate: "visits",
+        object: name,
+        sourceQuote: `${name} comes over most weekends`,
+        embedding: near(q, 0.1, name),
+      });
+    }
+    for (let i = 0; i < 15; i++) {
+      await t.fact("ds", { predicate: "owns", object: `book ${i}`, embedding: near(q, 0.05, `book ${i}`) });
+    }
+    const body = await t.recall({ dataset: "ds", query, include: ["raw"], limit: 3 });
+    expect(body.facts?.[0].factId).toBe(squash);
+    const keywords = await t.keywords("ds", query, body);
+    // Divided by the best candidate's BM25 alone, each "weekend" fact had 1: 0.5 + 0.1 over 0.4.
+    for (const k of keywords.slice(1)) {
+      expect(k).toBeGreaterThan(0);
+      expect(k).toBeLessThan(0.5);
+    }
+    for (const [i, f] of (body.facts ?? []).entries()) {
+      expect(f.relevanceScore).toBeCloseTo(score({ cosine: i === 0 ? 0.4 : 0.1, keyword: keywords[i] }), COSINE_DIGITS);
     }
   });
 
@@ -598,7 +654,11 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     // A rarer word of the query brings its facts, and the common one adds to their score.
     const body = await t.recall({ dataset: "ds", query: "matcha coffee", include: ["raw"] });
     expect(body.facts?.map((f) => f.factId)).toEqual([matcha]);
-    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword: 1 }), 12);
+    const [keyword] = await t.keywords("ds", "matcha coffee", body);
+    // A word no other fact holds and one nearly all hold: more than half a full match, not a full one.
+    expect(keyword).toBeGreaterThan(1 / KEYWORD_FULL_MATCH_WORDS);
+    expect(keyword).toBeLessThan(1);
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword }), 12);
   });
 
   it("time: a query naming a time lifts the facts that became valid in it, and those valid during it half as much", async () => {
@@ -817,7 +877,10 @@ describe("degradation (rule 6)", () => {
     const body = await t.recall({ dataset: "ds", query: "sailing trips", include: ["raw"] });
     // The keyword match first; the newest facts follow, scoring 0 (no cosine without an embedding).
     expect(objects(body)).toEqual(["sailing", "poetry"]);
-    expect(body.facts?.map((f) => f.relevanceScore)).toEqual([score({ keyword: 1 }), 0]);
+    const [keyword] = await t.keywords("ds", "sailing trips", body);
+    expect(keyword).toBeGreaterThan(0);
+    expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword }), 12);
+    expect(body.facts?.[1].relevanceScore).toBe(0);
     // A failed embedding is not cached: the next call embeds again.
     await t.recall({ dataset: "ds", query: "sailing trips" });
     expect(fake.embeddingCalls()).toHaveLength(2);

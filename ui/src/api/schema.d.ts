@@ -678,7 +678,7 @@ export interface paths {
                             anchorVectorTopK?: number;
                             /** @description Weight of the query's cosine similarity in a fact's recall score. */
                             vectorWeight?: number;
-                            /** @description Weight of the keyword score (BM25 over the fact and its quote, divided by the best candidate's) in a fact's recall score. */
+                            /** @description Weight of the keyword score (BM25 over the fact and its quote, divided by the larger of the best candidate's and that of two words no other fact holds) in a fact's recall score. */
                             keywordWeight?: number;
                             /** @description Boost for a fact touching an entity named in the query (times the similarity for an entity near the query). */
                             entityWeight?: number;
@@ -5178,7 +5178,7 @@ export interface components {
             messages: components["schemas"]["RecallMessage"][] | null;
         };
         RankedFact: components["schemas"]["Fact"] & {
-            /** @description The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
+            /** @description The fused score: cosine + keyword (BM25 over the larger of the best candidate's and that of two words no other fact holds) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
             relevanceScore?: number;
         };
         Fact: {
@@ -5238,7 +5238,7 @@ export interface components {
                  * @description End of validity in the world, when known; null if open.
                  */
                 validUntil: string | null;
-                /** @description The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
+                /** @description The fused score: cosine + keyword (BM25 over the larger of the best candidate's and that of two words no other fact holds) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query. */
                 relevanceScore: number;
             }[];
             /** @description The best relevanceScore in the group; groups are in its order. */
@@ -5269,7 +5269,7 @@ export interface components {
             factId: string;
             /** @description Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode). */
             vector: number | null;
-            /** @description BM25 over the fact and its quote, divided by the best candidate's (0 to 1). */
+            /** @description BM25 over the fact and its quote, divided by the larger of the best candidate's and that of two words no other fact holds (0 to 1). */
             keyword: number | null;
             /** @description 1 when the fact touches an entity the query names, or one named by the two facts holding its words best (a second hop); an entity near the query gives its similarity. */
             entity: number | null;
@@ -5283,7 +5283,7 @@ export interface components {
             messageId: string;
             /** @description Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query. */
             vector: number | null;
-            /** @description BM25 over the message, divided by the best candidate's (0 to 1); null without a query. */
+            /** @description BM25 over the message, divided by the larger of the best candidate's and that of two words no other message holds (0 to 1); null without a query. */
             keyword: number | null;
             /** @description 1 when the message was written in the time the query names, else 0; null without a query. */
             time: number | null;

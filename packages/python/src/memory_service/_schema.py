@@ -686,7 +686,7 @@ class RankedFact(TypedDict):
     episodeId: Optional[str]
     """The episode the fact was extracted from (null if it has none)."""
     relevanceScore: float
-    """The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query."""
+    """The fused score: cosine + keyword (BM25 over the larger of the best candidate's and that of two words no other fact holds) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query."""
 
 
 class FactGroupFactsItem(TypedDict):
@@ -703,7 +703,7 @@ class FactGroupFactsItem(TypedDict):
     validUntil: Optional[str]
     """End of validity in the world, when known; null if open."""
     relevanceScore: float
-    """The fused score: cosine + keyword (BM25, normalised by the best candidate's) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query."""
+    """The fused score: cosine + keyword (BM25 over the larger of the best candidate's and that of two words no other fact holds) + entity boost + time term, each times its project setting's weight (docs/api-notes.md, Recall ranking); comparable only within one response; 1 without a query."""
 
 
 class FactGroup(TypedDict):
