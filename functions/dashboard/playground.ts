@@ -16,7 +16,9 @@ const SignalScoresSchema = z
   .object({
     factId: z.string(),
     vector: signal("Cosine similarity of the fact and the query; null without an embedding (keyword and recent mode)."),
-    keyword: signal("BM25 over the fact and its quote, divided by the larger of the best candidate's and that of two words no other fact holds (0 to 1)."),
+    keyword: signal(
+      "BM25 over the fact and its quote, divided by the larger of the best candidate's and that of two words no other fact holds (0 to 1).",
+    ),
     entity: signal(
       "1 when the fact touches an entity the query names, or one named by the two facts holding its words best (a second hop); an entity near the query gives its similarity.",
     ),
@@ -35,7 +37,9 @@ const MessageSignalScoresSchema = z
     vector: signal(
       "Cosine similarity of the message and the query; null until the message is embedded (seconds after its thread's last write), without an embedding, or without a query.",
     ),
-    keyword: signal("BM25 over the message, divided by the larger of the best candidate's and that of two words no other message holds (0 to 1); null without a query."),
+    keyword: signal(
+      "BM25 over the message, divided by the larger of the best candidate's and that of two words no other message holds (0 to 1); null without a query.",
+    ),
     time: signal("1 when the message was written in the time the query names, else 0; null without a query."),
     fused: z.number().openapi({
       description:
