@@ -33,12 +33,12 @@ export const BM25_B = 0.75;
  * is a candidate's BM25 divided by the larger of the best candidate's and the BM25 of an
  * average-length document holding that many such words once (`keywordSignalSql`). Divided by the
  * best candidate's alone, a query whose only match is one common word ("How do I stay active at
- * weekends?" holds "weekend", which facts about family visits and series watched also hold) gave those
+ * weekends?" holds "weekend", as facts about family visits and series watched do) gave those
  * facts the full keyword weight, as much as a fact holding all of a question's rare words, and
  * they pushed the fact the question means (by cosine) out of the block. On `npm run
  * bench:quality` (bench/RESULTS.md, evening of 2026-11-29): 1 → hit@1 +1.0, 2 → +1.6 and MRR
- * +0.014, paraphrased questions' hit@8 68.8 → 70.8, no kind lower, messages' evidence in the block
- * +0.2-0.5; 5 and 10 lowered the evidence in the block or hit@1.
+ * +0.014, paraphrased questions' hit@8 68.8 → 70.8, no kind lower, messages' evidence in the
+ * block +0.2-0.5; 5 and 10 lowered the evidence in the block or hit@1.
  */
 export const KEYWORD_FULL_MATCH_WORDS = 2;
 
