@@ -343,7 +343,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
         JOIN ${facts} f ON f.id = fe.fact_id
         WHERE ${scope.eligibleUnkeyed} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
   ];
-  // The second hop's entities, and their facts as candidates of their own (HOP_CTES).
+  // The second hop's entities, and their facts as candidates of their own (hopCtes).
   signals.push(hopCtes(scope, depth));
   const sources = ["by_keyword", "by_anchor", "by_hop"];
   if (r.time) {
@@ -482,14 +482,14 @@ const smallDataset = sql`(coalesce((SELECT n FROM stats), 0) <= ${sql.raw(String
 const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE false`;
 
 /**
- * The second hop: the entities of the HOP_SOURCES candidates that hold the query's words best (by
- * BM25 alone, so the hop does not depend on the boost it gives). "Which city is my brother based
- * in?" holds "brother", which "has_brother Anna" holds; Anna is then an entity the question points
- * at through that fact, and "Anna works at Heineken in Edinburgh" gets the boost of an entity the
- * query names (HOP_STRENGTH), which its words and meaning alone did not earn it over the
- * sister's, cousin's and father's jobs. On `npm run bench:quality` (bench/RESULTS.md, afternoon
- * of 2026-11-29) multi-hop hit@8 went from 66.7 to 97.9 with 1, 2 or 3 sources, 95.8 with half
- * the boost; no other kind moved.
+ * The second hop: the entities of the HOP_SOURCES keyword candidates that hold the query's words
+ * best (by BM25 alone, so the hop does not depend on the boost it gives). "Which city is my
+ * brother based in?" holds "brother", which "has_brother Anna" holds; Anna is then an entity the
+ * question points at through that fact, and "Anna works at Heineken in Edinburgh" gets the boost
+ * of an entity the query names (HOP_STRENGTH), which its words and meaning alone did not earn it
+ * over the sister's, cousin's and father's jobs. On `npm run bench:quality` (bench/RESULTS.md,
+ * afternoon of 2026-11-29) multi-hop hit@8 went from 66.7 to 97.9 with 1, 2 or 3 sources, 95.8
+ * with half the boost; no other kind moved (100 since the hop's entities bring their facts).
  */
 const HOP_SOURCES = 2;
 const HOP_STRENGTH = 1;
@@ -507,7 +507,8 @@ const HOP_STRENGTH = 1;
  */
 function hopCtes(scope: Scope, depth: SQL): SQL {
   return sql`kw_bm25 AS (SELECT c.id, k.bm25 FROM by_keyword c JOIN ${facts} f ON f.id = c.id
-        CROSS JOIN LATERAL (${constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS))}) k),
+        CROSS JOIN LATERAL (${constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS))}) k
+        WHERE ${scope.eligibleUnkeyed}),
     hop AS (SELECT DISTINCT fe.entity_id AS id FROM (SELECT id FROM kw_bm25 WHERE bm25 > 0
         ORDER BY bm25 DESC, id LIMIT ${sql.raw(String(HOP_SOURCES))}) t JOIN ${factEntities} fe ON fe.fact_id = t.id),
     by_hop AS (SELECT f.id FROM hop h CROSS JOIN LATERAL (

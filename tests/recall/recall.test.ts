@@ -759,6 +759,31 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     expect(scoreOf(noor)).toBeCloseTo(score({ cosine: 0.55 }), COSINE_DIGITS);
   });
 
+  it("entity, second hop: a fact recall would not return (below the confidence floor) is no hop source", async () => {
+    const t = await tenant();
+    const question = "Which city is my brother based in?";
+    const q = fakeEmbedding(question, DIMS);
+    await t.entity("ds", "Anna", "PERSON", null);
+    await t.fact("ds", {
+      predicate: "has_brother",
+      object: "Anna",
+      confidence: 0.1,
+      embedding: near(q, 0.2, "b"),
+      entities: ["Anna"],
+    });
+    const anna = await t.fact("ds", {
+      predicate: "knows_that",
+      object: "Anna works at Heineken in Edinburgh",
+      embedding: near(q, 0.15, "a"),
+      entities: ["Anna"],
+    });
+    for (let i = 0; i < 40; i++) {
+      await t.fact("ds", { predicate: "owns", object: `thing ${i}`, embedding: near(q, 0.2, `t${i}`) });
+    }
+    const body = await t.recall({ dataset: "ds", query: question, include: ["raw"], limit: 3 });
+    expect(body.facts?.map((f) => f.factId)).not.toContain(anna);
+  });
+
   it("entity, second hop: the facts touching the hop's entities are candidates, however far by meaning", async () => {
     const t = await tenant();
     const question = "Which city is my brother based in?";
