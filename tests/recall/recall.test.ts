@@ -759,46 +759,24 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     expect(scoreOf(noor)).toBeCloseTo(score({ cosine: 0.55 }), COSINE_DIGITS);
   });
 
-  it("entity, second hop: a fact recall would not return (below the confidence floor) is no hop source", async () => {
+  /**
+   * "has_brother Anna" holds the question's words; "Anna works at Heineken in Edinburgh" shares
+   * none of them and is farther from it by meaning than 40 other facts, more than the vector
+   * search takes (at least 30): only the hop can bring it.
+   */
+  async function brotherAndFarJob(brotherConfidence = 0.9) {
     const t = await tenant();
-    const question = "Which city is my brother based in?";
-    const q = fakeEmbedding(question, DIMS);
+    const q = fakeEmbedding(BROTHER_QUESTION, DIMS);
     await t.entity("ds", "Anna", "PERSON", null);
     await t.fact("ds", {
       predicate: "has_brother",
       object: "Anna",
-      confidence: 0.1,
-      embedding: near(q, 0.2, "b"),
-      entities: ["Anna"],
-    });
-    const anna = await t.fact("ds", {
-      predicate: "knows_that",
-      object: "Anna works at Heineken in Edinburgh",
-      embedding: near(q, 0.15, "a"),
-      entities: ["Anna"],
-    });
-    for (let i = 0; i < 40; i++) {
-      await t.fact("ds", { predicate: "owns", object: `thing ${i}`, embedding: near(q, 0.2, `t${i}`) });
-    }
-    const body = await t.recall({ dataset: "ds", query: question, include: ["raw"], limit: 3 });
-    expect(body.facts?.map((f) => f.factId)).not.toContain(anna);
-  });
-
-  it("entity, second hop: the facts touching the hop's entities are candidates, however far by meaning", async () => {
-    const t = await tenant();
-    const question = "Which city is my brother based in?";
-    const q = fakeEmbedding(question, DIMS);
-    await t.entity("ds", "Anna", "PERSON", null);
-    await t.fact("ds", {
-      predicate: "has_brother",
-      object: "Anna",
+      confidence: brotherConfidence,
       sourceQuote: "my brother Anna is staying with us",
       embedding: near(q, 0.2, "b"),
       entities: ["Anna"],
     });
-    // Sharing none of the question's words, and farther from it by meaning than 40 other facts,
-    // more than the vector search takes (at least 30).
-    const anna = await t.fact("ds", {
+    const job = await t.fact("ds", {
       predicate: "knows_that",
       object: "Anna works at Heineken in Edinburgh",
       embedding: near(q, 0.15, "a"),
@@ -807,10 +785,17 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     for (let i = 0; i < 40; i++) {
       await t.fact("ds", { predicate: "owns", object: `thing ${i}`, embedding: near(q, 0.2, `t${i}`) });
     }
-    const body = await t.recall({ dataset: "ds", query: question, include: ["raw"], limit: 3 });
-    expect(body.facts?.map((f) => f.factId)).toContain(anna);
+    const recall = () => t.recall({ dataset: "ds", query: BROTHER_QUESTION, include: ["raw"], limit: 3 });
+    return { t, q, job, recall };
+  }
+  const BROTHER_QUESTION = "Which city is my brother based in?";
+
+  it("entity, second hop: the facts touching the hop's entities are candidates, however far by meaning", async () => {
+    const { t, q, job, recall } = await brotherAndFarJob();
+    const body = await recall();
+    expect(body.facts?.map((f) => f.factId)).toContain(job);
     const scoreOf = (id: string) => body.facts?.find((f) => f.factId === id)?.relevanceScore;
-    expect(scoreOf(anna)).toBeCloseTo(score({ cosine: 0.15, entity: 1 }), COSINE_DIGITS);
+    expect(scoreOf(job)).toBeCloseTo(score({ cosine: 0.15, entity: 1 }), COSINE_DIGITS);
     // An entity touching more facts than the search depth (30 here) brings none: its facts are
     // read no further than that (lib/recall/retrieve.ts, hopCtes).
     for (let i = 0; i < 30; i++) {
@@ -821,8 +806,12 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
         entities: ["Anna"],
       });
     }
-    const hub = await t.recall({ dataset: "ds", query: question, include: ["raw"], limit: 3 });
-    expect(hub.facts?.map((f) => f.factId)).not.toContain(anna);
+    expect((await recall()).facts?.map((f) => f.factId)).not.toContain(job);
+  });
+
+  it("entity, second hop: a fact recall would not return (below the confidence floor) is no hop source", async () => {
+    const { job, recall } = await brotherAndFarJob(0.1);
+    expect((await recall()).facts?.map((f) => f.factId)).not.toContain(job);
   });
 
   it("weights are project settings read in the statement: keywordWeight 0 leaves cosine alone", async () => {
