@@ -400,10 +400,7 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
   // A keyword candidate's BM25 was computed for the hop (kw_bm25); the other candidates' only here
   // (a subquery in CASE runs only where its branch is taken). MATERIALIZED: `fused` alone reads
   // `scored`, and inlined there its BM25 subquery ran once per use of `bm25`, twice a candidate.
-  const bm25OfCandidate = sql`CASE WHEN kb.id IS NOT NULL THEN kb.bm25 ELSE (${constantSql(
-    "recall: bm25 of facts",
-    () => bm25Of(sql`f.search`, FACT_TERMS),
-  )}) END`;
+  const bm25OfCandidate = sql`CASE WHEN kb.id IS NOT NULL THEN kb.bm25 ELSE (${factBm25()}) END`;
   const scored = sql`scored AS MATERIALIZED (
       SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
         f.valid_at, f.valid_until, f.invalid_at, f.episode_id,
@@ -494,6 +491,9 @@ const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE fa
 const HOP_SOURCES = 2;
 const HOP_STRENGTH = 1;
 
+/** BM25 of the fact aliased `f` for the query's terms (bm25Of), as one constant fragment. */
+const factBm25 = () => constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS));
+
 /**
  * The second hop's CTEs. `kw_bm25`: the keyword candidates' BM25 (`scored` reads it rather than
  * computing it again); `hop`: the entities of the HOP_SOURCES best of them; `by_hop`: the facts
@@ -507,7 +507,7 @@ const HOP_STRENGTH = 1;
  */
 function hopCtes(scope: Scope, depth: SQL): SQL {
   return sql`kw_bm25 AS (SELECT c.id, k.bm25 FROM by_keyword c JOIN ${facts} f ON f.id = c.id
-        CROSS JOIN LATERAL (${constantSql("recall: bm25 of facts", () => bm25Of(sql`f.search`, FACT_TERMS))}) k
+        CROSS JOIN LATERAL (${factBm25()}) k
         WHERE ${scope.eligibleUnkeyed}),
     hop AS (SELECT DISTINCT fe.entity_id AS id FROM (SELECT id FROM kw_bm25 WHERE bm25 > 0
         ORDER BY bm25 DESC, id LIMIT ${sql.raw(String(HOP_SOURCES))}) t JOIN ${factEntities} fe ON fe.fact_id = t.id),
