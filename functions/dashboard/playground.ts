@@ -40,6 +40,9 @@ const MessageSignalScoresSchema = z
     keyword: signal(
       "BM25 over the message, divided by the larger of the best candidate's and that of two words no other message holds (0 to 1); null without a query.",
     ),
+    entity: signal(
+      "1 when the message names an entity of the second hop (the entities of the two facts that hold the query's words best), else 0; null without a query.",
+    ),
     time: signal("1 when the message was written in the time the query names, else 0; null without a query."),
     fused: z.number().openapi({
       description:

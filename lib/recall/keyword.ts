@@ -125,15 +125,21 @@ const skipStopword = (ix: TermIndex) => (ix.stopword ? sql` WHERE lexeme <> ${sq
  */
 function laggingTermCtes(ix: TermIndex, scope: TermScope): SQL {
   const stats = sql.identifier(ix.stats);
-  const skip = skipStopword(ix);
   return sql`${stats} AS (
       SELECT coalesce(max(docs), 0)::float8 AS n, coalesce(max(GREATEST(lexemes::float8 / GREATEST(docs, 1), 1)), 1) AS avg_len
       FROM ${ix.table} WHERE project_id = ${scope.projectId} AND dataset = ${scope.dataset} AND term = ''),
-    ${sql.identifier(ix.terms)} AS (
-      SELECT q.term, q.docs, st.n, ln(1 + (GREATEST(st.n - q.docs, 0) + 0.5) / (q.docs + 0.5)) AS idf
+    ${sql.identifier(ix.terms)} AS (${laggingTermsSql(ix, scope, sql`SELECT u.lexeme FROM unnest(to_tsvector('english', ${scope.query})) u${skipStopword(ix)}`)})`;
+}
+
+/**
+ * A lagging index's `terms` rows (term, docs, n, idf; laggingTermCtes) for the lexemes `lexemes`
+ * selects (a `lexeme` column), after `ix.stats`: each counted `docs` looked up through the key.
+ */
+export function laggingTermsSql(ix: TermIndex, scope: Omit<TermScope, "query">, lexemes: SQL): SQL {
+  return sql`SELECT q.term, q.docs, st.n, ln(1 + (GREATEST(st.n - q.docs, 0) + 0.5) / (q.docs + 0.5)) AS idf
       FROM (SELECT u.lexeme AS term, coalesce((SELECT GREATEST(t.docs, 0) FROM ${ix.table} t
           WHERE t.project_id = ${scope.projectId} AND t.dataset = ${scope.dataset} AND t.term = u.lexeme), 0)::float8 AS docs
-        FROM unnest(to_tsvector('english', ${scope.query})) u${skip}) q CROSS JOIN ${stats} st)`;
+        FROM (${lexemes}) u) q CROSS JOIN ${sql.identifier(ix.stats)} st`;
 }
 
 /**

@@ -1,7 +1,7 @@
 import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbNumber, dbTimestampSet, toIso } from "../db/rows";
-import { messageSearch, messages, messageVectors } from "../db/schema";
+import { entities, messageSearch, messages, messageVectors } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import {
   cosineDistanceSql,
@@ -13,12 +13,15 @@ import {
 } from "../db/vectors";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
+import { HOP_STRENGTH } from "./hop";
 import {
   bm25Of,
   keywordCandidatesSql,
   keywordSignalSql,
   keywordTermBringsCandidates,
+  laggingTermsSql,
   MESSAGE_TERMS,
+  type TermIndex,
   termCtes,
   termQuery,
 } from "./keyword";
@@ -44,6 +47,14 @@ export const MESSAGE_EF_SEARCH_MAX = 200;
  */
 export const MESSAGE_SCAN_MAX = VECTOR_SCAN_MAX;
 
+/**
+ * The lexemes of the facts' second hop's entities (the statement's `hop` CTE, lib/recall/hop.ts),
+ * searched among messages as the query's terms are: each with its counted `docs`, so that a name
+ * many messages hold brings a sample of them or none (keywordCandidatesSql), never its whole
+ * posting list.
+ */
+const HOP_TERMS: TermIndex = { ...MESSAGE_TERMS, terms: "m_hop_terms" };
+
 /** A message recall returns as evidence (`include: ["messages"]`), best first. */
 export interface RecalledMessage {
   messageId: string;
@@ -58,11 +69,13 @@ export interface RecalledMessage {
 /**
  * How a message scored, each signal before its weight (the dashboard's playground shows them;
  * /v1 does not): cosine (null until the message is embedded, or without a query vector), keyword
- * (keywordSignalSql) and the time term. All null without a query.
+ * (keywordSignalSql), entity (HOP_STRENGTH when the message names an entity of the facts' second
+ * hop, else 0) and the time term. All null without a query.
  */
 export interface MessageSignals {
   vector: number | null;
   keyword: number | null;
+  entity: number | null;
   time: number | null;
 }
 
@@ -90,8 +103,9 @@ export interface MessageSearch {
  * facts; a term held by more than KEYWORD_PER_TERM messages brings as many as the vector signal
  * does, a sample either way) and by vector (message_vectors' HNSW index; without an embedding, the most recent
  * instead), or for a small dataset both from its own rows (MESSAGE_SCAN_MAX), and when the query
- * names a time, the messages written in it; scored as facts are:
- * cosine + keyword (keywordSignalSql) + time term.
+ * names a time, the messages written in it, and the messages naming an entity of the facts'
+ * second hop (`hop`, lib/recall/hop.ts; its names' words searched as the query's are); scored as
+ * facts are: cosine + keyword (keywordSignalSql) + entity (the hop's) + time term.
  * Without: the most recent, each scored 1.
  */
 export function messageCtes(m: MessageSearch): SQL[] {
@@ -100,7 +114,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
   if (!m.query) {
     return [
       sql`m_top AS (SELECT ms.message_id AS id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
-        NULL::float8 AS time_match FROM ${messageSearch} ms WHERE ${inDataset}
+        NULL::float8 AS entity, NULL::float8 AS time_match FROM ${messageSearch} ms WHERE ${inDataset}
         ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT (SELECT msg_fetch FROM s))`,
     ];
   }
@@ -114,8 +128,27 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const scanMax = sql.raw(String(MESSAGE_SCAN_MAX));
   const small = sql`(SELECT small FROM m_small)`;
   const bringsCandidates = keywordTermBringsCandidates(sql`t`);
+  const candidatesOf = (ix: TermIndex) =>
+    keywordCandidatesSql(
+      ix,
+      sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
+      { sample: depth, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
+    );
+  const hopNames = sql`SELECT e.name FROM hop h JOIN ${entities} e ON e.id = h.id`;
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
+    // The facts' second hop reaches messages too: "Which city is my father based in?" finds
+    // "has_father Yusuf" by its words, and the message "Yusuf got a job in Toronto", which
+    // extraction may have kept no fact of, by the name. A name whose words are all stopwords is
+    // no query (numnode 0) and matches nothing.
+    sql`m_hop_names AS (SELECT q FROM (SELECT plainto_tsquery('english', n.name) AS q FROM (${hopNames}) n) x
+      WHERE numnode(q) > 0)`,
+    sql`m_hop_terms AS (${laggingTermsSql(
+      MESSAGE_TERMS,
+      m,
+      sql`SELECT DISTINCT u.lexeme FROM (${hopNames}) n
+      CROSS JOIN LATERAL unnest(to_tsvector('english', n.name)) u`,
+    )})`,
     // A small dataset's rows (MESSAGE_SCAN_MAX), read only when its count says it may be one: the
     // count lags (messages are counted by their thread's embedding job), so the rows themselves,
     // at most one past the threshold, decide. Through the dataset's B-tree, newest first under the
@@ -123,15 +156,13 @@ export function messageCtes(m: MessageSearch): SQL[] {
     sql`m_own AS MATERIALIZED (SELECT ms.message_id AS id, ms.search FROM ${messageSearch} ms
       WHERE ${inDataset} AND ${n} <= ${scanMax} ORDER BY ms.created_at DESC LIMIT ${scanMax} + 1)`,
     sql`m_small AS (SELECT ${n} <= ${scanMax} AND count(*) <= ${scanMax} AS small FROM m_own)`,
-    // Its rows holding any query term that brings candidates, in one pass: each term's lookup
-    // then reads these few.
+    // Its rows holding any query or hop term that brings candidates, in one pass: each term's
+    // lookup then reads these few.
     sql`m_hits AS MATERIALIZED (SELECT o.id, o.search FROM m_own o WHERE ${small}
-      AND o.search @@ (SELECT string_agg(quote_literal(t.term), ' | ')::tsquery FROM m_terms t WHERE ${bringsCandidates}))`,
-    sql`m_by_keyword AS (${keywordCandidatesSql(
-      MESSAGE_TERMS,
-      sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
-      { sample: depth, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
-    )})`,
+      AND o.search @@ (SELECT string_agg(quote_literal(t.term), ' | ')::tsquery
+        FROM (SELECT * FROM m_terms UNION ALL SELECT * FROM m_hop_terms) t WHERE ${bringsCandidates}))`,
+    sql`m_by_keyword AS (${candidatesOf(MESSAGE_TERMS)})`,
+    sql`m_by_hop AS (${candidatesOf(HOP_TERMS)})`,
   ];
   if (m.vector) {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
@@ -176,16 +207,19 @@ export function messageCtes(m: MessageSearch): SQL[] {
   ctes.push(
     sql`m_scored AS (
       SELECT ms.message_id AS id, ms.created_at, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
-        ${messageTimeTerm(m.time)}::float8 AS time_match
+        ${messageTimeTerm(m.time)}::float8 AS time_match,
+        CASE WHEN EXISTS (SELECT 1 FROM m_hop_names h WHERE ms.search @@ h.q) THEN ${sql.raw(String(HOP_STRENGTH))} ELSE 0 END::float8 AS entity
       FROM (SELECT id, min(distance) AS distance
-        FROM (SELECT id, NULL::float8 AS distance FROM m_by_keyword UNION ALL SELECT id, distance FROM m_by_vector${byTime}) u
+        FROM (SELECT id, NULL::float8 AS distance FROM m_by_keyword UNION ALL SELECT id, NULL::float8 FROM m_by_hop
+          UNION ALL SELECT id, distance FROM m_by_vector${byTime}) u
         GROUP BY id) c
       CROSS JOIN LATERAL (SELECT ms.message_id, ms.created_at, ms.search FROM ${messageSearch} ms
         WHERE ms.message_id = c.id LIMIT 1) ms
       LEFT JOIN LATERAL (${bm25Of(sql`ms.search`, MESSAGE_TERMS)}) k ON true)`,
     sql`m_top AS (
-      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + time_weight * time_match AS score,
-        vector, keyword, time_match
+      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
+          + time_weight * time_match AS score,
+        vector, keyword, entity, time_match
       FROM (SELECT *, ${sql.raw(keywordSignalSql(MESSAGE_TERMS))} AS keyword FROM m_scored) x CROSS JOIN s
       ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
   );
@@ -204,7 +238,7 @@ const writtenIn = (time: TimeRange) => inTimeRangeSql(sql`ms.created_at`, time);
 /** The statement's `messages` column: m_top's messages with their rows, best first. */
 export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
     'id', m.id, 'thread_id', m.thread_id, 'role', m.role, 'content', m.content, 'created_at', m.created_at,
-    'score', t.score, 'signals', jsonb_build_object('vector', t.vector, 'keyword', t.keyword, 'time', t.time_match))
+    'score', t.score, 'signals', jsonb_build_object('vector', t.vector, 'keyword', t.keyword, 'entity', t.entity, 'time', t.time_match))
     ORDER BY t.score DESC, m.created_at DESC, m.id), '[]'::jsonb)
   FROM m_top t JOIN ${messages} m ON m.id = t.id) AS messages`;
 
@@ -215,7 +249,12 @@ export const MessageJson = z.object({
   content: z.string(),
   created_at: dbTimestampSet,
   score: dbNumber,
-  signals: z.object({ vector: z.number().nullable(), keyword: z.number().nullable(), time: z.number().nullable() }),
+  signals: z.object({
+    vector: z.number().nullable(),
+    keyword: z.number().nullable(),
+    entity: z.number().nullable(),
+    time: z.number().nullable(),
+  }),
 });
 
 export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMessage {

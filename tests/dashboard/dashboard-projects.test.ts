@@ -541,17 +541,17 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     const before = await playground(t.projectId, body);
     expect(before.recall.messages?.map((m) => m.messageId)).toEqual([messageId]);
     expect(before.messageSignals).toEqual([
-      { messageId, vector: null, keyword: 1, time: 0, fused: before.recall.messages?.[0].relevanceScore },
+      { messageId, vector: null, keyword: 1, entity: 0, time: 0, fused: before.recall.messages?.[0].relevanceScore },
     ]);
 
     h.clock.advance(EMBED_DEBOUNCE_MS);
     await runDueJobs(h.svc.deps);
     const after = await playground(t.projectId, body);
     const [m] = after.messageSignals;
-    expect(m).toMatchObject({ messageId, keyword: 1, time: 0, vector: expect.any(Number) });
+    expect(m).toMatchObject({ messageId, keyword: 1, entity: 0, time: 0, vector: expect.any(Number) });
     expect(m.vector).not.toBe(0);
     expect(m.fused).toBe(after.recall.messages?.[0].relevanceScore);
-    expect(m.fused).toBeCloseTo(fusedOf({ ...m, factId: "", entity: null }), 6);
+    expect(m.fused).toBeCloseTo(fusedOf({ ...m, factId: "" }), 6);
     expect(after.recall.context).toContain("user: I drink oolong at Globex every morning.");
     // /v1 answers the same messages, without the signals.
     const v1 = await t.get("/v1/memory/recall", { method: "POST", json: { ...body, include: ["messages", "raw"] } });
@@ -568,7 +568,9 @@ describe("POST /dashboard/projects/{id}/recall", () => {
     const without = await playground(t.projectId, { dataset: "ds", query });
     expect(without).toMatchObject({ recall: { messages: null }, messageSignals: [] });
     const recent = await playground(t.projectId, { dataset: "ds", include: ["messages"] });
-    expect(recent.messageSignals).toEqual([{ messageId, vector: null, keyword: null, time: null, fused: 1 }]);
+    expect(recent.messageSignals).toEqual([
+      { messageId, vector: null, entity: null, keyword: null, time: null, fused: 1 },
+    ]);
   });
 
   it("404 Project not found, 400 for the /v1 validation errors, 401 without a session", async () => {

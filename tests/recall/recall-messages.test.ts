@@ -10,7 +10,7 @@ import { recallSql, retrieve } from "../../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
-import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
+import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -291,6 +291,58 @@ describe("the response", () => {
     const byId = new Map(cosines.map((c) => [c.id, c.cosine]));
     expect(messages?.map((m) => m.messageId)).toContain(rare);
     for (const m of messages ?? []) expect(m.signals.vector).toBeCloseTo(byId.get(m.messageId) as number, 6);
+  });
+
+  it("a message naming an entity of the facts' second hop is a candidate with the hop's boost, however far by meaning", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const question = "Which city is my father based in?";
+    const dims = svc.deps.config.openai.embeddingDimensions;
+    const q = fakeEmbedding(byConcept(question), dims);
+    // No word of the question; extraction kept no fact of it.
+    const job = await t.say(th, "Yusuf got a job at Zalando in Toronto");
+    const others: string[] = [];
+    for (let i = 0; i < 40; i++) others.push(await t.say(th, `A note on gardening, number ${i}`));
+    await t.embed();
+    // Every other message nearer the question than it, and more of them than the vector search takes.
+    const cosineOf = new Map([[job, 0.25], ...others.map((id) => [id, 0.3] as const)]);
+    for (const [id, cosine] of cosineOf) {
+      await svc.deps.db.execute(
+        sql`UPDATE message_vectors SET embedding = ${`[${near(q, cosine, id)}]`}::vector WHERE message_id = ${id}`,
+      );
+    }
+    const entity = `ent_${randomUUID().slice(0, 8)}`;
+    const fact = `fct_${randomUUID().slice(0, 8)}`;
+    await svc.deps.db.execute(sql`
+      WITH e AS (INSERT INTO entities (id, project_id, dataset, name, type)
+          VALUES (${entity}, ${t.projectId}, ${t.dataset}, 'Yusuf', 'PERSON') RETURNING id),
+        f AS (INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+          VALUES (${fact}, ${t.projectId}, ${t.dataset}, 'user', 'has_father', 'Yusuf', 0.9, 'my father Yusuf', now()) RETURNING id)
+      INSERT INTO fact_entities (fact_id, entity_id) SELECT f.id, e.id FROM f, e`);
+    const recall = async () =>
+      (
+        await retrieve(svc.deps, {
+          projectId: t.projectId,
+          dataset: t.dataset,
+          mode: "hybrid",
+          query: question,
+          vector: q,
+          facts: true,
+          episodes: false,
+          messages: true,
+          messageLimit: 1,
+        })
+      ).messages ?? [];
+    const messages = await recall();
+    const { vectorWeight, entityWeight } = DEFAULT_SETTINGS.semantic;
+    expect(messages[0]).toMatchObject({ messageId: job, signals: { entity: 1, keyword: 0 } });
+    // Stored in single precision: the cosine to a few digits, the score from it exactly.
+    expect(messages[0].signals.vector).toBeCloseTo(0.25, 3);
+    expect(messages[0].relevanceScore).toBeCloseTo(vectorWeight * (messages[0].signals.vector ?? 0) + entityWeight, 9);
+    for (const m of messages.slice(1)) expect(m.signals.entity).toBe(0);
+    // Without the hop (the fact no longer names Yusuf's entity) it is no candidate at all.
+    await svc.deps.db.execute(sql`DELETE FROM fact_entities WHERE fact_id = ${fact}`);
+    expect((await recall()).map((m) => m.messageId)).not.toContain(job);
   });
 
   it("a query naming a time brings the messages written in it, however far their meaning and words", async () => {

@@ -160,8 +160,9 @@ export function RecallResult({
             <>
               <p class="hint" id="ranked-messages-hint">
                 The dataset's messages that best match, as rendered after the facts (those a returned fact quotes are
-                left out). Cosine is — until the message is embedded, seconds after its thread's last write. Score: the
-                signals times the facts' weights, summed.
+                left out). Cosine is — until the message is embedded, seconds after its thread's last write. Entity is 1
+                when the message names an entity of the facts' second hop. Score: the signals times the facts' weights,
+                summed.
               </p>
               <div class="table-wrap">
                 <table class="ranked" aria-describedby="ranked-messages-hint">
@@ -174,6 +175,7 @@ export function RecallResult({
                       <th scope="col">Message</th>
                       <Num>Cosine</Num>
                       <Num>Keyword</Num>
+                      <Num>Entity</Num>
                       <Num>Time</Num>
                       <Num>Score</Num>
                     </tr>
@@ -191,6 +193,7 @@ export function RecallResult({
                           </td>
                           <td class="num mono">{score(r?.vector)}</td>
                           <td class="num mono">{score(r?.keyword)}</td>
+                          <td class="num mono">{score(r?.entity)}</td>
                           <td class="num mono">{score(r?.time)}</td>
                           <td class="num mono">{(r?.fused ?? m.relevanceScore).toFixed(4)}</td>
                         </tr>
