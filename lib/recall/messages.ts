@@ -206,7 +206,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
   // otherwise hash them against every row of message_search (the keyword shape: 5-6 ms at 20,000).
   ctes.push(
     sql`m_scored AS (
-      SELECT ms.message_id AS id, ms.created_at, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
+      SELECT ms.message_id AS id, ms.created_at, ms.search, (${cosine})::float8 AS vector, coalesce(k.bm25, 0)::float8 AS bm25,
         ${messageTimeTerm(m.time)}::float8 AS time_match,
         CASE WHEN EXISTS (SELECT 1 FROM m_hop_names h WHERE ms.search @@ h.q) THEN ${sql.raw(String(HOP_STRENGTH))} ELSE 0 END::float8 AS entity
       FROM (SELECT id, min(distance) AS distance
@@ -216,11 +216,18 @@ export function messageCtes(m: MessageSearch): SQL[] {
       CROSS JOIN LATERAL (SELECT ms.message_id, ms.created_at, ms.search FROM ${messageSearch} ms
         WHERE ms.message_id = c.id LIMIT 1) ms
       LEFT JOIN LATERAL (${bm25Of(sql`ms.search`, MESSAGE_TERMS)}) k ON true)`,
-    sql`m_top AS (
-      SELECT id, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
+    sql`m_ranked AS (
+      SELECT id, created_at, search, vector_weight * coalesce(vector, 0) + keyword_weight * keyword + entity_weight * entity
           + time_weight * time_match AS score,
         vector, keyword, entity, time_match
-      FROM (SELECT *, ${sql.raw(keywordSignalSql(MESSAGE_TERMS))} AS keyword FROM m_scored) x CROSS JOIN s
+      FROM (SELECT *, ${sql.raw(keywordSignalSql(MESSAGE_TERMS))} AS keyword FROM m_scored) x CROSS JOIN s)`,
+    // A message with the same search terms at the same places as a better one (the same words up
+    // to case, punctuation and inflection: "Hello, I have a few updates." from every session) is
+    // left out here, where it would take one of the block's places and blockMessages would drop
+    // it: before, 242 of bench:quality's 510 blocks of six messages came back short.
+    sql`m_top AS (
+      SELECT id, score, vector, keyword, entity, time_match
+      FROM (SELECT DISTINCT ON (search) * FROM m_ranked ORDER BY search, score DESC, created_at DESC, id) d
       ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
   );
   return ctes;
@@ -277,7 +284,8 @@ const comparable = (text: string) => oneLine(text).toLowerCase();
  * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
  * evidence already) and without a repeat of a message kept before it (the same words as one
  * lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
- * four lines of the block), at most `limit`.
+ * four lines of the block; the statement's `m_top` already dropped those with the same search
+ * terms, so that they leave the block its places), at most `limit`.
  */
 export function blockMessages<M extends RecalledMessage>(
   candidates: M[],

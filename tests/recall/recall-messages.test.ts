@@ -212,6 +212,29 @@ describe("the response", () => {
     );
   });
 
+  it("a message repeating a better one's words takes no place: messageLimit distinct messages however many repeats", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    // Every session's greeting, nearer the question than the rest, more of them than the block's
+    // messages and facts together (the statement's messages before the block drops repeats).
+    const greetings = DEFAULT_SETTINGS.semantic.factsInContext + 6;
+    for (let i = 0; i < greetings; i++) {
+      await t.say(th, i % 2 ? "Hello, I have a few updates!" : "hello,  I have a few updates.");
+    }
+    for (let i = 0; i < 6; i++) await t.say(th, `An update on the garden, number ${i}`);
+    await t.embed();
+    const r = await t.recall({ query: "Hello, any updates?", include: ["messages"], messageLimit: 3 });
+    const lines = (r.messages ?? []).map((m) =>
+      m.content
+        .toLowerCase()
+        .replace(/[^a-z0-9 ]/g, "")
+        .replace(/ +/g, " "),
+    );
+    expect(lines).toHaveLength(3);
+    expect(lines[0]).toBe("hello i have a few updates");
+    expect(new Set(lines).size).toBe(3);
+  });
+
   it("without a query: the most recent; with asOf: only messages written by then; limits by messageLimit and the setting", async () => {
     const t = await tenant();
     const th = await t.thread();
