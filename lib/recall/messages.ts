@@ -50,8 +50,7 @@ export const MESSAGE_SCAN_MAX = VECTOR_SCAN_MAX;
 /**
  * The lexemes of the facts' second hop's entities (the statement's `hop` CTE, lib/recall/hop.ts),
  * searched among messages as the query's terms are: each with its counted `docs`, so that a name
- * many messages hold brings a sample of them or none (keywordCandidatesSql), never its whole
- * posting list.
+ * many messages hold brings none of them (keywordCandidatesSql), never its whole posting list.
  */
 const HOP_TERMS: TermIndex = { ...MESSAGE_TERMS, terms: "m_hop_terms" };
 
@@ -128,11 +127,11 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const scanMax = sql.raw(String(MESSAGE_SCAN_MAX));
   const small = sql`(SELECT small FROM m_small)`;
   const bringsCandidates = keywordTermBringsCandidates(sql`t`);
-  const candidatesOf = (ix: TermIndex) =>
+  const candidatesOf = (ix: TermIndex, sample: SQL) =>
     keywordCandidatesSql(
       ix,
       sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
-      { sample: depth, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
+      { sample, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
     );
   const hopNames = sql`SELECT e.name FROM hop h JOIN ${entities} e ON e.id = h.id`;
   const ctes: SQL[] = [
@@ -161,8 +160,12 @@ export function messageCtes(m: MessageSearch): SQL[] {
     sql`m_hits AS MATERIALIZED (SELECT o.id, o.search FROM m_own o WHERE ${small}
       AND o.search @@ (SELECT string_agg(quote_literal(t.term), ' | ')::tsquery
         FROM (SELECT * FROM m_terms UNION ALL SELECT * FROM m_hop_terms) t WHERE ${bringsCandidates}))`,
-    sql`m_by_keyword AS (${candidatesOf(MESSAGE_TERMS)})`,
-    sql`m_by_hop AS (${candidatesOf(HOP_TERMS)})`,
+    sql`m_by_keyword AS (${candidatesOf(MESSAGE_TERMS, depth)})`,
+    // A name more than KEYWORD_PER_TERM messages hold brings none of them (no sample), as an
+    // entity touching more facts than the depth brings none of its facts: both only boost what
+    // the other signals bring. At 200,000 messages a sample cost 0.5 ms a recall, the hop
+    // without it 0.2 (bench/RESULTS.md, night of 2026-11-29).
+    sql`m_by_hop AS (${candidatesOf(HOP_TERMS, sql`0`)})`,
   ];
   if (m.vector) {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
