@@ -2664,7 +2664,7 @@ export interface components {
        * @description When it was written.
        */
       createdAt: string;
-      /** @description The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query. */
+      /** @description The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + entity (1 when it names an entity of the facts' second hop) + time term, with the facts' weights; comparable only within one response; 1 without a query. */
       relevanceScore: number;
     };
     /** @description How a fact scored: each signal's value before its weight; null when that signal did not run. */
@@ -2688,6 +2688,8 @@ export interface components {
       vector: number | null;
       /** @description BM25 over the message, divided by the larger of the best candidate's and that of two words no other message holds (0 to 1); null without a query. */
       keyword: number | null;
+      /** @description 1 when the message names an entity of the second hop (the entities of the two facts that hold the query's words best), else 0; null without a query. */
+      entity: number | null;
       /** @description 1 when the message was written in the time the query names, else 0; null without a query. */
       time: number | null;
       /** @description The message's score (relevanceScore): the signals times the facts' weights, summed; 1 without a query. */

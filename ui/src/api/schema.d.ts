@@ -5261,7 +5261,7 @@ export interface components {
              * @description When it was written.
              */
             createdAt: string;
-            /** @description The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query. */
+            /** @description The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + entity (1 when it names an entity of the facts' second hop) + time term, with the facts' weights; comparable only within one response; 1 without a query. */
             relevanceScore: number;
         };
         /** @description How a fact scored: each signal's value before its weight; null when that signal did not run. */

@@ -744,7 +744,7 @@ class RecallMessage(TypedDict):
     createdAt: str
     """When it was written."""
     relevanceScore: float
-    """The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + time term, with the facts' weights; comparable only within one response; 1 without a query."""
+    """The fused score: cosine (once the message is embedded, seconds after its thread's last write) + keyword (BM25) + entity (1 when it names an entity of the facts' second hop) + time term, with the facts' weights; comparable only within one response; 1 without a query."""
 
 
 class RecallResponse(TypedDict):
