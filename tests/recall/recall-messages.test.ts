@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
+import { addTermsSql } from "../../lib/evidence/terms";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
@@ -93,6 +94,20 @@ async function tenant(dataset = `ds-${randomUUID().slice(0, 6)}`) {
 }
 
 const ids = (r: Recall) => (r.messages ?? []).map((m) => m.messageId);
+
+/** The fact "has_father Yusuf", linked to the entity Yusuf: the second hop of FATHER_QUESTION. */
+async function fatherYusuf(t: { projectId: string; dataset: string }) {
+  const entity = `ent_${randomUUID().slice(0, 8)}`;
+  const fact = `fct_${randomUUID().slice(0, 8)}`;
+  await svc.deps.db.execute(sql`
+    WITH e AS (INSERT INTO entities (id, project_id, dataset, name, type)
+        VALUES (${entity}, ${t.projectId}, ${t.dataset}, 'Yusuf', 'PERSON') RETURNING id),
+      f AS (INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+        VALUES (${fact}, ${t.projectId}, ${t.dataset}, 'user', 'has_father', 'Yusuf', 0.9, 'my father Yusuf', now()) RETURNING id)
+    INSERT INTO fact_entities (fact_id, entity_id) SELECT f.id, e.id FROM f, e`);
+  return fact;
+}
+const FATHER_QUESTION = "Which city is my father based in?";
 
 describe("freshness", () => {
   it("recalls a statement by a shared word right after its 201, and by meaning once its batch ran, before any episode", async () => {
@@ -319,7 +334,7 @@ describe("the response", () => {
   it("a message naming an entity of the facts' second hop is a candidate with the hop's boost, however far by meaning", async () => {
     const t = await tenant();
     const th = await t.thread();
-    const question = "Which city is my father based in?";
+    const question = FATHER_QUESTION;
     const dims = svc.deps.config.openai.embeddingDimensions;
     const q = fakeEmbedding(byConcept(question), dims);
     // No word of the question; extraction kept no fact of it.
@@ -334,14 +349,7 @@ describe("the response", () => {
         sql`UPDATE message_vectors SET embedding = ${`[${near(q, cosine, id)}]`}::vector WHERE message_id = ${id}`,
       );
     }
-    const entity = `ent_${randomUUID().slice(0, 8)}`;
-    const fact = `fct_${randomUUID().slice(0, 8)}`;
-    await svc.deps.db.execute(sql`
-      WITH e AS (INSERT INTO entities (id, project_id, dataset, name, type)
-          VALUES (${entity}, ${t.projectId}, ${t.dataset}, 'Yusuf', 'PERSON') RETURNING id),
-        f AS (INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
-          VALUES (${fact}, ${t.projectId}, ${t.dataset}, 'user', 'has_father', 'Yusuf', 0.9, 'my father Yusuf', now()) RETURNING id)
-      INSERT INTO fact_entities (fact_id, entity_id) SELECT f.id, e.id FROM f, e`);
+    const fact = await fatherYusuf(t);
     const recall = async () =>
       (
         await retrieve(svc.deps, {
@@ -464,6 +472,50 @@ describe("at scale", () => {
       expect(scans.map((n) => [n.Filter ?? "every row", n["Actual Rows"], n["Actual Loops"]])).toEqual([]);
       expect(onTable.some((n) => n["Node Type"] === "Bitmap Heap Scan")).toBe(true);
     }
+  });
+
+  it("a hop name more than KEYWORD_PER_TERM messages of a large dataset hold brings none of them; a rarer one all", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    await fatherYusuf(t);
+    // Messages with their index rows, counted (the statistics) as the thread's embedding job
+    // leaves them.
+    let seq = 0;
+    const seed = async (prefix: string, count: number, text: SQL, daysAgo: number) => {
+      await svc.deps.db.execute(sql`
+        WITH m AS (INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
+          SELECT ${prefix} || g, ${t.projectId}, ${th}, ${seq} + g, 'user', ${text}, now() - make_interval(days => ${daysAgo})
+          FROM generate_series(1, ${count}) g RETURNING id, content, created_at),
+        s AS (INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
+          SELECT id, ${t.projectId}, ${th}, ${t.dataset}, created_at, to_tsvector('english', content), true FROM m
+          RETURNING project_id, dataset, search)
+        ${addTermsSql(sql`s`)}`);
+      seq += count;
+    };
+    // More than MESSAGE_SCAN_MAX, the newest; the hop's messages older than the recent ones that
+    // stand in for the vector signal (the keyword shape).
+    await seed("msg_garden_", 3000, sql`'my garden number ' || g`, 0);
+    await seed("msg_job_", 1, sql`'Yusuf got a job in Toronto'`, 2);
+    await seed("msg_visit_", 50, sql`'Yusuf visited on day ' || g`, 1);
+    await svc.deps.db.execute(sql`ANALYZE message_search`);
+    const recall = async () =>
+      (
+        await retrieve(svc.deps, {
+          projectId: t.projectId,
+          dataset: t.dataset,
+          mode: "keyword",
+          query: FATHER_QUESTION,
+          facts: true,
+          episodes: false,
+          messages: true,
+          messageLimit: 100,
+        })
+      ).messages ?? [];
+    const job = (await recall()).find((m) => m.messageId === "msg_job_1");
+    expect(job?.signals.entity).toBe(1);
+    // 151 messages name him: a hub of the conversation, boosted where another signal brings it.
+    await seed("msg_visit_more_", 100, sql`'Yusuf visited on day ' || g`, 1);
+    expect((await recall()).map((m) => m.messageId)).not.toContain("msg_job_1");
   });
 });
 
