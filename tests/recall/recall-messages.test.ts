@@ -109,6 +109,25 @@ async function fatherYusuf(t: { projectId: string; dataset: string }) {
 }
 const FATHER_QUESTION = "Which city is my father based in?";
 
+/** Recall's messages for FATHER_QUESTION with their signals: hybrid with `vector`, else keyword. */
+async function fatherMessages(
+  t: { projectId: string; dataset: string },
+  { vector, messageLimit }: { vector?: number[]; messageLimit: number },
+) {
+  const { messages } = await retrieve(svc.deps, {
+    projectId: t.projectId,
+    dataset: t.dataset,
+    mode: vector ? "hybrid" : "keyword",
+    query: FATHER_QUESTION,
+    vector,
+    facts: true,
+    episodes: false,
+    messages: true,
+    messageLimit,
+  });
+  return messages ?? [];
+}
+
 describe("freshness", () => {
   it("recalls a statement by a shared word right after its 201, and by meaning once its batch ran, before any episode", async () => {
     const t = await tenant();
@@ -334,9 +353,8 @@ describe("the response", () => {
   it("a message naming an entity of the facts' second hop is a candidate with the hop's boost, however far by meaning", async () => {
     const t = await tenant();
     const th = await t.thread();
-    const question = FATHER_QUESTION;
     const dims = svc.deps.config.openai.embeddingDimensions;
-    const q = fakeEmbedding(byConcept(question), dims);
+    const q = fakeEmbedding(byConcept(FATHER_QUESTION), dims);
     // No word of the question; extraction kept no fact of it.
     const job = await t.say(th, "Yusuf got a job at Zalando in Toronto");
     const others: string[] = [];
@@ -350,20 +368,7 @@ describe("the response", () => {
       );
     }
     const fact = await fatherYusuf(t);
-    const recall = async () =>
-      (
-        await retrieve(svc.deps, {
-          projectId: t.projectId,
-          dataset: t.dataset,
-          mode: "hybrid",
-          query: question,
-          vector: q,
-          facts: true,
-          episodes: false,
-          messages: true,
-          messageLimit: 1,
-        })
-      ).messages ?? [];
+    const recall = () => fatherMessages(t, { vector: q, messageLimit: 1 });
     const messages = await recall();
     const { vectorWeight, entityWeight } = DEFAULT_SETTINGS.semantic;
     expect(messages[0]).toMatchObject({ messageId: job, signals: { entity: 1, keyword: 0 } });
@@ -498,19 +503,7 @@ describe("at scale", () => {
     await seed("msg_job_", 1, sql`'Yusuf got a job in Toronto'`, 2);
     await seed("msg_visit_", 50, sql`'Yusuf visited on day ' || g`, 1);
     await svc.deps.db.execute(sql`ANALYZE message_search`);
-    const recall = async () =>
-      (
-        await retrieve(svc.deps, {
-          projectId: t.projectId,
-          dataset: t.dataset,
-          mode: "keyword",
-          query: FATHER_QUESTION,
-          facts: true,
-          episodes: false,
-          messages: true,
-          messageLimit: 100,
-        })
-      ).messages ?? [];
+    const recall = () => fatherMessages(t, { messageLimit: 100 });
     const job = (await recall()).find((m) => m.messageId === "msg_job_1");
     expect(job?.signals.entity).toBe(1);
     // 151 messages name him: a hub of the conversation, boosted where another signal brings it.
