@@ -133,20 +133,18 @@ export function messageCtes(m: MessageSearch): SQL[] {
       sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
       { sample, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
     );
-  const hopNames = sql`SELECT e.name FROM hop h JOIN ${entities} e ON e.id = h.id`;
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
     // The facts' second hop reaches messages too: "Which city is my father based in?" finds
     // "has_father Yusuf" by its words, and the message "Yusuf got a job in Toronto", which
     // extraction may have kept no fact of, by the name. A name whose words are all stopwords is
     // no query (numnode 0) and matches nothing.
-    sql`m_hop_names AS (SELECT q FROM (SELECT plainto_tsquery('english', n.name) AS q FROM (${hopNames}) n) x
-      WHERE numnode(q) > 0)`,
+    sql`m_hop_names AS (SELECT name, q FROM (SELECT e.name, plainto_tsquery('english', e.name) AS q
+      FROM hop h JOIN ${entities} e ON e.id = h.id) x WHERE numnode(q) > 0)`,
     sql`m_hop_terms AS (${laggingTermsSql(
       MESSAGE_TERMS,
       m,
-      sql`SELECT DISTINCT u.lexeme FROM (${hopNames}) n
-      CROSS JOIN LATERAL unnest(to_tsvector('english', n.name)) u`,
+      sql`SELECT DISTINCT u.lexeme FROM m_hop_names n CROSS JOIN LATERAL unnest(to_tsvector('english', n.name)) u`,
     )})`,
     // A small dataset's rows (MESSAGE_SCAN_MAX), read only when its count says it may be one: the
     // count lags (messages are counted by their thread's embedding job), so the rows themselves,
