@@ -105,19 +105,23 @@ export interface MessageSearch {
  * names a time, the messages written in it, and the messages naming an entity of the facts'
  * second hop (`hop`, lib/recall/hop.ts; its names' words searched as the query's are); scored as
  * facts are: cosine + keyword (keywordSignalSql) + entity (the hop's) + time term.
- * Without: the most recent, each scored 1.
+ * Without: the most recent but for repeats (among the newest `depth`), each scored 1.
  */
 export function messageCtes(m: MessageSearch): SQL[] {
   const asOf = m.asOf ? sql` AND ms.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;
   const inDataset = sql`ms.project_id = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
+  const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
   if (!m.query) {
+    // The newest, but for a repeat of a newer one (m_top below says why), among the newest `depth`.
     return [
-      sql`m_top AS (SELECT ms.message_id AS id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
-        NULL::float8 AS entity, NULL::float8 AS time_match FROM ${messageSearch} ms WHERE ${inDataset}
-        ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT (SELECT msg_fetch FROM s))`,
+      sql`m_top AS (SELECT id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
+        NULL::float8 AS entity, NULL::float8 AS time_match
+      FROM (SELECT DISTINCT ON (r.search) r.id, r.created_at FROM (SELECT ms.message_id AS id, ms.created_at, ms.search
+          FROM ${messageSearch} ms WHERE ${inDataset} ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth}) r
+        ORDER BY r.search, r.created_at DESC, r.id DESC) d
+      ORDER BY created_at DESC, id DESC LIMIT (SELECT msg_fetch FROM s))`,
     ];
   }
-  const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
   // A term's messages come from the keyword (GIN) index. The plan, made before the term is known,
   // guesses every term matches 0.5% of rows and would rather walk the dataset's B-tree until 100
   // match: for a rare term, every message of the dataset. `project_id || ''` is not that index's

@@ -290,6 +290,21 @@ describe("the response", () => {
     expect(one.messages?.[0].relevanceScore).toBeGreaterThan(0);
   });
 
+  it("without a query, a repeat of a newer message takes no place either", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const notes: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      clock.advance(60_000);
+      notes.push(await t.say(th, `note number ${i}`));
+      clock.advance(60_000);
+      await t.say(th, i % 2 ? "OK!" : "ok.");
+    }
+    clock.advance(60_000);
+    const lastOk = await t.say(th, "ok");
+    expect(ids(await t.recall({ include: ["messages"], messageLimit: 4 }))).toEqual([lastOk, ...notes.reverse()]);
+  });
+
   it("gives a message matching one common word of the query less than a full keyword match", async () => {
     const t = await tenant();
     const th = await t.thread();
