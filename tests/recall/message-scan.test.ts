@@ -2,10 +2,10 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
-import { addTermsSql } from "../../lib/evidence/terms";
 import { MESSAGE_SCAN_MAX } from "../../lib/recall/messages";
 import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
 import { fakeEmbedding } from "../helpers/fake-openai";
+import { insertIndexedMessages } from "../helpers/indexed-messages";
 import { type PlanNode, planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -35,27 +35,11 @@ afterAll(async () => {
  */
 async function seed(projectId: string, dataset: string, texts: string[], counted = true) {
   const threadId = `thr_${randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  const rows = texts.map((content, i) => ({ i, content, v: `[${fakeEmbedding(content, dims).join(",")}]` }));
   await svc.deps.db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
     VALUES (${threadId}, ${projectId}, ${dataset}, ${texts.length}, ${texts.length}, now(), now(), now())`);
-  await svc.deps.db.execute(sql`
-    WITH x AS (SELECT * FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(i int, content text, v text)),
-    m AS (
-      INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
-      SELECT 'msg_' || ${threadId} || '_' || x.i, ${projectId}, ${threadId}, x.i + 1, 'user', x.content,
-        now() - make_interval(secs => x.i)
-      FROM x RETURNING id),
-    s AS (
-      INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
-      SELECT 'msg_' || ${threadId} || '_' || x.i, ${projectId}, ${threadId}, ${dataset}, now() - make_interval(secs => x.i),
-        to_tsvector('english', x.content), ${counted}
-      FROM x RETURNING project_id, dataset, search, terms_counted),
-    sc AS (SELECT * FROM s WHERE terms_counted),
-    t AS (${addTermsSql(sql`sc`)})
-    INSERT INTO message_vectors (message_id, project_id, thread_id, dataset, created_at, embedding)
-    SELECT 'msg_' || ${threadId} || '_' || x.i, ${projectId}, ${threadId}, ${dataset}, now() - make_interval(secs => x.i), x.v::halfvec
-    FROM x`);
-  return rows.map((r) => `msg_${threadId}_${r.i}`);
+  const messages = texts.map((content, i) => ({ id: `msg_${threadId}_${i}`, content, ageSeconds: i }));
+  await insertIndexedMessages(svc.deps.db, { projectId, dataset, threadId, firstSeq: 1 }, messages, { counted, dims });
+  return messages.map((m) => m.id);
 }
 
 /** Recall with messages in `dataset` (hybrid, or keyword without a vector): what it read, what it found. */

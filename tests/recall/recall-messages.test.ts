@@ -1,9 +1,8 @@
 import { randomUUID } from "node:crypto";
-import { type SQL, sql } from "drizzle-orm";
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
-import { addTermsSql } from "../../lib/evidence/terms";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
@@ -12,6 +11,7 @@ import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
+import { insertIndexedMessages } from "../helpers/indexed-messages";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -500,29 +500,28 @@ describe("at scale", () => {
     await fatherYusuf(t);
     // Messages with their index rows, counted (the statistics) as the thread's embedding job
     // leaves them.
-    let seq = 0;
-    const seed = async (prefix: string, count: number, text: SQL, daysAgo: number) => {
-      await svc.deps.db.execute(sql`
-        WITH m AS (INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
-          SELECT ${prefix} || g, ${t.projectId}, ${th}, ${seq} + g, 'user', ${text}, now() - make_interval(days => ${daysAgo})
-          FROM generate_series(1, ${count}) g RETURNING id, content, created_at),
-        s AS (INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search, terms_counted)
-          SELECT id, ${t.projectId}, ${th}, ${t.dataset}, created_at, to_tsvector('english', content), true FROM m
-          RETURNING project_id, dataset, search)
-        ${addTermsSql(sql`s`)}`);
+    let seq = 1;
+    const seed = async (prefix: string, count: number, text: (g: number) => string, daysAgo: number) => {
+      const at = { projectId: t.projectId, dataset: t.dataset, threadId: th, firstSeq: seq };
+      const messages = Array.from({ length: count }, (_, i) => ({
+        id: `${prefix}${i + 1}`,
+        content: text(i + 1),
+        ageSeconds: daysAgo * 86_400,
+      }));
+      await insertIndexedMessages(svc.deps.db, at, messages);
       seq += count;
     };
     // More than MESSAGE_SCAN_MAX, the newest; the hop's messages older than the recent ones that
     // stand in for the vector signal (the keyword shape).
-    await seed("msg_garden_", 3000, sql`'my garden number ' || g`, 0);
-    await seed("msg_job_", 1, sql`'Yusuf got a job in Toronto'`, 2);
-    await seed("msg_visit_", 50, sql`'Yusuf visited on day ' || g`, 1);
+    await seed("msg_garden_", 3000, (g) => `my garden number ${g}`, 0);
+    await seed("msg_job_", 1, () => "Yusuf got a job in Toronto", 2);
+    await seed("msg_visit_", 50, (g) => `Yusuf visited on day ${g}`, 1);
     await svc.deps.db.execute(sql`ANALYZE message_search`);
     const recall = () => fatherMessages(t, { messageLimit: 100 });
     const job = (await recall()).find((m) => m.messageId === "msg_job_1");
     expect(job?.signals.entity).toBe(1);
     // 151 messages name him: a hub of the conversation, boosted where another signal brings it.
-    await seed("msg_visit_more_", 100, sql`'Yusuf visited on day ' || g`, 1);
+    await seed("msg_visit_more_", 100, (g) => `Yusuf visited on day ${g}`, 1);
     expect((await recall()).map((m) => m.messageId)).not.toContain("msg_job_1");
   });
 });
