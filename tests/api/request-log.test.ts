@@ -174,7 +174,7 @@ describe("LOG_LEVEL", () => {
   it("filters the request lines of `npm start` (the Node.js host's own wiring)", async () => {
     const env = { PGLITE_DIR: "memory://", ADMIN_PASSWORD: "request-log-admin" };
     const requestLineAt = async (level: LogLevel) => {
-      const server = await startServerProcess({ ...env, LOG_LEVEL: level }, 60_000);
+      const server = await startServerProcess({ ...env, LOG_LEVEL: level });
       try {
         expect((await fetch(`${server.url}/health`)).status).toBe(200);
         await new Promise((r) => setTimeout(r, 200)); // the line is written after the response

@@ -21,10 +21,14 @@ export interface ServerProcess {
   exited: Promise<number | null>;
 }
 
-/** `npm start`'s entry as a child process; resolves once it prints its Listening line. */
+/**
+ * `npm start`'s entry as a child process; resolves once it prints its Listening line. It starts in
+ * 1-3 s alone, but CI runs two test files at a time beside each one's servers: on a loaded machine
+ * a start once took more than 30 s (bench/RESULTS.md, night of 2026-11-29), so a hang fails at 60.
+ */
 export async function startServerProcess(
   env: Record<string, string>,
-  timeoutMs = 30_000,
+  timeoutMs = 60_000,
   /** A command the server runs under (e.g. strace and its options). */
   wrapper: string[] = [],
 ): Promise<ServerProcess> {

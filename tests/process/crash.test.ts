@@ -74,7 +74,7 @@ describe(`crash suite (seed ${SEED})`, { timeout: ON_SERVER ? 240_000 : 180_000 
       EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
     };
     const context = `seed ${SEED} (replay with CRASH_SEED=${SEED})`;
-    let server: ServerProcess = await startServerProcess(env, 60_000);
+    let server: ServerProcess = await startServerProcess(env);
     const call = (path: string, init: { method?: string; token?: string; body?: unknown } = {}) =>
       callJson(server.url, path, init);
     const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "crash");
@@ -133,7 +133,7 @@ describe(`crash suite (seed ${SEED})`, { timeout: ON_SERVER ? 240_000 : 180_000 
       dead = true;
       await server.exited;
       await Promise.all(writers);
-      server = await startServerProcess(env, 60_000);
+      server = await startServerProcess(env);
     }
     const restartedAt = Date.now();
 
