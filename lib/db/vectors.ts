@@ -112,9 +112,35 @@ export function nearestSql(s: NearestSearch): SQL {
  * dataset, so in a table of many small datasets and a few large ones, the large ones' recall read
  * and sorted every row (a dataset of 20,000 facts beside 2,000 of 10: 50 ms against 6 alone).
  * The cost of the exact path is every distance: ~2 µs a row on the embedded database at 256
- * dimensions, 3-4 ms more than the index at this size for a dataset alone (bench/RESULTS.md).
+ * dimensions, more at 1536; a dataset that is most of its table takes the index below this size
+ * too (exactPathSql).
  */
 export const VECTOR_SCAN_MAX = 2_000;
+
+/**
+ * A dataset of at most VECTOR_SCAN_MAX rows still searches the HNSW index when it is most of its
+ * table: its rows squared more than this times the table's. The index walks about `limit` × table
+ * / dataset rows until enough are the dataset's, the exact path reads all the dataset's, so the
+ * index wins where the dataset is a large share: alone in its table (one user's memory on `npm
+ * start`), recall in a dataset of 2,000 facts took 24.0 ms p50 by its own rows at 1536 dimensions
+ * and 14.1 at 256, 10.9 and 6.4 by the indexes (bench/RESULTS.md, night of 2026-11-30). Up to 100
+ * rows a dataset always reads its own; one of 100 among 100,000 (the many-tenants bench) too.
+ */
+export const EXACT_SHARE_FACTOR = 100;
+
+/**
+ * Whether a dataset of `n` rows of `table` takes the exact path (its own rows) rather than the
+ * HNSW index: n ≤ `atMost` (VECTOR_SCAN_MAX) and n² ≤ EXACT_SHARE_FACTOR × the table's rows, as
+ * its last analysis counted them (`pg_class.reltuples`, at least `n`; never analysed: by size
+ * alone). The keyword lookups choose between a dataset's rows and the keyword index so too. One
+ * catalog row.
+ */
+export function exactPathSql(n: SQL, table: string, atMost = VECTOR_SCAN_MAX): SQL {
+  const max = sql.raw(String(atMost));
+  const factor = sql.raw(String(EXACT_SHARE_FACTOR));
+  return sql`(${n} <= ${max} AND coalesce((SELECT c.reltuples < 0 OR (${n})::float8 * (${n})
+      <= ${factor} * GREATEST(c.reltuples, (${n})::float8) FROM pg_class c WHERE c.oid = ${sql.raw(`'${table}'`)}::regclass), true))`;
+}
 
 /**
  * The `limit` rows nearest `query` by exact cosine among those `where` finds (one dataset's, at

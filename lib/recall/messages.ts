@@ -6,6 +6,7 @@ import type { ProjectRef } from "../db/types";
 import {
   cosineDistanceSql,
   datasetFilter,
+  exactPathSql,
   FACTS_PER_EF,
   nearestInDatasetSql,
   searchLimitsFor,
@@ -130,6 +131,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const n = sql`coalesce((SELECT n FROM m_stats), 0)`;
   const scanMax = sql.raw(String(MESSAGE_SCAN_MAX));
   const small = sql`(SELECT small FROM m_small)`;
+  const mayBeSmall = exactPathSql(n, "message_search");
   const bringsCandidates = keywordTermBringsCandidates(sql`t`);
   const candidatesOf = (ix: TermIndex, sample: SQL) =>
     keywordCandidatesSql(
@@ -150,13 +152,14 @@ export function messageCtes(m: MessageSearch): SQL[] {
       m,
       sql`SELECT DISTINCT u.lexeme FROM m_hop_names n CROSS JOIN LATERAL unnest(to_tsvector('english', n.name)) u`,
     )})`,
-    // A small dataset's rows (MESSAGE_SCAN_MAX), read only when its count says it may be one: the
-    // count lags (messages are counted by their thread's embedding job), so the rows themselves,
-    // at most one past the threshold, decide. Through the dataset's B-tree, newest first under the
-    // LIMIT, whatever a plan guessed of the dataset's size.
+    // A small dataset's rows (MESSAGE_SCAN_MAX, and a small share of the table: exactPathSql),
+    // read only when its count says it may be one: the count lags (messages are counted by their
+    // thread's embedding job), so the rows themselves, at most one past the threshold, decide.
+    // Through the dataset's B-tree, newest first under the LIMIT, whatever a plan guessed of the
+    // dataset's size.
     sql`m_own AS MATERIALIZED (SELECT ms.message_id AS id, ms.search FROM ${messageSearch} ms
-      WHERE ${inDataset} AND ${n} <= ${scanMax} ORDER BY ms.created_at DESC LIMIT ${scanMax} + 1)`,
-    sql`m_small AS (SELECT ${n} <= ${scanMax} AND count(*) <= ${scanMax} AS small FROM m_own)`,
+      WHERE ${inDataset} AND ${mayBeSmall} ORDER BY ms.created_at DESC LIMIT ${scanMax} + 1)`,
+    sql`m_small AS (SELECT ${mayBeSmall} AND count(*) <= ${scanMax} AS small FROM m_own)`,
     // Its rows holding any query or hop term that brings candidates, in one pass: each term's
     // lookup then reads these few.
     sql`m_hits AS MATERIALIZED (SELECT o.id, o.search FROM m_own o WHERE ${small}

@@ -8,6 +8,7 @@ import type { ProjectRef } from "../db/types";
 import {
   cosineDistanceSql,
   datasetFilter,
+  exactPathSql,
   nearestInDatasetSql,
   ownRowsSql,
   searchLimitsFor,
@@ -25,6 +26,7 @@ import { HOP_SOURCES, HOP_STRENGTH } from "./hop";
 import {
   bm25Of,
   FACT_TERMS,
+  KEYWORD_SCAN_MAX_DOCS,
   keywordCandidatesSql,
   keywordSignalSql,
   matchesWithoutIndex,
@@ -471,11 +473,11 @@ function recentCtes(scope: Scope): SQL[] {
 }
 
 /**
- * The dataset is small (VECTOR_SCAN_MAX): its vector searches read its own rows rather than the
- * HNSW index. Its facts as `stats` counts them: exact, kept by trigger, every row counted, so the
- * facts' exact path never reads more.
+ * The dataset is small (exactPathSql: at most VECTOR_SCAN_MAX facts, a small share of the table):
+ * its vector searches read its own rows rather than the HNSW index. Its facts as `stats` counts
+ * them: exact, kept by trigger, every row counted, so the facts' exact path never reads more.
  */
-const smallDataset = sql`(coalesce((SELECT n FROM stats), 0) <= ${sql.raw(String(VECTOR_SCAN_MAX))})`;
+const smallDataset = exactPathSql(sql`coalesce((SELECT n FROM stats), 0)`, "facts");
 
 const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE false`;
 
@@ -513,13 +515,20 @@ function hopCtes(scope: Scope, depth: SQL): SQL {
  * frequency from the dataset's statistics (fact_terms). `by_keyword`: the candidates each term
  * brings (keywordCandidatesSql).
  */
+/**
+ * A dataset whose terms' documents are read from its own rows, not the keyword index, whose
+ * posting lists span every tenant's facts (KEYWORD_SCAN_MAX_DOCS); alone in its table, the index
+ * holds only its own postings and is the cheaper read. The candidates are the same either way.
+ */
+const smallForKeywords = exactPathSql(sql`t.n`, "facts", KEYWORD_SCAN_MAX_DOCS);
+
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
   // A large dataset's lookup cannot take the dataset's B-tree: a plan made once for every dataset
   // (generic), in a table of many small ones, would walk a large one's facts for each word.
   const byIndex = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDatasetUnkeyed} AND f.search @@ ${termQuery}`;
   const byRows = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matchesWithoutIndex(sql`f.search`, termQuery)}`;
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
-    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows })})`;
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows, small: smallForKeywords })})`;
 }
 
 /**

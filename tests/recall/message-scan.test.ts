@@ -33,17 +33,17 @@ afterAll(async () => {
  * `texts` as user messages of one new thread in `dataset`, indexed and embedded as the thread's
  * jobs leave them; counted into the keyword statistics unless `counted` is false.
  */
-async function seed(projectId: string, dataset: string, texts: string[], counted = true) {
+async function seed(projectId: string, dataset: string, texts: string[], counted = true, into = svc) {
   const threadId = `thr_${randomUUID().replaceAll("-", "").slice(0, 20)}`;
-  await svc.deps.db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
+  await into.deps.db.execute(sql`INSERT INTO threads (id, project_id, dataset, last_seq, live_count, last_message_at, created_at, updated_at)
     VALUES (${threadId}, ${projectId}, ${dataset}, ${texts.length}, ${texts.length}, now(), now(), now())`);
   const messages = texts.map((content, i) => ({ id: `msg_${threadId}_${i}`, content, ageSeconds: i }));
-  await insertIndexedMessages(svc.deps.db, { projectId, dataset, threadId, firstSeq: 1 }, messages, { counted, dims });
+  await insertIndexedMessages(into.deps.db, { projectId, dataset, threadId, firstSeq: 1 }, messages, { counted, dims });
   return messages.map((m) => m.id);
 }
 
 /** Recall with messages in `dataset` (hybrid, or keyword without a vector): what it read, what it found. */
-async function recallMessages(projectId: string, dataset: string, mode: "hybrid" | "keyword") {
+async function recallMessages(projectId: string, dataset: string, mode: "hybrid" | "keyword", on = svc) {
   const query = "lighthouse";
   const r: Retrieval = {
     projectId,
@@ -55,18 +55,18 @@ async function recallMessages(projectId: string, dataset: string, mode: "hybrid"
     episodes: false,
     messages: true,
   };
-  const plan = await svc.deps.db.transaction(async (tx) => {
+  const plan = await on.deps.db.transaction(async (tx) => {
     await tx.execute(sql`SET LOCAL enable_seqscan = off`);
-    return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
+    return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(on.deps, r)}`)).Plan;
   });
   const ran = planNodes(plan).filter((n) => (n["Actual Loops"] ?? 0) > 0);
-  const on = (table: string) => ran.filter((n) => n["Relation Name"] === table);
+  const onTable = (table: string) => ran.filter((n) => n["Relation Name"] === table);
   const removed = (nodes: PlanNode[]) => nodes.reduce((sum, n) => sum + (n["Rows Removed by Filter"] ?? 0), 0);
-  const found = await retrieve(svc.deps, r);
+  const found = await retrieve(on.deps, r);
   return {
     indexes: ran.flatMap((n) => n["Index Name"] ?? []),
     /** Rows of message_vectors its scans read and dropped: another dataset's. */
-    otherVectors: removed(on("message_vectors")),
+    otherVectors: removed(onTable("message_vectors")),
     messages: found.messages ?? [],
   };
 }
@@ -101,6 +101,39 @@ describe("message candidates by dataset size", { timeout: 120_000 }, () => {
     const v = fakeEmbedding("we walked to the lighthouse at dusk", dims);
     const cosine = q.reduce((s, x, i) => s + x * v[i], 0) / Math.hypot(...q) / Math.hypot(...v);
     expect(messages[0]?.signals.vector).toBeCloseTo(cosine, 2);
+  });
+
+  it("a dataset that is most of its table keeps the indexes; beside a crowd it reads its own rows", async () => {
+    const own = await createTestService();
+    try {
+      const t = await newTenant(own, `ms-${randomUUID().slice(0, 6)}`);
+      const [lighthouse] = await seed(
+        t.projectId,
+        "alone",
+        ["we walked to the lighthouse at dusk", ...Array.from({ length: 299 }, (_, i) => `a boat named ${i}`)],
+        true,
+        own,
+      );
+      const paths = async () => {
+        await own.deps.db.execute(sql`ANALYZE message_search`);
+        const { indexes, messages } = await recallMessages(t.projectId, "alone", "hybrid", own);
+        expect(messages[0]?.messageId).toBe(lighthouse);
+        return { hnsw: indexes.includes(HNSW()), keywordIndex: indexes.includes("message_search_search_idx") };
+      };
+      // 300 of 300 (exactPathSql): the indexes hold little else.
+      expect(await paths()).toEqual({ hnsw: true, keywordIndex: true });
+      const crowd = await newTenant(own, `ms-${randomUUID().slice(0, 6)}`);
+      await seed(
+        crowd.projectId,
+        "crowd",
+        Array.from({ length: 3_000 }, (_, i) => `lighthouse ${i}`),
+        true,
+        own,
+      );
+      expect(await paths()).toEqual({ hnsw: false, keywordIndex: false });
+    } finally {
+      await own.close();
+    }
   });
 
   it(`past ${MESSAGE_SCAN_MAX} counted messages a dataset keeps the HNSW and keyword indexes`, async () => {

@@ -29,13 +29,13 @@ afterAll(async () => {
 });
 
 /** `count` facts of `projectId`, fact g in dataset `datasetOf(g)`, about "boat g" but the first, about a lighthouse. */
-async function insertFacts(projectId: string, count: number, datasetOf: (g: number) => string) {
+async function insertFacts(projectId: string, count: number, datasetOf: (g: number) => string, into = svc) {
   const rows = Array.from({ length: count }, (_, g) => {
     const object = g === 0 ? "a lighthouse" : `boat ${g}`;
     return { g, d: datasetOf(g), object, v: `[${fakeEmbedding(`user owns ${object}`, dims).join(",")}]` };
   });
   const prefix = `fct_vp_${randomUUID().slice(0, 8)}_`;
-  await svc.deps.db.execute(sql`
+  await into.deps.db.execute(sql`
     INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at, embedding)
     SELECT ${prefix} || x.g, ${projectId}, x.d, 'user', 'owns', x.object, 0.9, 'I said so', now() - make_interval(secs => x.g),
       x.v::halfvec
@@ -125,6 +125,36 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
     const v = fakeEmbedding("user owns a lighthouse", dims);
     const cosine = q.reduce((s, x, i) => s + x * v[i], 0) / Math.hypot(...q) / Math.hypot(...v);
     expect(found.facts?.[0]?.signals.vector).toBeCloseTo(cosine, 2);
+  });
+
+  it(`a dataset of at most ${VECTOR_SCAN_MAX} facts that is most of its table searches the indexes, beside a crowd its own rows`, async () => {
+    // A database of its own: the dataset alone in the facts table, then beside another project's.
+    const own = await createTestService();
+    try {
+      const t = await newTenant(own, `vp-${randomUUID().slice(0, 6)}`);
+      await insertFacts(t.projectId, 300, () => "alone", own);
+      const r = lighthouseRecall(t.projectId, "alone");
+      const paths = async () => {
+        await own.deps.db.execute(sql`ANALYZE facts`);
+        const plan = planOf(await own.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(own.deps, r)}`));
+        const ran = planNodes(plan.Plan).filter((n) => (n["Actual Loops"] ?? 0) > 0);
+        expect((await retrieve(own.deps, r)).facts?.[0]?.object).toBe("a lighthouse");
+        return {
+          hnsw: ran.some((n) => n["Index Name"] === vectorIndexName("facts", dims)),
+          ownRowsByWord: ran.some((n) => n["Relation Name"] === "facts" && n.Filter?.includes("IS TRUE")),
+        };
+      };
+      // 300² > EXACT_SHARE_FACTOR × 300: the index walks a few of its rows, where the exact path
+      // reads all 300 (and a word's lookup reads the dataset's rows, not the word's postings).
+      expect(await paths()).toEqual({ hnsw: true, ownRowsByWord: false });
+      // Beside 3,000 facts of another tenant, 300² ≤ EXACT_SHARE_FACTOR × 3,300: the index would
+      // walk the others' rows to find its own.
+      const crowd = await newTenant(own, `vp-${randomUUID().slice(0, 6)}`);
+      await insertFacts(crowd.projectId, 3_000, () => "crowd", own);
+      expect(await paths()).toEqual({ hnsw: false, ownRowsByWord: true });
+    } finally {
+      await own.close();
+    }
   });
 
   it("a large dataset's entities are found by their own keys and the HNSW index, never read whole", async () => {
