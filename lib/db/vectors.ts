@@ -118,15 +118,17 @@ export function nearestSql(s: NearestSearch): SQL {
 export const VECTOR_SCAN_MAX = 2_000;
 
 /**
- * A dataset of at most VECTOR_SCAN_MAX rows still searches the HNSW index when it is most of its
- * table: its rows squared more than this times the table's. The index walks about `limit` × table
- * / dataset rows until enough are the dataset's, the exact path reads all the dataset's, so the
- * index wins where the dataset is a large share: alone in its table (one user's memory on `npm
- * start`), recall in a dataset of 2,000 facts took 24.0 ms p50 by its own rows at 1536 dimensions
- * and 14.1 at 256, 10.9 and 6.4 by the indexes (bench/RESULTS.md, night of 2026-11-30). Up to 100
- * rows a dataset always reads its own; one of 100 among 100,000 (the many-tenants bench) too.
+ * A dataset of at most VECTOR_SCAN_MAX rows still searches the HNSW index when it is a large share
+ * of its table: its rows squared more than this times the table's. The index walks about `limit`
+ * × table / dataset rows until enough are the dataset's, the exact path reads all the dataset's,
+ * so the crossover grows with the dataset's size squared. Measured at 2,000 facts (256 dims): the
+ * index 8.0-9.0 ms p50 against 10.0 by its own rows among 20,000 facts, 12.6 against 8.4-9.7
+ * among 30,000; alone in its table (one user's memory on `npm start`) recall took 24.0 ms by its
+ * own rows at 1536 dimensions and 14.1 at 256, 10.9 and 6.4 by the indexes (bench/RESULTS.md,
+ * night of 2026-11-30). Up to 175 rows a dataset always reads its own; one of 100 among 100,000
+ * (the many-tenants bench) too.
  */
-export const EXACT_SHARE_FACTOR = 100;
+export const EXACT_SHARE_FACTOR = 175;
 
 /**
  * Whether a dataset of `n` rows of `table` takes the exact path (its own rows) rather than the
