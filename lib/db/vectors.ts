@@ -140,8 +140,8 @@ export const EXACT_SHARE_FACTOR = 175;
 export function exactPathSql(n: SQL, table: string, atMost = VECTOR_SCAN_MAX): SQL {
   const max = sql.raw(String(atMost));
   const factor = sql.raw(String(EXACT_SHARE_FACTOR));
-  return sql`(${n} <= ${max} AND coalesce((SELECT c.reltuples < 0 OR (${n})::float8 * (${n})
-      <= ${factor} * GREATEST(c.reltuples, (${n})::float8) FROM pg_class c WHERE c.oid = ${sql.raw(`'${table}'`)}::regclass), true))`;
+  return sql`(SELECT x.n <= ${max} AND coalesce((SELECT c.reltuples < 0 OR x.n * x.n <= ${factor} * GREATEST(c.reltuples, x.n)
+      FROM pg_class c WHERE c.oid = ${sql.raw(`'${table}'`)}::regclass), true) FROM (SELECT (${n})::float8 AS n) x)`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
-import { datasetFilter, nearestInDatasetSql, rowsWithinScanMax, VECTOR_SCAN_MAX } from "../db/vectors";
+import { datasetFilter, exactPathSql, nearestInDatasetSql, rowsWithinScanMax } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import {
@@ -330,12 +330,15 @@ export function existingEntitySql(deps: Deps, episode: Pick<ExtractionInput, "pr
 
 /**
  * The episode's dataset holds at most VECTOR_SCAN_MAX facts (fact_terms counts every row, kept
- * by trigger): its vector searches read its own rows (nearestInDatasetSql).
+ * by trigger) and is not a large share of the table (exactPathSql, as recall's): its vector
+ * searches read its own rows (nearestInDatasetSql).
  */
 function smallDataset(episode: Pick<ExtractionInput, "project_id" | "dataset">): SQL {
-  return sql`(coalesce((SELECT t.docs FROM ${factTerms} t
-    WHERE t.project_id = ${episode.project_id} AND t.dataset = ${episode.dataset} AND t.term = ''), 0)
-    <= ${sql.raw(String(VECTOR_SCAN_MAX))})`;
+  return exactPathSql(
+    sql`coalesce((SELECT t.docs FROM ${factTerms} t
+      WHERE t.project_id = ${episode.project_id} AND t.dataset = ${episode.dataset} AND t.term = ''), 0)`,
+    "facts",
+  );
 }
 
 /**

@@ -139,19 +139,27 @@ describe("the facts' vector search by dataset size", { timeout: 120_000 }, () =>
         const plan = planOf(await own.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(own.deps, r)}`));
         const ran = planNodes(plan.Plan).filter((n) => (n["Actual Loops"] ?? 0) > 0);
         expect((await retrieve(own.deps, r)).facts?.[0]?.object).toBe("a lighthouse");
+        // Extraction's search for a new fact's duplicates takes the same path.
+        const twin = `[${fakeEmbedding("user owns a lighthouse", dims).join(",")}]`;
+        const episode = { project_id: t.projectId, dataset: "alone" };
+        const near = nearestLiveFacts(own.deps, episode, sql`${twin}::halfvec`, sql`f.id, f.object`);
+        const extraction = planOf(await own.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${near}`));
         return {
           hnsw: ran.some((n) => n["Index Name"] === vectorIndexName("facts", dims)),
           ownRowsByWord: ran.some((n) => n["Relation Name"] === "facts" && n.Filter?.includes("IS TRUE")),
+          extractionHnsw: planNodes(extraction.Plan).some(
+            (n) => (n["Actual Loops"] ?? 0) > 0 && n["Index Name"] === vectorIndexName("facts", dims),
+          ),
         };
       };
       // 300² > EXACT_SHARE_FACTOR × 300: the index walks a few of its rows, where the exact path
       // reads all 300 (and a word's lookup reads the dataset's rows, not the word's postings).
-      expect(await paths()).toEqual({ hnsw: true, ownRowsByWord: false });
+      expect(await paths()).toEqual({ hnsw: true, ownRowsByWord: false, extractionHnsw: true });
       // Beside 3,000 facts of another tenant, 300² ≤ EXACT_SHARE_FACTOR × 3,300: the index would
       // walk the others' rows to find its own.
       const crowd = await newTenant(own, `vp-${randomUUID().slice(0, 6)}`);
       await insertFacts(crowd.projectId, 3_000, () => "crowd", own);
-      expect(await paths()).toEqual({ hnsw: false, ownRowsByWord: true });
+      expect(await paths()).toEqual({ hnsw: false, ownRowsByWord: true, extractionHnsw: false });
     } finally {
       await own.close();
     }
