@@ -510,18 +510,18 @@ function hopCtes(scope: Scope, depth: SQL): SQL {
 }
 
 /**
- * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
- * `search` column; "user", every fact's subject, left out) with their inverse document
- * frequency from the dataset's statistics (fact_terms). `by_keyword`: the candidates each term
- * brings (keywordCandidatesSql).
- */
-/**
  * A dataset whose terms' documents are read from its own rows, not the keyword index, whose
  * posting lists span every tenant's facts (KEYWORD_SCAN_MAX_DOCS); alone in its table, the index
  * holds only its own postings and is the cheaper read. The candidates are the same either way.
  */
 const smallForKeywords = exactPathSql(sql`t.n`, "facts", KEYWORD_SCAN_MAX_DOCS);
 
+/**
+ * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
+ * `search` column; "user", every fact's subject, left out) with their inverse document
+ * frequency from the dataset's statistics (fact_terms). `by_keyword`: the candidates each term
+ * brings (keywordCandidatesSql).
+ */
 function keywordCtes(r: Retrieval, scope: Scope): SQL {
   // A large dataset's lookup cannot take the dataset's B-tree: a plan made once for every dataset
   // (generic), in a table of many small ones, would walk a large one's facts for each word.
