@@ -17,6 +17,8 @@ export interface PlanNode {
   "Actual Loops"?: number;
   "Rows Removed by Filter"?: number;
   "Rows Removed by Index Recheck"?: number;
+  /** Per loop: the pairs a join compared and dropped. */
+  "Rows Removed by Join Filter"?: number;
   /** With BUFFERS. */
   "Shared Hit Blocks"?: number;
   "Shared Read Blocks"?: number;

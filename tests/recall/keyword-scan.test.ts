@@ -63,3 +63,33 @@ describe("keyword candidates by dataset size", { timeout: 60_000 }, () => {
     expect(scanned).toBe(false);
   });
 });
+
+describe("many keyword candidates", { timeout: 60_000 }, () => {
+  it("are scored without comparing each with every other, in the plan recall runs (generic)", async () => {
+    // 300 facts, a colour word in each 100: the query's three words bring all 300 as candidates.
+    const t = await newTenant(svc, `kw-${randomUUID().slice(0, 6)}`);
+    await svc.deps.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      SELECT 'fct_kwc_' || ${t.projectId} || '_' || g, ${t.projectId}, 'ds', 'user', 'owns',
+        (ARRAY['a red', 'a blue', 'a green'])[g % 3 + 1] || ' kite number ' || g, 0.9, 'I said so', now()
+      FROM generate_series(1, 300) g`);
+    const r = {
+      projectId: t.projectId,
+      dataset: "ds",
+      mode: "keyword" as const,
+      query: "red blue green",
+      facts: true,
+      episodes: false,
+    };
+    const plan = await svc.deps.db.transaction(async (tx) => {
+      await tx.execute(sql`SET LOCAL plan_cache_mode = force_generic_plan`);
+      return planOf(await tx.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${recallSql(svc.deps, r)}`)).Plan;
+    });
+    const compared = planNodes(plan).map((n) => (n["Rows Removed by Join Filter"] ?? 0) * (n["Actual Loops"] ?? 1));
+    // Before the fix, one join removed 300 × 299 rows.
+    expect(Math.max(...compared)).toBeLessThan(1_000);
+    const found = (await retrieve(svc.deps, r)).facts ?? [];
+    expect(found.length).toBeGreaterThan(0);
+    for (const f of found) expect(f.object).toMatch(/red|blue|green/);
+  });
+});
