@@ -131,7 +131,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const n = sql`coalesce((SELECT n FROM m_stats), 0)`;
   const scanMax = sql.raw(String(MESSAGE_SCAN_MAX));
   const small = sql`(SELECT small FROM m_small)`;
-  const mayBeSmall = exactPathSql(n, "message_search");
+  const mayBeSmall = sql`(SELECT may_be_small FROM m_path)`;
   const bringsCandidates = keywordTermBringsCandidates(sql`t`);
   const candidatesOf = (ix: TermIndex, sample: SQL) =>
     keywordCandidatesSql(
@@ -157,6 +157,7 @@ export function messageCtes(m: MessageSearch): SQL[] {
     // thread's embedding job), so the rows themselves, at most one past the threshold, decide.
     // Through the dataset's B-tree, newest first under the LIMIT, whatever a plan guessed of the
     // dataset's size.
+    sql`m_path AS (SELECT ${exactPathSql(n, "message_search")} AS may_be_small)`,
     sql`m_own AS MATERIALIZED (SELECT ms.message_id AS id, ms.search FROM ${messageSearch} ms
       WHERE ${inDataset} AND ${mayBeSmall} ORDER BY ms.created_at DESC LIMIT ${scanMax} + 1)`,
     sql`m_small AS (SELECT ${mayBeSmall} AND count(*) <= ${scanMax} AS small FROM m_own)`,

@@ -402,21 +402,21 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
       )
     : sql`NULL::float8`;
   // A keyword candidate's BM25 was computed for the hop (kw_bm25) and comes with it among the
-  // candidates; the other candidates' only here (a subquery in CASE runs only where its branch is
-  // taken). Carried, not joined: a plan made without the values guesses each CTE a row or two and
-  // joined kw_bm25 to the candidates by a nested loop, every pair compared (181 × 181 at 1,000
-  // facts: 13 ms of a 20 ms statement). MATERIALIZED: `fused` alone reads `scored`, and inlined
-  // there its BM25 subquery ran once per use of `bm25`, twice a candidate.
-  const bm25OfCandidate = sql`CASE WHEN c.keyword THEN c.kw_bm25 ELSE (${factBm25()}) END`;
+  // candidates; the other candidates' only here (coalesce runs the subquery only where the carried
+  // one is null). Carried, not joined: a plan made without the values guesses each CTE a row or
+  // two and joined kw_bm25 to the candidates by a nested loop, every pair compared (181 × 181 at
+  // 1,000 facts: 13 ms of a 20 ms statement). MATERIALIZED: `fused` alone reads `scored`, and
+  // inlined there its BM25 subquery ran once per use of `bm25`, twice a candidate.
+  const bm25OfCandidate = sql`coalesce(c.kw_bm25, (${factBm25()}))`;
   const scored = sql`scored AS MATERIALIZED (
       SELECT f.id, f.subject, f.predicate, f.object, f.object_is_entity, f.confidence, f.source_quote,
         f.valid_at, f.valid_until, f.invalid_at, f.episode_id,
         (${cosine})::float8 AS vector, coalesce(${bm25OfCandidate}, 0)::float8 AS bm25,
         LEAST(coalesce(a.strength, 0), 1)::float8 AS anchored, ${timeTerm(r.time)}::float8 AS time_match
-      FROM (SELECT id, bool_or(keyword) AS keyword, max(bm25) AS kw_bm25 FROM (
-          SELECT id, true AS keyword, bm25 FROM kw_bm25
+      FROM (SELECT id, max(bm25) AS kw_bm25 FROM (
+          SELECT id, bm25 FROM kw_bm25
           ${sql.join(
-            sources.map((name) => sql`UNION ALL SELECT id, false, NULL::float8 FROM ${sql.raw(name)}`),
+            sources.map((name) => sql`UNION ALL SELECT id, NULL::float8 FROM ${sql.raw(name)}`),
             sql` `,
           )}) u GROUP BY id) c
       JOIN ${facts} f ON f.id = c.id
@@ -479,10 +479,10 @@ function recentCtes(scope: Scope): SQL[] {
 
 /**
  * The dataset is small (exactPathSql: at most VECTOR_SCAN_MAX facts, a small share of the table):
- * its vector searches read its own rows rather than the HNSW index. Its facts as `stats` counts
- * them: exact, kept by trigger, every row counted, so the facts' exact path never reads more.
+ * its vector searches read its own rows rather than the HNSW index. Decided once per statement
+ * (`fact_paths`, keywordCtes) for the facts' and the entities' searches.
  */
-const smallDataset = exactPathSql(sql`coalesce((SELECT n FROM stats), 0)`, "facts");
+const smallDataset = sql`(SELECT vectors FROM fact_paths)`;
 
 const NO_ANCHOR = sql`SELECT NULL::text AS id, NULL::float8 AS strength WHERE false`;
 
@@ -515,13 +515,6 @@ function hopCtes(scope: Scope, depth: SQL): SQL {
 }
 
 /**
- * A dataset whose terms' documents are read from its own rows, not the keyword index, whose
- * posting lists span every tenant's facts (KEYWORD_SCAN_MAX_DOCS); alone in its table, the index
- * holds only its own postings and is the cheaper read. The candidates are the same either way.
- */
-const smallForKeywords = exactPathSql(sql`t.n`, "facts", KEYWORD_SCAN_MAX_DOCS);
-
-/**
  * The keyword signal. `terms`: the query's search terms (the same English stemming as the facts'
  * `search` column; "user", every fact's subject, left out) with their inverse document
  * frequency from the dataset's statistics (fact_terms). `by_keyword`: the candidates each term
@@ -532,8 +525,15 @@ function keywordCtes(r: Retrieval, scope: Scope): SQL {
   // (generic), in a table of many small ones, would walk a large one's facts for each word.
   const byIndex = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDatasetUnkeyed} AND f.search @@ ${termQuery}`;
   const byRows = sql`SELECT f.id FROM ${facts} f WHERE ${scope.inDataset} AND ${matchesWithoutIndex(sql`f.search`, termQuery)}`;
+  // Which paths the dataset takes, once per statement (exactPathSql), by its facts as `stats`
+  // counts them (exact, kept by trigger, every row counted, so an exact path never reads more):
+  // its vector searches' (smallDataset), and its words' lookups', among its own rows rather than
+  // the keyword index, whose posting lists span every tenant's facts (KEYWORD_SCAN_MAX_DOCS; alone
+  // in its table, the index holds only its own postings). The candidates are the same either way.
+  const n = sql`coalesce((SELECT n FROM stats), 0)`;
   return sql`${termCtes(FACT_TERMS, { projectId: r.projectId, dataset: r.dataset, query: r.query ?? "" })},
-    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows, small: smallForKeywords })})`;
+    fact_paths AS (SELECT ${exactPathSql(n, "facts")} AS vectors, ${exactPathSql(n, "facts", KEYWORD_SCAN_MAX_DOCS)} AS words),
+    by_keyword AS (${keywordCandidatesSql(FACT_TERMS, byIndex, { scan: byRows, small: sql`(SELECT words FROM fact_paths)` })})`;
 }
 
 /**
