@@ -56,6 +56,7 @@ export const PG_SUITES = [
   "tests/recall/keyword-scan.test.ts",
   "tests/recall/message-scan.test.ts",
   "tests/recall/vector-paths.test.ts",
+  "tests/episodic/episode-paths.test.ts",
   "tests/usage/usage.test.ts",
   "tests/recall/vector-search.test.ts",
   "tests/recall/rerank.test.ts",

@@ -16,6 +16,8 @@ export const SCENARIOS = {
     "recall without and with a query at --facts live facts, --dims dimensions, and beside the bare HNSW top-8 statement (their ratio)",
   "recall-messages":
     "recall with a query, without and with include messages, at --facts live facts and 200,000 messages (20,000 with --quick)",
+  "recall-episodes":
+    "recall with a query, without and with include episodes, at --facts live facts and 10,000 episodes in the dataset (2,000 with --quick)",
   "recall-provider": "recall with a query at 1,000 facts, embeddings 150 ms",
   hnsw: "HNSW recall@10 against exact search and recall p50 per --ef-search and --iterative at --facts",
   load: "bulk load of --facts facts (COPY), HNSW build time and size; no queries",
@@ -71,7 +73,7 @@ export interface BenchArgs {
 }
 
 export const DEFAULT_OUT = "bench/results/latest.json";
-/** Scenarios run without --only; hnsw, load, server-rss and tenants are long and asked for by name. */
+/** Scenarios run without --only; hnsw, load, server-rss, tenants and recall-episodes are long or narrow and asked for by name. */
 export const DEFAULT_SCENARIOS: Scenario[] = [
   "add-message",
   "durability",

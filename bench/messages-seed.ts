@@ -108,3 +108,29 @@ export async function seedMessages(
     },
   };
 }
+
+/**
+ * `count` completed episodes in dataset "big" of `projectId`, one a day back from now, each
+ * summarising a conversation in the facts' words and embedded by the bench provider (as
+ * ./seed.ts's 50 are), then ANALYZE (the embedded database's statistics job would). Answers the
+ * seconds it took.
+ */
+export async function seedEpisodes(db: Db, input: { projectId: string; count: number; dims: number }) {
+  const { projectId, count, dims } = input;
+  const started = performance.now();
+  for (let from = 0; from < count; from += VECTOR_CHUNK) {
+    const rows = Array.from({ length: Math.min(VECTOR_CHUNK, count - from) }, (_, k) => {
+      const g = from + k;
+      const summary = `The user talked about the ${ADJECTIVES[(g * 7) % ADJECTIVES.length]} ${NOUNS[(g * 13) % NOUNS.length]} and the ${NOUNS[(g * 29) % NOUNS.length]} club ${g % 200}`;
+      return { g, summary, v: `[${benchEmbedding(summary, dims).join(",")}]` };
+    });
+    await db.execute(sql`
+      INSERT INTO episodes (id, project_id, thread_id, dataset, status, semantic_status, summary, message_count,
+        from_seq, to_seq, started_at, ended_at, embedding)
+      SELECT 'epi_bm_' || x.g, ${projectId}, 'thr_bm_epi', 'big', 'completed', 'completed', x.summary, 2, 1, 2,
+        now() - make_interval(days => x.g + 1), now() - make_interval(days => x.g + 1), x.v::halfvec
+      FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(g int, summary text, v text)`);
+  }
+  await db.execute(sql`ANALYZE episodes`);
+  return { seconds: (performance.now() - started) / 1000 };
+}

@@ -18,7 +18,7 @@ import { bareTop8Sql } from "./bare";
 import { benchEmbedding, startBenchProvider } from "./embedding";
 import { factWords } from "./fact-rows";
 import { type Bench, memoryNow, percentile, reopenBench } from "./lib";
-import { seedMessages } from "./messages-seed";
+import { seedEpisodes, seedMessages } from "./messages-seed";
 import { openSeeded, recallQueries, type SeedStore } from "./seed";
 import { type ColdReset, coldReset } from "./server-database";
 
@@ -44,6 +44,8 @@ export interface RecallBenchResult extends VectorQuality {
     seedSeconds: number;
     bytesPerMessage: { message: number; search: number; terms: number; vector: number };
   };
+  /** With `episodes` seeded: recall with a query without and with `include: ["episodes"]`, alternately per query. */
+  withEpisodes?: { episodes: number; withoutP50Ms: number; withP50Ms: number; seedSeconds: number };
   statementsPerRecall: number;
   /**
    * Recall close to the index (issue 34): recall with a query (uncached, provider 0 ms) and the
@@ -107,6 +109,8 @@ export interface RecallBenchOptions {
   secondSearch?: boolean;
   /** Conversation messages seeded in the dataset too (indexed and embedded); recall is also timed with them. */
   messages?: number;
+  /** Episodes seeded in the dataset (completed, embedded) after the other runs; recall is timed with them. */
+  episodes?: number;
   inspect?: (bench: Bench, projectId: string) => Promise<void>;
 }
 
@@ -178,6 +182,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     }));
     const closeToIndex = await timeBesideBare();
     const withMessages = options.messages ? await timeWithMessages(options.messages) : undefined;
+    const withEpisodes = options.episodes ? await timeWithEpisodes(options.episodes) : undefined;
 
     /** Recall (uncached, then cached) and the bare top-8 statement alternately, each query once (see closeToIndex). */
     async function timeBesideBare() {
@@ -255,6 +260,26 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       };
     }
 
+    /** Seeds the episodes (after the runs without them), then recall without and with them included, alternately. */
+    async function timeWithEpisodes(count: number) {
+      const seeded = await seedEpisodes(db, { projectId, count, dims });
+      const [without, included] = [[], []] as number[][];
+      for (let i = 0; i < 10; i++) {
+        await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i} e`, include: ["episodes"] });
+      }
+      for (let i = 0; i < calls; i++) {
+        for (const [into, body] of [
+          [without, { dataset: "big", query: `${queries[i]} plain` }],
+          [included, { dataset: "big", query: `${queries[i]} recalled`, include: ["episodes"] }],
+        ] as const) {
+          const started = performance.now();
+          await bench.call("POST", "/v1/memory/recall", body);
+          into.push(performance.now() - started);
+        }
+      }
+      return { episodes: count, withoutP50Ms: p50(without), withP50Ms: p50(included), seedSeconds: seeded.seconds };
+    }
+
     // Is the vector signal served by the HNSW index?
     const probe = benchEmbedding(queries[0], dims);
     const plan = rowsOf<Record<string, string>>(
@@ -308,6 +333,7 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       withQuery,
       withQueryAndEpisodes,
       withMessages,
+      withEpisodes,
       statementsPerRecall,
       closeToIndex,
       cold,

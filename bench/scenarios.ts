@@ -34,7 +34,16 @@ export interface UnitResult {
 
 /** The units `args` asks for, in order: the sized scenarios once per size and dimension. */
 export function unitsOf(args: BenchArgs): Unit[] {
-  const sized = new Set<Scenario>(["semantic", "recall", "recall-messages", "hnsw", "load", "server-rss", "tenants"]);
+  const sized = new Set<Scenario>([
+    "semantic",
+    "recall",
+    "recall-messages",
+    "recall-episodes",
+    "hnsw",
+    "load",
+    "server-rss",
+    "tenants",
+  ]);
   return args.only.flatMap((scenario) =>
     sized.has(scenario)
       ? args.dims.flatMap((dims) => args.facts.map((facts) => ({ scenario, facts, dims })))
@@ -197,6 +206,20 @@ const RUNNERS: Record<Scenario, Runner> = {
         `| recall, with query + messages, ${at} + ${n(messages)} messages | ${ms(m.withQuery.p50Ms, 1)} | ${ms(m.withQuery.p99Ms, 1)} | | ${m.statementsPerRecall} SQL statements; ${(m.withQuery.p50Ms / r.withQuery.p50Ms).toFixed(2)}× without messages |`,
         `| recall with query, without and with messages alternately, ${at} + ${n(messages)} messages | ${ms(m.alternately.withP50Ms, 1)} (without: ${ms(m.alternately.withoutP50Ms, 1)}) | | | **${m.alternately.ratio.toFixed(2)}×** without messages (budget 1.5×) |`,
         `| recall, no query + messages, ${at} + ${n(messages)} messages | ${ms(m.noQuery.p50Ms, 1)} | ${ms(m.noQuery.p99Ms, 1)} | | bytes per message: row ${Math.round(bytes.message)}, keyword index ${Math.round(bytes.search)}, statistics ${Math.round(bytes.terms)}, vector ${Math.round(bytes.vector)}; seeded in ${m.seedSeconds.toFixed(0)} s |`,
+      ],
+      result: r,
+    };
+  },
+  // A dataset of many conversations: its episodes ranked beside the facts (include episodes).
+  "recall-episodes": async ({ facts, dims }, args) => {
+    const episodes = args.quick ? 2_000 : 10_000;
+    const build = { m: args.m, efConstruction: args.efConstruction };
+    const r = await benchRecall(facts, { calls: args.quick ? 100 : 200, dims, build, episodes });
+    const e = r.withEpisodes as NonNullable<typeof r.withEpisodes>;
+    const at = `${n(facts)} live facts (${r.dimensions} dims) + ${n(episodes)} episodes`;
+    return {
+      rows: [
+        `| recall with query, without and with episodes alternately, ${at} | ${ms(e.withP50Ms, 1)} (without: ${ms(e.withoutP50Ms, 1)}) | | | episodes +${ms(e.withP50Ms - e.withoutP50Ms, 1)} ms; seeded in ${e.seedSeconds.toFixed(0)} s |`,
       ],
       result: r,
     };

@@ -5,13 +5,22 @@ import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, dbTimestamp, parsedRowsOf, toIso } from "../db/rows";
 import { episodeStatuses, episodes } from "../db/schema";
 import type { ProjectRef } from "../db/types";
-import { cosineDistanceSql, sameDims, vectorParam } from "../db/vectors";
+import {
+  cosineDistanceSql,
+  datasetFilter,
+  exactPathSql,
+  nearestSql,
+  sameDims,
+  searchLimitsFor,
+  VECTOR_SCAN_MAX,
+  vectorParam,
+} from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { budgetSpentSql } from "../usage/budget";
 import { usageCollector } from "../usage/collector";
-import { flushUsage, leadingUsage } from "../usage/sql";
+import { flushUsage, usageCteOf } from "../usage/sql";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -40,9 +49,30 @@ export const EpisodeRow = z.object({
 export type EpisodeRow = z.output<typeof EpisodeRow>;
 
 /** The columns `episodeRecord` reads. */
-export const EPISODE_COLUMNS = sql.raw(
-  "id, thread_id, dataset, project_id, status, summary, key_learnings, message_count, token_count, started_at, ended_at, processing_started_at, processing_completed_at, error, retry_count, metadata, extraction_report, created_at, updated_at",
-);
+const EPISODE_COLUMN_NAMES = [
+  "id",
+  "thread_id",
+  "dataset",
+  "project_id",
+  "status",
+  "summary",
+  "key_learnings",
+  "message_count",
+  "token_count",
+  "started_at",
+  "ended_at",
+  "processing_started_at",
+  "processing_completed_at",
+  "error",
+  "retry_count",
+  "metadata",
+  "extraction_report",
+  "created_at",
+  "updated_at",
+];
+export const EPISODE_COLUMNS = sql.raw(EPISODE_COLUMN_NAMES.join(", "));
+/** The same columns of alias `e`. */
+const EPISODE_COLUMNS_OF_E = sql.raw(EPISODE_COLUMN_NAMES.map((c) => `e.${c}`).join(", "));
 
 export function episodeRecord(e: EpisodeRow) {
   return {
@@ -141,20 +171,15 @@ export async function searchEpisodes(
     q.limit,
     q.similarityWeight ?? DEFAULT_SETTINGS.episodic.similarityWeight,
     q.recencyWeight ?? DEFAULT_SETTINGS.episodic.recencyWeight,
-    {
-      // The call is recorded by the ranking statement itself.
-      lead: leadingUsage(usage, scope, deps.clock.now().toISOString()),
-    },
+    // The call is recorded by the ranking statement itself.
+    usageCteOf(usage, scope, deps.clock.now().toISOString()),
   );
 }
 
 /**
- * Ranks every completed episode of the dataset exactly (full-precision cosine, then the blend).
- * Deliberately not an ORDER BY over the HNSW index: an index scan yields only `hnsw.ef_search`
- * (40) nearest rows of the whole table before the project/dataset filter applies, so a dataset
- * whose episodes are not among the table's nearest would find nothing; and the recency term can
- * lift an episode that the nearest-by-cosine candidates would leave out. A dataset's episodes are
- * few (one per conversation), and the (project, dataset, status) index narrows the scan to them.
+ * The dataset's completed episodes ranked by rankedEpisodesSql (every one exactly while they are
+ * few; a large dataset's most recent and nearest), in one statement that also records the
+ * query's embedding call (`usage`, a CTE) when given.
  */
 export async function rankEpisodes(
   deps: Deps,
@@ -164,19 +189,19 @@ export async function rankEpisodes(
   limit: number,
   similarityWeight: number,
   recencyWeight: number,
-  { lead = sql`` }: { lead?: SQL } = {},
+  usage: SQL | null = null,
 ) {
-  const result = await deps.db.execute(
-    sql`${lead}${rankedEpisodesSql({
-      projectId,
-      dataset,
-      vector,
-      at: deps.clock.now(),
-      similarityWeight: sql`${similarityWeight}::float8`,
-      recencyWeight: sql`${recencyWeight}::float8`,
-      limit: sql`${limit}`,
-    })}`,
-  );
+  const ranking: EpisodeRanking = {
+    projectId,
+    dataset,
+    vector,
+    at: deps.clock.now(),
+    similarityWeight: sql`${similarityWeight}::float8`,
+    recencyWeight: sql`${recencyWeight}::float8`,
+    limit: sql`${limit}`,
+  };
+  const ctes = usage ? [usage, episodePathCte(ranking)] : [episodePathCte(ranking)];
+  const result = await deps.db.execute(sql`WITH ${sql.join(ctes, sql`, `)} ${rankedEpisodesSql(ranking)}`);
   return parsedRowsOf(EpisodeRow.extend({ relevance: dbNumber }), result).map((r) => ({
     ...episodeRecord(r),
     relevanceScore: r.relevance,
@@ -196,25 +221,82 @@ export interface EpisodeRanking {
   limit: SQL;
 }
 
+/** The recent and the nearest episodes a large dataset's ranking scores, each: the limit times this, at least EPISODE_DEPTH_MIN. */
+const EPISODE_DEPTH_FACTOR = 4;
+const EPISODE_DEPTH_MIN = 40;
+
+/** The ranking's dataset filter over alias `e`: its completed episodes (ended by `at` with `endedBy`). */
+function completedIn(r: EpisodeRanking, keys: "keyed" | "hidden"): SQL {
+  const ended = r.endedBy ? sql` AND e.ended_at <= ${r.at.toISOString()}::timestamptz` : sql``;
+  if (keys === "keyed")
+    return sql`${datasetFilter("e", r.projectId, r.dataset).keyed} AND e.status = 'completed'${ended}`;
+  // Hidden from every B-tree, status too (episodes_retry_idx leads with it): see datasetFilter.
+  return sql`${datasetFilter("e", r.projectId, r.dataset).hidden} AND e.status || '' = 'completed'${ended}`;
+}
+
 /**
- * The statement (or a CTE body) ranking a dataset's completed episodes by the spec's episode
- * relevance: cosine × similarityWeight + 1/(1 + daysSince) × recencyWeight, days counted from
- * `at` to the episode's end. The weights and limit are SQL so recall can take them from settings
- * inside its own statement.
+ * The CTE rankedEpisodesSql reads its path from (`episode_path`, one row): whether the dataset's
+ * completed episodes are few enough to rank every one (exactPathSql over their count, `counted`),
+ * computed once for the statement, whichever branches read it. The count reads at most one past
+ * VECTOR_SCAN_MAX of them unless `whole`, for a caller that reports the total (recall's
+ * episodeCount) and so reads them all anyway.
+ */
+export function episodePathCte(r: EpisodeRanking, { whole = false } = {}): SQL {
+  const upTo = whole ? sql`` : sql` LIMIT ${sql.raw(String(VECTOR_SCAN_MAX + 1))}`;
+  return sql`episode_path AS (SELECT ${exactPathSql(sql`x.counted`, "episodes")} AS small, x.counted
+    FROM (SELECT count(*) AS counted FROM (SELECT 1 FROM ${episodes} e WHERE ${completedIn(r, "keyed")}${upTo}) own) x)`;
+}
+
+/**
+ * The statement's last SELECT (or a CTE body; the statement must hold episodePathCte) ranking a
+ * dataset's completed episodes by the spec's episode relevance: cosine × similarityWeight +
+ * 1/(1 + daysSince) × recencyWeight, days counted from `at` to the episode's end. The weights and
+ * limit are SQL so recall can take them from settings inside its own statement.
+ *
+ * A dataset of a few episodes (one per conversation: most) has every one scored exactly. A large
+ * one would read every vector on each call (10,000 episodes: +48 ms a recall at 256 dimensions,
+ * bench/RESULTS.md), so it scores only its most recent and its nearest (the HNSW index, through
+ * pgvector's iterative scan), each the limit times EPISODE_DEPTH_FACTOR: the recency term decays
+ * within days (a month ago: 0.03), so past the recent ones the blend ranks by similarity, and an
+ * episode neither recent nor near would need to be both nearly to beat them.
  */
 export function rankedEpisodesSql(r: EpisodeRanking): SQL {
   const at = r.at.toISOString();
   const similarity = r.vector
-    ? sql`CASE WHEN embedding IS NOT NULL AND ${sameDims(sql`embedding`, r.vector)}
-        THEN 1 - ${cosineDistanceSql(sql`embedding`, vectorParam(r.vector), r.vector.length)} ELSE 0 END`
+    ? sql`CASE WHEN e.embedding IS NOT NULL AND ${sameDims(sql`e.embedding`, r.vector)}
+        THEN 1 - ${cosineDistanceSql(sql`e.embedding`, vectorParam(r.vector), r.vector.length)} ELSE 0 END`
     : sql`0`;
-  const ended = r.endedBy ? sql` AND ended_at <= ${at}::timestamptz` : sql``;
+  const columns = sql`${EPISODE_COLUMNS_OF_E}, (${similarity})::float8 AS similarity`;
+  const small = sql`(SELECT small FROM episode_path)`;
+  const depth = sql`GREATEST((${r.limit}) * ${sql.raw(String(EPISODE_DEPTH_FACTOR))}, ${sql.raw(String(EPISODE_DEPTH_MIN))})`;
+  const large: SQL[] = [
+    sql`(SELECT e.id FROM ${episodes} e WHERE ${completedIn(r, "keyed")} AND NOT ${small}
+      ORDER BY e.ended_at DESC LIMIT ${depth})`,
+  ];
+  if (r.vector) {
+    const dims = r.vector.length;
+    large.push(
+      sql`(SELECT id FROM (${nearestSql({
+        from: sql`${episodes} e`,
+        column: sql`e.embedding`,
+        select: sql`e.id`,
+        where: sql`${completedIn(r, "hidden")} AND NOT ${small}`,
+        query: vectorParam(r.vector),
+        dims,
+        ...searchLimitsFor(depth, sql`(SELECT counted FROM episode_path)`, dims, sql`false`),
+      })}) nearest)`,
+    );
+  }
+  // A large dataset's candidates are read by their key (LIMIT 1 keeps the lookup lateral): a plan
+  // made for every dataset could otherwise hash them against the whole table.
   return sql`
     SELECT ${EPISODE_COLUMNS}, similarity * ${r.similarityWeight}
            + (1.0 / (1.0 + GREATEST(EXTRACT(EPOCH FROM (${at}::timestamptz - ended_at)) / 86400.0, 0))) * ${r.recencyWeight} AS relevance
     FROM (
-      SELECT ${EPISODE_COLUMNS}, (${similarity})::float8 AS similarity FROM ${episodes}
-      WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND status = 'completed'${ended}
+      SELECT ${columns} FROM ${episodes} e WHERE ${completedIn(r, "keyed")} AND ${small}
+      UNION ALL
+      SELECT x.* FROM (SELECT DISTINCT id FROM (${sql.join(large, sql` UNION ALL `)}) u) c
+        CROSS JOIN LATERAL (SELECT ${columns} FROM ${episodes} e WHERE e.id = c.id LIMIT 1) x
     ) candidates
     ORDER BY relevance DESC, id LIMIT ${r.limit}`;
 }

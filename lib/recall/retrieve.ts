@@ -3,7 +3,7 @@ import { z } from "zod";
 import { constantSql } from "../db/constant-sql";
 import { withGenericPlan } from "../db/generic-plan";
 import { dbInt, dbJson, dbNumber, parsedRowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, projects } from "../db/schema";
+import { entities, factEntities, facts, projects } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import {
   cosineDistanceSql,
@@ -16,7 +16,7 @@ import {
   vectorParam,
 } from "../db/vectors";
 import type { Deps } from "../deps";
-import { EpisodeRow, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
+import { EpisodeRow, episodePathCte, episodeRecord, rankedEpisodesSql } from "../episodic/episodes";
 import { FactRow, factRecord } from "../semantic/facts";
 import type { Settings } from "../settings/settings";
 import { projectSetting } from "../settings/sql";
@@ -259,12 +259,11 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
       recencyWeight: sql`(SELECT recency_weight FROM s)`,
       limit: sql`(SELECT episode_limit FROM s)`,
     };
-    cte.push(sql`ranked_episodes AS (${rankedEpisodesSql(ranking)})`);
-    const endedBy = r.asOf ? sql` AND ended_at <= ${r.asOf.toISOString()}::timestamptz` : sql``;
+    // The path's count is the dataset's total, which the response reports (episodeCount).
+    cte.push(episodePathCte(ranking, { whole: true }), sql`ranked_episodes AS (${rankedEpisodesSql(ranking)})`);
     select.push(sql`(SELECT coalesce(jsonb_agg(to_jsonb(e) ORDER BY relevance DESC, id), '[]'::jsonb)
         FROM ranked_episodes e) AS episodes`);
-    select.push(sql`(SELECT count(*) FROM ${episodes}
-        WHERE project_id = ${r.projectId} AND dataset = ${r.dataset} AND status = 'completed'${endedBy}) AS episode_count`);
+    select.push(sql`(SELECT counted FROM episode_path) AS episode_count`);
   } else {
     select.push(sql`NULL::jsonb AS episodes`, sql`NULL::bigint AS episode_count`);
   }

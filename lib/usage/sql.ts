@@ -75,12 +75,6 @@ export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope,
   return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at)})` : null;
 }
 
-/** The same CTE opening a statement that has no other: `${leadingUsage(…)}INSERT …`. */
-export function leadingUsage(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL {
-  const events = usage?.take() ?? [];
-  return events.length ? sql`WITH usage_recorded AS (${usageInsertSql(events, scope, at)}) ` : sql``;
-}
-
 /**
  * What no statement took (a call that failed with nothing stored after it, a result stored by a
  * statement that could not carry it): one statement, only then. A failure to record is logged,
