@@ -233,22 +233,8 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
       const noQuery = await time(() => ({ dataset: "big", include: ["messages"] }));
       // The budget's ratio, measured alternately per query on the same data (messages seeded, not
       // included / included), so a machine whose load moves between the phases does not skew it.
-      const [without, included] = [[], []] as number[][];
-      for (let i = 0; i < calls; i++) {
-        for (const [into, body] of [
-          [without, { dataset: "big", query: `${queries[i]} plain` }],
-          [included, { dataset: "big", query: `${queries[i]} told`, include: ["messages"] }],
-        ] as const) {
-          const started = performance.now();
-          await bench.call("POST", "/v1/memory/recall", body);
-          into.push(performance.now() - started);
-        }
-      }
-      const alternately = {
-        withoutP50Ms: p50(without),
-        withP50Ms: p50(included),
-        ratio: p50(included) / p50(without),
-      };
+      const { withoutP50Ms, withP50Ms } = await timeAlternately("told", "messages");
+      const alternately = { withoutP50Ms, withP50Ms, ratio: withP50Ms / withoutP50Ms };
       return {
         messages: count,
         withQuery,
@@ -263,21 +249,26 @@ export async function benchRecall(liveFacts: number, options: RecallBenchOptions
     /** Seeds the episodes (after the runs without them), then recall without and with them included, alternately. */
     async function timeWithEpisodes(count: number) {
       const seeded = await seedEpisodes(db, { projectId, count, dims });
-      const [without, included] = [[], []] as number[][];
       for (let i = 0; i < 10; i++) {
         await bench.call("POST", "/v1/memory/recall", { dataset: "big", query: `warm ${i} e`, include: ["episodes"] });
       }
+      return { episodes: count, ...(await timeAlternately("recalled", "episodes")), seedSeconds: seeded.seconds };
+    }
+
+    /** Recall with a query without and with `included`, alternately per query (each query once, `word` making it new). */
+    async function timeAlternately(word: string, included: string) {
+      const [without, withIt] = [[], []] as number[][];
       for (let i = 0; i < calls; i++) {
         for (const [into, body] of [
           [without, { dataset: "big", query: `${queries[i]} plain` }],
-          [included, { dataset: "big", query: `${queries[i]} recalled`, include: ["episodes"] }],
+          [withIt, { dataset: "big", query: `${queries[i]} ${word}`, include: [included] }],
         ] as const) {
           const started = performance.now();
           await bench.call("POST", "/v1/memory/recall", body);
           into.push(performance.now() - started);
         }
       }
-      return { episodes: count, withoutP50Ms: p50(without), withP50Ms: p50(included), seedSeconds: seeded.seconds };
+      return { withoutP50Ms: p50(without), withP50Ms: p50(withIt) };
     }
 
     // Is the vector signal served by the HNSW index?
