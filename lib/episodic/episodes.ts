@@ -237,13 +237,15 @@ function completedIn(r: EpisodeRanking, keys: "keyed" | "hidden"): SQL {
 /**
  * The CTE rankedEpisodesSql reads its path from (`episode_path`, one row): whether the dataset's
  * completed episodes are few enough to rank every one (exactPathSql over their count, `counted`),
- * computed once for the statement, whichever branches read it. The count reads at most one past
+ * computed once for the statement, whichever branches read it, and the query vector (`q`). The count reads at most one past
  * VECTOR_SCAN_MAX of them unless `whole`, for a caller that reports the total (recall's
  * episodeCount) and so reads them all anyway.
  */
 export function episodePathCte(r: EpisodeRanking, { whole = false } = {}): SQL {
   const upTo = whole ? sql`` : sql` LIMIT ${sql.raw(String(VECTOR_SCAN_MAX + 1))}`;
-  return sql`episode_path AS (SELECT ${exactPathSql(sql`x.counted`, "episodes")} AS small, x.counted
+  // The query vector too, sent and parsed once for the statement's two reads of it.
+  const q = r.vector ? sql`(${vectorParam(r.vector)})::vector(${sql.raw(String(r.vector.length))})` : sql`NULL::vector`;
+  return sql`episode_path AS (SELECT ${exactPathSql(sql`x.counted`, "episodes")} AS small, x.counted, ${q} AS q
     FROM (SELECT count(*) AS counted FROM (SELECT 1 FROM ${episodes} e WHERE ${completedIn(r, "keyed")}${upTo}) own) x)`;
 }
 
@@ -264,7 +266,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
   const at = r.at.toISOString();
   const similarity = r.vector
     ? sql`CASE WHEN e.embedding IS NOT NULL AND ${sameDims(sql`e.embedding`, r.vector)}
-        THEN 1 - ${cosineDistanceSql(sql`e.embedding`, vectorParam(r.vector), r.vector.length)} ELSE 0 END`
+        THEN 1 - ${cosineDistanceSql(sql`e.embedding`, sql`(SELECT q FROM episode_path)`, r.vector.length)} ELSE 0 END`
     : sql`0`;
   const columns = sql`${EPISODE_COLUMNS_OF_E}, (${similarity})::float8 AS similarity`;
   const small = sql`(SELECT small FROM episode_path)`;
@@ -281,7 +283,7 @@ export function rankedEpisodesSql(r: EpisodeRanking): SQL {
         column: sql`e.embedding`,
         select: sql`e.id`,
         where: sql`${completedIn(r, "hidden")} AND NOT ${small}`,
-        query: vectorParam(r.vector),
+        query: sql`(SELECT q FROM episode_path)`,
         dims,
         ...searchLimitsFor(depth, sql`(SELECT counted FROM episode_path)`, dims, sql`false`),
       })}) nearest)`,
