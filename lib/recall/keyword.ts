@@ -7,11 +7,21 @@ export const KEYWORD_PER_TERM = 100;
 
 /**
  * A term held by more than this share of a dataset's documents (and by more than
- * KEYWORD_PER_TERM of them) brings no candidates of its own: its BM25 weight is low, and finding
- * its documents means reading its whole posting list, the costliest part of a recall at 10k
- * facts. It still scores the candidates the other signals bring.
+ * KEYWORD_COMMON_MIN_DOCS of them) brings no candidates of its own: its BM25 weight is low, and
+ * finding its documents means reading its whole posting list, the costliest part of a recall at
+ * 10k facts. It still scores the candidates the other signals bring.
  */
 export const KEYWORD_COMMON_SHARE = 0.05;
+
+/**
+ * A term held by at most this many documents is never common, however small the dataset. It was
+ * KEYWORD_PER_TERM (100) until 2026-11-30: at 1,000 facts a word of 10% of them then brought all
+ * its facts, ~180 candidates a query against ~56 at 10,000, each with its row read and its BM25
+ * computed, and recall at 1,000 facts took 10.9-12.0 ms against 7.8 at 10,000. With 20 it takes
+ * 6.1-6.3 ms, and bench:quality (datasets of ~100 facts and ~320 messages, where this floor is
+ * the whole rule) gave the same figures to the tenth (bench/RESULTS.md, morning of 2026-11-30).
+ */
+export const KEYWORD_COMMON_MIN_DOCS = 20;
 
 /**
  * A dataset of at most this many documents finds a term's documents by reading its own rows (its
@@ -19,8 +29,9 @@ export const KEYWORD_COMMON_SHARE = 0.05;
  * documents: a common word among a million facts is tens of thousands of postings, read to find
  * the few of one small dataset (2.35× a lone dataset's recall among 10,000 tenants of one
  * project, bench/RESULTS.md). Up to here a term held by more than KEYWORD_PER_TERM documents is
- * common (KEYWORD_COMMON_SHARE of this size is KEYWORD_PER_TERM), so each term's documents are
- * taken whole either way: the candidates are the same, only the reading differs.
+ * common (KEYWORD_COMMON_SHARE of this size is KEYWORD_PER_TERM, and KEYWORD_COMMON_MIN_DOCS is
+ * less), so each term's documents are taken whole either way: the candidates are the same, only
+ * the reading differs.
  */
 export const KEYWORD_SCAN_MAX_DOCS = KEYWORD_PER_TERM / KEYWORD_COMMON_SHARE;
 
@@ -172,7 +183,7 @@ export function keywordCandidatesSql(
 
 /** Whether a row of a `terms` CTE (alias `t`) is not common, so it brings candidates of its own. */
 export const keywordTermBringsCandidates = (t: SQL) =>
-  sql`${t}.docs <= GREATEST(${sql.raw(String(KEYWORD_PER_TERM))}, ${t}.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
+  sql`${t}.docs <= GREATEST(${sql.raw(String(KEYWORD_COMMON_MIN_DOCS))}, ${t}.n * ${sql.raw(String(KEYWORD_COMMON_SHARE))})`;
 
 /**
  * `search @@ query` as a filter the planner cannot answer from the keyword (GIN) index: for

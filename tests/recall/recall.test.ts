@@ -5,7 +5,7 @@ import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
 import { newId } from "../../lib/ids";
 import { deleteProject } from "../../lib/projects";
-import { KEYWORD_FULL_MATCH_WORDS } from "../../lib/recall/keyword";
+import { KEYWORD_COMMON_MIN_DOCS, KEYWORD_FULL_MATCH_WORDS } from "../../lib/recall/keyword";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
@@ -659,6 +659,21 @@ describe("scores (docs/ranking.md: how recall ranks facts)", () => {
     expect(keyword).toBeGreaterThan(1 / KEYWORD_FULL_MATCH_WORDS);
     expect(keyword).toBeLessThan(1);
     expect(body.facts?.[0].relevanceScore).toBeCloseTo(score({ keyword }), 12);
+  });
+
+  it("keyword: in a small dataset a word more than KEYWORD_COMMON_MIN_DOCS facts hold (and more than 5%) brings none of them; one that many hold brings them all", async () => {
+    const t = await tenant();
+    // 100 facts: 21 hold "tea" (more than the floor and than 5%), 20 hold "cocoa" (the floor).
+    const cocoa: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const object = i < KEYWORD_COMMON_MIN_DOCS + 1 ? `tea number ${i}` : i < 41 ? `cocoa number ${i}` : `water ${i}`;
+      const id = await t.fact("ds", { predicate: "tried", object, embedding: null, sourceQuote: "so" });
+      if (object.startsWith("cocoa")) cocoa.push(id);
+    }
+    expect(cocoa).toHaveLength(KEYWORD_COMMON_MIN_DOCS);
+    expect(objects(await t.recall({ dataset: "ds", query: "tea", include: ["raw"], limit: 30 }))).toEqual([]);
+    const body = await t.recall({ dataset: "ds", query: "cocoa", include: ["raw"], limit: 30 });
+    expect(body.facts?.map((f) => f.factId).sort()).toEqual([...cocoa].sort());
   });
 
   it("time: a query naming a time lifts the facts that became valid in it, and those valid during it half as much", async () => {
