@@ -12,8 +12,8 @@ import { PGVECTOR_DEFAULT_BUILD } from "./recall";
 import { openSeeded, recallQueries } from "./seed";
 
 /**
- * `node --import tsx bench/profile-recall.ts [facts] [calls] [messages]`: where one recall with a query goes,
- * at `facts` live facts (default 10,000, and as many neighbours; 256 dims), beside the bare HNSW
+ * `node --import tsx bench/profile-recall.ts [facts] [calls] [messages] [dims]`: where one recall with a query goes,
+ * at `facts` live facts (default 10,000, and as many neighbours; `dims` dimensions, default 256), beside the bare HNSW
  * top-8 statement on the same data. Each part is timed on its own, interleaved per query (medians
  * of `calls`, default 100): the key's check, the query embedding (the bench provider, 0 ms), the
  * recall statement alone and with its row parsed (`retrieve`), the block's rendering, the whole
@@ -26,8 +26,8 @@ import { openSeeded, recallQueries } from "./seed";
  */
 const facts = Number(process.argv[2] ?? 10_000);
 const calls = Number(process.argv[3] ?? 100);
-const dims = 256;
 const messages = Number(process.argv[4] ?? 0);
+const dims = Number(process.argv[5] ?? 256);
 
 const fake = await startBenchProvider();
 const env = { OPENAI_API_KEY: "bench", OPENAI_BASE_URL: fake.url, EMBEDDING_DIMENSIONS: String(dims) };

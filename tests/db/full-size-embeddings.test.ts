@@ -67,6 +67,17 @@ describe("1536-dimensional embeddings", () => {
     );
     expect(Number(stored.bytes)).toBe(2 * DIMS + 8);
     expect(Number(stored.toasted)).toBe(0);
+    // The conversation's messages' vectors too (migration 0025): recall re-ranks 6 × its message
+    // candidates by cosine over them, and a vector in TOAST is read in chunks through another index.
+    const [messageVectors] = rowsOf<{ n: number; bytes: number; toasted: number }>(
+      await db().execute(sql`
+        SELECT count(*) AS n, max(pg_column_size(embedding)) AS bytes,
+          (SELECT pg_relation_size(reltoastrelid) FROM pg_class WHERE relname = 'message_vectors') AS toasted
+        FROM message_vectors WHERE project_id = ${t.projectId}`),
+    );
+    expect(Number(messageVectors.n)).toBeGreaterThan(0);
+    expect(Number(messageVectors.bytes)).toBe(2 * DIMS + 8);
+    expect(Number(messageVectors.toasted)).toBe(0);
 
     const res = await t.get("/v1/memory/recall", {
       method: "POST",
