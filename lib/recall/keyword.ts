@@ -161,13 +161,14 @@ export function laggingTermsSql(ix: TermIndex, scope: Omit<TermScope, "query">, 
  * once (by default at most KEYWORD_SCAN_MAX_DOCS counted documents, `t.n`), cuts the branch not
  * taken before it reads anything. With `sample`, a term held by more than KEYWORD_PER_TERM
  * documents brings only that many: those are a sample anyway (the first the index lists,
- * unranked), and each candidate costs its row and its BM25.
+ * unranked), and each candidate costs its row and its BM25. With `brings` (a condition over the
+ * term's row, alias `t`), a rule of the caller's decides which terms bring candidates instead.
  * Returns their distinct `id`s.
  */
 export function keywordCandidatesSql(
   ix: TermIndex,
   lookup: SQL,
-  options: { scan?: SQL; sample?: SQL; small?: SQL } = {},
+  options: { scan?: SQL; sample?: SQL; small?: SQL; brings?: SQL } = {},
 ): SQL {
   const { scan, sample } = options;
   const perTerm = sql.raw(String(KEYWORD_PER_TERM));
@@ -178,7 +179,7 @@ export function keywordCandidatesSql(
         UNION ALL (SELECT id FROM (${lookup}) l WHERE NOT ${small} LIMIT ${limit})`
     : sql`${lookup} LIMIT ${limit}`;
   return sql`SELECT DISTINCT m.id FROM ${sql.identifier(ix.terms)} t CROSS JOIN LATERAL (${found}) m
-      WHERE ${keywordTermBringsCandidates(sql`t`)}`;
+      WHERE ${options.brings ?? keywordTermBringsCandidates(sql`t`)}`;
 }
 
 /** Whether a row of a `terms` CTE (alias `t`) is not common, so it brings candidates of its own. */

@@ -17,6 +17,7 @@ import { oneLine } from "./context";
 import { HOP_STRENGTH } from "./hop";
 import {
   bm25Of,
+  KEYWORD_PER_TERM,
   keywordCandidatesSql,
   keywordSignalSql,
   keywordTermBringsCandidates,
@@ -133,11 +134,18 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const small = sql`(SELECT small FROM m_small)`;
   const mayBeSmall = sql`(SELECT may_be_small FROM m_path)`;
   const bringsCandidates = keywordTermBringsCandidates(sql`t`);
-  const candidatesOf = (ix: TermIndex, sample: SQL) =>
+  // A name more than KEYWORD_PER_TERM messages hold brings none of them, as an entity touching
+  // more facts than the depth brings none of its facts: both only boost what the other signals
+  // bring. Not the query's words' rule (KEYWORD_COMMON_MIN_DOCS, a share): that one is about a
+  // word's BM25 weight, and a name's entity signal does not fall with its frequency. At 200,000
+  // messages a sample of a frequent name's messages cost 0.5 ms a recall, the hop without it 0.2
+  // (bench/RESULTS.md, night of 2026-11-29).
+  const nameBringsCandidates = sql`t.docs <= ${sql.raw(String(KEYWORD_PER_TERM))}`;
+  const candidatesOf = (ix: TermIndex, options: { sample?: SQL; brings?: SQL }) =>
     keywordCandidatesSql(
       ix,
       sql`SELECT ms.message_id AS id FROM ${messageSearch} ms WHERE ${termLookupScope} AND ms.search @@ ${termQuery}`,
-      { sample, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
+      { ...options, scan: sql`SELECT h.id FROM m_hits h WHERE h.search @@ ${termQuery}`, small },
     );
   const ctes: SQL[] = [
     termCtes(MESSAGE_TERMS, { projectId: m.projectId, dataset: m.dataset, query: m.query }),
@@ -164,14 +172,11 @@ export function messageCtes(m: MessageSearch): SQL[] {
     // Its rows holding any query or hop term that brings candidates, in one pass: each term's
     // lookup then reads these few.
     sql`m_hits AS MATERIALIZED (SELECT o.id, o.search FROM m_own o WHERE ${small}
-      AND o.search @@ (SELECT string_agg(quote_literal(t.term), ' | ')::tsquery
-        FROM (SELECT * FROM m_terms UNION ALL SELECT * FROM m_hop_terms) t WHERE ${bringsCandidates}))`,
-    sql`m_by_keyword AS (${candidatesOf(MESSAGE_TERMS, depth)})`,
-    // A name more than KEYWORD_PER_TERM messages hold brings none of them (no sample), as an
-    // entity touching more facts than the depth brings none of its facts: both only boost what
-    // the other signals bring. At 200,000 messages a sample cost 0.5 ms a recall, the hop
-    // without it 0.2 (bench/RESULTS.md, night of 2026-11-29).
-    sql`m_by_hop AS (${candidatesOf(HOP_TERMS, sql`0`)})`,
+      AND o.search @@ (SELECT string_agg(quote_literal(b.term), ' | ')::tsquery
+        FROM (SELECT t.term FROM m_terms t WHERE ${bringsCandidates}
+          UNION ALL SELECT t.term FROM m_hop_terms t WHERE ${nameBringsCandidates}) b))`,
+    sql`m_by_keyword AS (${candidatesOf(MESSAGE_TERMS, { sample: depth })})`,
+    sql`m_by_hop AS (${candidatesOf(HOP_TERMS, { brings: nameBringsCandidates })})`,
   ];
   if (m.vector) {
     const vAsOf = m.asOf ? sql` AND v.created_at <= ${m.asOf.toISOString()}::timestamptz` : sql``;

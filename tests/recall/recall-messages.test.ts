@@ -494,36 +494,47 @@ describe("at scale", () => {
     }
   });
 
-  it("a hop name more than KEYWORD_PER_TERM messages of a large dataset hold brings none of them; a rarer one all", async () => {
-    const t = await tenant();
-    const th = await t.thread();
-    await fatherYusuf(t);
-    // Messages with their index rows, counted (the statistics) as the thread's embedding job
-    // leaves them.
-    let seq = 1;
-    const seed = async (prefix: string, count: number, text: (g: number) => string, daysAgo: number) => {
-      const at = { projectId: t.projectId, dataset: t.dataset, threadId: th, firstSeq: seq };
-      const messages = Array.from({ length: count }, (_, i) => ({
-        id: `${prefix}${i + 1}`,
-        content: text(i + 1),
-        ageSeconds: daysAgo * 86_400,
-      }));
-      await insertIndexedMessages(svc.deps.db, at, messages);
-      seq += count;
-    };
-    // More than MESSAGE_SCAN_MAX, the newest; the hop's messages older than the recent ones that
-    // stand in for the vector signal (the keyword shape).
-    await seed("msg_garden_", 3000, (g) => `my garden number ${g}`, 0);
-    await seed("msg_job_", 1, () => "Yusuf got a job in Toronto", 2);
-    await seed("msg_visit_", 50, (g) => `Yusuf visited on day ${g}`, 1);
-    await svc.deps.db.execute(sql`ANALYZE message_search`);
-    const recall = () => fatherMessages(t, { messageLimit: 100 });
-    const job = (await recall()).find((m) => m.messageId === "msg_job_1");
-    expect(job?.signals.entity).toBe(1);
-    // 151 messages name him: a hub of the conversation, boosted where another signal brings it.
-    await seed("msg_visit_more_", 100, (g) => `Yusuf visited on day ${g}`, 1);
-    expect((await recall()).map((m) => m.messageId)).not.toContain("msg_job_1");
-  });
+  // A large dataset's names are looked up in the keyword index; a small one's among its own rows
+  // (MESSAGE_SCAN_MAX), where 51 messages are more than KEYWORD_COMMON_MIN_DOCS and 5% of its 351:
+  // the query's words' rule, which is not the names'.
+  it.each([
+    ["large", 3000],
+    ["small", 300],
+  ])(
+    "a hop name more than KEYWORD_PER_TERM messages of a %s dataset hold brings none of them; a rarer one all",
+    async (_, gardens) => {
+      const t = await tenant();
+      const th = await t.thread();
+      await fatherYusuf(t);
+      // Messages with their index rows, counted (the statistics) as the thread's embedding job
+      // leaves them.
+      let seq = 1;
+      // Message ids are global: each case's have its size in them.
+      const seed = async (kind: string, count: number, text: (g: number) => string, daysAgo: number) => {
+        const prefix = `msg_${gardens}_${kind}_`;
+        const at = { projectId: t.projectId, dataset: t.dataset, threadId: th, firstSeq: seq };
+        const messages = Array.from({ length: count }, (_, i) => ({
+          id: `${prefix}${i + 1}`,
+          content: text(i + 1),
+          ageSeconds: daysAgo * 86_400,
+        }));
+        await insertIndexedMessages(svc.deps.db, at, messages);
+        seq += count;
+      };
+      // The newest; the hop's messages older than the recent ones that stand in for the vector
+      // signal (the keyword shape).
+      await seed("garden", gardens, (g) => `my garden number ${g}`, 0);
+      await seed("job", 1, () => "Yusuf got a job in Toronto", 2);
+      await seed("visit", 50, (g) => `Yusuf visited on day ${g}`, 1);
+      await svc.deps.db.execute(sql`ANALYZE message_search`);
+      const recall = () => fatherMessages(t, { messageLimit: 100 });
+      const job = (await recall()).find((m) => m.messageId === `msg_${gardens}_job_1`);
+      expect(job?.signals.entity).toBe(1);
+      // 151 messages name him: a hub of the conversation, boosted where another signal brings it.
+      await seed("visit_more", 100, (g) => `Yusuf visited on day ${g}`, 1);
+      expect((await recall()).map((m) => m.messageId)).not.toContain(`msg_${gardens}_job_1`);
+    },
+  );
 });
 
 describe("what is indexed", () => {
