@@ -39,14 +39,13 @@ export interface ApiKeyPrincipal {
  * included, would otherwise pay one more flush), returning what decides the answer. Revocation is
  * therefore seen by the very next request. The same statement leads a read's work (`deferApiKey`).
  * It also writes the ledger rows other requests left waiting (lib/usage/backlog.ts), whatever
- * the key's answer; then it is flushed as any write is.
+ * the key's answer, without a flush of their own either (lib/usage/sql.ts readUsageCteOf).
  */
 function apiKeyStamp(keyHash: string, now: Date, carried: CarriedUsage[]): SQL {
   const carry = carried.length ? sql`WITH usage_carried AS (${carriedUsageSql(carried)}) ` : sql``;
-  const unflushed = carried.length ? sql`` : sql` AND ${commitWithoutFlush}`;
   return sql`${carry}UPDATE ${apiKeys}
     SET last_used_at = CASE WHEN revoked_at IS NULL THEN ${now.toISOString()}::timestamptz ELSE last_used_at END
-    WHERE key_hash = ${keyHash}${unflushed}
+    WHERE key_hash = ${keyHash} AND ${commitWithoutFlush}
     RETURNING id AS key_id, project_id, revoked_at`;
 }
 

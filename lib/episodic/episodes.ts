@@ -20,7 +20,7 @@ import { badRequest, notFound } from "../errors";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { budgetSpentSql } from "../usage/budget";
 import { usageCollector } from "../usage/collector";
-import { flushUsage, usageCteOf } from "../usage/sql";
+import { flushUsage, readUsageCteOf } from "../usage/sql";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -172,7 +172,7 @@ export async function searchEpisodes(
     q.similarityWeight ?? DEFAULT_SETTINGS.episodic.similarityWeight,
     q.recencyWeight ?? DEFAULT_SETTINGS.episodic.recencyWeight,
     // The call is recorded by the ranking statement itself.
-    usageCteOf(usage, scope, deps.clock.now().toISOString()),
+    readUsageCteOf(usage, scope, deps.clock.now().toISOString()),
   );
 }
 

@@ -6,7 +6,7 @@ import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
 import { annotateSpan } from "../telemetry";
 import { type UsageCollector, usageCollector } from "../usage/collector";
-import { deferUsage, usageCteOf } from "../usage/sql";
+import { deferUsage, readUsageCteOf } from "../usage/sql";
 import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
 import { blockMessages, type MessageSignals, type RetrievedMessage } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
@@ -91,7 +91,7 @@ export async function recall({ deps, projectId, ledgerProjectId }: ReadContext, 
     episodes: include.has("episodes"),
     messages: include.has("messages"),
     messageLimit: request.messageLimit,
-    usage: usageCteOf(usage, scope, deps.clock.now().toISOString()),
+    usage: readUsageCteOf(usage, scope, deps.clock.now().toISOString()),
     budget: include.has("synthesis"),
   });
   timings.push({ name: "sql", ms: performance.now() - started });

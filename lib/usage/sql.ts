@@ -1,4 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
+import { commitWithoutFlush } from "../db/commit";
 import { projects, usageEvents } from "../db/schema";
 import type { Deps } from "../deps";
 import type { UsageEvent } from "../llm/usage";
@@ -40,23 +41,27 @@ const LEDGER_VALUES = sql.raw(
  * that is gone (deleted meanwhile, or the NULL of a refused API key) gets no row instead of
  * failing the statement it rides in.
  */
-export function usageInsertSql(events: UsageEvent[], scope: UsageScope, at: string): SQL {
+export function usageInsertSql(events: UsageEvent[], scope: UsageScope, at: string, flush = true): SQL {
   const dataset = scope.dataset === null ? sql`NULL::text` : sql`(${scope.dataset})::text`;
   return sql`${INSERT_LEDGER}
     SELECT p.id, ${dataset}, ${LEDGER_VALUES}, ${at}::timestamptz
     FROM (SELECT (${scope.projectId})::text AS id) p
     CROSS JOIN jsonb_to_recordset(${JSON.stringify(events.map(ledgerJson))}::jsonb) AS u(${LEDGER_COLUMNS})
-    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = p.id)`;
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = p.id)${flush ? sql`` : sql` AND ${commitWithoutFlush}`}`;
 }
 
-/** The same for calls of any projects and datasets, each with its own time (the backlog's). */
+/**
+ * The same for calls of any projects and datasets, each with its own time (the backlog's). Its
+ * statements (the API key's stamp, or one of its own) hold no client data, so it commits without
+ * a flush of its own, as a read's ledger row does (readUsageCteOf).
+ */
 export function carriedUsageSql(calls: CarriedUsage[]): SQL {
   const rows = calls.map((c) => ({ ...ledgerJson(c), project_id: c.projectId, dataset: c.dataset, at: c.at }));
   return sql`${INSERT_LEDGER}
     SELECT u.project_id, u.dataset, ${LEDGER_VALUES}, u.at
     FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb)
       AS u(project_id text, dataset text, at timestamptz, ${LEDGER_COLUMNS})
-    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = u.project_id)`;
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = u.project_id) AND ${commitWithoutFlush}`;
 }
 
 /**
@@ -76,15 +81,30 @@ export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope,
 }
 
 /**
+ * usageCteOf for a read's statement (recall, episode search), whose only write is this ledger
+ * row: it commits without a flush of its own (lib/db/commit.ts). A read then makes no disk sync
+ * on a durable host (an fsync per uncached recall on the embedded one, ~1 ms on the bench's disk:
+ * bench/RESULTS.md, morning of 2026-11-30, later still); the next write's flush takes the row to
+ * the disk with it. What a power cut can lose is the ledger rows of the reads since the last
+ * write; a process crash loses none (the operating system has them). Never for a statement that
+ * also stores a client's data.
+ */
+export function readUsageCteOf(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL | null {
+  const events = usage?.take() ?? [];
+  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at, false)})` : null;
+}
+
+/**
  * What no statement took (a call that failed with nothing stored after it, a result stored by a
- * statement that could not carry it): one statement, only then. A failure to record is logged,
- * never thrown over the work's own outcome.
+ * statement that could not carry it): one statement, only then, committed without a flush of its
+ * own as every statement whose only write is the ledger's (readUsageCteOf). A failure to record is
+ * logged, never thrown over the work's own outcome.
  */
 export async function flushUsage(deps: Deps, usage: UsageCollector, scope: UsageScope): Promise<void> {
   const events = usage.take();
   if (events.length === 0) return;
   try {
-    await deps.db.execute(usageInsertSql(events, scope, deps.clock.now().toISOString()));
+    await deps.db.execute(usageInsertSql(events, scope, deps.clock.now().toISOString(), false));
   } catch (err) {
     deps.log.error("usage: could not record provider calls", { calls: events.length, ...errorFields(err) });
   }

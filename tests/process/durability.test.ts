@@ -3,9 +3,10 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { sql } from "drizzle-orm";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createPgliteDatabase } from "../../lib/db/pglite";
 import type { SyncCounter } from "../../lib/db/pglite-durability";
+import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { callJson, provisionApiKey } from "../helpers/http-tenant";
 import { startServerProcess } from "../helpers/process";
 
@@ -65,10 +66,18 @@ function readTrace(traceFile: string) {
   return { all, wal, created, createdUnsynced };
 }
 
-async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
+const RECALLS = 10;
+
+async function acknowledgedWritesUnderStrace(durability: "full" | "fast", fake: FakeOpenAI) {
   const traceFile = join(dir, `trace-${durability}.txt`);
   const server = await startServerProcess(
-    { PGLITE_DIR: join(dir, `db-${durability}`), PGLITE_DURABILITY: durability, ADMIN_PASSWORD: "durable-pass" },
+    {
+      PGLITE_DIR: join(dir, `db-${durability}`),
+      PGLITE_DURABILITY: durability,
+      ADMIN_PASSWORD: "durable-pass",
+      OPENAI_API_KEY: "test",
+      OPENAI_BASE_URL: fake.url,
+    },
     60_000,
     // -f: every thread; -y: the path (or socket) behind each descriptor; -s: enough of each
     // buffer written to read the HTTP status line.
@@ -90,12 +99,26 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
       expect(res.status).toBe(201);
     }
     const after = readTrace(traceFile);
-    // Reads commit nothing that must reach the disk (the key's lastUsedAt stamp does not wait for it).
+    // Reads commit nothing that must reach the disk: neither the key's lastUsedAt stamp nor the
+    // ledger row of a recall's query embedding (each query new, so each is embedded) waits for it.
     for (let i = 0; i < 10; i++) {
       const res = await callJson(server.url, `/v1/memory/working/threads/${threadId}/messages?limit=5`, { token: key });
       expect(res.status).toBe(200);
     }
+    const embeddingsBefore = fake.embeddingCalls().length;
+    for (let i = 0; i < RECALLS; i++) {
+      const res = await callJson(server.url, "/v1/memory/recall", {
+        token: key,
+        body: { dataset: "d", query: `where do I live, question ${i}` },
+      });
+      expect(res.status).toBe(200);
+    }
     const afterReads = readTrace(traceFile);
+    expect(fake.embeddingCalls().length - embeddingsBefore).toBe(RECALLS);
+    // The rows are committed (a statement of their own would be a sync too: read after the trace).
+    const usage = await callJson(server.url, "/v1/usage?groupBy=operation", { token: key });
+    const groups = usage.body.groups as { key: string; calls: number }[];
+    expect(groups.find((g) => g.key === "recall_embedding")?.calls).toBe(RECALLS);
     return {
       all: after.all - before.all,
       wal: after.wal - before.wal,
@@ -113,12 +136,18 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast") {
 }
 
 describe.runIf(strace || inCi)("durable commits, seen from outside the process", { timeout: 120_000 }, () => {
+  let fake: FakeOpenAI;
+  beforeAll(async () => {
+    fake = await startFakeOpenAI();
+  });
+  afterAll(() => fake.close());
+
   it("strace is installed (CI installs it)", () => {
     expect(strace, "strace not found: apt-get install strace").toBe(true);
   });
 
   it("durable by default: every 201 is sent after a write-ahead-log fsync reached the kernel", async () => {
-    const syncs = await acknowledgedWritesUnderStrace("full");
+    const syncs = await acknowledgedWritesUnderStrace("full", fake);
     expect(syncs.wal).toBeGreaterThanOrEqual(WRITES);
     // Each 201 left the process after a WAL fsync made since the answer before it.
     expect(syncs.created).toBe(WRITES);
@@ -129,7 +158,7 @@ describe.runIf(strace || inCi)("durable commits, seen from outside the process",
   });
 
   it("PGLITE_DURABILITY=fast makes no sync call at all while acknowledging writes", async () => {
-    const syncs = await acknowledgedWritesUnderStrace("fast");
+    const syncs = await acknowledgedWritesUnderStrace("fast", fake);
     expect(syncs.all).toBe(0);
     expect(syncs.created).toBe(WRITES);
     expect(syncs.createdUnsynced).toBe(WRITES);
