@@ -83,7 +83,7 @@ export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope,
 /**
  * usageCteOf for a read's statement (recall, episode search), whose only write is this ledger
  * row: it commits without a flush of its own (lib/db/commit.ts). A read then makes no disk sync
- * on a durable host (an fsync per uncached recall on the embedded one, ~1 ms on the bench's disk:
+ * on a durable host (an fsync per uncached recall on the embedded one, 0.3-0.9 ms on the bench machine's disk:
  * bench/RESULTS.md, morning of 2026-11-30, later still); the next write's flush takes the row to
  * the disk with it. What a power cut can lose is the ledger rows of the reads since the last
  * write; a process crash loses none (the operating system has them). Never for a statement that
