@@ -39,15 +39,22 @@ const LEDGER_VALUES = sql.raw(
  * `INSERT INTO usage_events …` for the events: the one way a ledger row is written. The events go
  * as one jsonb parameter, so the statement's text is the same whatever their number. A project
  * that is gone (deleted meanwhile, or the NULL of a refused API key) gets no row instead of
- * failing the statement it rides in.
+ * failing the statement it rides in. `flush: "none"` where the ledger's is the statement's only
+ * write (readUsageCteOf says why); otherwise the row is flushed with the statement's other writes.
  */
-export function usageInsertSql(events: UsageEvent[], scope: UsageScope, at: string, flush = true): SQL {
+export function usageInsertSql(
+  events: UsageEvent[],
+  scope: UsageScope,
+  at: string,
+  { flush }: { flush: "with-statement" | "none" } = { flush: "with-statement" },
+): SQL {
   const dataset = scope.dataset === null ? sql`NULL::text` : sql`(${scope.dataset})::text`;
+  const unflushed = flush === "none" ? sql` AND ${commitWithoutFlush}` : sql``;
   return sql`${INSERT_LEDGER}
     SELECT p.id, ${dataset}, ${LEDGER_VALUES}, ${at}::timestamptz
     FROM (SELECT (${scope.projectId})::text AS id) p
     CROSS JOIN jsonb_to_recordset(${JSON.stringify(events.map(ledgerJson))}::jsonb) AS u(${LEDGER_COLUMNS})
-    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = p.id)${flush ? sql`` : sql` AND ${commitWithoutFlush}`}`;
+    WHERE EXISTS (SELECT 1 FROM ${projects} WHERE id = p.id)${unflushed}`;
 }
 
 /**
@@ -83,15 +90,15 @@ export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope,
 /**
  * usageCteOf for a read's statement (recall, episode search), whose only write is this ledger
  * row: it commits without a flush of its own (lib/db/commit.ts). A read then makes no disk sync
- * on a durable host (an fsync per uncached recall on the embedded one, 0.3-0.9 ms on the bench machine's disk:
- * bench/RESULTS.md, morning of 2026-11-30, later still); the next write's flush takes the row to
- * the disk with it. What a power cut can lose is the ledger rows of the reads since the last
- * write; a process crash loses none (the operating system has them). Never for a statement that
- * also stores a client's data.
+ * on a durable host: an uncached recall paid an fsync on the embedded database, 0.3-0.9 ms on the
+ * bench machine's disk (bench/RESULTS.md, morning of 2026-11-30, later still). The next write's
+ * flush takes the row to the disk with it. What a power cut can lose is the ledger rows of the
+ * reads since the last write; a process crash loses none (the operating system has them). Never
+ * for a statement that also stores a client's data.
  */
 export function readUsageCteOf(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL | null {
   const events = usage?.take() ?? [];
-  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at, false)})` : null;
+  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at, { flush: "none" })})` : null;
 }
 
 /**
@@ -104,7 +111,7 @@ export async function flushUsage(deps: Deps, usage: UsageCollector, scope: Usage
   const events = usage.take();
   if (events.length === 0) return;
   try {
-    await deps.db.execute(usageInsertSql(events, scope, deps.clock.now().toISOString(), false));
+    await deps.db.execute(usageInsertSql(events, scope, deps.clock.now().toISOString(), { flush: "none" }));
   } catch (err) {
     deps.log.error("usage: could not record provider calls", { calls: events.length, ...errorFields(err) });
   }
