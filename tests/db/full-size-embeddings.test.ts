@@ -113,6 +113,31 @@ describe("1536-dimensional embeddings", () => {
     expect(plan).toContain(`Index Scan using ${vectorIndexName("facts", DIMS)}`);
     expect(plan).toContain("Order By: ((binary_quantize(embedding))::bit(1536) <~>");
 
+    // An episode's too (migration 0026), even when its summary and key learnings are long: they go
+    // out of line first. Random text does not compress, so the row is ~2 KB of text over the vector's 3 KB.
+    const text = (n: number) => Array.from({ length: n }, () => Math.random().toString(36).slice(2, 10)).join(" ");
+    const vector = `[${fakeEmbedding("an episode about Lisbon", DIMS).join(",")}]`;
+    await db().execute(sql`
+      INSERT INTO episodes (id, project_id, thread_id, dataset, status, semantic_status, summary, key_learnings,
+        message_count, from_seq, to_seq, started_at, ended_at, embedding)
+      VALUES ('epi_long_1536', ${t.projectId}, 'thr_long_1536', 'ds', 'completed', 'completed', ${text(170)},
+        ${JSON.stringify([text(30), text(30)])}::jsonb, 2, 1, 2, now(), now(), ${vector}::halfvec)`);
+    const [episode] = rowsOf<{ vector: number; summary: number; learnings: number; toast: string }>(
+      await db().execute(sql`
+        SELECT pg_column_size(embedding) AS vector, octet_length(summary) AS summary,
+          octet_length(key_learnings::text) AS learnings,
+          (SELECT reltoastrelid::regclass::text FROM pg_class WHERE relname = 'episodes') AS toast
+        FROM episodes WHERE id = 'epi_long_1536'`),
+    );
+    expect(Number(episode.vector)).toBe(2 * DIMS + 8);
+    expect(Number(episode.summary) + Number(episode.learnings)).toBeGreaterThan(1500);
+    // What is out of line is the text: the TOAST table holds fewer bytes than a vector.
+    const [toasted] = rowsOf<{ bytes: number | null }>(
+      await db().execute(sql.raw(`SELECT sum(octet_length(chunk_data)) AS bytes FROM ${episode.toast}`)),
+    );
+    expect(Number(toasted.bytes ?? 0)).toBeGreaterThan(0);
+    expect(Number(toasted.bytes)).toBeLessThan(2 * DIMS);
+
     const exported = await t.get("/v1/memory/recall/datasets/ds/export");
     expect(exported.status).toBe(200);
     const dump = (await exported.json()) as { facts: { object: string }[]; entities: { name: string }[] };
