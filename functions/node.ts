@@ -8,6 +8,7 @@ import { warnIfIndexesOutgrowBufferPool } from "../lib/db/buffer-pool";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import { analyzeGrownTables, STATISTICS_CHECK_MS } from "../lib/db/pglite-statistics";
+import { vacuumTables } from "../lib/db/pglite-vacuum";
 import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
@@ -38,9 +39,10 @@ export interface NodeServiceOptions {
   /** Run the sweep on an interval (default: RETRY_INTERVAL_MS, the run contract's period); false for none. */
   sweepIntervalMs?: number | false;
   /**
-   * The embedded database only: how often its tables' planner statistics are checked and taken
-   * again where they grew (lib/db/pglite-statistics.ts; default STATISTICS_CHECK_MS, and once at
-   * start); false for never (tests and benchmarks, which take their own).
+   * The embedded database only: how often its tables are vacuumed where autovacuum would
+   * (lib/db/pglite-vacuum.ts) and their planner statistics taken again where they grew
+   * (lib/db/pglite-statistics.ts; default STATISTICS_CHECK_MS, and once at start); false for
+   * never (tests and benchmarks, which take their own).
    */
   statisticsCheckMs?: number | false;
   /**
@@ -129,9 +131,15 @@ export async function createNodeService(options: NodeServiceOptions) {
   interval?.unref?.();
   if (intervalMs !== false) runSweep(); // catch up on work left by the previous run
 
-  // A server's autovacuum keeps its statistics; the embedded database has none to do it.
+  // A server's autovacuum vacuums and keeps its statistics; the embedded database has none to do
+  // it. Vacuumed first, so that the statistics taken after count the rows it left.
   const statisticsMs = database.kind === "pglite" ? (options.statisticsCheckMs ?? STATISTICS_CHECK_MS) : false;
-  const checkStatistics = () => track(analyzeGrownTables(database.db, log));
+  const checkStatistics = () =>
+    track(
+      vacuumTables(database.db, log)
+        .catch((err) => log.error("vacuum failed", errorFields(err)))
+        .then(() => analyzeGrownTables(database.db, log)),
+    );
   const statistics = statisticsMs === false ? undefined : setInterval(checkStatistics, statisticsMs);
   statistics?.unref?.();
   if (statisticsMs !== false) checkStatistics();

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { analyzeGrownTables } from "../../lib/db/pglite-statistics";
+import { VACUUM_SCALE, VACUUM_THRESHOLD, vacuumTables } from "../../lib/db/pglite-vacuum";
 import { rowsOf } from "../../lib/db/rows";
 import { silentLogger } from "../../lib/log";
 import { fakeEmbedding } from "../helpers/fake-openai";
@@ -75,5 +76,47 @@ describe.skipIf(Boolean(process.env.TEST_PG_URL))("the embedded database's plann
     await insertFacts(t.projectId, "large", 1_000);
     expect(await analyzeGrownTables(svc.deps.db, silentLogger)).toContain("facts");
     expect(await guessedRows(t.projectId, "large")).toBeGreaterThan(3_000);
+  });
+});
+
+/** A table's dead rows and its oldest unfrozen row's age, as the vacuum pass reads them. */
+async function activity(table: string) {
+  const [row] = rowsOf<{ live: string; dead: string; age: string; vacuumed: boolean }>(
+    await svc.deps.db.execute(sql`
+      SELECT s.n_live_tup AS live, s.n_dead_tup AS dead, age(c.relfrozenxid) AS age, s.last_vacuum IS NOT NULL AS vacuumed
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid WHERE s.relname = ${table}`),
+  );
+  return { live: Number(row?.live), dead: Number(row?.dead), age: Number(row?.age), vacuumed: row?.vacuumed };
+}
+
+describe.skipIf(Boolean(process.env.TEST_PG_URL))("the embedded database's vacuum", () => {
+  it("vacuums a table whose dead rows pass autovacuum's threshold, freezing its rows, and leaves it be after", async () => {
+    const t = await newTenant(svc, `vc-${randomUUID().slice(0, 6)}`);
+    await insertFacts(t.projectId, "churn", 1_500);
+    await vacuumTables(svc.deps.db, silentLogger);
+    // Each update leaves the row's old version behind (a fact's row is two to a page: no room
+    // for the new version beside it), as superseding a fact does.
+    for (let i = 0; i < 3; i++) {
+      await svc.deps.db.execute(
+        sql`UPDATE facts SET confidence = confidence WHERE project_id = ${t.projectId} AND dataset = 'churn'`,
+      );
+    }
+    const before = await activity("facts");
+    expect(before.dead).toBeGreaterThan(VACUUM_THRESHOLD + VACUUM_SCALE * before.live);
+    // The three updates' transactions ran since the table was last frozen: their ids are not frozen.
+    expect(before.age).toBeGreaterThanOrEqual(3);
+
+    expect(await vacuumTables(svc.deps.db, silentLogger)).toContain("facts");
+    const after = await activity("facts");
+    expect(after).toMatchObject({ dead: 0, vacuumed: true });
+    // FREEZE: the table's oldest unfrozen id is no older than the vacuum itself.
+    expect(after.age).toBeLessThan(before.age);
+    expect(after.age).toBeLessThanOrEqual(1);
+    expect(await vacuumTables(svc.deps.db, silentLogger)).not.toContain("facts");
+    // The rows are all there.
+    const [live] = rowsOf<{ n: string }>(
+      await svc.deps.db.execute(sql`SELECT count(*) AS n FROM facts WHERE project_id = ${t.projectId}`),
+    );
+    expect(Number(live.n)).toBe(1_500);
   });
 });

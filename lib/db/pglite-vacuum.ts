@@ -1,0 +1,84 @@
+import { sql } from "drizzle-orm";
+import type { Logger } from "../log";
+import { rowsOf } from "./rows";
+import type { Db } from "./types";
+
+/**
+ * Dead rows a table may hold before it is vacuumed: this many plus VACUUM_SCALE of its live rows
+ * (a server's autovacuum_vacuum_threshold and autovacuum_vacuum_scale_factor, their defaults).
+ */
+export const VACUUM_THRESHOLD = 50;
+export const VACUUM_SCALE = 0.2;
+/**
+ * Rows inserted since the last vacuum before an append-only table is vacuumed (and so frozen a
+ * part at a time rather than all at once at FREEZE_MAX_AGE): autovacuum_vacuum_insert_threshold
+ * and autovacuum_vacuum_insert_scale_factor, their defaults.
+ */
+export const INSERT_THRESHOLD = 1_000;
+export const INSERT_SCALE = 0.2;
+/**
+ * Transactions since a table's oldest unfrozen row past which it is vacuumed whatever else it
+ * holds: autovacuum_freeze_max_age, its default. Postgres counts transactions in 2^31 before
+ * they wrap around; a row older than that would turn invisible.
+ */
+export const FREEZE_MAX_AGE = 200_000_000;
+
+/** What the statistics views say of a table since its last vacuum (lib/db/pglite-vacuum.ts `vacuumTables`). */
+export interface TableActivity {
+  table: string;
+  liveRows: number;
+  deadRows: number;
+  insertedSinceVacuum: number;
+  /** Transactions since the table's oldest unfrozen row (`age(relfrozenxid)`). */
+  xidAge: number;
+}
+
+/**
+ * The tables a server's autovacuum would vacuum now, by its default rules: dead rows past
+ * VACUUM_THRESHOLD + VACUUM_SCALE × live rows, rows inserted since the last vacuum past
+ * INSERT_THRESHOLD + INSERT_SCALE × live rows, or a transaction age past FREEZE_MAX_AGE.
+ */
+export function tablesToVacuum(tables: TableActivity[]): string[] {
+  return tables
+    .filter(
+      (t) =>
+        t.deadRows > VACUUM_THRESHOLD + VACUUM_SCALE * t.liveRows ||
+        t.insertedSinceVacuum > INSERT_THRESHOLD + INSERT_SCALE * t.liveRows ||
+        t.xidAge > FREEZE_MAX_AGE,
+    )
+    .map((t) => t.table);
+}
+
+/**
+ * The embedded database runs Postgres in single-user mode, where no autovacuum runs. Without a
+ * vacuum its tables keep every row an update or a delete left behind (each message's row is
+ * rewritten once when its thread is embedded; every request's key stamp, every job claim), and
+ * no row is ever frozen: every request spends a transaction id (two for a write), and past 2^31
+ * of them an unfrozen row's id would read as in the future, its row invisible. Single-user mode
+ * does not stop writes before that as a server would; it only warns. So the host vacuums as
+ * autovacuum would (tablesToVacuum), one statement per table, with FREEZE: every page a vacuum
+ * visits is left frozen, so later ones skip it and no table waits for one long pass at
+ * FREEZE_MAX_AGE. Each VACUUM holds the database while it runs (requests wait for it). Returns
+ * the tables vacuumed.
+ */
+export async function vacuumTables(db: Db, log: Logger): Promise<string[]> {
+  const activity = rowsOf<{ table: string; live: string; dead: string; inserted: string; age: string }>(
+    await db.execute(sql`
+      SELECT s.relname AS table, s.n_live_tup AS live, s.n_dead_tup AS dead, s.n_ins_since_vacuum AS inserted,
+        age(c.relfrozenxid) AS age
+      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
+      WHERE s.schemaname = current_schema()`),
+  ).map((r) => ({
+    table: r.table,
+    liveRows: Number(r.live),
+    deadRows: Number(r.dead),
+    insertedSinceVacuum: Number(r.inserted),
+    xidAge: Number(r.age),
+  }));
+  const tables = tablesToVacuum(activity);
+  if (tables.length === 0) return [];
+  const started = performance.now();
+  for (const table of tables) await db.execute(sql`VACUUM (FREEZE) ${sql.identifier(table)}`);
+  log.info("vacuumed the tables that needed it", { tables, ms: Math.round(performance.now() - started) });
+  return tables;
+}
