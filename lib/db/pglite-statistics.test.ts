@@ -1,11 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { PAGES_WORTH_NEW_STATISTICS, tablesToAnalyze } from "./pglite-statistics";
+import { ANALYZE_SCALE, ANALYZE_THRESHOLD, PAGES_WORTH_NEW_STATISTICS, tablesToAnalyze } from "./pglite-statistics";
 
-const table = (pages: number, pagesWhenAnalysed: number, analysed: boolean) => ({
+const table = (pages: number, pagesWhenAnalysed: number, analysed: boolean, changedSinceAnalysed = 0) => ({
   table: `t${pages}_${pagesWhenAnalysed}_${analysed}`,
   pages,
   pagesWhenAnalysed,
   analysed,
+  rows: pages * 10,
+  changedSinceAnalysed,
 });
 
 describe("tablesToAnalyze", () => {
@@ -19,6 +21,12 @@ describe("tablesToAnalyze", () => {
     // A small table grows by a fifth with every few rows: not before PAGES_WORTH_NEW_STATISTICS more.
     expect(tablesToAnalyze([table(2 + PAGES_WORTH_NEW_STATISTICS - 1, 2, true)])).toEqual([]);
     expect(tablesToAnalyze([table(2 + PAGES_WORTH_NEW_STATISTICS, 2, true)])).toHaveLength(1);
+  });
+
+  it("takes a table whose rows changed by 50 + 10% since its last ANALYZE, though a vacuum recorded its size since", () => {
+    const limit = ANALYZE_THRESHOLD + ANALYZE_SCALE * 10_000;
+    expect(tablesToAnalyze([table(1_000, 1_000, true, limit)])).toEqual([]);
+    expect(tablesToAnalyze([table(1_000, 1_000, true, limit + 1)])).toHaveLength(1);
   });
 
   it("leaves a table that shrank or stayed alone", () => {

@@ -11,12 +11,19 @@ import type { Db } from "./types";
 export const GROWTH_WORTH_NEW_STATISTICS = 0.2;
 /** And at least this many pages (8 kB each), so that a small table is not analysed on every write. */
 export const PAGES_WORTH_NEW_STATISTICS = 8;
+/**
+ * Rows inserted, updated or deleted since a table's last ANALYZE before it is analysed again: this
+ * many plus ANALYZE_SCALE of its rows (a server's autovacuum_analyze_threshold and
+ * autovacuum_analyze_scale_factor, their defaults).
+ */
+export const ANALYZE_THRESHOLD = 50;
+export const ANALYZE_SCALE = 0.1;
 /** How often the embedded host looks (one catalog query; ANALYZE only for the tables that grew). */
 export const STATISTICS_CHECK_MS = 10 * 60_000;
 
 /**
- * A table's size now and as the catalog last recorded it (relpages: set by ANALYZE, and by VACUUM
- * and CREATE INDEX, which the embedded database runs rarely; 0 if never).
+ * A table's size now and as the catalog last recorded it (relpages: set by ANALYZE, VACUUM and
+ * CREATE INDEX; 0 if never), and the rows changed since its last ANALYZE.
  */
 export interface TableSize {
   table: string;
@@ -24,17 +31,25 @@ export interface TableSize {
   pagesWhenAnalysed: number;
   /** pg_statistic holds rows for it: it was analysed since it last held rows. */
   analysed: boolean;
+  /** Rows in the catalog's estimate (reltuples), and rows changed since the last ANALYZE (n_mod_since_analyze). */
+  rows: number;
+  changedSinceAnalysed: number;
 }
 
 /**
- * The tables whose planner statistics are missing or stale: never analysed and holding rows, or
- * grown by GROWTH_WORTH_NEW_STATISTICS (and PAGES_WORTH_NEW_STATISTICS) since.
+ * The tables whose planner statistics are missing or stale: never analysed and holding rows,
+ * changed since by ANALYZE_THRESHOLD + ANALYZE_SCALE of their rows (autovacuum's rule, counted
+ * by the statistics views, which a crash resets), or grown by GROWTH_WORTH_NEW_STATISTICS (and
+ * PAGES_WORTH_NEW_STATISTICS) since the catalog last recorded their size. The host's VACUUM
+ * (lib/db/pglite-vacuum.ts) records that size too, so growth alone would miss a table vacuumed
+ * each period as it grows.
  */
 export function tablesToAnalyze(sizes: TableSize[]): string[] {
   return sizes
-    .filter(({ pages, pagesWhenAnalysed, analysed }) => {
+    .filter(({ pages, pagesWhenAnalysed, analysed, rows, changedSinceAnalysed }) => {
       if (pages === 0) return false;
       if (!analysed) return true;
+      if (changedSinceAnalysed > ANALYZE_THRESHOLD + ANALYZE_SCALE * Math.max(rows, 0)) return true;
       const grown = pages - pagesWhenAnalysed;
       return grown >= PAGES_WORTH_NEW_STATISTICS && grown >= pagesWhenAnalysed * GROWTH_WORTH_NEW_STATISTICS;
     })
@@ -51,16 +66,26 @@ export function tablesToAnalyze(sizes: TableSize[]): string[] {
  * Returns the tables analysed.
  */
 export async function analyzeGrownTables(db: Db, log: Logger): Promise<string[]> {
-  const sizes = rowsOf<{ table: string; pages: number | string; analysed_pages: number; analysed: boolean }>(
+  const sizes = rowsOf<{
+    table: string;
+    pages: number | string;
+    analysed_pages: number;
+    analysed: boolean;
+    rows: number | string;
+    changed: number | string | null;
+  }>(
     await db.execute(sql`
       SELECT c.relname AS table, pg_relation_size(c.oid) / current_setting('block_size')::int AS pages,
-        c.relpages AS analysed_pages, EXISTS (SELECT 1 FROM pg_statistic s WHERE s.starelid = c.oid) AS analysed
+        c.relpages AS analysed_pages, EXISTS (SELECT 1 FROM pg_statistic s WHERE s.starelid = c.oid) AS analysed,
+        c.reltuples AS rows, pg_stat_get_mod_since_analyze(c.oid) AS changed
       FROM pg_class c WHERE c.relnamespace = current_schema()::regnamespace AND c.relkind = 'r'`),
   ).map((r) => ({
     table: r.table,
     pages: Number(r.pages),
     pagesWhenAnalysed: Number(r.analysed_pages),
     analysed: r.analysed,
+    rows: Number(r.rows),
+    changedSinceAnalysed: Number(r.changed ?? 0),
   }));
   const tables = tablesToAnalyze(sizes);
   if (tables.length === 0) return [];
