@@ -25,6 +25,7 @@ export const FREEZE_MAX_AGE = 200_000_000;
 
 /** What the statistics views say of a table since its last vacuum (lib/db/pglite-vacuum.ts `vacuumTables`). */
 export interface TableActivity {
+  /** As `regclass` prints it: quoted where needed, schema-qualified outside the search path. */
   table: string;
   liveRows: number;
   deadRows: number;
@@ -38,13 +39,13 @@ export interface TableActivity {
  * VACUUM_THRESHOLD + VACUUM_SCALE × live rows, rows inserted since the last vacuum past
  * INSERT_THRESHOLD + INSERT_SCALE × live rows, or a transaction age past FREEZE_MAX_AGE.
  */
-export function tablesToVacuum(tables: TableActivity[]): string[] {
+export function tablesToVacuum(tables: TableActivity[], freezeMaxAge = FREEZE_MAX_AGE): string[] {
   return tables
     .filter(
       (t) =>
         t.deadRows > VACUUM_THRESHOLD + VACUUM_SCALE * t.liveRows ||
         t.insertedSinceVacuum > INSERT_THRESHOLD + INSERT_SCALE * t.liveRows ||
-        t.xidAge > FREEZE_MAX_AGE,
+        t.xidAge > freezeMaxAge,
     )
     .map((t) => t.table);
 }
@@ -56,18 +57,24 @@ export function tablesToVacuum(tables: TableActivity[]): string[] {
  * no row is ever frozen: every request spends a transaction id (two for a write), and past 2^31
  * of them an unfrozen row's id would read as in the future, its row invisible. Single-user mode
  * does not stop writes before that as a server would; it only warns. So the host vacuums as
- * autovacuum would (tablesToVacuum), one statement per table, with FREEZE: every page a vacuum
- * visits is left frozen, so later ones skip it and no table waits for one long pass at
- * FREEZE_MAX_AGE. Each VACUUM holds the database while it runs (requests wait for it). Returns
- * the tables vacuumed.
+ * autovacuum would (tablesToVacuum), every table of the database, the system catalogs' too
+ * (ANALYZE and VACUUM rewrite rows of pg_class and pg_statistic, which must be frozen as well),
+ * one statement per table, with FREEZE: every page a vacuum visits is left frozen, so later ones
+ * skip it and no table waits for one long pass at the freeze age. Each VACUUM holds the database
+ * while it runs (requests wait for it). `freezeMaxAge` is for tests. Returns the tables vacuumed.
  */
-export async function vacuumTables(db: Db, log: Logger): Promise<string[]> {
+export async function vacuumTables(
+  db: Db,
+  log: Logger,
+  { freezeMaxAge = FREEZE_MAX_AGE }: { freezeMaxAge?: number } = {},
+): Promise<string[]> {
+  // A TOAST table is vacuumed with its table.
   const activity = rowsOf<{ table: string; live: string; dead: string; inserted: string; age: string }>(
     await db.execute(sql`
-      SELECT s.relname AS table, s.n_live_tup AS live, s.n_dead_tup AS dead, s.n_ins_since_vacuum AS inserted,
-        age(c.relfrozenxid) AS age
-      FROM pg_stat_user_tables s JOIN pg_class c ON c.oid = s.relid
-      WHERE s.schemaname = current_schema()`),
+      SELECT c.oid::regclass::text AS table, coalesce(s.n_live_tup, 0) AS live, coalesce(s.n_dead_tup, 0) AS dead,
+        coalesce(s.n_ins_since_vacuum, 0) AS inserted, age(c.relfrozenxid) AS age
+      FROM pg_class c LEFT JOIN pg_stat_all_tables s ON s.relid = c.oid
+      WHERE c.relkind IN ('r', 'm')`),
   ).map((r) => ({
     table: r.table,
     liveRows: Number(r.live),
@@ -75,10 +82,11 @@ export async function vacuumTables(db: Db, log: Logger): Promise<string[]> {
     insertedSinceVacuum: Number(r.inserted),
     xidAge: Number(r.age),
   }));
-  const tables = tablesToVacuum(activity);
+  const tables = tablesToVacuum(activity, freezeMaxAge);
   if (tables.length === 0) return [];
   const started = performance.now();
-  for (const table of tables) await db.execute(sql`VACUUM (FREEZE) ${sql.identifier(table)}`);
+  // The name as regclass prints it, quoted by Postgres itself.
+  for (const table of tables) await db.execute(sql.raw(`VACUUM (FREEZE) ${table}`));
   log.info("vacuumed the tables that needed it", { tables, ms: Math.round(performance.now() - started) });
   return tables;
 }

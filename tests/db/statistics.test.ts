@@ -138,4 +138,23 @@ describe.skipIf(Boolean(process.env.TEST_PG_URL))("the embedded database's vacuu
     );
     expect(Number(live.n)).toBe(1_500);
   });
+
+  it("freezes every table of the database past the freeze age, the system catalogs' too, so the database's own age falls", async () => {
+    const databaseAge = async () =>
+      Number(
+        rowsOf<{ age: string }>(
+          await svc.deps.db.execute(
+            sql`SELECT age(datfrozenxid) AS age FROM pg_database WHERE datname = current_database()`,
+          ),
+        )[0]?.age,
+      );
+    // Transactions spent since the database was made: its oldest unfrozen row is at least that old.
+    for (let i = 0; i < 5; i++) await svc.deps.db.execute(sql`UPDATE api_keys SET last_used_at = now()`);
+    const before = await databaseAge();
+    expect(before).toBeGreaterThanOrEqual(5);
+    // A freeze age of 0 stands for the 200 million transactions a real database would have spent.
+    const vacuumed = await vacuumTables(svc.deps.db, silentLogger, { freezeMaxAge: 0 });
+    expect(vacuumed).toEqual(expect.arrayContaining(["facts", "messages", "pg_class", "pg_statistic"]));
+    expect(await databaseAge()).toBeLessThan(Math.min(before, 5));
+  });
 });
