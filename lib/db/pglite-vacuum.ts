@@ -23,7 +23,7 @@ export const INSERT_SCALE = 0.2;
  */
 export const FREEZE_MAX_AGE = 200_000_000;
 
-/** What the statistics views say of a table since its last vacuum (lib/db/pglite-vacuum.ts `vacuumTables`). */
+/** What the statistics views and the catalog say of a table, as vacuumTables reads them. */
 export interface TableActivity {
   /** As `regclass` prints it: quoted where needed, schema-qualified outside the search path. */
   table: string;
