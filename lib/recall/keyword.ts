@@ -18,8 +18,9 @@ export const KEYWORD_COMMON_SHARE = 0.05;
  * KEYWORD_PER_TERM (100) until 2026-11-30: at 1,000 facts a word of 10% of them then brought all
  * its facts, ~180 candidates a query against ~56 at 10,000, each with its row read and its BM25
  * computed, and recall at 1,000 facts took 11.1-12.6 ms p50 against 7.8 at 10,000. With 20 it
- * takes 6.7-7.5 ms (9.3× the bare HNSW statement against 13-14×), and bench:quality (datasets of ~100 facts and ~320 messages, where this floor is
- * the whole rule) gave the same figures to the tenth (bench/RESULTS.md, morning of 2026-11-30).
+ * takes 6.7-7.5 ms (9.3× the bare HNSW statement against 13-14×), and bench:quality (datasets of
+ * ~100 facts and ~320 messages, where this floor is the whole rule) gave the same figures to the
+ * tenth (bench/RESULTS.md, morning of 2026-11-30).
  */
 export const KEYWORD_COMMON_MIN_DOCS = 20;
 

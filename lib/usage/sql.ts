@@ -82,9 +82,14 @@ export function withUsage(usage: UsageCollector | undefined, scope: UsageScope, 
 }
 
 /** The CTE alone (`usage_recorded AS (…)`), for a statement that joins its CTEs itself; null when empty. */
-export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL | null {
+export function usageCteOf(
+  usage: UsageCollector | undefined,
+  scope: UsageScope,
+  at: string,
+  options?: Parameters<typeof usageInsertSql>[3],
+): SQL | null {
   const events = usage?.take() ?? [];
-  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at)})` : null;
+  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at, options)})` : null;
 }
 
 /**
@@ -97,8 +102,7 @@ export function usageCteOf(usage: UsageCollector | undefined, scope: UsageScope,
  * for a statement that also stores a client's data.
  */
 export function readUsageCteOf(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL | null {
-  const events = usage?.take() ?? [];
-  return events.length ? sql`usage_recorded AS (${usageInsertSql(events, scope, at, { flush: "none" })})` : null;
+  return usageCteOf(usage, scope, at, { flush: "none" });
 }
 
 /**
