@@ -107,6 +107,12 @@ export const threads = pgTable(
      * and a compaction lands only if this is still what it read (so two never fold a row twice).
      */
     compactedSeq: integer("compacted_seq").notNull().default(0),
+    /**
+     * Highest sequence number below which every indexed message has its vector: the thread's
+     * `message-embed` job looks for messages to embed above it only, so its cost follows what is
+     * new, not the thread's length (lib/evidence/embed.ts).
+     */
+    embeddedSeq: integer("embedded_seq").notNull().default(0),
     /** Un-compacted, non-summary messages: kept by the statements that change it, never counted. */
     liveCount: integer("live_count").notNull().default(0),
     lastMessageAt: timestamptz("last_message_at"),

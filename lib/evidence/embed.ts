@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbJson, dbTimestamp, parsedRowsOf, toDate } from "../db/rows";
 import { messageSearch, messages, messageVectors, threads } from "../db/schema";
@@ -7,7 +7,7 @@ import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, usageCteOf } from "../usage/sql";
-import { countThreadTermsCtes } from "./terms";
+import { aboveMarkSql, countThreadTermsCtes } from "./terms";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
 
 /** Messages embedded in one call (one batch per thread per debounce window; a backlog takes several). */
@@ -65,32 +65,44 @@ export async function embedNowJob(deps: Deps, job: Job): Promise<JobResult> {
     : { next: "done" };
 }
 
-const Pending = z.object({ id: z.string(), content: z.string() });
+const Pending = z.object({ id: z.string(), seq: z.number(), content: z.string() });
+
+/**
+ * The job's first statement: the thread's new index rows counted (./terms.ts), and its next batch
+ * read: the indexed messages above its `embedded_seq` without a vector, in sequence order, up to
+ * the first row the count skipped (a deletion in flight holds it; if that rolls back, the next run
+ * counts it), so the mark, which moves to the batch's last number once its vectors are stored, never
+ * passes a message left uncounted or unembedded. A message's sequence number is handed out by the
+ * statement that inserts it, under its thread's row lock, so messages commit in sequence order:
+ * nothing commits later below a number this statement has seen.
+ */
+export function countAndReadBatchSql(threadId: string): SQL {
+  return sql`
+    WITH ${countThreadTermsCtes(threadId)},
+      skipped AS (SELECT min(seq) AS seq FROM above
+        WHERE NOT terms_counted AND id NOT IN (SELECT message_id FROM counted))
+    SELECT json_agg(json_build_object('id', p.id, 'seq', p.seq, 'content', p.content) ORDER BY p.seq) AS pending
+    FROM (SELECT a.id, a.seq, left(m.content, ${EMBED_INPUT_CHARS}) AS content
+      FROM above a JOIN ${messages} m ON m.id = a.id
+      WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)
+        AND a.seq < coalesce((SELECT seq FROM skipped), 2147483647)
+      ORDER BY a.seq LIMIT ${EMBED_BATCH}) p`;
+}
 
 /**
  * Counts the thread's new index rows into the keyword statistics, then embeds up to EMBED_BATCH
- * of its indexed messages that have no vector yet (oldest first) and stores their vectors; true
- * when more remain, those written during the provider call included. The count rides in the
+ * of its indexed messages that have no vector yet (in sequence order) and stores their vectors;
+ * true when more remain, those written during the provider call included. The count rides in the
  * statement that reads the batch, before the provider is called, so a provider failure (or none
  * configured) leaves no message uncounted past the job's run. A message whose thread was deleted
  * meanwhile gets no vector (the insert joins its index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
-  // The thread's index rows (`s`) whose message has no vector yet: the batch, and what remains.
-  const unembedded = sql`s.thread_id = ${threadId}
-    AND NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = s.message_id)`;
   const [row] = parsedRowsOf(
     z.object({ pending: dbJson(z.array(Pending).nullable()) }),
-    await deps.db.execute(sql`
-      WITH ${countThreadTermsCtes(threadId)}
-      SELECT json_agg(json_build_object('id', p.message_id, 'content', left(m.content, ${EMBED_INPUT_CHARS}))
-        ORDER BY p.created_at, p.message_id) AS pending
-      FROM (SELECT s.message_id, s.created_at FROM ${messageSearch} s WHERE ${unembedded}
-        ORDER BY s.created_at, s.message_id LIMIT ${EMBED_BATCH + 1}) p
-      JOIN ${messages} m ON m.id = p.message_id`),
+    await deps.db.execute(countAndReadBatchSql(threadId)),
   );
-  const pending = row?.pending ?? [];
-  const batch = pending.slice(0, EMBED_BATCH);
+  const batch = row?.pending ?? [];
   if (batch.length === 0) return false;
   // The thread's project and dataset, read by the statement that records the call.
   const scope = {
@@ -109,20 +121,27 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     throw err;
   }
   const rows = batch.map((m, i) => ({ id: m.id, v: `[${vectors[i].join(",")}]` }));
+  const lastSeq = batch[batch.length - 1].seq;
   const recorded = usageCteOf(usage, scope, deps.clock.now().toISOString());
-  // `more` also sees the messages written while the provider was called: their write found this
-  // job armed and did not arm it again, so the job runs once more for them instead of ending.
+  // The thread's row first (`marked`, which the insert waits for), as a deletion of the thread
+  // takes it before the index rows: this statement never holds a row a deletion waits for while
+  // it waits for the thread. `more` also sees the messages written while the provider was called:
+  // their write found this job armed and did not arm it again, so the job runs once more for them.
   const [stored] = parsedRowsOf(
     z.object({ more: z.boolean() }),
     await deps.db.execute(sql`
-      WITH ${recorded ? sql`${recorded}, ` : sql``}stored AS (
+      WITH ${recorded ? sql`${recorded}, ` : sql``}marked AS (
+        UPDATE ${threads} SET embedded_seq = greatest(embedded_seq, ${lastSeq})
+        WHERE id = ${threadId} RETURNING id),
+      stored AS (
         INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
         SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
         FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
         JOIN ${messageSearch} s ON s.message_id = x.id
+        WHERE EXISTS (SELECT 1 FROM marked)
         ON CONFLICT (message_id) DO NOTHING)
-      SELECT EXISTS (SELECT 1 FROM ${messageSearch} s WHERE ${unembedded}
-          AND s.message_id NOT IN (SELECT jsonb_array_elements_text(${JSON.stringify(batch.map((m) => m.id))}::jsonb))) AS more`),
+      SELECT EXISTS (SELECT 1 FROM (${aboveMarkSql(threadId, sql`${lastSeq}`)}) a
+        WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)) AS more`),
   );
   return stored?.more ?? false;
 }

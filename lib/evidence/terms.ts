@@ -1,5 +1,5 @@
 import { type SQL, sql } from "drizzle-orm";
-import { messageSearch, messageTerms, threads } from "../db/schema";
+import { messageSearch, messages, messageTerms, threads } from "../db/schema";
 
 /**
  * Adds to `message_terms` the terms of `rows` (a CTE or table with project_id, dataset and
@@ -25,6 +25,11 @@ export function addTermsSql(rows: SQL): SQL {
  * them (`terms_counted`) and `counted_terms` adds their terms, in the same statement, so a row is
  * in the statistics exactly when it reads true (the delete trigger subtracts only those).
  *
+ * Only the rows above the thread's `embedded_seq` are read (`above`, with their sequence numbers):
+ * below it the job has counted and embedded every indexed message, so a run costs what is new,
+ * not the thread's length. The job stops its batches below a row this count skipped (./embed.ts),
+ * so the mark never passes a row left uncounted.
+ *
  * Locks, so that it never deadlocks with a deletion (which takes index rows, then statistics
  * rows in its trigger). First the thread's row, FOR KEY SHARE (a thread's deletion, as a
  * dataset's erase does, conflicts with it; a message's append does not): a deletion that came
@@ -36,14 +41,33 @@ export function addTermsSql(rows: SQL): SQL {
  * job past its lease) is not counted twice: taking its lock re-reads `terms_counted`.
  */
 export function countThreadTermsCtes(threadId: string): SQL {
-  return sql`counted AS (
+  return sql`above AS MATERIALIZED (${aboveMarkSql(threadId)}),
+    counted AS (
       UPDATE ${messageSearch} s SET terms_counted = true
       WHERE s.message_id = ANY (ARRAY(
           SELECT u.message_id FROM ${messageSearch} u
-          WHERE u.thread_id = (SELECT th.id FROM ${threads} th WHERE th.id = ${threadId} FOR KEY SHARE)
+          WHERE u.message_id IN (SELECT id FROM above WHERE NOT terms_counted)
+            AND u.thread_id = (SELECT th.id FROM ${threads} th WHERE th.id = ${threadId} FOR KEY SHARE)
             AND NOT u.terms_counted
           FOR NO KEY UPDATE SKIP LOCKED))
         AND NOT s.terms_counted
-      RETURNING s.project_id, s.dataset, s.search),
+      RETURNING s.message_id, s.project_id, s.dataset, s.search),
     counted_terms AS (${addTermsSql(sql`counted`)})`;
+}
+
+/**
+ * The thread's indexed messages numbered above `above` (by default its `embedded_seq`): id, seq
+ * and whether counted. Bounded above by the thread's last number too (true of every message): a
+ * range between two values unknown when the statement is planned is estimated as narrow, so the
+ * planner reads it through the (thread_id, seq) index; with the lower bound alone it guesses a
+ * third of the thread, and on a thread that holds most of the table it reads them all.
+ */
+export function aboveMarkSql(
+  threadId: string,
+  above: SQL = sql`(SELECT embedded_seq FROM ${threads} WHERE id = ${threadId})`,
+): SQL {
+  return sql`SELECT m.id, m.seq, s.terms_counted
+    FROM ${messages} m JOIN ${messageSearch} s ON s.message_id = m.id
+    WHERE m.thread_id = ${threadId} AND m.seq > ${above}
+      AND m.seq <= (SELECT last_seq FROM ${threads} WHERE id = ${threadId})`;
 }

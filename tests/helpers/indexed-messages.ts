@@ -42,6 +42,8 @@ export async function insertIndexedMessages(
         SELECT m.id, m.project_id, m.thread_id, ${at.dataset}, m.created_at, to_tsvector('english', m.content), ${counted}
         FROM m RETURNING message_id AS id, project_id, thread_id, dataset, created_at, search, terms_counted),
       sc AS (SELECT * FROM s WHERE terms_counted),
-      t AS (${addTermsSql(sql`sc`)})
+      t AS (${addTermsSql(sql`sc`)}),
+      -- As an append leaves its thread: its last number at least the messages' own.
+      th AS (UPDATE threads SET last_seq = greatest(last_seq, (SELECT max(seq) FROM x)) WHERE id = ${at.threadId})
     ${vectors}`);
 }

@@ -4,6 +4,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
+import { countAndReadBatchSql } from "../../lib/evidence/embed";
 import { countThreadTermsCtes } from "../../lib/evidence/terms";
 import { EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
@@ -260,7 +261,7 @@ describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", ()
       (r) => r.rows[0].n as number,
     );
 
-  /** A project, its thread and messages' index rows as an append leaves them (uncounted). */
+  /** A project, its thread and messages with their index rows as an append leaves them (uncounted). */
   async function seed(words: string[]) {
     const project = `prj_${randomUUID().slice(0, 8)}`;
     const thread = `thr_${randomUUID().slice(0, 8)}`;
@@ -273,9 +274,13 @@ describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", ()
 
   async function addRow(project: string, thread: string, text: string) {
     const id = `msg_${randomUUID().slice(0, 8)}`;
+    // The message, numbered as an append numbers it (its thread's next sequence number), and its row.
     await run(
       observer,
-      sql`INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search)
+      sql`WITH th AS (UPDATE threads SET last_seq = last_seq + 1 WHERE id = ${thread} RETURNING last_seq),
+        m AS (INSERT INTO messages (id, project_id, thread_id, seq, role, content)
+          SELECT ${id}, ${project}, ${thread}, th.last_seq, 'user', ${text} FROM th)
+        INSERT INTO message_search (message_id, project_id, thread_id, dataset, created_at, search)
         VALUES (${id}, ${project}, ${thread}, 'ds', now(), to_tsvector('english', ${text}))`,
     );
     return id;
@@ -318,6 +323,29 @@ describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", ()
     expect((await exact(project)).find((r) => r.term === "puffin")).toMatchObject({ docs: 1 });
     expect(await count(job, thread)).toBe(1);
     expect((await exact(project)).find((r) => r.term === "puffin")).toMatchObject({ docs: 2 });
+  });
+
+  it("the embedding batch stops below a row the count skipped, so the thread's mark never passes it", async () => {
+    const { thread, ids } = await seed(["kittiwakes dive", "kittiwakes nest", "fulmars nest"]);
+    const batch = async () => {
+      const r = await run(job, countAndReadBatchSql(thread));
+      const pending = r.rows[0].pending as { id: string }[] | string | null;
+      return (typeof pending === "string" ? (JSON.parse(pending) as { id: string }[]) : (pending ?? [])).map(
+        (m) => m.id,
+      );
+    };
+    await deleter.query("BEGIN");
+    await run(deleter, sql`DELETE FROM message_search WHERE message_id = ${ids[1]}`);
+    // The first is counted and read; the second is held, so the batch ends before it and the third.
+    expect(await batch()).toEqual([ids[0]]);
+    await deleter.query("ROLLBACK");
+    // The next run counts the one left and reads all three (none has a vector yet).
+    expect(await batch()).toEqual(ids);
+    const counted = await run(
+      observer,
+      sql`SELECT count(*)::int AS n FROM message_search WHERE thread_id = ${thread} AND terms_counted`,
+    );
+    expect(counted.rows[0].n).toBe(3);
   });
 
   it("a thread's deletion and a count of it, in either order", async () => {

@@ -3,8 +3,9 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
+import { countAndReadBatchSql } from "../../lib/evidence/embed";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
-import { runDueJobs } from "../../lib/jobs/runner";
+import { runDueJobs, runJobByKey } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
 import { recallSql, retrieve } from "../../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
@@ -12,6 +13,7 @@ import { patchProjectSettings } from "../../lib/settings/store";
 import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, fakeEmbedding, near, startFakeOpenAI } from "../helpers/fake-openai";
 import { insertIndexedMessages } from "../helpers/indexed-messages";
+import { runMessageEmbedJob } from "../helpers/jobs-of-kind";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -535,6 +537,57 @@ describe("at scale", () => {
       expect((await recall()).map((m) => m.messageId)).not.toContain(`msg_${gardens}_job_1`);
     },
   );
+});
+
+describe("a long thread", () => {
+  /** `count` user messages written through the batch route, then embedded by the thread's job. */
+  async function longThread(t: Awaited<ReturnType<typeof tenant>>, count: number) {
+    const th = await t.thread();
+    for (let first = 0; first < count; first += 100) {
+      const messages = Array.from({ length: 100 }, (_, i) => ({
+        role: "user",
+        content: `walked the dog, day ${first + i}`,
+      }));
+      const res = await t.post(`${W}/threads/${th}/messages:batch`, { messages });
+      expect(res.status, await res.clone().text()).toBe(201);
+    }
+    clock.advance(EMBED_MAX_WAIT_MS);
+    while (await runJobByKey(svc.deps, `embed:${th}`)) clock.advance(EMBED_MAX_WAIT_MS);
+    return th;
+  }
+  const vectorsOf = async (th: string) =>
+    rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM message_vectors WHERE thread_id = ${th}`),
+    )[0].n;
+
+  it("its embedding job reads the messages written since its last batch, not the thread's past", async () => {
+    const t = await tenant();
+    const th = await longThread(t, 2000);
+    expect(await vectorsOf(th)).toBe(2000);
+    const said = await t.say(th, "my sister Ana visited");
+    // As the host's periodic check (or autovacuum) leaves the tables: the counted rows' old
+    // versions gone from the index of rows still to count.
+    await svc.deps.db.execute(sql`VACUUM ANALYZE message_search, messages, message_vectors`);
+
+    // The job's first statement, run as the job runs it: it counts the new row and reads the batch.
+    const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${countAndReadBatchSql(th)}`));
+    const read = planNodes(plan.Plan)
+      .filter((n) => ["messages", "message_search", "message_vectors"].includes(n["Relation Name"] ?? ""))
+      .map((n) => [
+        n["Relation Name"],
+        ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 1),
+      ]);
+    // A row or two of each table (the new message, its index row, its thread's row), where the
+    // whole thread's 2,000 were read before.
+    expect(read.length).toBeGreaterThan(0);
+    for (const [table, rows] of read) expect(rows, `${table}: ${JSON.stringify(read)}`).toBeLessThanOrEqual(2);
+
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runMessageEmbedJob(svc.deps, th);
+    expect(fake.embeddingCalls().at(-1)?.input).toEqual(["my sister Ana visited"]);
+    expect(await vectorsOf(th)).toBe(2001);
+    expect(ids(await t.recall({ query: "Who is Ana?", include: ["messages"] }))).toContain(said);
+  });
 });
 
 describe("what is indexed", () => {
