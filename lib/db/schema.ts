@@ -537,8 +537,29 @@ export const usageEvents = pgTable(
     outcome: text("outcome", { enum: usageOutcomes }).notNull(),
     createdAt: createdAt(),
   },
-  // The month's sum of a project (its budget) and GET /v1/usage's range are index range scans.
+  // GET /v1/usage's range is an index range scan (a budget reads usage_month_tokens).
   (t) => [index("usage_events_project_created_idx").on(t.projectId, t.createdAt)],
+);
+
+/**
+ * The tokens each project's calls reported per calendar month (UTC), kept by triggers on
+ * usage_events (migrations/0028_usage_month_tokens.sql), so that a budget check reads a few rows
+ * instead of the month's ledger. Split in USAGE_TOTAL_SHARDS rows by the writing connection: on a
+ * server, concurrent statements of one project mostly add to different rows, instead of waiting
+ * for each other's commit at one. Unknown counts (null) add nothing, as in the ledger's sums.
+ */
+export const usageMonthTokens = pgTable(
+  "usage_month_tokens",
+  {
+    projectId: text("project_id")
+      .notNull()
+      .references(() => projects.id, { onDelete: "cascade" }),
+    /** The month's first instant, UTC. */
+    month: timestamptz("month").notNull(),
+    shard: integer("shard").notNull(),
+    tokens: bigint("tokens", { mode: "number" }).notNull().default(0),
+  },
+  (t) => [primaryKey({ columns: [t.projectId, t.month, t.shard] })],
 );
 
 /** One row per project and month whose budget ran out: the usage.budget_exhausted event fires once. */

@@ -3,10 +3,12 @@ import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
+import { budgetSpentSql } from "../../lib/usage/budget";
 import { createWebhookEndpoint } from "../../lib/webhooks/endpoints";
 import { type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import type { ReportedUsage } from "../helpers/fake-openai";
 import { embedWaitingMessages } from "../helpers/jobs-of-kind";
+import { planNodes, planOf } from "../helpers/plan";
 import { fact, judge } from "../helpers/semantic-fixtures";
 
 /**
@@ -372,6 +374,50 @@ describe("the monthly token budget", () => {
     const report = await usage(t);
     expect(report.budget).toMatchObject({ month: h.clock.now().toISOString().slice(0, 7) });
     expect(report.budget.spent).toBe(report.total.totalTokens);
+  });
+
+  it("is checked against the month's total, kept as the ledger is written: a few rows, however many calls", async () => {
+    const t = await tenant("month-total");
+    await patchProjectSettings(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { usage: { monthlyTokenBudget: 100_000 } },
+    );
+    const now = h.clock.now();
+    const lastMonth = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), 0, 12));
+    // 3,000 calls this month (one of unknown usage), 10 last month: as written by many statements.
+    const write = (count: number, at: Date, tokens: string) =>
+      h.svc.deps.db.execute(sql`
+        INSERT INTO usage_events (project_id, dataset, operation, kind, model, total_tokens, outcome, created_at)
+        SELECT ${t.projectId}, 'd', 'recall_embedding', 'embedding', 'm', ${sql.raw(tokens)}, 'ok', ${at.toISOString()}::timestamptz
+        FROM generate_series(1, ${count}) g`);
+    for (let i = 0; i < 3; i++) await write(1000, now, "g % 7");
+    await write(1, now, "NULL");
+    await write(10, lastMonth, "1000");
+    const [month] = rowsOf<{ n: number }>(
+      await h.svc.deps.db.execute(sql`SELECT coalesce(sum(total_tokens), 0)::int AS n FROM usage_events
+        WHERE project_id = ${t.projectId} AND created_at >= date_trunc('month', ${now.toISOString()}::timestamptz, 'UTC')`),
+    );
+    expect(month.n).toBeGreaterThan(0);
+    expect((await usage(t)).budget).toMatchObject({ spent: month.n, exhausted: false });
+
+    // The check that every chat turn, recall with synthesis and episode claim makes reads no call.
+    const plan = planOf(
+      await h.svc.deps.db.execute(
+        sql`EXPLAIN (ANALYZE, FORMAT JSON) SELECT ${budgetSpentSql(t.projectId, now)} AS spent`,
+      ),
+    );
+    const read = planNodes(plan.Plan).filter((n) => n["Relation Name"]?.startsWith("usage_"));
+    expect(read.map((n) => n["Relation Name"])).toEqual(["usage_month_tokens"]);
+    expect(read[0]["Actual Rows"]).toBeLessThanOrEqual(16);
+
+    // An operator who prunes ledger rows: the total follows what the ledger holds.
+    await h.svc.deps.db.execute(
+      sql`DELETE FROM usage_events WHERE project_id = ${t.projectId} AND total_tokens = 6 AND created_at >= ${now.toISOString()}::timestamptz`,
+    );
+    const pruned = month.n - 6 * 3 * 143; // 143 of each 1,000 had 6 tokens (g % 7 = 6)
+    expect((await usage(t)).budget).toMatchObject({ spent: pruned });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: pruned } });
+    expect((await usage(t)).budget).toMatchObject({ spent: pruned, exhausted: true });
   });
 
   it("makes synthesis null (recall still answers) and fires usage.budget_exhausted once", async () => {
