@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { embedDueAt } from "./embed";
+import { embedDueAt, storeChunks } from "./embed";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "./write";
 
 const at = (ms: number) => new Date(Date.UTC(2026, 0, 1) + ms);
@@ -22,5 +22,17 @@ describe("embedDueAt", () => {
   it("without an arming time (an older job) waits for quiet only; a thread never written to runs now", () => {
     expect(embedDueAt({ now: at(0), lastWriteAt: at(0), armedAt: null })).toEqual(at(EMBED_DEBOUNCE_MS));
     expect(embedDueAt({ now: at(0), lastWriteAt: null, armedAt: null })).toBeNull();
+  });
+});
+
+describe("storeChunks", () => {
+  it("cuts rows into parts of at most the size, in order, the last one shorter", () => {
+    expect(storeChunks([1, 2, 3, 4, 5], 2)).toEqual([[1, 2], [3, 4], [5]]);
+    expect(storeChunks([1, 2, 3], 3)).toEqual([[1, 2, 3]]);
+    expect(storeChunks([], 32)).toEqual([]);
+  });
+
+  it("treats a size under one as one: every row is stored", () => {
+    expect(storeChunks([1, 2], 0)).toEqual([[1], [2]]);
   });
 });

@@ -78,15 +78,16 @@ const Pending = z.object({ id: z.string(), seq: z.number(), content: z.string() 
  */
 export function countAndReadBatchSql(threadId: string): SQL {
   return sql`
-    WITH ${countThreadTermsCtes(threadId)},
+    WITH ${countThreadTermsCtes(threadId, EMBED_BATCH)},
       skipped AS (SELECT min(seq) AS seq FROM above
         WHERE NOT terms_counted AND id NOT IN (SELECT message_id FROM counted))
-    SELECT json_agg(json_build_object('id', p.id, 'seq', p.seq, 'content', p.content) ORDER BY p.seq) AS pending
-    FROM (SELECT a.id, a.seq, left(m.content, ${EMBED_INPUT_CHARS}) AS content
-      FROM above a JOIN ${messages} m ON m.id = a.id
-      WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)
-        AND a.seq < coalesce((SELECT seq FROM skipped), 2147483647)
-      ORDER BY a.seq LIMIT ${EMBED_BATCH}) p`;
+    SELECT (SELECT json_agg(json_build_object('id', p.id, 'seq', p.seq, 'content', p.content) ORDER BY p.seq)
+      FROM (SELECT a.id, a.seq, left(m.content, ${EMBED_INPUT_CHARS}) AS content
+        FROM above a JOIN ${messages} m ON m.id = a.id
+        WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)
+          AND a.seq < coalesce((SELECT seq FROM skipped), 2147483647)) p) AS pending,
+      (SELECT max(seq) FROM above) AS window_end,
+      (SELECT seq FROM skipped) IS NOT NULL AS stopped`;
 }
 
 /**
@@ -99,11 +100,17 @@ export function countAndReadBatchSql(threadId: string): SQL {
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
   const [row] = parsedRowsOf(
-    z.object({ pending: dbJson(z.array(Pending).nullable()) }),
+    z.object({ pending: dbJson(z.array(Pending).nullable()), window_end: z.number().nullable(), stopped: z.boolean() }),
     await deps.db.execute(countAndReadBatchSql(threadId)),
   );
   const batch = row?.pending ?? [];
-  if (batch.length === 0) return false;
+  // Where the mark may move once the batch is stored: the window's end, every row of it then
+  // counted and embedded; only past the batch when a skipped row stopped it.
+  const markTo = row?.stopped ? batch.at(-1)?.seq : (row?.window_end ?? undefined);
+  if (batch.length === 0) {
+    // A window whose rows were all done already (a run that outlived its lease did them): past it.
+    return markTo === undefined ? false : storeVectors(deps, threadId, [], markTo, null, true);
+  }
   // The thread's project and dataset, read by the statement that records the call.
   const scope = {
     projectId: sql`(SELECT project_id FROM ${threads} WHERE id = ${threadId})`,
@@ -120,28 +127,77 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     await flushUsage(deps, usage, scope);
     throw err;
   }
-  const rows = batch.map((m, i) => ({ id: m.id, v: `[${vectors[i].join(",")}]` }));
-  const lastSeq = batch[batch.length - 1].seq;
-  const recorded = usageCteOf(usage, scope, deps.clock.now().toISOString());
-  // The thread's row first (`marked`, which the insert waits for), as a deletion of the thread
-  // takes it before the index rows: this statement never holds a row a deletion waits for while
-  // it waits for the thread. `more` also sees the messages written while the provider was called:
-  // their write found this job armed and did not arm it again, so the job runs once more for them.
+  const rows = batch.map((m, i) => ({ id: m.id, seq: m.seq, v: `[${vectors[i].join(",")}]` }));
+  const parts = storeChunks(rows, deps.database.kind === "pglite" ? EMBEDDED_STORE_CHUNK : rows.length);
+  let more = false;
+  for (const [i, part] of parts.entries()) {
+    // A turn of the event loop first: the embedded database runs a statement synchronously, so
+    // without it the parts would follow each other before any waiting request was even read.
+    if (i > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    // The call is recorded with the first part; `more` is asked by the last.
+    const recorded = i === 0 ? usageCteOf(usage, scope, deps.clock.now().toISOString()) : null;
+    const last = i === parts.length - 1;
+    more = await storeVectors(
+      deps,
+      threadId,
+      part,
+      last ? (markTo ?? part[part.length - 1].seq) : part[part.length - 1].seq,
+      recorded,
+      last,
+    );
+  }
+  return more;
+}
+
+/**
+ * How many vectors one statement stores on the embedded database: its statements run one at a
+ * time, and inserting a vector into the HNSW index takes 1-3 ms there, so a batch of 256 in one
+ * statement held every request back for up to 0.7 s while a thread's backlog drained. A server
+ * runs other statements beside it, so there the batch is stored whole, in one round trip.
+ */
+export const EMBEDDED_STORE_CHUNK = 32;
+
+/** `rows` in parts of at most `size`, in order. */
+export function storeChunks<T>(rows: T[], size: number): T[][] {
+  const parts: T[][] = [];
+  for (let i = 0; i < rows.length; i += Math.max(1, size)) parts.push(rows.slice(i, i + Math.max(1, size)));
+  return parts;
+}
+
+/**
+ * Stores vectors of the thread's messages (in sequence order) and moves its mark to `markTo`
+ * (never back); with `askMore`, answers whether an indexed message without a vector is left above
+ * it. The thread's row first (`marked`, which the insert waits for), as a deletion of the thread
+ * takes it before the index rows: this statement never holds a row a deletion waits for while it
+ * waits for the thread. `more` also sees the messages written while the provider was called:
+ * their write found this job armed and did not arm it again, so the job runs once more for them.
+ */
+async function storeVectors(
+  deps: Deps,
+  threadId: string,
+  rows: { id: string; seq: number; v: string }[],
+  markTo: number,
+  recorded: SQL | null,
+  askMore: boolean,
+): Promise<boolean> {
+  const more = askMore
+    ? sql`EXISTS (SELECT 1 FROM (${aboveMarkSql(threadId, sql`${markTo}`)}) a
+        WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id))`
+    : sql`false`;
   const [stored] = parsedRowsOf(
     z.object({ more: z.boolean() }),
     await deps.db.execute(sql`
       WITH ${recorded ? sql`${recorded}, ` : sql``}marked AS (
-        UPDATE ${threads} SET embedded_seq = greatest(embedded_seq, ${lastSeq})
+        UPDATE ${threads} SET embedded_seq = greatest(embedded_seq, ${markTo})
         WHERE id = ${threadId} RETURNING id),
       stored AS (
         INSERT INTO ${messageVectors} (message_id, project_id, thread_id, dataset, created_at, embedding)
         SELECT s.message_id, s.project_id, s.thread_id, s.dataset, s.created_at, x.v::halfvec
-        FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS x(id text, v text)
+        FROM jsonb_to_recordset(${JSON.stringify(rows.map(({ id, v }) => ({ id, v })))}::jsonb) AS x(id text, v text)
         JOIN ${messageSearch} s ON s.message_id = x.id
         WHERE EXISTS (SELECT 1 FROM marked)
         ON CONFLICT (message_id) DO NOTHING)
-      SELECT EXISTS (SELECT 1 FROM (${aboveMarkSql(threadId, sql`${lastSeq}`)}) a
-        WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)) AS more`),
+      SELECT ${more} AS more`),
   );
   return stored?.more ?? false;
 }

@@ -25,10 +25,12 @@ export function addTermsSql(rows: SQL): SQL {
  * them (`terms_counted`) and `counted_terms` adds their terms, in the same statement, so a row is
  * in the statistics exactly when it reads true (the delete trigger subtracts only those).
  *
- * Only the rows above the thread's `embedded_seq` are read (`above`, with their sequence numbers):
- * below it the job has counted and embedded every indexed message, so a run costs what is new,
- * not the thread's length. The job stops its batches below a row this count skipped (./embed.ts),
- * so the mark never passes a row left uncounted.
+ * Only the `window` first rows above the thread's `embedded_seq` are read (`above`, with their
+ * sequence numbers): below it the job has counted and embedded every indexed message, and it
+ * works through the rest a window a run, so a run costs at most a window, not the thread's length
+ * or an import's backlog (20,000 rows counted at once held the embedded database for 1.9 s). The
+ * job stops its batches below a row this count skipped (./embed.ts), so the mark never passes a
+ * row left uncounted.
  *
  * Locks, so that it never deadlocks with a deletion (which takes index rows, then statistics
  * rows in its trigger). First the thread's row, FOR KEY SHARE (a thread's deletion, as a
@@ -40,8 +42,8 @@ export function addTermsSql(rows: SQL): SQL {
  * never waits for an index row while holding others. A row counted meanwhile (by a run of the
  * job past its lease) is not counted twice: taking its lock re-reads `terms_counted`.
  */
-export function countThreadTermsCtes(threadId: string): SQL {
-  return sql`above AS MATERIALIZED (${aboveMarkSql(threadId)}),
+export function countThreadTermsCtes(threadId: string, window: number): SQL {
+  return sql`above AS MATERIALIZED (${aboveMarkSql(threadId)} ORDER BY m.seq LIMIT ${window}),
     counted AS (
       UPDATE ${messageSearch} s SET terms_counted = true
       WHERE s.message_id = ANY (ARRAY(

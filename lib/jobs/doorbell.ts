@@ -18,24 +18,33 @@ export const silentDoorbell: Doorbell = { ring: async () => {} };
 /**
  * Node.js: one timer per job key, replaced when the same key rings again. `run` claims and runs
  * the job through the job table, so a timer that fires twice or late does no harm.
+ *
+ * A timer that fires before the job's time by the clock waits the rest instead of running it.
+ * Node.js counts a timer's delay from the event loop's time, which is read once per turn of the
+ * loop. After a long synchronous stretch (the embedded database runs each statement so; one that
+ * stores vectors can take most of a second), that time lags the clock, and a timer set then fires
+ * early by as much. The claim then found the job not yet due, and nothing rang again: the job
+ * waited for the sweep (RETRY_INTERVAL_MS, 2 minutes).
  */
 export function timerDoorbell(clock: Clock, run: (key: string) => Promise<void>, log: Logger) {
   const timers = new Map<string, ReturnType<typeof setTimeout>>();
   // setTimeout's ceiling (~24.8 days); a later job is found by the sweep.
   const MAX_DELAY = 2_147_483_647;
+  const arm = (job: DueJob) => {
+    const delay = Math.max(0, job.runAt.getTime() - clock.now().getTime());
+    if (delay > MAX_DELAY) return;
+    clearTimeout(timers.get(job.key));
+    const timer = setTimeout(() => {
+      if (job.runAt.getTime() > clock.now().getTime()) return arm(job);
+      timers.delete(job.key);
+      run(job.key).catch((err) => log.error("job run failed", { key: job.key, error: String(err) }));
+    }, delay);
+    timer.unref?.();
+    timers.set(job.key, timer);
+  };
   const doorbell: Doorbell & { stop(): void; pending(): number } = {
     async ring(jobs) {
-      for (const job of jobs) {
-        const delay = Math.max(0, job.runAt.getTime() - clock.now().getTime());
-        if (delay > MAX_DELAY) continue;
-        clearTimeout(timers.get(job.key));
-        const timer = setTimeout(() => {
-          timers.delete(job.key);
-          run(job.key).catch((err) => log.error("job run failed", { key: job.key, error: String(err) }));
-        }, delay);
-        timer.unref?.();
-        timers.set(job.key, timer);
-      }
+      for (const job of jobs) arm(job);
     },
     stop() {
       for (const timer of timers.values()) clearTimeout(timer);

@@ -4,7 +4,7 @@ import type pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
-import { countAndReadBatchSql } from "../../lib/evidence/embed";
+import { countAndReadBatchSql, EMBED_BATCH } from "../../lib/evidence/embed";
 import { countThreadTermsCtes } from "../../lib/evidence/terms";
 import { EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs } from "../../lib/jobs/runner";
@@ -257,7 +257,7 @@ describe.runIf(testPgUrl())("concurrent with a deletion (PostgreSQL server)", ()
   });
 
   const count = (client: pg.Client, threadId: string) =>
-    run(client, sql`WITH ${countThreadTermsCtes(threadId)} SELECT count(*)::int AS n FROM counted`).then(
+    run(client, sql`WITH ${countThreadTermsCtes(threadId, EMBED_BATCH)} SELECT count(*)::int AS n FROM counted`).then(
       (r) => r.rows[0].n as number,
     );
 

@@ -1,9 +1,10 @@
 import { randomUUID } from "node:crypto";
-import { sql } from "drizzle-orm";
-import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { type SQL, sql } from "drizzle-orm";
+import { PgDialect } from "drizzle-orm/pg-core";
+import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
-import { countAndReadBatchSql } from "../../lib/evidence/embed";
+import { countAndReadBatchSql, EMBEDDED_STORE_CHUNK } from "../../lib/evidence/embed";
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs, runJobByKey } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
@@ -559,6 +560,54 @@ describe("a long thread", () => {
     rowsOf<{ n: number }>(
       await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM message_vectors WHERE thread_id = ${th}`),
     )[0].n;
+
+  it("stores a batch's vectors in parts on the embedded database, a statement each, so requests run between them", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const messages = Array.from({ length: 100 }, (_, i) => ({ role: "user", content: `fed the cat, day ${i}` }));
+    expect((await t.post(`${W}/threads/${th}/messages:batch`, { messages })).status).toBe(201);
+    const dialect = new PgDialect();
+    const textOf = (q: unknown) => dialect.sqlToQuery(q as SQL).sql;
+    const original = svc.deps.db.execute.bind(svc.deps.db);
+    const probes: Promise<unknown>[] = [];
+    /** The statements in the order they were sent: the job's parts and a request's. */
+    const order: string[] = [];
+    const isStore = (q: unknown) => textOf(q).includes('INSERT INTO "message_vectors"');
+    // A request arriving while the first part is stored: it is read on the event loop's next turn.
+    const execute = vi.spyOn(svc.deps.db, "execute").mockImplementation((async (q: SQL) => {
+      if (isStore(q)) order.push("part");
+      const result = await original(q);
+      if (isStore(q) && probes.length === 0)
+        setTimeout(() => {
+          order.push("request");
+          probes.push(original(sql`SELECT 'a request' AS probe`));
+        }, 0);
+      return result;
+    }) as never);
+    try {
+      clock.advance(EMBED_MAX_WAIT_MS);
+      await runMessageEmbedJob(svc.deps, th);
+      await Promise.all(probes);
+      const texts = execute.mock.calls.map(([q]) => textOf(q));
+      const stores = texts.filter((q) => q.includes('INSERT INTO "message_vectors"'));
+      // A server stores the batch in one statement (one round trip on the edge).
+      const parts = svc.deps.database.kind === "pglite" ? Math.ceil(100 / EMBEDDED_STORE_CHUNK) : 1;
+      expect(stores).toHaveLength(parts);
+      expect(stores.filter((q) => q.includes('INSERT INTO "usage_events"'))).toHaveLength(1);
+      // On the embedded database the job lets the request's statement in before its next part.
+      if (parts > 1) expect(order.slice(0, 3)).toEqual(["part", "request", "part"]);
+    } finally {
+      execute.mockRestore();
+    }
+    expect(fake.embeddingCalls()).toHaveLength(1);
+    expect(await vectorsOf(th)).toBe(100);
+    // The mark at the last indexed message (a compaction summary may follow it, never indexed).
+    const [mark] = rowsOf<{ embedded_seq: number; indexed: number }>(
+      await svc.deps.db.execute(sql`SELECT t.embedded_seq, (SELECT max(m.seq) FROM messages m
+        JOIN message_search s ON s.message_id = m.id WHERE m.thread_id = t.id) AS indexed FROM threads t WHERE t.id = ${th}`),
+    );
+    expect(mark.embedded_seq).toBe(mark.indexed);
+  });
 
   it("its embedding job reads the messages written since its last batch, not the thread's past", async () => {
     const t = await tenant();
