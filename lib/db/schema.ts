@@ -108,9 +108,9 @@ export const threads = pgTable(
      */
     compactedSeq: integer("compacted_seq").notNull().default(0),
     /**
-     * Highest sequence number below which every indexed message has its vector: the thread's
-     * `message-embed` job looks for messages to embed above it only, so its cost follows what is
-     * new, not the thread's length (lib/evidence/embed.ts).
+     * Sequence number up to which every indexed message is counted into the keyword statistics
+     * and has its vector: the thread's `message-embed` job reads above it only, so its cost
+     * follows what is new, not the thread's length (lib/evidence/embed.ts).
      */
     embeddedSeq: integer("embedded_seq").notNull().default(0),
     /** Un-compacted, non-summary messages: kept by the statements that change it, never counted. */
@@ -544,9 +544,10 @@ export const usageEvents = pgTable(
 /**
  * The tokens each project's calls reported per calendar month (UTC), kept by triggers on
  * usage_events (migrations/0028_usage_month_tokens.sql), so that a budget check reads a few rows
- * instead of the month's ledger. Split in USAGE_TOTAL_SHARDS rows by the writing connection: on a
- * server, concurrent statements of one project mostly add to different rows, instead of waiting
- * for each other's commit at one. Unknown counts (null) add nothing, as in the ledger's sums.
+ * instead of the month's ledger. Split in up to 16 rows by the writing connection
+ * (pg_backend_pid() % 16): on a server, concurrent statements of one project mostly add to
+ * different rows, instead of waiting for each other's commit at one. Unknown counts (null) add
+ * nothing, as in the ledger's sums.
  */
 export const usageMonthTokens = pgTable(
   "usage_month_tokens",

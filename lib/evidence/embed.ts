@@ -68,13 +68,15 @@ export async function embedNowJob(deps: Deps, job: Job): Promise<JobResult> {
 const Pending = z.object({ id: z.string(), seq: z.number(), content: z.string() });
 
 /**
- * The job's first statement: the thread's new index rows counted (./terms.ts), and its next batch
- * read: the indexed messages above its `embedded_seq` without a vector, in sequence order, up to
- * the first row the count skipped (a deletion in flight holds it; if that rolls back, the next run
- * counts it), so the mark, which moves to the batch's last number once its vectors are stored, never
- * passes a message left uncounted or unembedded. A message's sequence number is handed out by the
- * statement that inserts it, under its thread's row lock, so messages commit in sequence order:
- * nothing commits later below a number this statement has seen.
+ * The job's first statement, over a window of the thread's first EMBED_BATCH index rows above its
+ * `embedded_seq` (./terms.ts): the window's uncounted rows counted, and its next batch read, the
+ * window's messages without a vector, in sequence order, up to the first row the count skipped (a
+ * deletion in flight holds it; if that rolls back, the next run counts it). Also the window's last
+ * number (`window_end`), and whether a skipped row stopped the batch (`stopped`). Once the batch
+ * is stored the mark moves to the window's end, or only to the batch's last number when stopped,
+ * so it never passes a message left uncounted or unembedded. A message's sequence number is handed
+ * out by the statement that inserts it, under its thread's row lock, so messages commit in sequence
+ * order: nothing commits later below a number this statement has seen.
  */
 export function countAndReadBatchSql(threadId: string): SQL {
   return sql`
