@@ -109,10 +109,9 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
   // Where the mark may move once the batch is stored: the window's end, every row of it then
   // counted and embedded; only past the batch when a skipped row stopped it.
   const markTo = row?.stopped ? batch.at(-1)?.seq : (row?.window_end ?? undefined);
-  if (batch.length === 0) {
-    // A window whose rows were all done already (a run that outlived its lease did them): past it.
-    return markTo === undefined ? false : storeVectors(deps, threadId, [], markTo, null, true);
-  }
+  if (markTo === undefined) return false;
+  // A window whose rows were all done already (a run that outlived its lease did them): past it.
+  if (batch.length === 0) return storeVectors(deps, threadId, [], markTo, null, true);
   // The thread's project and dataset, read by the statement that records the call.
   const scope = {
     projectId: sql`(SELECT project_id FROM ${threads} WHERE id = ${threadId})`,
@@ -139,14 +138,7 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     // The call is recorded with the first part; `more` is asked by the last.
     const recorded = i === 0 ? usageCteOf(usage, scope, deps.clock.now().toISOString()) : null;
     const last = i === parts.length - 1;
-    more = await storeVectors(
-      deps,
-      threadId,
-      part,
-      last ? (markTo ?? part[part.length - 1].seq) : part[part.length - 1].seq,
-      recorded,
-      last,
-    );
+    more = await storeVectors(deps, threadId, part, last ? markTo : part[part.length - 1].seq, recorded, last);
   }
   return more;
 }
@@ -161,8 +153,9 @@ export const EMBEDDED_STORE_CHUNK = 32;
 
 /** `rows` in parts of at most `size`, in order. */
 export function storeChunks<T>(rows: T[], size: number): T[][] {
+  const step = Math.max(1, size);
   const parts: T[][] = [];
-  for (let i = 0; i < rows.length; i += Math.max(1, size)) parts.push(rows.slice(i, i + Math.max(1, size)));
+  for (let i = 0; i < rows.length; i += step) parts.push(rows.slice(i, i + step));
   return parts;
 }
 
