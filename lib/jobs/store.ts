@@ -128,6 +128,20 @@ export async function claimJobs(
   return parsedRowsOf(JobRow, result).map((row) => ({ ...jobFromRow(row), claimedAt: options.now }));
 }
 
+/**
+ * How long until the job of this key is due, when no worker holds it (negative: overdue); null
+ * when there is no such job, or a worker holds it.
+ */
+export async function msUntilDue(db: Db, key: string, now: Date): Promise<number | null> {
+  const [row] = parsedRowsOf(
+    z.object({ run_at: dbTimestampSet }),
+    await db.execute(sql`
+      SELECT run_at FROM ${jobs}
+      WHERE key = ${key} AND (locked_until IS NULL OR locked_until < ${now.toISOString()}::timestamptz)`),
+  );
+  return row ? (toDate(row.run_at) as Date).getTime() - now.getTime() : null;
+}
+
 /** Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner). */
 export async function completeJob(db: Db, job: Job): Promise<void> {
   await db.execute(

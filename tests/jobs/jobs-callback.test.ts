@@ -1,9 +1,13 @@
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { createNodeService } from "../../functions/node";
 import { createApiKey } from "../../lib/api-keys";
 import { systemClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
+import { rowsOf } from "../../lib/db/rows";
+import { EARLY_DELIVERY_WAIT_MS } from "../../lib/jobs/callback";
 import { deduplicationIdFor, jobCallbackUrl, qstashDoorbell } from "../../lib/jobs/doorbell";
+import { scheduleJob } from "../../lib/jobs/store";
 import { createLlm } from "../../lib/llm/client";
 import type { Logger } from "../../lib/log";
 import { createProject } from "../../lib/projects";
@@ -306,6 +310,57 @@ describe("POST /jobs/run: a verified QStash delivery runs the job", () => {
     const idle = qstash.messages.find((m) => JSON.parse(m.body).key === `idle:${t.threadId}`) as PublishedMessage;
     expect(idle.notBefore).toBeGreaterThan(Date.now() / 1000 + 29 * 60);
     expect(await json(await qstash.deliver(idle, toApp))).toEqual({ ran: false, key: `idle:${t.threadId}` });
+  });
+
+  it("waits for a job a delivery came up to 5 s early for, then runs it; one due later stays ran:false", async () => {
+    const tenant = await newTenant("early");
+    // An idle timer of a thread that is gone: its run only finds that out and ends the job.
+    const schedule = (key: string, inMs: number) =>
+      scheduleJob(
+        svc.deps.db,
+        {
+          kind: "thread-idle",
+          key,
+          projectId: tenant.projectId,
+          dataset: "jobs",
+          runAt: new Date(Date.now() + inMs),
+          payload: { threadId: key.slice("idle:".length) },
+        },
+        "replace",
+        new Date(),
+      );
+    const deliver = (key: string) =>
+      qstash.deliver(
+        {
+          messageId: `msg_${key}`,
+          destination: CALLBACK_URL,
+          body: JSON.stringify({ key }),
+          contentType: "application/json",
+          method: "POST",
+          notBefore: undefined,
+          delay: undefined,
+          deduplicationId: undefined,
+          retries: undefined,
+          forwardHeaders: {},
+          publishedAt: Date.now(),
+        },
+        toApp,
+      );
+    const remaining = async (key: string) =>
+      rowsOf(await svc.deps.db.execute(sql`SELECT 1 FROM jobs WHERE key = ${key}`)).length;
+
+    const soon = await schedule("idle:thr_gone_soon", 1_500);
+    const started = Date.now();
+    expect(await json(await deliver("idle:thr_gone_soon"))).toEqual({ ran: true, key: "idle:thr_gone_soon" });
+    expect(Date.now()).toBeGreaterThanOrEqual(soon?.runAt.getTime() as number);
+    expect(Date.now() - started).toBeLessThan(EARLY_DELIVERY_WAIT_MS);
+    expect(await remaining("idle:thr_gone_soon")).toBe(0);
+
+    await schedule("idle:thr_gone_later", EARLY_DELIVERY_WAIT_MS + 10_000);
+    const again = Date.now();
+    expect(await json(await deliver("idle:thr_gone_later"))).toEqual({ ran: false, key: "idle:thr_gone_later" });
+    expect(Date.now() - again).toBeLessThan(1_000);
+    expect(await remaining("idle:thr_gone_later")).toBe(1);
   });
 });
 
