@@ -287,6 +287,11 @@ export const episodes = pgTable(
     index("episodes_dataset_ended_idx").on(t.projectId, t.dataset, t.status, t.endedAt),
     index("episodes_thread_idx").on(t.threadId, t.toSeq),
     index("episodes_retry_idx").on(t.status, t.updatedAt),
+    // The sweep's retry of failed fact extractions (lib/semantic/jobs.ts): the few failed rows
+    // among every completed episode, without reading the others each sweep.
+    index("episodes_extraction_retry_idx")
+      .on(t.updatedAt)
+      .where(sql`status = 'completed' AND semantic_status = 'failed'`),
   ],
 );
 

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { rowsOf } from "../db/rows";
 import { episodes } from "../db/schema";
 import type { Deps } from "../deps";
@@ -27,14 +27,22 @@ export async function requeueFailedExtractions(deps: Deps, limit = 100): Promise
       WITH requeued AS (
         UPDATE ${episodes} e SET semantic_status = 'pending', semantic_retry_count = e.semantic_retry_count + 1,
           updated_at = ${now}::timestamptz
-        WHERE e.id IN (
-          SELECT id FROM ${episodes}
-          WHERE status = 'completed' AND semantic_status = 'failed' AND semantic_retry_count < ${SEMANTIC_MAX_RETRIES}
-            AND updated_at <= ${olderThan}::timestamptz
-          ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        )
+        WHERE e.id IN (${failedExtractionsSql(olderThan, limit)})
         RETURNING e.id, e.project_id, e.dataset
       )
       ${job}`),
   ).length;
+}
+
+/**
+ * The failed extractions a retry is due for, oldest failure first, locked. Read through
+ * `episodes_extraction_retry_idx` (failed rows only), so a sweep costs the failures, not the
+ * completed episodes around them (every episode a project ever had).
+ */
+export function failedExtractionsSql(olderThan: string, limit: number): SQL {
+  return sql`
+    SELECT id FROM ${episodes}
+    WHERE status = 'completed' AND semantic_status = 'failed' AND semantic_retry_count < ${SEMANTIC_MAX_RETRIES}
+      AND updated_at <= ${olderThan}::timestamptz
+    ORDER BY updated_at LIMIT ${limit} FOR UPDATE SKIP LOCKED`;
 }

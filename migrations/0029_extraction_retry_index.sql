@@ -1,0 +1,1 @@
+CREATE INDEX "episodes_extraction_retry_idx" ON "episodes" USING btree ("updated_at") WHERE status = 'completed' AND semantic_status = 'failed';
