@@ -103,6 +103,13 @@ export const threads = pgTable(
     /** Highest sequence number already covered by an episode: messages above it are new. */
     episodeSeq: integer("episode_seq").notNull().default(0),
     /**
+     * Messages not yet in an episode (`last_seq > episode_seq`), kept by Postgres, for the index
+     * below. An index over `last_seq` itself would make every append a non-HOT update (a new entry
+     * in each of the table's indexes); this flag changes only when the thread's first new message
+     * comes and when an episode is cut, so appends in between stay HOT.
+     */
+    episodeDue: boolean("episode_due").generatedAlwaysAs(sql`last_seq > episode_seq`),
+    /**
      * Highest sequence number folded by compaction: every message at or below it is compacted,
      * and a compaction lands only if this is still what it read (so two never fold a row twice).
      */
@@ -130,6 +137,9 @@ export const threads = pgTable(
   (t) => [
     index("threads_project_dataset_idx").on(t.projectId, t.dataset, t.createdAt),
     index("threads_project_created_idx").on(t.projectId, t.createdAt),
+    // Threads with messages not yet in an episode: the sweep's sleep-time backstop and a new
+    // thread's pull-forward of its siblings read these, not every thread (lib/episodic/triggers.ts).
+    index("threads_episode_due_idx").on(t.projectId, t.dataset).where(sql`episode_due`),
   ],
 );
 

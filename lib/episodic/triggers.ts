@@ -201,7 +201,7 @@ export function pullForwardSql(now: string): SQL {
   return idleTimerSql(
     sql`FROM ${threads} th JOIN nt ON th.project_id = nt.project_id AND th.dataset = nt.dataset AND th.id <> nt.id
       JOIN ${projects} p ON p.id = th.project_id
-    WHERE th.last_seq > th.episode_seq AND ${threadSetting("enabled", "boolean")}`,
+    WHERE th.episode_due AND ${threadSetting("enabled", "boolean")}`,
     sql`${due}::timestamptz`,
     now,
     "earlier",
@@ -215,16 +215,24 @@ export function pullForwardSql(now: string): SQL {
  * Disabled together with the timer (null interval). One statement; answers how many it armed.
  */
 export async function scheduleMissedIdleTimers(deps: Deps, limit: number): Promise<number> {
-  const now = deps.clock.now().toISOString();
+  return rowsOf(await deps.db.execute(missedIdleTimersSql(deps.clock.now().toISOString(), limit))).length;
+}
+
+/**
+ * The backstop's statement. It reads the threads with messages not yet in an episode alone
+ * (`episode_due`, through its partial index), so a sweep costs the conversations under way (and
+ * the threads of projects that turned episodes off), not every thread ever written to.
+ */
+export function missedIdleTimersSql(now: string, limit: number): SQL {
   const interval = threadSetting("autoEpisodeIntervalMs", "bigint");
   const from = sql`FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
-    WHERE th.last_seq > th.episode_seq
+    WHERE th.episode_due
       AND ${threadSetting("enabled", "boolean")}
       AND ${interval} IS NOT NULL
       AND th.last_message_at + make_interval(secs => ${interval} / 1000.0) <= ${now}::timestamptz
       AND NOT ${jobExistsSql("thread-idle", sql`th.id`)}
     LIMIT ${limit}`;
-  return rowsOf(await deps.db.execute(idleTimerSql(from, sql`${now}::timestamptz`, now, "keep"))).length;
+  return idleTimerSql(from, sql`${now}::timestamptz`, now, "keep");
 }
 
 // Where lib/threads.ts and lib/working/messages.ts found them before lib/jobs/schedule.ts owned them.

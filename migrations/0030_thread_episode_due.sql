@@ -1,0 +1,2 @@
+ALTER TABLE "threads" ADD COLUMN "episode_due" boolean GENERATED ALWAYS AS (last_seq > episode_seq) STORED;--> statement-breakpoint
+CREATE INDEX "threads_episode_due_idx" ON "threads" USING btree ("project_id","dataset") WHERE episode_due;
