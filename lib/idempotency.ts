@@ -206,17 +206,40 @@ export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim)
   return rows.length > 0;
 }
 
-/** The sweep's step: one bounded DELETE of expired keys (oldest first); returns how many went. */
+/** One bounded DELETE of expired keys (oldest first); returns how many went. */
 export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit: number): Promise<number> {
   const now = deps.clock.now().toISOString();
-  return rowsOf(
+  const [row] = parsedRowsOf(
+    z.object({ deleted: dbInt }),
     await deps.db.execute(sql`
-      DELETE FROM ${idempotencyKeys} k
-      WHERE (k.project_id, k.key) IN (
-        SELECT project_id, key FROM ${idempotencyKeys}
-        WHERE expires_at <= ${now}::timestamptz
-        ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-      )
-      RETURNING k.key`),
-  ).length;
+      WITH gone AS (
+        DELETE FROM ${idempotencyKeys} k
+        WHERE (k.project_id, k.key) IN (
+          SELECT project_id, key FROM ${idempotencyKeys}
+          WHERE expires_at <= ${now}::timestamptz
+          ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+        )
+        RETURNING 1)
+      SELECT count(*)::int AS deleted FROM gone`),
+  );
+  return row?.deleted ?? 0;
+}
+
+/**
+ * The sweep's step: expired keys deleted `batch` at a time until a batch finds fewer (the backlog
+ * is gone) or `batches` ran. One batch a sweep kept up with at most 5,000 keyed writes a sweep (83
+ * a second on the edge's minute, 42 on the Node.js host's 2 minutes): the typed clients key every
+ * write by default, so a busier service's table grew without end.
+ */
+export async function deleteExpiredKeyBacklog(
+  deps: Pick<Deps, "db" | "clock">,
+  { batch, batches }: { batch: number; batches: number },
+): Promise<number> {
+  let deleted = 0;
+  for (let i = 0; i < batches; i++) {
+    const n = await deleteExpiredKeys(deps, batch);
+    deleted += n;
+    if (n < batch) break;
+  }
+  return deleted;
 }

@@ -270,6 +270,22 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(await keyRows(t.projectId)).toBe(0);
   });
 
+  it("a sweep deletes a backlog of expired keys larger than one batch, and keeps keys not yet expired", async () => {
+    const t = await newTenant(svc);
+    const now = clock.now().getTime();
+    // 12,000 answers kept past their time (a busy day's keyed writes) and 3 still in force.
+    await svc.deps.db.execute(sql`
+      INSERT INTO idempotency_keys (project_id, key, fingerprint, claim_id, response_status, response_body,
+        response_content_type, created_at, expires_at)
+      SELECT ${t.projectId}, 'k' || g, 'f', 'c', 201, '{}', 'application/json',
+        ${new Date(now - TTL - 60_000).toISOString()}::timestamptz,
+        CASE WHEN g <= 3 THEN ${new Date(now + 60_000).toISOString()}::timestamptz
+          ELSE ${new Date(now).toISOString()}::timestamptz - make_interval(secs => g) END
+      FROM generate_series(1, 12003) g`);
+    expect((await sweep(svc.deps)).expiredKeys).toBe(12_000);
+    expect(await keyRows(t.projectId)).toBe(3);
+  });
+
   it("a claim whose process died is 409 until its lease runs out, then taken over", async () => {
     const t = await newTenant(svc);
     const path = "/v1/threads";
