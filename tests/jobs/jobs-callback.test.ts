@@ -114,6 +114,25 @@ async function newTenant(name: string) {
 /** Delivery through the app as QStash would reach it (the URL is the public one). */
 const toApp = (url: string, init: RequestInit) => svc.app.request(url, init);
 
+/** A delivery made by hand (not published by a ring), signed as QStash signs one, of this body. */
+const signedDelivery = (body: string) =>
+  qstash.deliver(
+    {
+      messageId: "msg_handmade",
+      destination: CALLBACK_URL,
+      body,
+      contentType: "application/json",
+      method: "POST",
+      notBefore: undefined,
+      delay: undefined,
+      deduplicationId: undefined,
+      retries: undefined,
+      forwardHeaders: {},
+      publishedAt: Date.now(),
+    },
+    toApp,
+  );
+
 async function json(res: Response) {
   // biome-ignore lint/suspicious/noExplicitAny: response bodies are checked field by field
   return (await res.json()) as any;
@@ -278,30 +297,13 @@ describe("POST /jobs/run: a verified QStash delivery runs the job", () => {
   });
 
   it("answers 200 ran:false to a signed delivery for an unknown job, a job not yet due, or no key", async () => {
-    const signed = (body: string) =>
-      qstash.deliver(
-        {
-          messageId: "msg_handmade",
-          destination: CALLBACK_URL,
-          body,
-          contentType: "application/json",
-          method: "POST",
-          notBefore: undefined,
-          delay: undefined,
-          deduplicationId: undefined,
-          retries: undefined,
-          forwardHeaders: {},
-          publishedAt: Date.now(),
-        },
-        toApp,
-      );
-    const unknown = await signed(JSON.stringify({ key: "episode:epi_doesnotexist" }));
+    const unknown = await signedDelivery(JSON.stringify({ key: "episode:epi_doesnotexist" }));
     expect(unknown.status).toBe(200);
     expect(await json(unknown)).toEqual({ ran: false, key: "episode:epi_doesnotexist" });
-    const noKey = await signed(JSON.stringify({ hello: "world" }));
+    const noKey = await signedDelivery(JSON.stringify({ hello: "world" }));
     expect(noKey.status).toBe(200);
     expect((await json(noKey)).ran).toBe(false);
-    const notJson = await signed("not json");
+    const notJson = await signedDelivery("not json");
     expect(notJson.status).toBe(200);
     expect((await json(notJson)).ran).toBe(false);
 
@@ -329,23 +331,7 @@ describe("POST /jobs/run: a verified QStash delivery runs the job", () => {
         "replace",
         new Date(),
       );
-    const deliver = (key: string) =>
-      qstash.deliver(
-        {
-          messageId: `msg_${key}`,
-          destination: CALLBACK_URL,
-          body: JSON.stringify({ key }),
-          contentType: "application/json",
-          method: "POST",
-          notBefore: undefined,
-          delay: undefined,
-          deduplicationId: undefined,
-          retries: undefined,
-          forwardHeaders: {},
-          publishedAt: Date.now(),
-        },
-        toApp,
-      );
+    const deliver = (key: string) => signedDelivery(JSON.stringify({ key }));
     const remaining = async (key: string) =>
       rowsOf(await svc.deps.db.execute(sql`SELECT 1 FROM jobs WHERE key = ${key}`)).length;
 
