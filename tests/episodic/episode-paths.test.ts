@@ -3,9 +3,10 @@ import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
+import { listEpisodes, listEpisodesSql } from "../../lib/episodic/episodes";
 import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
-import { type PlanNode, planOf } from "../helpers/plan";
+import { type PlanNode, planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 /**
@@ -133,5 +134,37 @@ describe("episodes ranked by the dataset's size", { timeout: 120_000 }, () => {
     expect(found?.episodeCount).toBe(22);
     expect(found?.episodes.map((e) => e.episodeId)).toEqual(await exactTop3(t.projectId, "few"));
     expect(found?.episodes.map((e) => e.episodeId).slice(0, 2)).toEqual([needle, newest]);
+  });
+});
+
+describe("the episode list of a dataset of many episodes", { timeout: 120_000 }, () => {
+  it("reads its page's rows and counts the total from the index, not every episode", async () => {
+    const t = await newTenant(svc, `ep-${randomUUID().slice(0, 6)}`);
+    await insertEpisodes(t.projectId, "listed", 2_000);
+    // As autovacuum leaves a table this size: statistics, and pages marked all-visible.
+    await svc.deps.db.execute(sql`VACUUM ANALYZE episodes`);
+    const query = { dataset: "listed", limit: 10, status: "completed" as const };
+    const plan = planOf(
+      await svc.deps.db.execute(
+        sql`EXPLAIN (ANALYZE, FORMAT JSON) ${listEpisodesSql(t.projectId, query, svc.deps.clock.now())}`,
+      ),
+    );
+    const scans = planNodes(plan.Plan).filter((n) => n["Relation Name"] === "episodes");
+    const byType = Object.fromEntries(scans.map((n) => [n["Node Type"], n]));
+    // The page: its 10 rows, the one that says there are more, and one that ends the last tie
+    // group on endedAt (the order goes on by id).
+    expect(byType["Index Scan"]?.["Actual Rows"]).toBeGreaterThanOrEqual(11);
+    expect(byType["Index Scan"]?.["Actual Rows"]).toBeLessThanOrEqual(12);
+    // The total: index entries only, no episode read.
+    expect(byType["Index Only Scan"]?.["Actual Rows"]).toBe(2_002);
+    expect(scans).toHaveLength(2);
+
+    const listed = await listEpisodes({ deps: svc.deps, projectId: t.projectId }, query);
+    expect(listed.total).toBe(2_002);
+    expect(listed.hasMore).toBe(true);
+    expect(listed.episodes.map((e) => e.summary)).toEqual([
+      "zucchini",
+      ...Array.from({ length: 9 }, (_, g) => `topic ${g}`),
+    ]);
   });
 });
