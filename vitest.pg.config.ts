@@ -38,6 +38,7 @@ export const PG_SUITES = [
   "tests/semantic/semantic-api.test.ts",
   "tests/semantic/semantic-rules.test.ts",
   "tests/semantic/extraction-retry-scale.test.ts",
+  "tests/semantic/fact-list-scale.test.ts",
   "tests/db/full-size-embeddings.test.ts",
   // Through PgBouncer in transaction mode, and JIT off on every session (migration 0021).
   "tests/db/pooler.test.ts",

@@ -1,7 +1,7 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext, ReadContext } from "../context";
-import { dbInt, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
+import { dbInt, dbJson, dbNumber, dbTimestamp, dbTimestampSet, parsedRowsOf, toIso } from "../db/rows";
 import { entities, factEntities, facts } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import { notFound } from "../errors";
@@ -74,26 +74,36 @@ const linkedTo = (projectId: ProjectRef, dataset: string, name: string) => sql`E
 
 /**
  * A dataset's facts, newest validAt first (ties by id descending), capped by `limit` (not
- * paginated: the spec has no cursor). `total` counts every matching fact, not only the page: a
- * window count is evaluated before LIMIT, and when nothing matches there is no row and the total
- * is 0. Live facts only unless `includeInvalidated`. One statement.
+ * paginated: the spec has no cursor). `total` counts every matching fact, not only the page. Live
+ * facts only unless `includeInvalidated`. One statement.
+ *
+ * The page and the total are read apart: the page along the dataset's `validAt` index, its rows
+ * alone; the total by a count. (Read as one, with a window count, every matching fact was read,
+ * counted and sorted before the LIMIT: 19 ms at 20,000 facts on the embedded database.)
  */
 export async function listFacts(
   { deps, projectId }: ReadContext,
   { dataset, ...q }: FactListQuery & { dataset: string },
 ) {
+  const [row] = parsedRowsOf(
+    z.object({ total: dbInt, page: dbJson(z.array(FactRow)) }),
+    await deps.db.execute(listFactsSql(projectId, { dataset, ...q })),
+  );
+  return { facts: row.page.map((r) => factRecord(r)), total: row.total };
+}
+
+/** The fact list's statement (`listFacts`). */
+export function listFactsSql(projectId: ProjectRef, { dataset, ...q }: FactListQuery & { dataset: string }): SQL {
   const limit = Math.min(Math.max(q.limit ?? FACT_LIST_DEFAULT_LIMIT, 1), FACT_LIST_MAX_LIMIT);
   const live = q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`;
   const episode = q.episodeId === undefined ? sql`` : sql` AND f.episode_id = ${q.episodeId}`;
   const entity = q.entity === undefined ? sql`` : sql` AND ${linkedTo(projectId, dataset, q.entity)}`;
-  const rows = parsedRowsOf(
-    FactRow.extend({ total: dbInt }),
-    await deps.db.execute(sql`
-      SELECT ${FACT_COLUMNS}, count(*) OVER () AS total FROM ${facts} f
-      WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${live}${episode}${entity}
-      ORDER BY f.valid_at DESC, f.id DESC LIMIT ${limit}`),
-  );
-  return { facts: rows.map((r) => factRecord(r)), total: rows.length > 0 ? rows[0].total : 0 };
+  const matching = sql`FROM ${facts} f
+    WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}${live}${episode}${entity}`;
+  return sql`
+    WITH page AS (SELECT ${FACT_COLUMNS} ${matching} ORDER BY f.valid_at DESC, f.id DESC LIMIT ${limit})
+    SELECT (SELECT count(*) ${matching})::int AS total,
+      coalesce((SELECT json_agg(row_to_json(page) ORDER BY page.valid_at DESC, page.id DESC) FROM page), '[]'::json) AS page`;
 }
 
 /**
