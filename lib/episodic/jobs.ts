@@ -25,7 +25,7 @@ export async function idleTimerJob(deps: Deps, job: Job): Promise<JobResult> {
     await deps.db.execute(sql`
       SELECT ${episodicSetting("autoEpisodeIntervalMs", sql`th.settings`, sql`p.settings`, "bigint")} AS interval_ms,
              ${episodicSetting("enabled", sql`th.settings`, sql`p.settings`, "boolean")} AS enabled,
-             th.last_message_at, th.last_seq > th.episode_seq AS pending
+             th.last_message_at, th.episode_due AS pending
       FROM ${threads} th JOIN ${projects} p ON p.id = th.project_id
       WHERE th.id = ${threadId}`),
   );
