@@ -1,7 +1,8 @@
 import { and, count, eq, type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { commitWithoutFlush } from "./db/commit";
-import { rowsOf } from "./db/rows";
+import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
 import { apiKeys, sessions, users } from "./db/schema";
 import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
@@ -199,6 +200,26 @@ export async function logout(deps: Deps, sessionId: string): Promise<void> {
     .update(sessions)
     .set({ revokedAt: deps.clock.now() })
     .where(and(eq(sessions.id, sessionId), sql`${sessions.revokedAt} IS NULL`));
+}
+
+/**
+ * How long a session's row outlives its expiry. Meanwhile its token still gets its own 401
+ * ("Session has expired", "Session has been revoked", "Session user no longer exists"); after,
+ * the sweep deletes the row and the token is an "Invalid session" like any unknown one. Without
+ * it every sign-in left a row for good.
+ */
+export const SESSION_ROW_KEPT_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** The sweep's step: sessions expired more than `SESSION_ROW_KEPT_MS` ago (revoked ones expire too), deleted. */
+export async function deleteStaleSessions(deps: Pick<Deps, "db" | "clock">): Promise<number> {
+  const cutoff = new Date(deps.clock.now().getTime() - SESSION_ROW_KEPT_MS);
+  const [row] = parsedRowsOf(
+    z.object({ deleted: dbInt }),
+    await deps.db.execute(sql`
+      WITH gone AS (DELETE FROM ${sessions} WHERE expires_at < ${cutoff.toISOString()}::timestamptz RETURNING 1)
+      SELECT count(*)::int AS deleted FROM gone`),
+  );
+  return row?.deleted ?? 0;
 }
 
 /**

@@ -1,10 +1,13 @@
+import { deleteStaleSessions } from "./auth";
 import { episodicBackstops, idleTimerJob } from "./episodic/jobs";
 import { messageEmbedJob } from "./evidence/embed";
+import { deleteExpiredKeyBacklog, EXPIRED_KEY_BATCHES } from "./idempotency";
 import type { JobRegistry } from "./jobs/registry";
 import { episodeJob } from "./pipeline/stages";
 import { requeueFailedExtractions } from "./semantic/jobs";
 import { raiseBudgetAlerts } from "./usage/budget";
 import { webhookJob } from "./webhooks/jobs";
+import { deleteExpiredDeliveryBacklog, EXPIRED_DELIVERY_BATCHES } from "./webhooks/retention";
 
 /**
  * The service's background work, put together here (the hosts pass it in their Deps): each
@@ -28,5 +31,11 @@ export const backgroundJobs: JobRegistry = {
     backstop: episodicBackstops.backstop,
     // A project's monthly token budget spent: its usage.budget_exhausted event, once a month.
     budgetAlerts: raiseBudgetAlerts,
+  },
+  // After the due jobs, in this order (docs/operations.md, "Retention").
+  cleanups: {
+    expiredKeys: (deps) => deleteExpiredKeyBacklog(deps, EXPIRED_KEY_BATCHES),
+    expiredDeliveries: (deps) => deleteExpiredDeliveryBacklog(deps, EXPIRED_DELIVERY_BATCHES),
+    staleSessions: deleteStaleSessions,
   },
 };

@@ -65,3 +65,13 @@ describe("observability configuration", () => {
     expect(otlpHeaders(undefined)).toEqual({});
   });
 });
+
+describe("webhook delivery retention", () => {
+  it("keeps finished deliveries 30 days by default, for ever with 0, and refuses a negative or fractional count", () => {
+    expect(parseConfig({}).webhooks.retentionDays).toBe(30);
+    expect(parseConfig({ WEBHOOK_RETENTION_DAYS: "0" }).webhooks.retentionDays).toBe(0);
+    expect(parseConfig({ WEBHOOK_RETENTION_DAYS: "90" }).webhooks.retentionDays).toBe(90);
+    expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "-1" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
+    expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "1.5" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
+  });
+});

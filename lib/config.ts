@@ -74,6 +74,8 @@ export const configSchema = z.object({
   ),
   // How long one webhook attempt may take (default 10 s).
   WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 50),
+  // How many days a finished webhook delivery and its attempts are kept (default 30; 0 keeps them).
+  WEBHOOK_RETENTION_DAYS: intFromEnv(30, 0),
   // The Node.js host's HTTP timeouts. Node's own keep-alive default (5 s) is below the idle
   // timeout of common proxies and load balancers (60 s and more): the proxy would reuse a
   // connection the server is closing at that moment.
@@ -159,8 +161,12 @@ export interface Config {
     nextSigningKey: string | undefined;
   };
   publicBaseUrl: string | undefined;
-  /** Webhook delivery: `allowHttp` (WEBHOOKS_ALLOW_HTTP) and the per-attempt timeout (WEBHOOK_TIMEOUT_MS). */
-  webhooks: { allowHttp: boolean; timeoutMs: number };
+  /**
+   * Webhook delivery: `allowHttp` (WEBHOOKS_ALLOW_HTTP), the per-attempt timeout
+   * (WEBHOOK_TIMEOUT_MS), and how many days a finished delivery is kept (WEBHOOK_RETENTION_DAYS;
+   * 0: for ever).
+   */
+  webhooks: { allowHttp: boolean; timeoutMs: number; retentionDays: number };
   /** The Node.js host: how long an idle keep-alive connection is kept (KEEP_ALIVE_TIMEOUT_MS). */
   keepAliveTimeoutMs: number;
   /** The Node.js host: how long a client may take to send a request's headers (HEADERS_TIMEOUT_MS). */
@@ -296,7 +302,11 @@ export function parseConfig(env: Record<string, unknown>): Config {
       nextSigningKey: e.QSTASH_NEXT_SIGNING_KEY,
     },
     publicBaseUrl: e.PUBLIC_BASE_URL,
-    webhooks: { allowHttp: e.WEBHOOKS_ALLOW_HTTP, timeoutMs: e.WEBHOOK_TIMEOUT_MS },
+    webhooks: {
+      allowHttp: e.WEBHOOKS_ALLOW_HTTP,
+      timeoutMs: e.WEBHOOK_TIMEOUT_MS,
+      retentionDays: e.WEBHOOK_RETENTION_DAYS,
+    },
     keepAliveTimeoutMs: e.KEEP_ALIVE_TIMEOUT_MS,
     // One second above the keep-alive timeout unless set.
     headersTimeoutMs: e.HEADERS_TIMEOUT_MS ?? e.KEEP_ALIVE_TIMEOUT_MS + 1000,

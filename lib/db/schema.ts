@@ -501,7 +501,13 @@ export const webhookDeliveries = pgTable(
     createdAt: createdAt(),
     updatedAt: updatedAt(),
   },
-  (t) => [index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAt)],
+  (t) => [
+    index("webhook_deliveries_endpoint_idx").on(t.endpointId, t.createdAt),
+    // The sweep's deletion of finished deliveries past WEBHOOK_RETENTION_DAYS (lib/webhooks/retention.ts),
+    // oldest first, without reading the kept ones. A failed attempt leaves both columns as they
+    // were, so its update stays HOT.
+    index("webhook_deliveries_retention_idx").on(t.retryUntil).where(sql`status <> 'pending'`),
+  ],
 );
 
 export const webhookAttempts = pgTable(

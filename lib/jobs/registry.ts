@@ -25,4 +25,10 @@ export interface JobRegistry {
    * once the lease runs out. Each answers how many rows it queued, reported under its name.
    */
   backstops: Record<string, (deps: Deps) => Promise<number>>;
+  /**
+   * What each sweep deletes after the due jobs ran, in order: rows past their time. Each deletes
+   * in bounded statements that read only the rows they delete, and answers how many went,
+   * reported under its name.
+   */
+  cleanups: Record<string, (deps: Deps) => Promise<number>>;
 }

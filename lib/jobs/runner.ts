@@ -2,7 +2,6 @@ import { providerConfigured } from "../config";
 import type { Deps } from "../deps";
 import { NO_PROVIDER_MESSAGE } from "../errors";
 import { heartbeat } from "../heartbeat";
-import { deleteExpiredKeyBacklog } from "../idempotency";
 import { errorFields, type Logger } from "../log";
 import { observeJob } from "../telemetry";
 import { isJobKind } from "./kinds";
@@ -98,26 +97,17 @@ export async function runDueJobs(deps: Deps, max = 500): Promise<number> {
   return ran;
 }
 
-/** How many rows each backstop queued (by its name in the registry), jobs run, keys deleted. */
+/** How many rows each backstop queued and each cleanup deleted (by its name in the registry), and jobs run. */
 export interface SweepReport {
-  [backstop: string]: number;
+  [step: string]: number;
   ran: number;
-  /** Idempotency keys past their time, deleted (at most EXPIRED_KEYS.batch × EXPIRED_KEYS.batches). */
-  expiredKeys: number;
 }
-
-/**
- * Expired keys go in bounded DELETEs, one after another while each finds a full batch: up to
- * 100,000 a sweep (1,666 keyed writes a second on the edge, 833 on Node.js at the default
- * interval). Past that a backlog drains over the next sweeps (expired keys are inert).
- */
-const EXPIRED_KEYS = { batch: 5000, batches: 20 };
 
 /**
  * One sweep (cron every minute on the edge, an interval on Node.js): the registry's backstops
  * queue work again (failed episodes and extractions under their retry caps, missed idle timers),
  * then every due job runs (expired leases included: claiming takes them, so work a dead worker
- * left needs no backstop), and expired idempotency keys are deleted.
+ * left needs no backstop), then its cleanups delete what has outlived its time.
  */
 export async function sweep(deps: Deps): Promise<SweepReport> {
   // Without a provider every model step fails alike: one line for the sweep, not one per job.
@@ -126,8 +116,9 @@ export async function sweep(deps: Deps): Promise<SweepReport> {
   const queued: Record<string, number> = {};
   for (const [name, backstop] of Object.entries(deps.jobs.backstops)) queued[name] = await backstop(deps);
   const ran = await runDueJobs(deps);
-  const expiredKeys = await deleteExpiredKeyBacklog(deps, EXPIRED_KEYS);
-  const report: SweepReport = { ...queued, ran, expiredKeys };
+  const deleted: Record<string, number> = {};
+  for (const [name, cleanup] of Object.entries(deps.jobs.cleanups)) deleted[name] = await cleanup(deps);
+  const report: SweepReport = { ...queued, ran, ...deleted };
   if (Object.values(report).some((n) => n > 0)) deps.log.info("sweep", report);
   if (quiet?.dropped()) {
     deps.log.warn(`${NO_PROVIDER_MESSAGE}. Background work failed for it in this sweep`, {

@@ -1,9 +1,10 @@
 import { randomBytes, randomUUID } from "node:crypto";
 import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { SESSION_LIFETIME_MS } from "../../lib/auth";
+import { SESSION_LIFETIME_MS, SESSION_ROW_KEPT_MS } from "../../lib/auth";
 import { hashToken } from "../../lib/crypto";
 import { apiKeys, sessions, users } from "../../lib/db/schema";
+import { sweep } from "../../lib/jobs/runner";
 import type { ApiSchema, Body } from "../helpers/api-types";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -203,6 +204,31 @@ describe("session lifetime", () => {
     }
     svc.clock!.advance(24 * 60 * 60 * 1000);
     await expect401(await me(token), "Session has expired");
+  });
+
+  it("keeps an expired or revoked session's answer for 30 days past its expiry; then the sweep deletes its row", async () => {
+    const expiring = await adminSession(svc);
+    const revoked = await adminSession(svc);
+    expect((await svc.request("/auth/logout", { method: "POST", token: revoked })).status).toBe(204);
+    svc.clock!.advance(SESSION_LIFETIME_MS + SESSION_ROW_KEPT_MS);
+    // Exactly at the end of the 30 days: kept, each with its own answer.
+    await sweep(svc.deps);
+    await expect401(await me(expiring), "Session has expired");
+    await expect401(await me(revoked), "Session has been revoked");
+    const fresh = await adminSession(svc);
+
+    svc.clock!.advance(1);
+    expect((await sweep(svc.deps)).staleSessions).toBeGreaterThanOrEqual(2);
+    await expect401(await me(expiring), "Invalid session");
+    await expect401(await me(revoked), "Invalid session");
+    expect(
+      await svc.deps.db
+        .select()
+        .from(sessions)
+        .where(eq(sessions.tokenHash, hashToken(expiring))),
+    ).toEqual([]);
+    // A session still in its lifetime is untouched.
+    expect((await me(fresh)).status).toBe(200);
   });
 
   it("stamps lastUsedAt on every authenticated request", async () => {

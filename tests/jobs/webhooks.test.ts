@@ -4,7 +4,7 @@ import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
-import { runDueJobs } from "../../lib/jobs/runner";
+import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { eraseDataset } from "../../lib/recall/dataset";
 import { DISABLE_AFTER_MS, nextAttemptAt } from "../../lib/webhooks/deliver";
 import { compactThread } from "../../lib/working/compaction";
@@ -19,6 +19,7 @@ import { adminSession } from "../helpers/service";
  * A local receiver on 127.0.0.1 (WEBHOOKS_ALLOW_HTTP) and a manual clock; a short attempt timeout.
  */
 const TIMEOUT_MS = 300;
+const DAY_MS = 86_400_000;
 const { h, tenant, json } = useEpisodicService({
   env: { WEBHOOKS_ALLOW_HTTP: "true", WEBHOOK_TIMEOUT_MS: String(TIMEOUT_MS) },
 });
@@ -373,6 +374,44 @@ describe("webhooks", () => {
     expect(res.status).toBe(404);
     res = await h.svc.request("/dashboard/webhooks/deliveries/msg_missing/replay", { method: "POST", token });
     await json(res, 404);
+  });
+
+  it("deletes a finished delivery and its attempts WEBHOOK_RETENTION_DAYS (30) after its last retry window, a replay restarting the count", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    await eraseEvent(t.projectId);
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    const [kept, old] = await deliveries(endpoint.id);
+    expect([kept.status, old.status]).toEqual(["succeeded", "succeeded"]);
+    const windowClosed = new Date(old.retryUntil).getTime();
+
+    // Ten days on, one of them is replayed: its window closes a day after the replay.
+    h.clock.advance(10 * DAY_MS);
+    const replay = (id: string) =>
+      session().then((token) =>
+        h.svc.request(`/dashboard/webhooks/deliveries/${id}/replay`, { method: "POST", token }),
+      );
+    const res = await replay(kept.id);
+    await json(res, 200);
+    await runDueJobs(h.svc.deps);
+
+    const attemptsOf = async (id: string) =>
+      rowsOf(await h.svc.deps.db.execute(sql`SELECT 1 FROM webhook_attempts WHERE delivery_id = ${id}`)).length;
+    expect(await attemptsOf(old.id)).toBe(1);
+    h.clock.set(new Date(windowClosed + 30 * DAY_MS));
+    await sweep(h.svc.deps);
+    expect((await deliveries(endpoint.id)).map((d) => d.id)).toEqual([kept.id, old.id]);
+    h.clock.advance(1);
+    expect((await sweep(h.svc.deps)).expiredDeliveries).toBeGreaterThanOrEqual(1);
+    expect((await deliveries(endpoint.id)).map((d) => d.id)).toEqual([kept.id]);
+    expect(await attemptsOf(old.id)).toBe(0);
+    expect(await attemptsOf(kept.id)).toBe(2);
+    await json(await replay(old.id), 404);
+
+    h.clock.advance(10 * DAY_MS);
+    await sweep(h.svc.deps);
+    expect(await deliveries(endpoint.id)).toEqual([]);
   });
 });
 

@@ -1,0 +1,1 @@
+CREATE INDEX "webhook_deliveries_retention_idx" ON "webhook_deliveries" USING btree ("retry_until") WHERE status <> 'pending';

@@ -1,0 +1,95 @@
+import { sql } from "drizzle-orm";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
+import { deleteExpiredDeliveries, deleteExpiredDeliveryBacklog } from "../../lib/webhooks/retention";
+import { planNodes, planOf } from "../helpers/plan";
+import { createTestService, newTenant, type TestService } from "../helpers/service";
+
+/**
+ * Finished webhook deliveries and their attempts were kept for good. The sweep (every minute on
+ * the edge) now deletes those past WEBHOOK_RETENTION_DAYS, reading only them through a partial
+ * index (migration 0031): never the deliveries it keeps, however many.
+ */
+let svc: TestService;
+let kept: TestService;
+beforeAll(async () => {
+  // Databases of their own: the plan depends on the table's size, and one keeps deliveries for ever.
+  [svc, kept] = await Promise.all([
+    createTestService({ manualTime: true }),
+    createTestService({ manualTime: true, env: { WEBHOOK_RETENTION_DAYS: "0" } }),
+  ]);
+});
+afterAll(async () => {
+  await Promise.all([svc?.close(), kept?.close()]);
+});
+
+const DAY = 86_400_000;
+
+/** An endpoint, and deliveries whose retry window closed `closedDaysAgo` days back, each with one attempt. */
+async function seed(s: TestService, rows: { prefix: string; n: number; status: string; closedDaysAgo: number }[]) {
+  const { projectId } = await newTenant(s, "retention");
+  const endpointId = `whe_${projectId}`;
+  await s.deps.db.execute(sql`
+    INSERT INTO webhook_endpoints (id, project_id, url, secret, event_types)
+    VALUES (${endpointId}, ${projectId}, 'https://example.com/hook', 'whsec_x', '["dataset.erased"]'::jsonb)`);
+  const now = s.deps.clock.now().getTime();
+  for (const r of rows) {
+    const closed = new Date(now - r.closedDaysAgo * DAY).toISOString();
+    await s.deps.db.execute(sql`
+      INSERT INTO webhook_deliveries (id, endpoint_id, project_id, event_type, payload, status, attempts, retry_until)
+      SELECT ${r.prefix} || g, ${endpointId}, ${projectId}, 'dataset.erased', '{}'::jsonb, ${r.status}, 1,
+        ${closed}::timestamptz - make_interval(secs => g)
+      FROM generate_series(1, ${r.n}) g`);
+    await s.deps.db.execute(sql`
+      INSERT INTO webhook_attempts (id, delivery_id, attempted_at, status_code, duration_ms)
+      SELECT 'wha_' || id, id, retry_until, 200, 5 FROM webhook_deliveries WHERE id LIKE ${`${r.prefix}%`}`);
+  }
+}
+
+const count = async (s: TestService, table: "webhook_deliveries" | "webhook_attempts") =>
+  (rowsOf(await s.deps.db.execute(sql`SELECT count(*)::int AS n FROM ${sql.raw(table)}`))[0] as { n: number }).n;
+
+describe("webhook delivery retention", () => {
+  it("deletes only finished deliveries past the retention, through its index, oldest first in bounded batches", async () => {
+    await seed(svc, [
+      // 3,000 recent finished deliveries, kept; 5 past the retention; 2 as old but still pending.
+      { prefix: "whd_recent_", n: 3000, status: "succeeded", closedDaysAgo: 1 },
+      { prefix: "whd_old_ok_", n: 3, status: "succeeded", closedDaysAgo: 31 },
+      { prefix: "whd_old_failed_", n: 2, status: "failed", closedDaysAgo: 40 },
+      { prefix: "whd_old_pending_", n: 2, status: "pending", closedDaysAgo: 40 },
+    ]);
+    await svc.deps.db.execute(sql`ANALYZE webhook_deliveries`);
+
+    const cutoff = new Date(svc.deps.clock.now().getTime() - 30 * DAY).toISOString();
+    const plan = planOf(
+      await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON)
+        SELECT id FROM webhook_deliveries WHERE status <> 'pending' AND retry_until < ${cutoff}::timestamptz
+        ORDER BY retry_until LIMIT 2`),
+    );
+    const read = planNodes(plan.Plan).filter((n) => n["Relation Name"] === "webhook_deliveries");
+    expect(read.map((n) => n["Index Name"])).toEqual(["webhook_deliveries_retention_idx"]);
+    expect(read[0]["Actual Rows"]).toBe(2);
+
+    // Oldest first: a batch of 2 takes the two failed ones (closed 40 days ago).
+    expect(await deleteExpiredDeliveries(svc.deps, new Date(cutoff), 2)).toBe(2);
+    const left = (prefix: string) =>
+      svc.deps.db
+        .execute(sql`SELECT count(*)::int AS n FROM webhook_deliveries WHERE id LIKE ${`${prefix}%`}`)
+        .then((r) => (rowsOf(r)[0] as { n: number }).n);
+    expect(await left("whd_old_failed_")).toBe(0);
+    expect(await left("whd_old_ok_")).toBe(3);
+
+    // The sweep's step drains the rest in batches; pending and recent ones stay, with their attempts.
+    expect(await deleteExpiredDeliveryBacklog(svc.deps, { batch: 2, batches: 20 })).toBe(3);
+    expect(await left("whd_old_ok_")).toBe(0);
+    expect(await left("whd_old_pending_")).toBe(2);
+    expect(await count(svc, "webhook_deliveries")).toBe(3002);
+    expect(await count(svc, "webhook_attempts")).toBe(3002);
+  });
+
+  it("keeps every delivery with WEBHOOK_RETENTION_DAYS=0", async () => {
+    await seed(kept, [{ prefix: "whd_ancient_", n: 3, status: "succeeded", closedDaysAgo: 3650 }]);
+    expect(await deleteExpiredDeliveryBacklog(kept.deps, { batch: 2, batches: 20 })).toBe(0);
+    expect(await count(kept, "webhook_deliveries")).toBe(3);
+  });
+});
