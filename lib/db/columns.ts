@@ -1,10 +1,20 @@
-import { customType, timestamp } from "drizzle-orm/pg-core";
+import { sql } from "drizzle-orm";
+import { customType } from "drizzle-orm/pg-core";
+import { parsePgTimestamp } from "./timestamps";
 
-/** Timestamps are stored with time zone and surfaced as Date objects. */
-export const timestamptz = (name: string) => timestamp(name, { withTimezone: true, mode: "date" });
+/**
+ * Timestamps are stored with time zone and surfaced as Date objects. Drizzle's own `timestamp`
+ * reads the driver's text with `new Date`, which moves the years 0001-0099 by centuries (a
+ * backfilled `createdAt` is any year from 0001): `parsePgTimestamp` reads it as it is.
+ */
+export const timestamptz = customType<{ data: Date; driverData: string | Date }>({
+  dataType: () => "timestamp with time zone",
+  toDriver: (value) => value.toISOString(),
+  fromDriver: (value) => (value instanceof Date ? value : parsePgTimestamp(value)),
+});
 
-export const createdAt = () => timestamptz("created_at").notNull().defaultNow();
-export const updatedAt = () => timestamptz("updated_at").notNull().defaultNow();
+export const createdAt = () => timestamptz("created_at").notNull().default(sql`now()`);
+export const updatedAt = () => timestamptz("updated_at").notNull().default(sql`now()`);
 
 /**
  * An embedding stored as an untyped pgvector `halfvec` (2 bytes per dimension: 3 KB at 1536

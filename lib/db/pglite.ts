@@ -1,6 +1,6 @@
 import { existsSync, rmSync } from "node:fs";
 import { join } from "node:path";
-import { PGlite } from "@electric-sql/pglite";
+import { PGlite, types } from "@electric-sql/pglite";
 import { vector } from "@electric-sql/pglite-pgvector";
 import { drizzle } from "drizzle-orm/pglite";
 import { withFastCompile } from "./compile";
@@ -16,6 +16,7 @@ import {
 } from "./pglite-durability";
 import { preparedQuery, type QueryFn } from "./pglite-statements";
 import * as schema from "./schema";
+import { parsePgTimestamp } from "./timestamps";
 import { tracedQuery } from "./traced";
 import {
   batchInTransaction,
@@ -82,6 +83,8 @@ export async function createPgliteDatabase(options: PgliteOptions = {}): Promise
       ],
       ...(options.loadDataDir ? { loadDataDir: options.loadDataDir } : {}),
       extensions: { vector },
+      // PGlite's own parser is `new Date(text)`, which reads the years 0001-0099 as 19xx and 20xx.
+      parsers: { [types.TIMESTAMPTZ]: parsePgTimestamp, [types.TIMESTAMP]: parsePgTimestamp },
     });
   } catch (err) {
     releaseLock();

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parsePgTimestamp } from "./timestamps";
 
 /**
  * Rows of a raw `db.execute()` result, whatever the driver's result shape. The type parameter is
@@ -10,10 +11,10 @@ export function rowsOf<T = unknown>(result: unknown): T[] {
   return ((result as { rows?: T[] }).rows ?? []) as T[];
 }
 
-/** Timestamps from raw SQL come back as Date (pglite, pg) or string (Neon over HTTP). */
+/** Timestamps from raw SQL come back as Date (pglite, pg) or Postgres's text (Neon over HTTP). */
 export function toDate(value: unknown): Date | null {
   if (value === null || value === undefined) return null;
-  return value instanceof Date ? value : new Date(String(value));
+  return value instanceof Date ? value : parsePgTimestamp(String(value));
 }
 
 export function toIso(value: unknown): string | null {

@@ -193,6 +193,30 @@ describe("historical createdAt", () => {
     expect(now.status).toBe(201);
   });
 
+  it("reads a time in the years 0001-0099 back as it was written, on every route that returns it", async () => {
+    const t = await tenant();
+    const threadId = await t.thread();
+    const times = ["0001-01-01T00:00:00.000Z", "0001-01-01T10:00:00.000Z", "0099-12-31T23:59:59.999Z"];
+    const res = await t.post(`${W}/threads/${threadId}/messages:batch`, {
+      messages: times.map((createdAt, i) => ({ role: "user", content: `ancient${i}`, createdAt })),
+    });
+    expect(res.status).toBe(201);
+    const get = async (path: string) => (await svc.request(path, { token: t.key })).json();
+    // The raw statement's Date (stats) and drizzle's column reader (the thread) read it as 0001,
+    // not 2001: `new Date` takes the years 0-99 of Postgres's text for 19xx and 20xx.
+    expect(await get(`${W}/threads/${threadId}/stats`)).toMatchObject({
+      firstMessageAt: times[0],
+      lastMessageAt: times[2],
+    });
+    expect(await get(`/v1/threads/${threadId}`)).toMatchObject({ lastMessageAt: times[2] });
+    expect((await t.list(threadId)).map((m) => m.createdAt)).toEqual(times);
+    const exported = (await get("/v1/memory/recall/datasets/batch/export")) as {
+      threads: { threadId: string; messages: { createdAt: string }[] }[];
+    };
+    const mine = exported.threads.find((th) => th.threadId === threadId);
+    expect(mine?.messages.map((m) => m.createdAt)).toEqual(times);
+  });
+
   it("rejects a time in the future, a decrease within a thread, or one before the thread's last message", async () => {
     const t = await tenant();
     const threadId = await t.thread();
