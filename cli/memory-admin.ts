@@ -1,8 +1,8 @@
 import { Command, CommanderError, InvalidArgumentError } from "commander";
 import type { z } from "zod";
-import { randomPassword } from "../lib/crypto";
+import { keyRefProblem, randomPassword } from "../lib/crypto";
 import type { DbDeps } from "../lib/deps";
-import { PASSWORD_LENGTH, text } from "../lib/inputs";
+import { PASSWORD_LENGTH, passwordInput, text } from "../lib/inputs";
 import { CliError } from "./errors";
 import { type Column, note, type Output, print, table, when } from "./output";
 
@@ -39,6 +39,11 @@ const rule =
     return parsed.data;
   };
 const name100 = rule(text().trim().min(1).max(100));
+const keyRef = (value: string): string => {
+  const problem = keyRefProblem(value);
+  if (problem) throw new InvalidArgumentError(problem);
+  return value;
+};
 
 /** Every page of a paged verb (100 rows a call): the rows under `key` of its answers. */
 async function everyPage<K extends string, T>(
@@ -149,7 +154,7 @@ keys
 keys
   .command("revoke")
   .description("Revoke an API key at once and for good (revoking it again changes nothing)")
-  .argument("<key>", "the key's id (key_...), its preview or the start of it (mk_1a2b), or the key itself")
+  .argument("<key>", "the key's id (key_...), its preview or the start of it (mk_1a2b), or the key itself", keyRef)
   .action((ref: string, _opts, cmd: Command) =>
     run(cmd, async (deps, out) => {
       const { findApiKey, revokeApiKey } = await import("../lib/api-keys");
@@ -193,9 +198,10 @@ async function chosenPassword(cmd: Command, opts: PasswordOptions): Promise<{ pa
   const password = opts.passwordStdin ? await stdinLine(cmd) : opts.password;
   if (password === undefined) return { password: randomPassword(), generated: true };
   const { min, max } = PASSWORD_LENGTH;
-  if (password.length < min || password.length > max) {
+  if (!passwordInput().safeParse(password).success) {
     const from = opts.passwordStdin ? "the password read from stdin" : "--password";
-    cmd.error(`error: ${from} must have ${min}-${max} characters (it has ${password.length})`, { exitCode: 2 });
+    const length = [...password].length;
+    cmd.error(`error: ${from} must have ${min}-${max} characters (it has ${length})`, { exitCode: 2 });
   }
   return { password, generated: false };
 }

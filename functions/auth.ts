@@ -1,6 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { login, logout } from "../lib/auth";
-import { PASSWORD_LENGTH } from "../lib/inputs";
+import { PASSWORD_LENGTH, passwordInput } from "../lib/inputs";
 import { changePassword } from "../lib/users";
 import { requireSession } from "./middleware";
 import { createRouter } from "./router";
@@ -67,11 +67,9 @@ const passwordRoute = createRoute({
   request: jsonBody(
     z.object({
       currentPassword: z.string().min(1).max(200).openapi({ description: "The password the user signs in with now." }),
-      newPassword: z
-        .string()
-        .min(PASSWORD_LENGTH.min)
-        .max(PASSWORD_LENGTH.max)
-        .openapi({ description: `The new password (${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters).` }),
+      newPassword: passwordInput().openapi({
+        description: `The new password (${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters).`,
+      }),
     }),
   ),
   responses: {

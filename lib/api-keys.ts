@@ -1,5 +1,5 @@
 import { and, desc, eq, isNull, or, sql } from "drizzle-orm";
-import { hashToken, KEY_PREFIX, keyPreview, newApiKey } from "./crypto";
+import { FULL_KEY, hashToken, keyPreview, keyRefProblem, newApiKey } from "./crypto";
 import { pageWithTotal } from "./db/paging";
 import { toIso } from "./db/rows";
 import { apiKeys, projects } from "./db/schema";
@@ -70,14 +70,14 @@ export async function revokeApiKey(deps: DbDeps, { apiKeyId: id }: { apiKeyId: s
   return { apiKey: apiKeyRecord(existing) };
 }
 
-const FULL_KEY = new RegExp(`^${KEY_PREFIX}[0-9a-f]{64}$`);
-
 /**
  * The one key `ref` names, for the admin command line: its id, the key itself (found by its
  * hash), or its preview or the start of it (`mk_1a2b`). A preview's visible part is short, so
  * several keys may share one: then it names none and the error lists them.
  */
 export async function findApiKey(deps: Pick<DbDeps, "db">, { ref }: { ref: string }) {
+  const problem = keyRefProblem(ref);
+  if (problem) throw badRequest(`"${ref}" names no API key: ${problem}`);
   const rows = await deps.db
     .select()
     .from(apiKeys)

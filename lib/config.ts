@@ -29,9 +29,16 @@ const otlpProtocol = optionalString.pipe(
 /** Every environment variable the service reads, parsed once at the host's entry. */
 export const configSchema = z.object({
   PORT: intFromEnv(8787, 0),
-  DATABASE_URL: optionalString,
+  // A postgres:// (or postgresql://) URL: anything else would only fail at the first connection.
+  DATABASE_URL: optionalString.pipe(
+    z
+      .string()
+      .refine((v) => /^postgres(ql)?:\/\/[^/?#]+/.test(v) && URL.canParse(v), "a postgres:// URL")
+      .optional(),
+  ),
   NEON_FETCH_ENDPOINT: optionalString,
-  PGLITE_DIR: z.string().default(".data/pglite"),
+  // Blank is the default, as for every other variable.
+  PGLITE_DIR: optionalString.transform((v) => v ?? ".data/pglite"),
   PGLITE_DURABILITY: z.enum(["full", "fast"]).default("full"),
   // The embedded database's shared_buffers (lib/db/pglite.ts's default when unset): most of its RSS.
   PGLITE_SHARED_BUFFERS: optionalString.pipe(

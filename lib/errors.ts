@@ -45,7 +45,29 @@ export const conflict = (message: string) => new HttpError(409, message);
  */
 export function failureText(err: unknown): string {
   if (err instanceof DrizzleQueryError && err.cause instanceof Error) return `Database error: ${err.cause.message}`;
-  return err instanceof Error ? err.message : String(err);
+  if (err instanceof Error) return err.message;
+  const errno = (err as { errno?: unknown } | null)?.errno;
+  if (typeof errno === "number") return fileSystemErrorText(errno);
+  return String(err);
+}
+
+/**
+ * The embedded database's file system throws plain objects (`{name: "ErrnoError", errno}`), with
+ * Emscripten's numbers, not the host's: String() of one was "[object Object]".
+ */
+const EMSCRIPTEN_ERRNO: Record<number, string> = {
+  2: "permission denied (EACCES)",
+  20: "file exists (EEXIST)",
+  31: "is a directory (EISDIR)",
+  44: "no such file or directory (ENOENT)",
+  51: "no space left on device (ENOSPC)",
+  54: "not a directory (ENOTDIR)",
+  63: "operation not permitted (EPERM)",
+  69: "read-only file system (EROFS)",
+};
+
+function fileSystemErrorText(errno: number): string {
+  return `file system error: ${EMSCRIPTEN_ERRNO[errno] ?? `errno ${errno}`}`;
 }
 
 /** Raised for every provider failure, with a message fit for an episode's `error`. */

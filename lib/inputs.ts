@@ -27,6 +27,9 @@ export const text = () =>
 /** Every password the service sets: the dashboard's forms, its API and the admin command line. */
 export const PASSWORD_LENGTH = { min: 6, max: 200 } as const;
 
+/** A password as every one of them checks it (zod counts characters, not UTF-16 units: "😀" is 1). */
+export const passwordInput = () => z.string().min(PASSWORD_LENGTH.min).max(PASSWORD_LENGTH.max);
+
 /** Dataset names: any 1-256 characters (except NUL). */
 export const datasetName = () => text().min(1).max(256);
 

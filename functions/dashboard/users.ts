@@ -1,5 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
-import { PASSWORD_LENGTH } from "../../lib/inputs";
+import { PASSWORD_LENGTH, passwordInput } from "../../lib/inputs";
 import { createUser, deleteUser, listUsers } from "../../lib/users";
 import { operation } from "../router";
 import { ErrorSchema, errorResponses } from "../schemas/errors";
@@ -36,11 +36,9 @@ export const userOperations = {
       request: jsonBody(
         z.object({
           username: text().min(1).max(100).openapi({ description: "1-100 characters." }),
-          password: z
-            .string()
-            .min(PASSWORD_LENGTH.min)
-            .max(PASSWORD_LENGTH.max)
-            .openapi({ description: `${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters.` }),
+          password: passwordInput().openapi({
+            description: `${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters.`,
+          }),
         }),
       ),
       responses: {
