@@ -7,7 +7,7 @@ import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { errorResponses, failureResponse } from "./schemas/errors";
 import { jsonBody, jsonResponse, security } from "./schemas/http";
-import { datasetSchema, EXAMPLES, pathParams, text } from "./schemas/inputs";
+import { EXAMPLES, newDatasetSchema, pathParams, text } from "./schemas/inputs";
 import { ThreadSchema } from "./schemas/threads";
 
 const tags = ["Threads"];
@@ -29,7 +29,7 @@ const routes = {
     path: "/",
     summary: "Create a thread (a new one on every call)",
     request: jsonBody(
-      z.object({ dataset: datasetSchema, tags: tagsSchema.optional(), settings: settingsSchema.optional() }),
+      z.object({ dataset: newDatasetSchema, tags: tagsSchema.optional(), settings: settingsSchema.optional() }),
       { dataset: EXAMPLES.dataset, tags: ["support"] },
     ),
     responses: {

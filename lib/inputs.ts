@@ -34,6 +34,17 @@ export const passwordInput = () => z.string().min(PASSWORD_LENGTH.min).max(PASSW
 export const datasetName = () => text().min(1).max(256);
 
 /**
+ * The name of a dataset a write creates: not "." or "..". A URL cannot carry either as a path
+ * segment, even percent-encoded (URL parsers resolve `%2E%2E` as a dot segment), so such a
+ * dataset could be written but never read, exported or erased by its routes. Reads still take
+ * them, for data written before.
+ */
+export const newDatasetName = () =>
+  datasetName().refine((s) => s !== "." && s !== "..", {
+    message: 'Must not be "." or "..": a URL path cannot name them, so the dataset could not be read or erased',
+  });
+
+/**
  * ISO datetime (with offset) or a plain YYYY-MM-DD date, as a Date. The instant must fall in years
  * 0001-9999 (UTC): Postgres has no year 0 and an offset can push 0001 or 9999 past the edge, which
  * would fail the statement with a 500.

@@ -1,5 +1,5 @@
 import { z } from "@hono/zod-openapi";
-import { datasetName, dateInput as dateInputOf, text } from "../../lib/inputs";
+import { datasetName, dateInput as dateInputOf, newDatasetName, text } from "../../lib/inputs";
 import { integerIn } from "../../lib/numbers";
 
 export { text };
@@ -36,6 +36,11 @@ export const pageQuery = {
 /** Dataset names: any 1-256 characters (except NUL), percent-encoded in paths. */
 export const datasetSchema = datasetName().openapi({
   description: "Caller-chosen dataset name (1-256 characters); created implicitly by its first write.",
+});
+
+/** The dataset a write creates (a new thread): also not "." or "..", which no URL path can carry. */
+export const newDatasetSchema = newDatasetName().openapi({
+  description: 'Caller-chosen dataset name (1-256 characters, not "." or ".."); created implicitly by its first write.',
 });
 
 /**

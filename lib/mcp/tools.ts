@@ -10,7 +10,7 @@ import { invalidateFact } from "../semantic/facts";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { createThread, getThread } from "../threads";
 import { addMessages, MAX_BATCH_MESSAGES } from "../working/batch";
-import { dataset } from "./inputs";
+import { dataset, newDataset } from "./inputs";
 
 /**
  * The MCP specification's hints about a tool's behaviour (its `ToolAnnotations`), written here so
@@ -72,7 +72,7 @@ const addMessagesTool = defineTool({
   description: `Store conversation turns in a thread so the service can learn from them: threads are condensed into episodes (summaries) and facts about the user, in the background. Call it after each exchange with the user's message and your reply, in order. Without threadId a new thread is started in the dataset and its threadId returned: pass that threadId on later calls of the same conversation, and call end_thread when the conversation is over. Up to ${MAX_BATCH_MESSAGES} messages per call (and 1 MB of request); all are stored or none.`,
   input: z
     .object({
-      dataset: dataset().optional().describe("The dataset of the thread. Required when threadId is omitted."),
+      dataset: newDataset().optional().describe("The dataset of the thread. Required when threadId is omitted."),
       threadId: text()
         .min(1)
         .optional()

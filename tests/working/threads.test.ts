@@ -119,11 +119,22 @@ describe("POST /v1/threads", () => {
     expect((await createThread(t.key, { dataset: "x" })).dataset).toBe("x");
     const long = "y".repeat(256);
     expect((await createThread(t.key, { dataset: long })).dataset).toBe(long);
+    // Dots are names like any other, but for "." and "..", and each reaches its own routes.
+    for (const dataset of ["...", ".x", "x.."]) {
+      expect((await createThread(t.key, { dataset })).dataset).toBe(dataset);
+      const res = await svc.request(`/v1/memory/recall/datasets/${encodeURIComponent(dataset)}/export`, {
+        token: t.key,
+      });
+      expect((await body<{ dataset: string }>(res)).dataset).toBe(dataset);
+    }
   });
 
   it.each([
     ["empty dataset", { dataset: "" }, ["dataset"], "too_small"],
     ["257-character dataset", { dataset: "z".repeat(257) }, ["dataset"], "too_big"],
+    // No URL can name them (%2E%2E is a dot segment too): the dataset could never be read or erased.
+    ["dataset named .", { dataset: "." }, ["dataset"], "custom"],
+    ["dataset named ..", { dataset: ".." }, ["dataset"], "custom"],
     ["missing dataset", {}, ["dataset"], "invalid_type"],
     ["numeric dataset", { dataset: 42 }, ["dataset"], "invalid_type"],
     ["tags not an array", { dataset: "d", tags: "vip" }, ["tags"], "invalid_type"],

@@ -78,7 +78,7 @@ export interface paths {
            *     }
            */
           "application/json": {
-            /** @description Caller-chosen dataset name (1-256 characters); created implicitly by its first write. */
+            /** @description Caller-chosen dataset name (1-256 characters, not "." or ".."); created implicitly by its first write. */
             dataset: string;
             /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
             tags?: string[];
