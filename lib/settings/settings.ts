@@ -240,8 +240,21 @@ function validGroup(shape: Record<string, z.ZodType>, stored: unknown): Plain {
   return out;
 }
 
-/** Built-in defaults, then the project's valid stored values (read-time merge). */
+/**
+ * Built-in defaults, then the project's valid stored values (read-time merge). A stored pair that
+ * breaks the cross-field rule (a band floor above the dedup threshold, written before the rule
+ * existed or straight into the table) is left out as a whole, as a single value out of its bounds
+ * is: both take their defaults, which keep the rule.
+ */
 export function resolveProjectSettings(stored: Plain | null | undefined): Settings {
+  const merged = mergeProjectSettings(stored);
+  if (crossFieldIssues(merged).length === 0) return merged;
+  const { contradictionBandMin, factDedupThreshold } = DEFAULT_SETTINGS.semantic;
+  return { ...merged, semantic: { ...merged.semantic, contradictionBandMin, factDedupThreshold } };
+}
+
+/** The merge alone, each value checked on its own: what a change is checked against (crossFieldIssues). */
+export function mergeProjectSettings(stored: Plain | null | undefined): Settings {
   const own = isPlain(stored) ? stored : {};
   return {
     working: { ...DEFAULT_SETTINGS.working, ...validGroup(projectShapes.working, own.working) },

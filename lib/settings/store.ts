@@ -4,7 +4,14 @@ import type { ProjectContext } from "../context";
 import { projects } from "../db/schema";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
-import { crossFieldIssues, deepMerge, resolveProjectSettings, type Settings, type SettingsPatch } from "./settings";
+import {
+  crossFieldIssues,
+  deepMerge,
+  mergeProjectSettings,
+  resolveProjectSettings,
+  type Settings,
+  type SettingsPatch,
+} from "./settings";
 
 /*
  * A project's settings as stored (a partial object in projects.settings) and as they apply
@@ -45,9 +52,14 @@ export async function changeProjectSettings(
     const current = await storedSettings(deps, projectId);
     const stored = change(current);
     if (stored === current) return current;
-    const issues = crossFieldIssues(resolveProjectSettings(stored));
+    const issues = crossFieldIssues(mergeProjectSettings(stored));
     // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
-    if (issues.length > 0) throw new z.ZodRealError(issues);
+    if (
+      issues.length > 0 &&
+      (crossFieldIssues(mergeProjectSettings(current)).length === 0 || pairChanged(current, stored))
+    ) {
+      throw new z.ZodRealError(issues);
+    }
     const updated = await deps.db
       .update(projects)
       .set({ settings: stored })
@@ -56,6 +68,19 @@ export async function changeProjectSettings(
     if (updated.length > 0) return updated[0].settings ?? {};
   }
   throw new Error(`settings of project ${projectId} changed concurrently ${SETTINGS_ATTEMPTS} times in a row`);
+}
+
+/**
+ * Whether a change touches the rule's pair. A stored pair that already broke the rule is ignored
+ * where settings are read (resolveProjectSettings); a change to anything else must not be refused
+ * for it, or no setting could be changed until the pair is: a change to the pair is checked.
+ */
+function pairChanged(before: StoredSettings, after: StoredSettings): boolean {
+  const pair = (s: StoredSettings) => {
+    const semantic = (s.semantic ?? {}) as Record<string, unknown>;
+    return JSON.stringify([semantic.contradictionBandMin, semantic.factDedupThreshold]);
+  };
+  return pair(before) !== pair(after);
 }
 
 /** Deep-merges a partial settings object into the project's (see changeProjectSettings). */

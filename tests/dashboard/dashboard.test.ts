@@ -802,6 +802,44 @@ describe("project settings", () => {
     expect(equal.settings.semantic).toMatchObject({ contradictionBandMin: 0.9, factDedupThreshold: 0.9 });
   });
 
+  it("ignores a stored pair that breaks the band rule, and still takes changes to other settings", async () => {
+    const token = await adminSession(svc);
+    const t = await newTenant(svc);
+    // Written before the rule existed, or straight into the table.
+    await svc.deps.db
+      .update(projects)
+      .set({ settings: { semantic: { contradictionBandMin: 0.99, factDedupThreshold: 0.5, anchorVectorTopK: 3 } } })
+      .where(eq(projects.id, t.projectId));
+    const { contradictionBandMin, factDedupThreshold } = DEFAULT_SETTINGS.semantic;
+    expect((await settingsOf(token, t.projectId)).semantic).toMatchObject({
+      contradictionBandMin,
+      factDedupThreshold,
+      anchorVectorTopK: 3,
+    });
+    // Another setting, an empty patch and a reset of another key all land (each was a 400).
+    const other = await json<{ settings: Settings }>(
+      await patch(token, t.projectId, { semantic: { anchorVectorTopK: 4 } }),
+      200,
+    );
+    expect(other.settings.semantic).toMatchObject({ contradictionBandMin, factDedupThreshold, anchorVectorTopK: 4 });
+    await json(await patch(token, t.projectId, {}), 200);
+    const reset = await svc.request(`/dashboard/projects/${t.projectId}/settings/semantic/anchorVectorTopK`, {
+      method: "DELETE",
+      token,
+    });
+    expect(reset.status).toBe(200);
+    // A change to the pair is checked: another breaking value is refused, a valid pair lands.
+    await expectValidation(await patch(token, t.projectId, { semantic: { contradictionBandMin: 0.98 } }), [
+      "semantic",
+      "contradictionBandMin",
+    ]);
+    const fixed = await json<{ settings: Settings }>(
+      await patch(token, t.projectId, { semantic: { contradictionBandMin: 0.5 } }),
+      200,
+    );
+    expect(fixed.settings.semantic).toMatchObject({ contradictionBandMin: 0.5, factDedupThreshold: 0.5 });
+  });
+
   it("keeps the band rule under concurrent patches that are each valid alone", async () => {
     const token = await adminSession(svc);
     const t = await newTenant(svc);
