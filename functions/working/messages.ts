@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { createMiddleware } from "hono/factory";
+import { integerIn } from "../../lib/numbers";
 import { messageRole, perRole } from "../../lib/roles";
 import { COMPACT_KEEP_RECENT, COMPACT_MAX_FOLD, compactThread } from "../../lib/working/compaction";
 import { addMessage, listMessages, prepareContext, threadStats } from "../../lib/working/messages";
@@ -16,7 +17,10 @@ const tags = ["Working memory"];
 const base = { tags, security: security.apiKey };
 const threadIdParam = pathParams("threadId", EXAMPLES.threadId);
 
-const messageLimitSchema = intQuery(1, 100).openapi({ description: "How many recent messages (1-100, default 20)." });
+const messageLimitDescription = "How many recent messages (1-100, default 20).";
+const messageLimitSchema = intQuery(1, 100).openapi({ description: messageLimitDescription });
+/** In the body a number, as every other numeric body field: only a query string is coerced. */
+const messageLimitBody = integerIn(1, 100).optional().openapi({ description: messageLimitDescription });
 
 /**
  * Prepare's body is optional. A client that always sends `Content-Type: application/json` may send
@@ -97,7 +101,7 @@ const routes = {
       query: z.object({ messageLimit: messageLimitSchema }),
       body: {
         content: {
-          "application/json": { schema: z.object({ messageLimit: messageLimitSchema }), example: { messageLimit: 20 } },
+          "application/json": { schema: z.object({ messageLimit: messageLimitBody }), example: { messageLimit: 20 } },
         },
         required: false,
       },

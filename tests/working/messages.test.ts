@@ -569,6 +569,8 @@ describe("prepare", () => {
     ["body messageLimit 0", { json: { messageLimit: 0 } }],
     ["body messageLimit 101", { json: { messageLimit: 101 } }],
     ["body messageLimit 2.5", { json: { messageLimit: 2.5 } }],
+    // A number in the body, as every numeric body field (chat's messageLimit too): only the query is text.
+    ['body messageLimit "5"', { json: { messageLimit: "5" } }],
     ["query messageLimit 0", { query: "?messageLimit=0" }],
     ["query messageLimit 101", { query: "?messageLimit=101" }],
     ["query messageLimit abc", { query: "?messageLimit=abc" }],
