@@ -45,11 +45,15 @@ describe("webhook URL policy (SSRF)", () => {
       "[::ffff:127.0.0.1]",
       "[::ffff:a9fe:a9fe]",
       "[64:ff9b::10.0.0.1]",
+      "[2002:7f00:1::]",
+      "[2002:a9fe:a9fe::1]",
       "[ff02::1]",
     ]) {
       expect(refused(`https://${host}/hook`), host).toMatch(/private|reserved/);
     }
     expect(refused("https://172.32.0.1/")).toBeNull();
+    // 6to4 of a public address is public.
+    expect(refused("https://[2002:808:808::1]/")).toBeNull();
     expect(refused("https://100.128.0.1/")).toBeNull();
   });
 

@@ -137,6 +137,8 @@ function embeddedIpv4(bytes: number[]): number[] | null {
   if (bytes[0] === 0 && bytes[1] === 0x64 && bytes[2] === 0xff && bytes[3] === 0x9b && zeros(4, 12)) {
     return bytes.slice(12);
   }
+  // 6to4 (2002::/16): the IPv4 address a relay forwards to is bytes 2-5.
+  if (bytes[0] === 0x20 && bytes[1] === 0x02) return bytes.slice(2, 6);
   return null;
 }
 
