@@ -247,6 +247,7 @@ function validGroup(shape: Record<string, z.ZodType>, stored: unknown): Plain {
  * is: both take their defaults, which keep the rule.
  */
 export function resolveProjectSettings(stored: Plain | null | undefined): Settings {
+  // BAND_RULE_KEYS: the pair is read here only (lib/settings/sql.ts refuses them).
   const merged = mergeProjectSettings(stored);
   if (crossFieldIssues(merged).length === 0) return merged;
   const { contradictionBandMin, factDedupThreshold } = DEFAULT_SETTINGS.semantic;
@@ -292,6 +293,9 @@ export function settingRule<G extends keyof Settings>(
   }
   throw new Error(`setting ${group}.${key} is neither a boolean nor a bounded number`);
 }
+
+/** The settings the cross-field rule ties: resolved together in JavaScript, never read in SQL. */
+export const BAND_RULE_KEYS: readonly string[] = ["contradictionBandMin", "factDedupThreshold"];
 
 /**
  * Checks the merged result for what single-field bounds cannot see: the dedup threshold is the

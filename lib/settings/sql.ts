@@ -2,7 +2,14 @@ import { type SQL, sql } from "drizzle-orm";
 import { constantSql } from "../db/constant-sql";
 import { compiled } from "../db/types";
 import { FLOAT4_MIN_NORMAL, INT4_MAX } from "../numbers";
-import { DEFAULT_SETTINGS, type EpisodicSettings, type SettingRule, type Settings, settingRule } from "./settings";
+import {
+  BAND_RULE_KEYS,
+  DEFAULT_SETTINGS,
+  type EpisodicSettings,
+  type SettingRule,
+  type Settings,
+  settingRule,
+} from "./settings";
 
 type Cast = "bigint" | "int" | "boolean" | "float8";
 
@@ -64,6 +71,10 @@ function settingSql<G extends keyof Settings>(
   cast: Cast,
   threadSettings?: SQL,
 ): SQL {
+  // Their stored pair is dropped as a whole when it breaks the rule: a per-field CASE cannot.
+  if (group === "semantic" && BAND_RULE_KEYS.includes(key)) {
+    throw new Error(`semantic.${key} is read with resolveProjectSettings, which applies the band rule`);
+  }
   const build = (): SQL => {
     const fallback = DEFAULT_SETTINGS[group][key] as unknown;
     const path = sql`-> ${name(group)} -> ${name(key)}`;
