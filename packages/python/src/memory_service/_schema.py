@@ -42,7 +42,7 @@ class ThreadSettings(TypedDict, total=False):
 
 class _CreateThreadBodyRequired(TypedDict):
     dataset: str
-    """Caller-chosen dataset name (1-256 characters); created implicitly by its first write."""
+    """Caller-chosen dataset name (1-256 characters, not "." or ".."); created implicitly by its first write."""
 
 
 class CreateThreadBody(_CreateThreadBodyRequired, total=False):
