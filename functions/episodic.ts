@@ -6,7 +6,7 @@ import { projectContext, readContext } from "./context";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
-import { ErrorSchema, errorResponses } from "./schemas/errors";
+import { ErrorSchema, errorResponses, failureResponse } from "./schemas/errors";
 import { jsonResponse, security } from "./schemas/http";
 import { datasetPathParam, dateInput, EXAMPLES, intQuery, pathParams, text } from "./schemas/inputs";
 
@@ -64,7 +64,7 @@ const routes = {
       ),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: jsonResponse(ErrorSchema, "The embedding call failed"),
+      500: failureResponse("Failed to search episodes", "The embedding call failed"),
       503: errorResponses[503],
     },
   }),

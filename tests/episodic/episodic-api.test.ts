@@ -200,6 +200,18 @@ describe("GET /datasets/:dataset/episodes/search", () => {
     expect((await json<{ episodes: Ranked[] }>(await search(t, "ds", "?q=x&limit=20"), 200)).episodes).toHaveLength(1);
   });
 
+  it("answers the route's own 500 when the query cannot be embedded", async () => {
+    const t = await tenant();
+    await makeEpisode(t, "ds", ["searchable"]);
+    h.fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "embeddings" });
+    try {
+      expect(await json(await search(t, "ds", "?q=searchable"), 500)).toEqual({ error: "Failed to search episodes" });
+    } finally {
+      h.fake.clearFailures();
+    }
+    expect((await json<{ episodes: Ranked[] }>(await search(t, "ds", "?q=searchable"), 200)).episodes).toHaveLength(1);
+  });
+
   it("returns at most 5 by default and 20 at most, completed episodes of the dataset only, with one embedding call", async () => {
     const t = await tenant();
     const other = await tenant("other");
