@@ -110,9 +110,12 @@ const routes = {
     method: "get",
     path: "/",
     summary: "List a project's webhook endpoints with their last delivery and next attempt",
-    request: { query: z.object({ projectId: text().min(1) }) },
+    request: { query: z.object({ projectId: text().min(1), ...pageQuery }) },
     responses: {
-      200: jsonResponse(z.object({ endpoints: z.array(WebhookEndpointSchema) }), "Endpoints, newest first"),
+      200: jsonResponse(
+        z.object({ endpoints: z.array(WebhookEndpointSchema), total: z.number().int() }),
+        "A page of endpoints, newest first, and the project's count",
+      ),
       400: errorResponses[400],
       401: errorResponses[401],
     },
@@ -179,7 +182,10 @@ webhookRoutes
     return c.json(await createWebhookEndpoint(dashboardProjectContext(c, projectId), input), 201);
   })
   .openapi(routes.list, async (c) =>
-    c.json(await listWebhookEndpoints(dashboardProjectContext(c, c.req.valid("query").projectId)), 200),
+    c.json(
+      await listWebhookEndpoints(dashboardProjectContext(c, c.req.valid("query").projectId), c.req.valid("query")),
+      200,
+    ),
   )
   .openapi(routes.remove, async (c) => {
     await deleteWebhookEndpoint(c.get("deps"), { endpointId: c.req.valid("param").id });

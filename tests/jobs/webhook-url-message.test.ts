@@ -20,15 +20,18 @@ describe("POST /dashboard/webhooks without WEBHOOKS_ALLOW_HTTP", () => {
         json: { projectId: t.projectId, url, eventTypes: ["dataset.erased"] },
       });
       expect(res.status, url).toBe(400);
-      answers[url] = ((await res.json()) as { error: string }).error;
+      const body = (await res.json()) as { error: string; issues: { path: string[]; message: string }[] };
+      expect(body.error, url).toBe("Validation error");
+      expect(body.issues.map((i) => i.path)).toEqual([["url"]]);
+      answers[url] = body.issues[0].message;
     }
     expect(answers).toEqual({
       "http://localhost:3000/hook":
-        "url: Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
+        "Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
       "http://example.com/hook":
-        "url: Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
+        "Only https:// URLs are accepted (http:// to localhost needs WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
       "https://127.0.0.1:3000/hook":
-        "url: The address 127.0.0.1 is private, loopback or reserved (localhost, 127.0.0.1 and [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
+        "The address 127.0.0.1 is private, loopback or reserved (localhost, 127.0.0.1 and [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development)",
     });
   });
 });

@@ -323,7 +323,12 @@ describe("webhooks", () => {
         token,
         json: { projectId: t.projectId, url, eventTypes: ["dataset.erased"] },
       });
-      expect((await json<{ error: string }>(res, 400)).error, url).toMatch(/^url: /);
+      const refusal = await json<{ error: string; issues: { path: string[] }[] }>(res, 400);
+      expect({ url, error: refusal.error, paths: refusal.issues.map((i) => i.path) }).toEqual({
+        url,
+        error: "Validation error",
+        paths: [["url"]],
+      });
     }
     // Stored before a policy change (or by hand): refused when it is delivered, never requested.
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
@@ -354,6 +359,29 @@ describe("webhooks", () => {
     await json(res, 404);
     res = await h.svc.request(`/dashboard/webhooks?projectId=${t.projectId}`);
     expect(res.status).toBe(401);
+    // Paged as the dashboard's other lists: limit 1-100, offset, and the project's total.
+    const made = [];
+    for (let i = 0; i < 3; i++) made.push((await createEndpoint(t.projectId, ["dataset.erased"])).endpoint.id);
+    const page = async (query: string) =>
+      json<{ endpoints: { id: string }[]; total: number }>(
+        await h.svc.request(`/dashboard/webhooks?projectId=${t.projectId}${query}`, { token }),
+        200,
+      );
+    const first = await page("&limit=2");
+    const rest = await page("&limit=2&offset=2");
+    expect({ first: first.endpoints.length, rest: rest.endpoints.length, total: first.total }).toEqual({
+      first: 2,
+      rest: 1,
+      total: 3,
+    });
+    expect([...first.endpoints, ...rest.endpoints].map((e) => e.id).sort()).toEqual([...made].sort());
+    for (const bad of ["&limit=0", "&limit=101", "&offset=-1"]) {
+      res = await h.svc.request(`/dashboard/webhooks?projectId=${t.projectId}${bad}`, { token });
+      expect(res.status, bad).toBe(400);
+    }
+    for (const id of made) {
+      expect((await h.svc.request(`/dashboard/webhooks/${id}`, { method: "DELETE", token })).status).toBe(204);
+    }
 
     receiver.answer = () => ({ status: 500 });
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);

@@ -2279,6 +2279,10 @@ export interface paths {
             parameters: {
                 query: {
                     projectId: string;
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
                 };
                 header?: never;
                 path?: never;
@@ -2286,7 +2290,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Endpoints, newest first */
+                /** @description A page of endpoints, newest first, and the project's count */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -2294,6 +2298,7 @@ export interface paths {
                     content: {
                         "application/json": {
                             endpoints: components["schemas"]["WebhookEndpoint"][];
+                            total: number;
                         };
                     };
                 };

@@ -30,9 +30,12 @@ function StatusBadge({ status }: { status: string }) {
  * attempt and a replay button.
  */
 export function WebhooksPage({ projectId }: { projectId: string }) {
-  // The API answers with all of a project's endpoints: one table, no pages.
+  // A project has a few endpoints: one table of up to 100 (the API's largest page), no pages.
   const list = useList(
-    () => unwrap(api.GET("/dashboard/webhooks", { params: { query: { projectId } } })).then((body) => body.endpoints),
+    () =>
+      unwrap(api.GET("/dashboard/webhooks", { params: { query: { projectId, limit: 100 } } })).then(
+        (body) => body.endpoints,
+      ),
     [projectId],
   );
   const [url, setUrl] = useState("");
