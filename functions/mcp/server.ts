@@ -48,13 +48,23 @@ const NO_ELICITATION: jsonSchemaValidator = {
  * body (`{error: 'Validation error', issues}`), as the /v1 routes do. An unknown tool name is a
  * protocol error (-32602), as the MCP specification has it.
  */
+/**
+ * tools/call as the protocol layer parses it, `arguments` left unchecked: with the SDK's own schema
+ * a non-object `arguments` failed that first parse and came back as an internal error (-32603)
+ * carrying zod's dump. The Server's tools/call wrapper checks the strict schema next and answers
+ * invalid params (-32602), as JSON-RPC has it for a malformed request.
+ */
+const CallToolRequestAnyArguments = CallToolRequestSchema.extend({
+  params: CallToolRequestSchema.shape.params.extend({ arguments: z.unknown().optional() }),
+});
+
 export function createMemoryMcpServer(ctx: ProjectContext): Server {
   const server = new Server(
     { name: "memory-service", title: "Memory service", version },
     { capabilities: { tools: {} }, instructions: INSTRUCTIONS, jsonSchemaValidator: NO_ELICITATION },
   );
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: toolList() }));
-  server.setRequestHandler(CallToolRequestSchema, async (request) => {
+  server.setRequestHandler(CallToolRequestAnyArguments, async (request) => {
     const tool = MEMORY_TOOLS.find((t) => t.name === request.params.name);
     if (!tool) throw new McpError(ErrorCode.InvalidParams, `Unknown tool: ${request.params.name}`);
     try {

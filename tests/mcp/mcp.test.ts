@@ -335,6 +335,23 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(init.headers.get("mcp-session-id")).toBeNull();
     expect(init.headers.get("content-type")).toMatch(/^application\/json/);
     expect(((await init.json()) as Json).result.serverInfo.name).toBe("memory-service");
+    // `arguments` that is not an object: JSON-RPC's invalid params, not an internal error.
+    for (const args of [null, "text", []]) {
+      const call = await fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: { ...headers, "content-type": "application/json" },
+        body: JSON.stringify({
+          jsonrpc: "2.0",
+          id: 3,
+          method: "tools/call",
+          params: { name: "recall", arguments: args },
+        }),
+      });
+      expect(call.status).toBe(200);
+      const answer = (await call.json()) as Json;
+      expect({ args, code: answer.error?.code }).toEqual({ args, code: -32602 });
+      expect(answer.error.message).toMatch(/^MCP error -32602: Invalid tools\/call request/);
+    }
     for (const method of ["GET", "DELETE"]) {
       const res = await fetch(`${url}/mcp`, { method, headers });
       expect(res.status, method).toBe(405);
