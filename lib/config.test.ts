@@ -75,3 +75,19 @@ describe("webhook delivery retention", () => {
     expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "1.5" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
   });
 });
+
+describe("DATABASE_URL", () => {
+  it("takes a postgres:// or postgresql:// URL, a Unix socket's too, and refuses anything else", () => {
+    for (const url of [
+      "postgres://u:p@db.example.com:5432/memory",
+      "postgresql://u:p@ep-x.neon.tech/neondb?sslmode=require",
+      "postgres:///memory?host=/var/run/postgresql",
+    ]) {
+      expect(parseConfig({ DATABASE_URL: url }).databaseUrl).toBe(url);
+    }
+    for (const url of ["notaurl", "mysql://db/memory", "postgres://[bad", "http://db/memory"]) {
+      expect(() => parseConfig({ DATABASE_URL: url }), url).toThrow(/DATABASE_URL: a postgres:\/\/ URL/);
+    }
+    expect(parseConfig({ DATABASE_URL: "  " }).databaseUrl).toBeUndefined();
+  });
+});

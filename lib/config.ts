@@ -33,7 +33,7 @@ export const configSchema = z.object({
   DATABASE_URL: optionalString.pipe(
     z
       .string()
-      .refine((v) => /^postgres(ql)?:\/\/[^/?#]+/.test(v) && URL.canParse(v), "a postgres:// URL")
+      .refine((v) => /^postgres(ql)?:\/\//.test(v) && URL.canParse(v), "a postgres:// URL")
       .optional(),
   ),
   NEON_FETCH_ENDPOINT: optionalString,
