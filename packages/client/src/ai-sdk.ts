@@ -42,9 +42,13 @@ export interface MemoryMiddlewareOptions {
   waitUntil?: (work: Promise<unknown>) => void;
 }
 
-/** What transformParams learnt about a call, for wrapGenerate/wrapStream (keyed by the params object). */
+/**
+ * What transformParams learnt about a call, for wrapGenerate/wrapStream (keyed by the params
+ * object). `userText` undefined: a later step of the same turn (the prompt ends with tool
+ * results), whose reply is appended alone.
+ */
 interface Turn {
-  userText: string;
+  userText?: string;
   startedAt: number;
   warning?: SharedV4Warning;
 }
@@ -57,7 +61,10 @@ interface Turn {
  * ends. If the stream is aborted or fails part-way, the user message and the partial reply are
  * appended (the reply with `metadata.stopReason: "aborted"` or `"error"`), or the user message
  * alone when no text had arrived; a call aborted before the model was called (during recall)
- * writes nothing. A recall failure or timeout never fails the call: it proceeds
+ * writes nothing. A call with tools runs in steps: each step recalls for the turn's question (the
+ * SDK gives every step a fresh prompt); the first appends the user message (and any text before
+ * the tool call), each later step (its prompt ends with the tool results) its reply alone, in
+ * order. A recall failure or timeout never fails the call: it proceeds
  * without memory and reports the failure.
  */
 export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageModelV4Middleware {
@@ -73,13 +80,17 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
     specificationVersion: "v4",
 
     async transformParams({ params }) {
-      const userText = latestUserText(params.prompt);
+      // A tool step (generateText/streamText with tools) ends with the tool results: the SDK builds
+      // its prompt afresh, so the block is recalled again for the turn's question (the service
+      // answers a repeated query without a provider call), and its reply is appended alone.
+      const toolStep = params.prompt.at(-1)?.role === "tool";
+      const userText = toolStep ? lastUserText(params.prompt) : latestUserText(params.prompt);
       if (userText === undefined) return params;
-      const turn: Turn = { userText, startedAt: Date.now() };
+      const turn: Turn = { userText: toolStep ? undefined : userText, startedAt: Date.now() };
       let transformed = params;
       try {
         const recalled = await options.client.recall(
-          { ...options.recall, dataset: options.dataset, query: userText.slice(0, 2000) },
+          { ...options.recall, dataset: options.dataset, query: [...userText].slice(0, 2000).join("") },
           { timeoutMs: options.recallTimeoutMs ?? 2000, retries: 0, signal: params.abortSignal },
         );
         const block = options.formatContext ? options.formatContext(recalled) : recalled.context;
@@ -116,28 +127,53 @@ export function withMemory(model: LanguageModelV4, options: MemoryMiddlewareOpti
   return wrapLanguageModel({ model, middleware: memoryMiddleware(options) });
 }
 
-/** Appends a turn to the thread in one batch request, in the background (never awaited by the caller). */
+/**
+ * Appends a turn to the thread in one batch request, in the background (never awaited by the
+ * caller). A thread's appends run one after another, so a tool step's reply never lands before its
+ * turn's user message.
+ */
 function appender(options: MemoryMiddlewareOptions, report: (error: unknown, stage: "append") => void) {
+  const pending = new Map<string, Promise<unknown>>();
+  // Thread ids are resolved in call order, so each write joins its thread's chain in that order.
+  let resolving: Promise<unknown> = Promise.resolve();
   const append = async (turn: Turn, reply: Reply) => {
-    const threadId = typeof options.threadId === "function" ? await options.threadId() : options.threadId;
+    const resolved = resolving.then(() =>
+      typeof options.threadId === "function" ? options.threadId() : options.threadId,
+    );
+    resolving = resolved.catch(() => {});
+    const threadId = await resolved;
     if (!threadId) return;
-    const messages: BatchMessage[] = [{ role: "user", content: turn.userText }];
-    if (reply.text) {
-      messages.push({
-        role: "assistant",
-        content: reply.text,
-        model: reply.modelId,
-        latencyMs: Date.now() - turn.startedAt,
-        tokens: tokensOf(reply.usage),
-        metadata: reply.stopReason ? { stopReason: reply.stopReason } : undefined,
-      });
+    const messages = turnMessages(turn, reply);
+    if (messages.length === 0) return;
+    const previous = pending.get(threadId) ?? Promise.resolve();
+    const write = previous.catch(() => {}).then(() => options.client.threads.addMessages(threadId, messages));
+    pending.set(threadId, write);
+    try {
+      await write;
+    } finally {
+      if (pending.get(threadId) === write) pending.delete(threadId);
     }
-    await options.client.threads.addMessages(threadId, messages);
   };
   return (turn: Turn, reply: Reply) => {
     const work = append(turn, reply).catch((err) => report(err, "append"));
     options.waitUntil?.(work);
   };
+}
+
+/** The messages a call adds to the thread: its user message (a turn's first step), then its reply if any. */
+function turnMessages(turn: Turn, reply: Reply): BatchMessage[] {
+  const messages: BatchMessage[] = turn.userText === undefined ? [] : [{ role: "user", content: turn.userText }];
+  if (reply.text) {
+    messages.push({
+      role: "assistant",
+      content: reply.text,
+      model: reply.modelId,
+      latencyMs: Date.now() - turn.startedAt,
+      tokens: tokensOf(reply.usage),
+      metadata: reply.stopReason ? { stopReason: reply.stopReason } : undefined,
+    });
+  }
+  return messages;
 }
 
 interface Reply {
@@ -211,6 +247,14 @@ export function latestUserText(prompt: LanguageModelV4Prompt): string | undefine
     .join("\n")
     .trim();
   return text || undefined;
+}
+
+/** The text of the prompt's last user message, wherever it is (a tool step's turn question). */
+function lastUserText(prompt: LanguageModelV4Prompt): string | undefined {
+  for (let i = prompt.length - 1; i >= 0; i--) {
+    if (prompt[i].role === "user") return latestUserText(prompt.slice(0, i + 1));
+  }
+  return undefined;
 }
 
 /** The block as a system message after the prompt's own system messages (some providers want those first). */

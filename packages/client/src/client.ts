@@ -118,9 +118,12 @@ function required(field: string, value: unknown): string {
   return value;
 }
 
+/** Characters as the service counts them: code points ("🙂" is one), not UTF-16 units. */
+const characters = (text: string) => [...text].length;
+
 function dataset(value: unknown): string {
   const name = required("dataset", value);
-  if (name.length > 256) throw new MemoryValidationError("dataset", "must be at most 256 characters");
+  if (characters(name) > 256) throw new MemoryValidationError("dataset", "must be at most 256 characters");
   return name;
 }
 
@@ -178,25 +181,25 @@ type Call = <D>(label: string, kind: CallKind, o: CallOptions | undefined, attem
 function threadCalls(api: Api, call: Call) {
   return {
     /** A new thread in `dataset` (a new one on every call). */
-    create: (body: CreateThreadInput, o?: CallOptions) => {
+    create: async (body: CreateThreadInput, o?: CallOptions) => {
       dataset(body?.dataset);
       return call("POST /v1/threads", "write", o, (init) => api.POST("/v1/threads", { body, ...init }));
     },
-    get: (threadId: string, o?: CallOptions) => {
+    get: async (threadId: string, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("GET /v1/threads/{id}", "read", o, (init) =>
         api.GET("/v1/threads/{id}", { params: { path: { id } }, ...init }),
       );
     },
     /** Tags and the episodic override. */
-    update: (threadId: string, body: UpdateThreadInput, o?: CallOptions) => {
+    update: async (threadId: string, body: UpdateThreadInput, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("PATCH /v1/threads/{id}", "write", o, (init) =>
         api.PATCH("/v1/threads/{id}", { params: { path: { id } }, body, ...init }),
       );
     },
     /** Ends the thread: its episode (summary, then facts) is extracted in the background. */
-    end: (threadId: string, o?: CallOptions) => {
+    end: async (threadId: string, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("POST /v1/threads/{id}/end", "write", o, (init) =>
         api.POST("/v1/threads/{id}/end", { params: { path: { id } }, ...init }),
@@ -208,7 +211,7 @@ function threadCalls(api: Api, call: Call) {
 /** A thread's messages and its window. */
 function messageCalls(api: Api, call: Call) {
   return {
-    addMessage: (threadId: string, message: AddMessageInput, o?: CallOptions) => {
+    addMessage: async (threadId: string, message: AddMessageInput, o?: CallOptions) => {
       const id = required("threadId", threadId);
       content("content", message?.content);
       return call("POST /v1/memory/working/threads/{threadId}/messages", "write", o, (init) =>
@@ -220,7 +223,7 @@ function messageCalls(api: Api, call: Call) {
       );
     },
     /** Many messages in one request, all or nothing (at most 1000). */
-    addMessages: (threadId: string, messages: BatchMessage[], o?: CallOptions) => {
+    addMessages: async (threadId: string, messages: BatchMessage[], o?: CallOptions) => {
       const id = required("threadId", threadId);
       batch(messages);
       return call("POST /v1/memory/working/threads/{threadId}/messages:batch", "write", o, (init) =>
@@ -232,7 +235,7 @@ function messageCalls(api: Api, call: Call) {
       );
     },
     /** Raw messages, cursor-paginated by sequence number (`before`). */
-    messages: (threadId: string, query?: ListMessagesQuery, o?: CallOptions) => {
+    messages: async (threadId: string, query?: ListMessagesQuery, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("GET /v1/memory/working/threads/{threadId}/messages", "read", o, (init) =>
         api.GET("/v1/memory/working/threads/{threadId}/messages", {
@@ -242,7 +245,7 @@ function messageCalls(api: Api, call: Call) {
       );
     },
     /** The LLM-ready window (no model call). */
-    prepare: (threadId: string, query?: { messageLimit?: number }, o?: CallOptions) => {
+    prepare: async (threadId: string, query?: { messageLimit?: number }, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("POST /v1/memory/working/threads/{threadId}/prepare", "read", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/prepare", {
@@ -252,13 +255,13 @@ function messageCalls(api: Api, call: Call) {
       );
     },
     /** Folds older messages into a summary (one model call). */
-    compact: (threadId: string, o?: CallOptions) => {
+    compact: async (threadId: string, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("POST /v1/memory/working/threads/{threadId}/compact", "write", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/compact", { params: { path: { threadId: id } }, ...init }),
       );
     },
-    stats: (threadId: string, o?: CallOptions) => {
+    stats: async (threadId: string, o?: CallOptions) => {
       const id = required("threadId", threadId);
       return call("GET /v1/memory/working/threads/{threadId}/stats", "read", o, (init) =>
         api.GET("/v1/memory/working/threads/{threadId}/stats", { params: { path: { threadId: id } }, ...init }),
@@ -274,7 +277,7 @@ function chatCalls(api: Api, call: Call) {
      * The service's own reply: stores the message, recalls, calls its model, stores the reply.
      * Not retried on a 5xx: the user message is already stored then.
      */
-    chat: (threadId: string, body: ChatInput, o?: CallOptions) => {
+    chat: async (threadId: string, body: ChatInput, o?: CallOptions) => {
       const id = required("threadId", threadId);
       content("content", body?.content);
       // Without `Accept: text/event-stream` the answer is JSON (the document lists both types).
@@ -291,8 +294,10 @@ function chatCalls(api: Api, call: Call) {
       );
     },
     /**
-     * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Only the
-     * request is retried (before the stream starts); an abort closes the stream and stores no reply.
+     * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Never
+     * retried: the service keeps no streamed answer, so a repeat after a timeout or a dropped
+     * connection could store the turn twice. An abort, or leaving the loop early, closes the
+     * stream, and the service then stores no reply.
      */
     chatStream: async function* (threadId: string, body: ChatInput, o?: CallOptions): AsyncGenerator<ChatEvent> {
       const id = required("threadId", threadId);
@@ -300,7 +305,7 @@ function chatCalls(api: Api, call: Call) {
       // The timeout bounds the wait for the stream to start, not the whole reply.
       const stream = await call<ReadableStream<Uint8Array>>(
         "POST /v1/memory/working/threads/{threadId}/chat",
-        "write-no-5xx",
+        "stream",
         { ...o, headers: { ...o?.headers, Accept: "text/event-stream" } },
         (init) =>
           api.POST("/v1/memory/working/threads/{threadId}/chat", {
@@ -319,7 +324,7 @@ function chatCalls(api: Api, call: Call) {
 function memoryCalls(api: Api, call: Call) {
   return {
     /** Messages for many threads in one request, all or nothing; each names its `threadId`. */
-    addMessages: (messages: CrossThreadMessage[], o?: CallOptions) => {
+    addMessages: async (messages: CrossThreadMessage[], o?: CallOptions) => {
       batch(messages);
       for (const [i, m] of messages.entries()) required(`messages[${i}].threadId`, m?.threadId);
       return call("POST /v1/memory/working/messages:batch", "write", o, (init) =>
@@ -334,9 +339,9 @@ function memoryCalls(api: Api, call: Call) {
      * stored, before any episode or fact. A given `include` is sent as it is (`[]`: the spec's
      * facts-only block).
      */
-    recall: (input: RecallInput, o?: CallOptions) => {
+    recall: async (input: RecallInput, o?: CallOptions) => {
       dataset(input?.dataset);
-      if (input.query !== undefined && input.query.length > 2000) {
+      if (typeof input.query === "string" && characters(input.query) > 2000) {
         throw new MemoryValidationError("query", "must be at most 2000 characters");
       }
       const body: RecallInput = input.include === undefined ? { ...input, include: ["messages"] } : input;
@@ -354,14 +359,14 @@ function memoryCalls(api: Api, call: Call) {
 
 /** Episodes: list, search, read, wait for, archive, retry. */
 function episodeCalls(api: Api, call: Call) {
-  const get = (episodeId: string, o?: CallOptions) => {
+  const get = async (episodeId: string, o?: CallOptions) => {
     const id = required("episodeId", episodeId);
     return call("GET /v1/memory/episodic/episodes/{episodeId}", "read", o, (init) =>
       api.GET("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
     );
   };
   return {
-    list: (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
+    list: async (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
       const d = dataset(datasetName);
       return call("GET /v1/memory/episodic/datasets/{dataset}/episodes", "read", o, (init) =>
         api.GET("/v1/memory/episodic/datasets/{dataset}/episodes", {
@@ -371,7 +376,7 @@ function episodeCalls(api: Api, call: Call) {
       );
     },
     /** Semantic search of completed episodes' summaries. */
-    search: (datasetName: string, q: string, query?: { limit?: number }, o?: CallOptions) => {
+    search: async (datasetName: string, q: string, query?: { limit?: number }, o?: CallOptions) => {
       const d = dataset(datasetName);
       required("q", q);
       return call("GET /v1/memory/episodic/datasets/{dataset}/episodes/search", "read", o, (init) =>
@@ -411,14 +416,14 @@ function episodeCalls(api: Api, call: Call) {
       }
     },
     /** Archives the episode: it leaves retrieval, its facts remain. */
-    delete: (episodeId: string, o?: CallOptions) => {
+    delete: async (episodeId: string, o?: CallOptions) => {
       const id = required("episodeId", episodeId);
       return call("DELETE /v1/memory/episodic/episodes/{episodeId}", "write", o, (init) =>
         api.DELETE("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
       );
     },
     /** Re-queues a failed episode now. */
-    retry: (episodeId: string, o?: CallOptions) => {
+    retry: async (episodeId: string, o?: CallOptions) => {
       const id = required("episodeId", episodeId);
       return call("POST /v1/memory/episodic/episodes/{episodeId}/retry", "write", o, (init) =>
         api.POST("/v1/memory/episodic/episodes/{episodeId}/retry", { params: { path: { episodeId: id } }, ...init }),
@@ -431,14 +436,14 @@ function episodeCalls(api: Api, call: Call) {
 function semanticCalls(api: Api, call: Call) {
   return {
     facts: {
-      list: (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
+      list: async (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
         const d = dataset(datasetName);
         return call("GET /v1/memory/semantic/datasets/{dataset}/facts", "read", o, (init) =>
           api.GET("/v1/memory/semantic/datasets/{dataset}/facts", { params: { path: { dataset: d }, query }, ...init }),
         );
       },
       /** Invalidates the fact (it leaves retrieval; the row remains). */
-      delete: (datasetName: string, factId: string, o?: CallOptions) => {
+      delete: async (datasetName: string, factId: string, o?: CallOptions) => {
         const d = dataset(datasetName);
         const id = required("factId", factId);
         return call("DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}", "write", o, (init) =>
@@ -451,14 +456,14 @@ function semanticCalls(api: Api, call: Call) {
     },
 
     entities: {
-      list: (datasetName: string, o?: CallOptions) => {
+      list: async (datasetName: string, o?: CallOptions) => {
         const d = dataset(datasetName);
         return call("GET /v1/memory/semantic/datasets/{dataset}/entities", "read", o, (init) =>
           api.GET("/v1/memory/semantic/datasets/{dataset}/entities", { params: { path: { dataset: d } }, ...init }),
         );
       },
       /** Live facts linked to an entity (an unknown entity has none). */
-      facts: (datasetName: string, name: string, o?: CallOptions) => {
+      facts: async (datasetName: string, name: string, o?: CallOptions) => {
         const d = dataset(datasetName);
         const n = required("name", name);
         return call("GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", "read", o, (init) =>
@@ -472,14 +477,14 @@ function semanticCalls(api: Api, call: Call) {
 
     datasets: {
       /** Everything in the dataset, unpaginated. */
-      export: (datasetName: string, o?: CallOptions) => {
+      export: async (datasetName: string, o?: CallOptions) => {
         const d = dataset(datasetName);
         return call("GET /v1/memory/recall/datasets/{dataset}/export", "read", o, (init) =>
           api.GET("/v1/memory/recall/datasets/{dataset}/export", { params: { path: { dataset: d } }, ...init }),
         );
       },
       /** Hard-erases every thread, message, episode, fact and entity of the dataset. No undo. */
-      delete: (datasetName: string, o?: CallOptions) => {
+      delete: async (datasetName: string, o?: CallOptions) => {
         const d = dataset(datasetName);
         return call("DELETE /v1/memory/recall/datasets/{dataset}", "write", o, (init) =>
           api.DELETE("/v1/memory/recall/datasets/{dataset}", { params: { path: { dataset: d } }, ...init }),

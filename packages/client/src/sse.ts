@@ -22,21 +22,30 @@ export async function* readChatEvents(
   };
   signal?.addEventListener("abort", cancel, { once: true });
   let buffer = "";
+  let ended = false;
   try {
     for (;;) {
       signal?.throwIfAborted();
       const { value, done } = await reader.read();
       signal?.throwIfAborted();
-      if (done) return;
+      if (done) {
+        ended = true;
+        return;
+      }
       buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
       for (let end = buffer.indexOf("\n\n"); end >= 0; end = buffer.indexOf("\n\n")) {
         const event = parseEvent(buffer.slice(0, end));
         buffer = buffer.slice(end + 2);
+        // Events already read but not yet given out are dropped once the caller aborted.
+        signal?.throwIfAborted();
         if (event) yield event;
       }
     }
   } finally {
     signal?.removeEventListener("abort", cancel);
+    // Left early (a `break`, a throw in the loop's body, an abort): close the response, so the
+    // service stops the reply and stores none, instead of generating it for nobody.
+    if (!ended) await reader.cancel(signal?.reason).catch(() => {});
     reader.releaseLock();
   }
 }

@@ -42,8 +42,12 @@ export interface TransportConfig {
   onRetry?: (event: RetryEvent) => void;
 }
 
-/** How a call may be repeated: a read, a write, or a write whose 5xx may have written part of it (chat). */
-export type CallKind = "read" | "write" | "write-no-5xx";
+/**
+ * How a call may be repeated: a read, a write, a write whose 5xx may have written part of it
+ * (chat), or a streamed write (chat's stream), never repeated: the service keeps no streamed
+ * answer, so once the first attempt may have reached it, a repeat would store the turn again.
+ */
+export type CallKind = "read" | "write" | "write-no-5xx" | "stream";
 
 export type Attempt<D> = (init: {
   signal: AbortSignal;
@@ -91,7 +95,9 @@ function idempotency(
   if (kind === "read") return "safe";
   const key = options?.idempotencyKey ?? (config.idempotencyKeys ? newIdempotencyKey() : false);
   if (key === false || key === "") return "unsafe";
+  // A stream still sends its key: the service refuses a second request with it while the first runs.
   headers["Idempotency-Key"] = key;
+  if (kind === "stream") return "unsafe";
   return kind === "write" ? "keyed" : "keyed-no-5xx";
 }
 

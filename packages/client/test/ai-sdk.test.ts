@@ -1,5 +1,5 @@
 import type { LanguageModelV4StreamPart } from "@ai-sdk/provider";
-import { generateText, simulateReadableStream, streamText } from "ai";
+import { generateText, jsonSchema, simulateReadableStream, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { withMemory } from "../src/ai-sdk.js";
@@ -100,6 +100,48 @@ describe("generateText", () => {
       ["assistant", "You live in Lisbon."],
     ]);
     expect(messages[1]).toMatchObject({ model: "mock-chat", tokens: { input: 12, output: 5, total: 17 } });
+  });
+
+  it("with tools, appends the user message once and the answer after the tool results, in order", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    let step = 0;
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doGenerate: async () =>
+        step++ === 0
+          ? {
+              content: [{ type: "tool-call", toolCallId: "call_1", toolName: "weather", input: '{"city":"Lisbon"}' }],
+              finishReason: { unified: "tool-calls", raw: undefined },
+              usage,
+              warnings: [],
+            }
+          : {
+              content: [{ type: "text", text: "It is sunny in Lisbon." }],
+              finishReason: { unified: "stop", raw: undefined },
+              usage,
+              warnings: [],
+            },
+    });
+    const result = await generateText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "What is the weather where I live?",
+      tools: {
+        weather: tool({
+          inputSchema: jsonSchema<{ city: string }>({ type: "object", properties: { city: { type: "string" } } }),
+          execute: async ({ city }) => `sunny in ${city}`,
+        }),
+      },
+      stopWhen: stepCountIs(3),
+    });
+    expect(result.text).toBe("It is sunny in Lisbon.");
+    // The second step ends with the tool's result: no new recall, the first step's block is not added again.
+    expect(model.doGenerateCalls).toHaveLength(2);
+    expect(model.doGenerateCalls[1].prompt.filter((m) => m.role === "system")).toHaveLength(1);
+    const messages = await messagesOf(thread.threadId, 2);
+    expect(messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "What is the weather where I live?"],
+      ["assistant", "It is sunny in Lisbon."],
+    ]);
   });
 
   it("recalls the conversation too: a message just added in another thread reaches the system block", async () => {

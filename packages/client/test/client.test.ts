@@ -265,15 +265,28 @@ describe("errors", () => {
         () => memory.threads.addMessage("thr_1", { role: "user", content: "" }),
         () => memory.threads.addMessages("thr_1", []),
         () => memory.recall({ dataset: "d", query: "q".repeat(2001) }),
+        () => memory.recall({ dataset: "🙂".repeat(257) }),
         () => memory.facts.delete("d", ""),
         () => memory.episodes.search("d", ""),
       ];
-      for (const call of cases) expect(() => call()).toThrow(MemoryValidationError);
+      // A rejected promise, never a synchronous throw (`.catch` and `Promise.allSettled` see it).
+      for (const call of cases) await expect(call()).rejects.toBeInstanceOf(MemoryValidationError);
       expect(() => createMemoryClient({ baseUrl: host.url, apiKey: "" })).toThrow(MemoryValidationError);
       expect(proxy.seen).toEqual([]);
     } finally {
       await proxy.close();
     }
+  });
+
+  it("counts characters as the service does: a dataset of 256 emoji is sent, not refused", async () => {
+    const memory = await client();
+    const name = "🙂".repeat(256); // 512 UTF-16 units
+    const { threadId } = await memory.threads.create({ dataset: name });
+    expect((await memory.threads.get(threadId)).dataset).toBe(name);
+    expect(await memory.recall({ dataset: name, query: "🙂".repeat(2000) })).toMatchObject({
+      context: "",
+      factCount: 0,
+    });
   });
 
   it("a connection refused is a MemoryNetworkError", async () => {
@@ -371,6 +384,80 @@ describe("retries", () => {
     } finally {
       await proxy.close();
     }
+  });
+});
+
+/** A fetch answering every call with one SSE body, all of `events` in one chunk; records whether it was cancelled. */
+function streamingFetch(events: string[]) {
+  const seen = { calls: 0, cancelled: false };
+  const fetch = async () => {
+    seen.calls++;
+    const body = new ReadableStream<Uint8Array>({
+      start(controller) {
+        controller.enqueue(new TextEncoder().encode(events.join("")));
+      },
+      cancel() {
+        seen.cancelled = true;
+      },
+    });
+    return new Response(body, { status: 200, headers: { "content-type": "text/event-stream" } });
+  };
+  return { fetch: fetch as unknown as typeof globalThis.fetch, seen };
+}
+
+const SSE = [
+  'event: start\ndata: {"threadId":"thr_1","userMessageId":"msg_1","factCount":0}\n\n',
+  'event: delta\ndata: {"content":"Hel"}\n\n',
+  'event: delta\ndata: {"content":"lo"}\n\n',
+];
+
+describe("chatStream", () => {
+  it("is never retried: a timeout or a lost connection may have stored the turn already", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 3 });
+      const { threadId } = await memory.threads.create({ dataset: "stream-once" });
+      for (const fault of [{ kind: "delay", ms: 1500 } as const, { kind: "reset" } as const]) {
+        proxy.fail("POST", `/v1/memory/working/threads/${threadId}/chat`, fault);
+        const err = await thrown(
+          (async () => {
+            for await (const _ of memory.threads.chatStream(threadId, { content: "once" }, { timeoutMs: 200 })) {
+            }
+          })(),
+        );
+        expect(err, fault.kind).toBeInstanceOf(fault.kind === "delay" ? MemoryTimeoutError : MemoryNetworkError);
+      }
+      expect(proxy.seen.filter((s) => s.path.endsWith("/chat"))).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("gives out nothing after an abort, though more events were already read", async () => {
+    const { fetch, seen } = streamingFetch([...SSE, 'event: done\ndata: {"threadId":"thr_1"}\n\n']);
+    const memory = createMemoryClient({ baseUrl: "http://memory.test", apiKey: "mk_x", fetch });
+    const controller = new AbortController();
+    const got: string[] = [];
+    const err = await thrown(
+      (async () => {
+        for await (const e of memory.threads.chatStream("thr_1", { content: "hi" }, { signal: controller.signal })) {
+          got.push(e.event);
+          if (e.event === "delta") controller.abort();
+        }
+      })(),
+    );
+    expect(err.name).toBe("AbortError");
+    expect(got).toEqual(["start", "delta"]);
+    expect(seen.cancelled).toBe(true);
+  });
+
+  it("closes the response when the loop is left early, so the service stops the reply", async () => {
+    const { fetch, seen } = streamingFetch(SSE);
+    const memory = createMemoryClient({ baseUrl: "http://memory.test", apiKey: "mk_x", fetch });
+    for await (const e of memory.threads.chatStream("thr_1", { content: "hi" })) {
+      if (e.event === "start") break;
+    }
+    expect(seen).toEqual({ calls: 1, cancelled: true });
   });
 });
 
