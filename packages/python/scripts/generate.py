@@ -134,6 +134,11 @@ class Generator:
             self.component(ref)
             return ref
         if "allOf" in schema:
+            # A single reference with a description beside it (`{allOf: [{$ref}], description}`, or
+            # a part that is a description alone) is that reference.
+            typed = [part for part in schema["allOf"] if set(part) - {"description", "title", "example"}]
+            if len(typed) == 1 and "$ref" in typed[0]:
+                return self.annotation(typed[0], name)
             merged = self.merged(schema)
             return self.annotation(merged, name) if merged else "Any"
         for key in ("anyOf", "oneOf"):

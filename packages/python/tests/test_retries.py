@@ -100,6 +100,22 @@ class Retries(unittest.TestCase):
         self.proxy.fail("POST", f"/v1/memory/working/threads/{thread['threadId']}/chat", reset=True)
         self.assertEqual(self.client.threads.chat(thread["threadId"], content="Hello?")["reply"]["content"], "Noted.")
 
+    def test_chat_stream_is_never_retried(self) -> None:
+        # The service keeps no streamed answer: a repeat after a timeout or a lost connection
+        # could store the turn again, so neither is retried.
+        thread = self.client.threads.create("py/stream-once")
+        path = f"/v1/memory/working/threads/{thread['threadId']}/chat"
+        self.proxy.fail("POST", path, delay=1.0)
+        with self.assertRaises(APITimeoutError):
+            self.client.threads.chat_stream(thread["threadId"], content="Once.", timeout=0.2).text()
+        self.proxy.fail("POST", path, reset=True)
+        with self.assertRaises(APIConnectionError):
+            self.client.threads.chat_stream(thread["threadId"], content="Once.").text()
+        sent = self.proxy.requests("POST", path)
+        self.assertEqual(len(sent), 2)
+        self.assertTrue(all(s.idempotency_key for s in sent))
+        self.assertEqual(self.events, [])
+
     def test_retries_run_out_and_the_last_error_keeps_its_body(self) -> None:
         self.proxy.fail("GET", "/v1/memory/episodic/", times=5, status=503)
         with self.assertRaises(ProviderUnavailableError) as caught:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Callable, List, Mapping, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional
 
 from ._async_resources import (
     AsyncDatasets,
@@ -21,14 +21,47 @@ from ._transport import RetryEvent, Transport
 
 _ACTIVE = ("pending", "processing")
 _DONE = ("completed", "failed")
+_PAGE = 50
+"""Episodes read per page when looking for a thread's: the API's largest page (1-50)."""
 
 
 def _finished(episode: Episode, facts: bool) -> bool:
-    """Completed or failed; with ``facts``, a completed episode also needs its extraction report
-    (written once fact extraction has run)."""
-    if episode["status"] == "failed":
+    """Completed, failed or archived (archived is final too); with ``facts``, a completed episode
+    also needs its extraction report (written once fact extraction has run)."""
+    if episode["status"] in ("failed", "archived"):
         return True
     return episode["status"] == "completed" and (not facts or episode.get("extractionReport") is not None)
+
+
+def _newest_of_thread(pages: Callable[[Optional[str]], Dict[str, Any]], thread_id: str) -> Optional[Episode]:
+    """The thread's newest episode of one status: pages of the dataset's (newest ``endedAt``
+    first) until one of the thread's comes, or the pages run out."""
+    before: Optional[str] = None
+    while True:
+        page = pages(before)
+        episodes = page["episodes"]
+        for episode in episodes:
+            if episode["threadId"] == thread_id:
+                return episode
+        if not page.get("hasMore") or not episodes:
+            return None
+        before = episodes[-1]["endedAt"]
+
+
+async def _newest_of_thread_async(
+    pages: Callable[[Optional[str]], Awaitable[Dict[str, Any]]], thread_id: str
+) -> Optional[Episode]:
+    """As ``_newest_of_thread``, for the asyncio client."""
+    before: Optional[str] = None
+    while True:
+        page = await pages(before)
+        episodes = page["episodes"]
+        for episode in episodes:
+            if episode["threadId"] == thread_id:
+                return episode
+        if not page.get("hasMore") or not episodes:
+            return None
+        before = episodes[-1]["endedAt"]
 
 
 def _latest(episodes: List[Episode]) -> Optional[Episode]:
@@ -110,12 +143,15 @@ class MemoryClient(Memory):
         timeout: float = 60.0,
         poll_interval: float = 0.25,
     ) -> Episode:
-        """Waits until an episode is completed or failed, and returns it (check ``status``).
+        """Waits until an episode is completed, failed or archived, and returns it (check
+        ``status``).
 
         By ``episode_id`` (as ``threads.end`` returns it), or by ``thread_id``: the thread's
         newest episode, once none of its episodes is pending or processing. With ``facts=True``
         a completed episode also waits for its fact extraction (its ``extractionReport``), so
-        that facts and recall include it. Raises ``WaitTimeoutError`` after ``timeout`` seconds.
+        that facts and recall include it; an extraction that is skipped (semantic memory off)
+        or fails writes no report, and the wait then times out. Raises ``WaitTimeoutError`` after
+        ``timeout`` seconds.
         """
         if (episode_id is None) == (thread_id is None):
             raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
@@ -128,12 +164,16 @@ class MemoryClient(Memory):
                 done = _finished(last, facts)
             else:
                 found = {
-                    status: [e for e in self.episodes.list(dataset, status=status, limit=50)["episodes"]
-                             if e["threadId"] == thread_id]
+                    status: _newest_of_thread(
+                        lambda before, status=status: self.episodes.list(
+                            dataset, status=status, limit=_PAGE, before=before
+                        ),
+                        thread_id,
+                    )
                     for status in (*_ACTIVE, *_DONE)
                 }
-                active = found["pending"] + found["processing"]
-                last = _latest(active) or _latest(found["completed"] + found["failed"])
+                active = [e for e in (found["pending"], found["processing"]) if e is not None]
+                last = _latest(active) or _latest([e for e in (found["completed"], found["failed"]) if e is not None])
                 done = not active and last is not None and _finished(last, facts)
             if done and last is not None:
                 return last
@@ -232,10 +272,18 @@ class AsyncMemoryClient(AsyncMemory):
                 done = _finished(last, facts)
             else:
                 statuses = (*_ACTIVE, *_DONE)
-                pages = await asyncio.gather(*(self.episodes.list(dataset, status=s, limit=50) for s in statuses))
-                found = {s: [e for e in p["episodes"] if e["threadId"] == thread_id] for s, p in zip(statuses, pages)}
-                active = found["pending"] + found["processing"]
-                last = _latest(active) or _latest(found["completed"] + found["failed"])
+                newest = await asyncio.gather(
+                    *(
+                        _newest_of_thread_async(
+                            lambda before, s=s: self.episodes.list(dataset, status=s, limit=_PAGE, before=before),
+                            thread_id,
+                        )
+                        for s in statuses
+                    )
+                )
+                found = dict(zip(statuses, newest))
+                active = [e for e in (found["pending"], found["processing"]) if e is not None]
+                last = _latest(active) or _latest([e for e in (found["completed"], found["failed"]) if e is not None])
                 done = not active and last is not None and _finished(last, facts)
             if done and last is not None:
                 return last

@@ -69,7 +69,8 @@ class ConflictError(APIError):
 
 
 class PayloadTooLargeError(APIError):
-    """413: the body is over the service's limit (1 MB)."""
+    """413: the body is over the service's limit (1 MB; 5 MB for a batch of messages), raised by the
+    service or, for a body already known to be over it, before sending."""
 
 
 class IdempotencyKeyReusedError(APIError):
@@ -77,7 +78,8 @@ class IdempotencyKeyReusedError(APIError):
 
 
 class RateLimitError(APIError):
-    """429: from a proxy in front of the service (the service itself has no rate limit)."""
+    """429: chat once the project's monthly token budget is spent (its user message is stored),
+    or a proxy in front of the service (the service itself has no rate limit)."""
 
 
 class InternalServerError(APIError):

@@ -15,7 +15,7 @@ if sys.version_info >= (3, 8):
 else:  # pragma: no cover
     from typing_extensions import Literal, TypedDict
 
-__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallMessage', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'GetUsageQuery', 'UsageGroup', 'UsageBudget', 'UsageReport', 'Operation', 'OPERATIONS']
+__all__ = ['EpisodicOverride', 'ThreadSettings', 'CreateThreadBody', 'Thread', 'UpdateThreadBodySettingsEpisodic', 'UpdateThreadBodySettings', 'UpdateThreadBody', 'EndThreadResult', 'Role', 'Tokens', 'MessageMetadata', 'AddMessageBody', 'AddMessageResult', 'MessageOrder', 'ListMessagesQuery', 'MessageTokens', 'Message', 'ListMessagesResult', 'PrepareBody', 'PrepareQuery', 'PrepareResultMessagesItem', 'PrepareResult', 'CompactResult', 'NothingToCompact', 'ThreadStatsResultByRole', 'ThreadStatsResultCompactionActiveSummary', 'ThreadStatsResultCompaction', 'ThreadStatsResultTokens', 'ThreadStatsResult', 'ChatBody', 'ChatReplyReplyTokens', 'ChatReplyReply', 'ChatReplyUserMessage', 'ChatReply', 'BatchMessageTokens', 'BatchMessageMetadata', 'BatchMessage', 'AddMessagesBody', 'AddMessagesResultMessagesItem', 'AddMessagesResult', 'CrossThreadMessageTokens', 'CrossThreadMessageMetadata', 'CrossThreadMessage', 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResultMessagesItem', 'AddMessagesAcrossThreadsResult', 'EpisodeStatus', 'ListEpisodesQuery', 'ExtractionReportDropped', 'ExtractionReport', 'Episode', 'ListEpisodesResult', 'SearchEpisodesQuery', 'RankedEpisode', 'SearchEpisodesResult', 'GetEpisodeResult', 'DeleteEpisodeResult', 'RetryEpisodeResult', 'ListFactsQuery', 'Fact', 'ListFactsResult', 'DeleteFactResult', 'Entity', 'ListEntitiesResult', 'EntityFactsResult', 'RecallPart', 'RecallRequest', 'RankedFact', 'FactGroupFactsItem', 'FactGroup', 'RecallResponseEpisodesEpisodesItem', 'RecallResponseEpisodes', 'RecallMessage', 'RecallResponse', 'DatasetExportThreadsItemMessagesItem', 'DatasetExportThreadsItem', 'DatasetExportFactsItem', 'DatasetExport', 'DeleteDatasetResultDeleted', 'DeleteDatasetResult', 'GetUsageQuery', 'UsageGroup', 'UsageTotals', 'UsageBudget', 'UsageReport', 'Operation', 'OPERATIONS']
 
 
 class EpisodicOverride(TypedDict, total=False):
@@ -851,6 +851,21 @@ class UsageGroup(TypedDict):
     """Calls that got no usable answer (outcome error or aborted)."""
 
 
+class UsageTotals(TypedDict):
+    calls: int
+    """Provider calls (model, embedding and rerank calls, failed ones included)."""
+    inputTokens: int
+    """Input (prompt) tokens, as the provider reported them."""
+    outputTokens: int
+    """Output (completion) tokens, as the provider reported them (none for embeddings)."""
+    totalTokens: int
+    """Total tokens, as the provider reported them: what a budget counts."""
+    unknownCalls: int
+    """Calls whose provider reported no token counts: their tokens are unknown, not zero, and in no sum."""
+    failedCalls: int
+    """Calls that got no usable answer (outcome error or aborted)."""
+
+
 class UsageBudget(TypedDict):
     monthlyTokenBudget: Optional[int]
     """The project's setting usage.monthlyTokenBudget; null: no budget."""
@@ -873,7 +888,7 @@ class UsageReport(TypedDict):
     """End of the range, exclusive."""
     groupBy: Literal['day', 'dataset', 'operation', 'model']
     groups: List[UsageGroup]
-    total: Any
+    total: UsageTotals
     budget: UsageBudget
 
 

@@ -34,6 +34,33 @@ from ._retry import KEYED, KEYED_NO_5XX, SAFE, UNSAFE, backoff, is_retryable, pa
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 
+BODY_LIMIT = 1024 * 1024
+"""The service's body limit, 1 MB (5 MB for a batch of messages): ``http.client`` cannot read the
+413 the service sends before it has read a larger body (the server closes the connection and the
+upload ends in a broken pipe), so a body over it is refused here, with the service's answer."""
+BATCH_BODY_LIMIT = 5 * 1024 * 1024
+
+
+def _header_problem(value: str) -> Optional[str]:
+    """Why ``value`` cannot be sent as a header value: http.client sends Latin-1, no line breaks."""
+    if "\r" in value or "\n" in value:
+        return "must not contain line breaks"
+    try:
+        value.encode("latin-1")
+    except UnicodeEncodeError:
+        return "must be Latin-1 text"
+    return None
+
+
+def _json_bytes(body: Any) -> bytes:
+    """The body as UTF-8 JSON. Text with an unpaired surrogate (which UTF-8 cannot hold) goes as
+    ``\\uXXXX`` escapes instead; the service stores it as U+FFFD, as it does for any client."""
+    text = json.dumps(body, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return json.dumps(body, separators=(",", ":")).encode("ascii")
+
 IdempotencyKey = Union[str, bool, None]
 """A write's key: None for the client's default (a new random key), a string to send that key,
 False to send none (the write is then never retried)."""
@@ -124,6 +151,11 @@ class Transport:
             "User-Agent": f"memory-service-python/{__version__}",
             **(headers or {}),
         }
+        for name, value in self._headers.items():
+            problem = _header_problem(str(value))
+            if problem:
+                field = "api_key" if name == "Authorization" else f"headers[{name!r}]"
+                raise InvalidRequestError(f"{field} {problem}")
         self._local = threading.local()
         self._connections: "weakref.WeakSet[http.client.HTTPConnection]" = weakref.WeakSet()
         self._lock = threading.Lock()
@@ -179,12 +211,20 @@ class Transport:
             if pairs:
                 url += "?" + urlencode(pairs)
         headers = dict(self._headers)
+        label = f"{method} {path.split('?')[0]}"
         payload = None
         if body is not None:
-            payload = json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            payload = _json_bytes(body)
             headers["Content-Type"] = "application/json"
+            limit = BATCH_BODY_LIMIT if path.endswith("messages:batch") else BODY_LIMIT
+            if len(payload) > limit:
+                message = "Request body too large (limit 5 MB for a batch)" if limit == BATCH_BODY_LIMIT else (
+                    "Request body too large (limit 1 MB)"
+                )
+                raise error_for(413)(413, {"error": message}, headers={}, retry_after=None, request=label)
         if accept:
             headers["Accept"] = accept
+        stream = accept == "text/event-stream"
         if kind == "read":
             repeatability = SAFE
         else:
@@ -194,18 +234,22 @@ class Transport:
             if key is False or key == "":
                 repeatability = UNSAFE
             else:
+                if not (1 <= len(key) <= 255 and all(" " <= c <= "~" for c in key)):
+                    raise InvalidRequestError("idempotency_key must be 1-255 printable ASCII characters")
                 headers[IDEMPOTENCY_HEADER] = key
-                repeatability = KEYED if kind == "write" else KEYED_NO_5XX
+                # A stream is never repeated (its key still makes a second one at once a 409): the
+                # service keeps no streamed answer, so a repeat could store the turn again.
+                repeatability = UNSAFE if stream else KEYED if kind == "write" else KEYED_NO_5XX
         return _Plan(
             method,
             url,
-            f"{method} {path.split('?')[0]}",
+            label,
             payload,
             headers,
             repeatability,
             self.max_retries if retries is None else retries,
             self.timeout if timeout is None else timeout,
-            accept == "text/event-stream",
+            stream,
         )
 
     def call(self, method: str, path: str, kind: str, **options: Any) -> Any:
@@ -294,6 +338,11 @@ class Transport:
             except (OSError, http.client.HTTPException) as err:
                 self._drop(conn)
                 raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+            except ValueError as err:
+                # A value http.client cannot send (checked before, so not expected): the half-sent
+                # request leaves the connection unusable, so it goes too.
+                self._drop(conn)
+                raise InvalidRequestError(f"{plan.label}: {err}") from err
         if response is None or conn is None:  # not reached: the loop answers, or raises
             raise APIConnectionError(f"{plan.label}: no connection")
         status = response.status
