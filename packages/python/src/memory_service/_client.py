@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional
+from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Tuple
 
 from ._async_resources import (
     AsyncDatasets,
@@ -33,35 +33,33 @@ def _finished(episode: Episode, facts: bool) -> bool:
     return episode["status"] == "completed" and (not facts or episode.get("extractionReport") is not None)
 
 
+def _scan(page: Dict[str, Any], thread_id: str) -> Tuple[Optional[Episode], Optional[str]]:
+    """One page of the dataset's episodes (newest ``endedAt`` first): the thread's first one on
+    it, or else the ``before`` of the next page (None when there is none)."""
+    episodes = page["episodes"]
+    for episode in episodes:
+        if episode["threadId"] == thread_id:
+            return episode, None
+    return None, episodes[-1]["endedAt"] if page.get("hasMore") and episodes else None
+
+
 def _newest_of_thread(pages: Callable[[Optional[str]], Dict[str, Any]], thread_id: str) -> Optional[Episode]:
-    """The thread's newest episode of one status: pages of the dataset's (newest ``endedAt``
-    first) until one of the thread's comes, or the pages run out."""
-    before: Optional[str] = None
-    while True:
-        page = pages(before)
-        episodes = page["episodes"]
-        for episode in episodes:
-            if episode["threadId"] == thread_id:
-                return episode
-        if not page.get("hasMore") or not episodes:
-            return None
-        before = episodes[-1]["endedAt"]
+    """The thread's newest episode of one status: pages of the dataset's until one of the
+    thread's comes, or the pages run out."""
+    found, before = _scan(pages(None), thread_id)
+    while found is None and before is not None:
+        found, before = _scan(pages(before), thread_id)
+    return found
 
 
 async def _newest_of_thread_async(
     pages: Callable[[Optional[str]], Awaitable[Dict[str, Any]]], thread_id: str
 ) -> Optional[Episode]:
     """As ``_newest_of_thread``, for the asyncio client."""
-    before: Optional[str] = None
-    while True:
-        page = await pages(before)
-        episodes = page["episodes"]
-        for episode in episodes:
-            if episode["threadId"] == thread_id:
-                return episode
-        if not page.get("hasMore") or not episodes:
-            return None
-        before = episodes[-1]["endedAt"]
+    found, before = _scan(await pages(None), thread_id)
+    while found is None and before is not None:
+        found, before = _scan(await pages(before), thread_id)
+    return found
 
 
 def _latest(episodes: List[Episode]) -> Optional[Episode]:
