@@ -75,7 +75,7 @@ export const PG_SUITES = [
   "tests/semantic/semantic-extraction.test.ts",
   "tests/semantic/extraction-report.test.ts",
   "tests/jobs/webhooks.test.ts",
-  "tests/jobs/webhook-retention-scale.test.ts",
+  "tests/jobs/webhook-scale.test.ts",
   // Concurrency and crashes: real parallel connections, and `npm start` killed with kill -9.
   "tests/process/load.test.ts",
   "tests/process/crash.test.ts",

@@ -507,6 +507,10 @@ export const webhookDeliveries = pgTable(
     // oldest first, without reading the kept ones. A failed attempt leaves both columns as they
     // were, so its update stays HOT.
     index("webhook_deliveries_retention_idx").on(t.retryUntil).where(sql`status <> 'pending'`),
+    // The dashboard's endpoint list (lib/webhooks/endpoints.ts): each endpoint's last attempted
+    // delivery, and its pending ones (count, next attempt), read without its other deliveries.
+    index("webhook_deliveries_last_attempt_idx").on(t.endpointId, t.updatedAt, t.id).where(sql`attempts > 0`),
+    index("webhook_deliveries_pending_idx").on(t.endpointId, t.nextAttemptAt).where(sql`status = 'pending'`),
   ],
 );
 

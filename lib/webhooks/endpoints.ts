@@ -87,7 +87,7 @@ function endpointRecord(r: EndpointRow): WebhookEndpointRecord {
   };
 }
 
-const endpointSelect = (where: ReturnType<typeof sql>) => sql`
+export const endpointSelect = (where: ReturnType<typeof sql>) => sql`
   SELECT ep.id, ep.project_id, ep.url, ep.event_types, ep.created_at, ep.failing_since, ep.disabled_at, ep.disabled_reason,
     (SELECT json_build_object('id', d.id, 'eventType', d.event_type, 'status', d.status, 'statusCode', d.last_status_code,
         'error', d.last_error, 'at', d.updated_at)

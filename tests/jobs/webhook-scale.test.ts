@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
+import { endpointSelect, listWebhookEndpoints } from "../../lib/webhooks/endpoints";
 import { deleteExpiredDeliveries, deleteExpiredDeliveryBacklog } from "../../lib/webhooks/retention";
 import { planNodes, planOf } from "../helpers/plan";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -8,7 +9,9 @@ import { createTestService, newTenant, type TestService } from "../helpers/servi
 /**
  * Finished webhook deliveries and their attempts were kept for good. The sweep (every minute on
  * the edge) now deletes those past WEBHOOK_RETENTION_DAYS, reading only them through a partial
- * index (migration 0031): never the deliveries it keeps, however many.
+ * index (migration 0031): never the deliveries it keeps, however many. The dashboard's endpoint
+ * list reads each endpoint's last attempt and pending deliveries through two more (migration
+ * 0032), not every delivery of the endpoint.
  */
 let svc: TestService;
 let kept: TestService;
@@ -91,5 +94,50 @@ describe("webhook delivery retention", () => {
     await seed(kept, [{ prefix: "whd_ancient_", n: 3, status: "succeeded", closedDaysAgo: 3650 }]);
     expect(await deleteExpiredDeliveryBacklog(kept.deps, { batch: 2, batches: 20 })).toBe(0);
     expect(await count(kept, "webhook_deliveries")).toBe(3);
+  });
+});
+
+describe("the dashboard's endpoint list", () => {
+  it("reads an endpoint's last attempt and its pending deliveries alone, however many it has", async () => {
+    const { projectId } = await newTenant(svc, "endpoint-list");
+    const endpointId = `whe_${projectId}`;
+    await svc.deps.db.execute(sql`
+      INSERT INTO webhook_endpoints (id, project_id, url, secret, event_types)
+      VALUES (${endpointId}, ${projectId}, 'https://example.com/hook', 'whsec_x', '["dataset.erased"]'::jsonb)`);
+    const now = svc.deps.clock.now().getTime();
+    // 3,000 delivered (the newest attempt an hour ago), 2 pending: one attempted, one not yet.
+    await svc.deps.db.execute(sql`
+      INSERT INTO webhook_deliveries (id, endpoint_id, project_id, event_type, payload, status, attempts, retry_until,
+        next_attempt_at, last_status_code, updated_at)
+      SELECT 'whd_list_' || g, ${endpointId}, ${projectId}, 'dataset.erased', '{}'::jsonb,
+        CASE WHEN g <= 2 THEN 'pending' ELSE 'succeeded' END, CASE WHEN g = 1 THEN 0 ELSE 1 END,
+        ${new Date(now + DAY).toISOString()}::timestamptz,
+        CASE WHEN g <= 2 THEN ${new Date(now + 60_000).toISOString()}::timestamptz + make_interval(secs => g) END,
+        CASE WHEN g = 2 THEN 503 ELSE 200 END,
+        ${new Date(now - 3_600_000).toISOString()}::timestamptz - make_interval(secs => g)
+      FROM generate_series(1, 3002) g`);
+    await svc.deps.db.execute(sql`ANALYZE webhook_deliveries`);
+
+    const plan = planOf(
+      await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${endpointSelect(sql`ep.id = ${endpointId}`)}`),
+    );
+    const nodes = planNodes(plan.Plan);
+    const reads = nodes.filter((n) => n["Relation Name"] === "webhook_deliveries");
+    expect(reads.map((n) => n["Node Type"])).not.toContain("Seq Scan");
+    // Through the two indexes alone (a count may take the pending index as a bitmap).
+    const indexes = new Set(
+      nodes.flatMap((n) => (String(n["Index Name"] ?? "").startsWith("webhook_deliveries") ? [n["Index Name"]] : [])),
+    );
+    expect(indexes).toEqual(new Set(["webhook_deliveries_last_attempt_idx", "webhook_deliveries_pending_idx"]));
+    // The last attempt is one row; the pending ones two (read twice: the count and the next attempt).
+    expect(reads.reduce((rows, n) => rows + (n["Actual Rows"] as number), 0)).toBeLessThanOrEqual(5);
+
+    const { endpoints } = await listWebhookEndpoints({ deps: svc.deps, projectId });
+    expect(endpoints).toHaveLength(1);
+    expect(endpoints[0]).toMatchObject({
+      lastDelivery: { id: "whd_list_2", status: "pending", statusCode: 503 },
+      pendingDeliveries: 2,
+      nextAttemptAt: new Date(now + 61_000).toISOString(),
+    });
   });
 });

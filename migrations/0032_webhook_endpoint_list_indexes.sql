@@ -1,0 +1,2 @@
+CREATE INDEX "webhook_deliveries_last_attempt_idx" ON "webhook_deliveries" USING btree ("endpoint_id","updated_at","id") WHERE attempts > 0;--> statement-breakpoint
+CREATE INDEX "webhook_deliveries_pending_idx" ON "webhook_deliveries" USING btree ("endpoint_id","next_attempt_at") WHERE status = 'pending';
