@@ -28,13 +28,19 @@ afterAll(async () => {
 
 const DAY = 86_400_000;
 
-/** An endpoint, and deliveries whose retry window closed `closedDaysAgo` days back, each with one attempt. */
-async function seed(s: TestService, rows: { prefix: string; n: number; status: string; closedDaysAgo: number }[]) {
-  const { projectId } = await newTenant(s, "retention");
+/** A new project with one webhook endpoint. */
+async function newEndpoint(s: TestService, name: string) {
+  const { projectId } = await newTenant(s, name);
   const endpointId = `whe_${projectId}`;
   await s.deps.db.execute(sql`
     INSERT INTO webhook_endpoints (id, project_id, url, secret, event_types)
     VALUES (${endpointId}, ${projectId}, 'https://example.com/hook', 'whsec_x', '["dataset.erased"]'::jsonb)`);
+  return { projectId, endpointId };
+}
+
+/** An endpoint, and deliveries whose retry window closed `closedDaysAgo` days back, each with one attempt. */
+async function seed(s: TestService, rows: { prefix: string; n: number; status: string; closedDaysAgo: number }[]) {
+  const { projectId, endpointId } = await newEndpoint(s, "retention");
   const now = s.deps.clock.now().getTime();
   for (const r of rows) {
     const closed = new Date(now - r.closedDaysAgo * DAY).toISOString();
@@ -99,11 +105,7 @@ describe("webhook delivery retention", () => {
 
 describe("the dashboard's endpoint list", () => {
   it("reads an endpoint's last attempt and its pending deliveries alone, however many it has", async () => {
-    const { projectId } = await newTenant(svc, "endpoint-list");
-    const endpointId = `whe_${projectId}`;
-    await svc.deps.db.execute(sql`
-      INSERT INTO webhook_endpoints (id, project_id, url, secret, event_types)
-      VALUES (${endpointId}, ${projectId}, 'https://example.com/hook', 'whsec_x', '["dataset.erased"]'::jsonb)`);
+    const { projectId, endpointId } = await newEndpoint(svc, "endpoint-list");
     const now = svc.deps.clock.now().getTime();
     // 3,000 delivered (the newest attempt an hour ago), 2 pending: one attempted, one not yet.
     await svc.deps.db.execute(sql`
