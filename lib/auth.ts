@@ -1,8 +1,8 @@
 import { and, count, eq, type SQL, sql } from "drizzle-orm";
-import { z } from "zod";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
+import { countDeleted } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
-import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
+import { rowsOf } from "./db/rows";
 import { apiKeys, sessions, users } from "./db/schema";
 import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
@@ -213,13 +213,7 @@ export const SESSION_ROW_KEPT_MS = 30 * 24 * 60 * 60 * 1000;
 /** The sweep's step: sessions expired more than `SESSION_ROW_KEPT_MS` ago (revoked ones expire too), deleted. */
 export async function deleteStaleSessions(deps: Pick<Deps, "db" | "clock">): Promise<number> {
   const cutoff = new Date(deps.clock.now().getTime() - SESSION_ROW_KEPT_MS);
-  const [row] = parsedRowsOf(
-    z.object({ deleted: dbInt }),
-    await deps.db.execute(sql`
-      WITH gone AS (DELETE FROM ${sessions} WHERE expires_at < ${cutoff.toISOString()}::timestamptz RETURNING 1)
-      SELECT count(*)::int AS deleted FROM gone`),
-  );
-  return row?.deleted ?? 0;
+  return countDeleted(deps.db, sql`DELETE FROM ${sessions} WHERE expires_at < ${cutoff.toISOString()}::timestamptz`);
 }
 
 /**

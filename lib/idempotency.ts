@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { z } from "zod";
-import { drainInBatches } from "./db/batches";
+import { countDeleted, drainInBatches } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
 import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
 import { idempotencyKeys } from "./db/schema";
@@ -210,20 +210,15 @@ export async function renewClaim(deps: Pick<Deps, "db" | "clock">, claim: Claim)
 /** One bounded DELETE of expired keys (oldest first); returns how many went. */
 export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit: number): Promise<number> {
   const now = deps.clock.now().toISOString();
-  const [row] = parsedRowsOf(
-    z.object({ deleted: dbInt }),
-    await deps.db.execute(sql`
-      WITH gone AS (
-        DELETE FROM ${idempotencyKeys} k
-        WHERE (k.project_id, k.key) IN (
-          SELECT project_id, key FROM ${idempotencyKeys}
-          WHERE expires_at <= ${now}::timestamptz
-          ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        )
-        RETURNING 1)
-      SELECT count(*)::int AS deleted FROM gone`),
+  return countDeleted(
+    deps.db,
+    sql`DELETE FROM ${idempotencyKeys} k
+      WHERE (k.project_id, k.key) IN (
+        SELECT project_id, key FROM ${idempotencyKeys}
+        WHERE expires_at <= ${now}::timestamptz
+        ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      )`,
   );
-  return row?.deleted ?? 0;
 }
 
 /**

@@ -1,7 +1,5 @@
 import { sql } from "drizzle-orm";
-import { z } from "zod";
-import { drainInBatches } from "../db/batches";
-import { dbInt, parsedRowsOf } from "../db/rows";
+import { countDeleted, drainInBatches } from "../db/batches";
 import { webhookDeliveries } from "../db/schema";
 import type { Deps } from "../deps";
 
@@ -19,20 +17,15 @@ export function deliveryRetentionCutoff(now: Date, retentionDays: number): Date 
 
 /** One bounded DELETE of finished deliveries past the cut-off, oldest first; their attempts cascade. */
 export async function deleteExpiredDeliveries(deps: Pick<Deps, "db">, cutoff: Date, limit: number): Promise<number> {
-  const [row] = parsedRowsOf(
-    z.object({ deleted: dbInt }),
-    await deps.db.execute(sql`
-      WITH gone AS (
-        DELETE FROM ${webhookDeliveries} d
-        WHERE d.id IN (
-          SELECT id FROM ${webhookDeliveries}
-          WHERE status <> 'pending' AND retry_until < ${cutoff.toISOString()}::timestamptz
-          ORDER BY retry_until LIMIT ${limit} FOR UPDATE SKIP LOCKED
-        )
-        RETURNING 1)
-      SELECT count(*)::int AS deleted FROM gone`),
+  return countDeleted(
+    deps.db,
+    sql`DELETE FROM ${webhookDeliveries} d
+      WHERE d.id IN (
+        SELECT id FROM ${webhookDeliveries}
+        WHERE status <> 'pending' AND retry_until < ${cutoff.toISOString()}::timestamptz
+        ORDER BY retry_until LIMIT ${limit} FOR UPDATE SKIP LOCKED
+      )`,
   );
-  return row?.deleted ?? 0;
 }
 
 /** Deliveries carry their payload and attempts: smaller batches than keys', up to 20,000 a sweep. */
