@@ -24,8 +24,11 @@ export function hashToken(token: string): string {
 /** A whole API key: the prefix and 64 hex digits. */
 export const FULL_KEY = new RegExp(`^${KEY_PREFIX}[0-9a-f]{64}$`);
 
-/** The shortest start of a preview that names a key: the prefix and the four characters after it. */
-const KEY_REF_MIN = KEY_PREFIX.length + 4;
+/**
+ * A preview's head: the prefix and the four characters after it. It is also the shortest start of
+ * a preview that names a key.
+ */
+const PREVIEW_HEAD = KEY_PREFIX.length + 4;
 
 /**
  * Why `ref` cannot name a key, or null: an id, the key, or at least `mk_` and four characters of
@@ -34,13 +37,13 @@ const KEY_REF_MIN = KEY_PREFIX.length + 4;
  */
 export function keyRefProblem(ref: string): string | null {
   if (ref.startsWith("key_") || FULL_KEY.test(ref)) return null;
-  if (ref.startsWith(KEY_PREFIX) && ref.length >= KEY_REF_MIN) return null;
-  return `give the key's id (key_...), the key, or at least the first ${KEY_REF_MIN} characters of its preview (${KEY_PREFIX}1a2b)`;
+  if (ref.startsWith(KEY_PREFIX) && ref.length >= PREVIEW_HEAD) return null;
+  return `give the key's id (key_...), the key, or at least the first ${PREVIEW_HEAD} characters of its preview (${KEY_PREFIX}1a2b)`;
 }
 
 /** What a key looks like in listings: the prefix and the last four characters. */
 export function keyPreview(key: string): string {
-  return `${key.slice(0, KEY_PREFIX.length + 4)}...${key.slice(-4)}`;
+  return `${key.slice(0, PREVIEW_HEAD)}...${key.slice(-4)}`;
 }
 
 // scrypt parameters (N=2^14, r=8, p=1: OWASP's minimum for scrypt), stored with each hash so

@@ -5,6 +5,7 @@ import { projects } from "../db/schema";
 import type { Deps } from "../deps";
 import { notFound } from "../errors";
 import {
+  BAND_RULE_KEYS,
   crossFieldIssues,
   deepMerge,
   mergeProjectSettings,
@@ -78,7 +79,7 @@ export async function changeProjectSettings(
 function pairChanged(before: StoredSettings, after: StoredSettings): boolean {
   const pair = (s: StoredSettings) => {
     const semantic = (s.semantic ?? {}) as Record<string, unknown>;
-    return JSON.stringify([semantic.contradictionBandMin, semantic.factDedupThreshold]);
+    return JSON.stringify(BAND_RULE_KEYS.map((key) => semantic[key]));
   };
   return pair(before) !== pair(after);
 }
