@@ -42,13 +42,6 @@ const NO_ELICITATION: jsonSchemaValidator = {
 };
 
 /**
- * The memory service's MCP server for one request and one project (the API key's). It is the
- * SDK's low-level `Server` rather than `McpServer`: `McpServer` validates tool arguments itself
- * and answers its own message, while these tools answer bad arguments with the API's validation
- * body (`{error: 'Validation error', issues}`), as the /v1 routes do. An unknown tool name is a
- * protocol error (-32602), as the MCP specification has it.
- */
-/**
  * tools/call as the protocol layer parses it, `arguments` left unchecked: with the SDK's own schema
  * a non-object `arguments` failed that first parse and came back as an internal error (-32603)
  * carrying zod's dump. The Server's tools/call wrapper checks the strict schema next and answers
@@ -58,6 +51,13 @@ const CallToolRequestAnyArguments = CallToolRequestSchema.extend({
   params: CallToolRequestSchema.shape.params.extend({ arguments: z.unknown().optional() }),
 });
 
+/**
+ * The memory service's MCP server for one request and one project (the API key's). It is the
+ * SDK's low-level `Server` rather than `McpServer`: `McpServer` validates tool arguments itself
+ * and answers its own message, while these tools answer bad arguments with the API's validation
+ * body (`{error: 'Validation error', issues}`), as the /v1 routes do. An unknown tool name is a
+ * protocol error (-32602), as the MCP specification has it.
+ */
 export function createMemoryMcpServer(ctx: ProjectContext): Server {
   const server = new Server(
     { name: "memory-service", title: "Memory service", version },
