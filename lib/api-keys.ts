@@ -6,6 +6,7 @@ import { apiKeys, projects } from "./db/schema";
 import type { DbDeps } from "./deps";
 import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
+import { projectCount } from "./projects";
 
 type ApiKeyRow = typeof apiKeys.$inferSelect;
 
@@ -47,13 +48,15 @@ export async function createApiKey({ deps, projectId }: KeyContext, input: { nam
 }
 
 export async function listApiKeys({ deps, projectId }: KeyContext, page: { limit: number; offset: number }) {
-  const { rows, total } = await pageWithTotal(
+  const { rows, total, ownerFound } = await pageWithTotal(
     deps.db,
     apiKeys,
     eq(apiKeys.projectId, projectId),
     [desc(apiKeys.createdAt), desc(apiKeys.id)],
     page,
+    projectCount(projectId),
   );
+  if (!ownerFound) throw notFound("Project not found");
   return { apiKeys: rows.map(apiKeyRecord), total };
 }
 

@@ -8,6 +8,21 @@ import type { DbDeps } from "./deps";
 import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
 
+/** 1 when the project exists, 0 when not (a scalar subquery to put beside what a statement reads). */
+export const projectCount = (projectId: string) =>
+  sql<number>`(SELECT count(*) FROM ${projects} WHERE id = ${projectId})`;
+
+/**
+ * A select-list column, `found`: a project's page or summary tells "nothing yet" from "no such
+ * project" in the statement that reads it (see requireProject).
+ */
+export const projectFoundColumn = (projectId: string) => sql`${projectCount(projectId)}::int AS found`;
+
+/** The 404 for a row read with projectFoundColumn (only the dashboard can name a missing project). */
+export function requireProject(row: { found: number } | undefined): void {
+  if (!row || row.found === 0) throw notFound("Project not found");
+}
+
 export function projectRecord(p: { id: string; name: string; createdAt: Date }) {
   return { id: p.id, name: p.name, createdAt: new Date(p.createdAt).toISOString() };
 }
@@ -65,7 +80,7 @@ export async function projectStats({ deps, projectId }: ProjectContext) {
     StatsRow,
     await deps.db.execute(sql`
       SELECT
-        (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
+        ${projectFoundColumn(projectId)},
         (SELECT count(*) FROM ${threads} WHERE project_id = ${projectId})::int AS threads,
         -- Sequence numbers count every row; compaction summaries are not messages anyone wrote.
         ((SELECT coalesce(sum(last_seq), 0) FROM ${threads} WHERE project_id = ${projectId})
@@ -80,7 +95,7 @@ export async function projectStats({ deps, projectId }: ProjectContext) {
         (SELECT count(*) FILTER (WHERE invalid_at IS NOT NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_superseded,
         (SELECT count(*) FROM ${entities} WHERE project_id = ${projectId})::int AS entities`),
   );
-  if (!row || row.found === 0) throw notFound("Project not found");
+  requireProject(row);
   const counts = (byKey: Record<string, number>, keys: readonly string[]) =>
     Object.fromEntries(keys.map((k) => [k, byKey[k] ?? 0]));
   return {

@@ -7,6 +7,7 @@ import { threads } from "./db/schema";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
+import { projectCount } from "./projects";
 import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings/settings";
 
 type ThreadRow = typeof threads.$inferSelect;
@@ -147,13 +148,15 @@ export async function browseThreads(
   const where = page.dataset
     ? and(eq(threads.projectId, projectId), eq(threads.dataset, page.dataset))
     : eq(threads.projectId, projectId);
-  const { rows, total } = await pageWithTotal(
+  const { rows, total, ownerFound } = await pageWithTotal(
     deps.db,
     threads,
     where,
     [desc(threads.createdAt), desc(threads.id)],
     page,
+    projectCount(projectId),
   );
+  if (!ownerFound) throw notFound("Project not found");
   return { threads: rows.map(threadRecord), total };
 }
 

@@ -93,6 +93,7 @@ const routes = {
       200: jsonResponse(z.object({ datasets: z.array(BrowseDatasetSchema), total }), "Datasets"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   threads: createRoute({
@@ -111,6 +112,7 @@ const routes = {
       200: jsonResponse(z.object({ threads: z.array(ThreadSchema), total }), "Threads, newest first"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   threadMessages: createRoute({
@@ -170,6 +172,7 @@ const routes = {
       200: jsonResponse(z.object({ episodes: z.array(BrowseEpisodeSchema), total }), "Episodes, newest first"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   retryEpisode: createRoute({
@@ -205,6 +208,7 @@ const routes = {
       200: jsonResponse(z.object({ facts: z.array(BrowseFactSchema), total }), "Facts"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   deleteFact: createRoute({
@@ -233,6 +237,7 @@ const routes = {
       200: jsonResponse(z.object({ entities: z.array(BrowseEntitySchema), total }), "Entities"),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   entityFacts: createRoute({

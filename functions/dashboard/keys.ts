@@ -68,6 +68,7 @@ export const keyOperations = {
         ),
         400: errorResponses[400],
         401: errorResponses[401],
+        404: errorResponses[404],
       },
     }),
     async (c) => {

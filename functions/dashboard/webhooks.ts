@@ -118,6 +118,7 @@ const routes = {
       ),
       400: errorResponses[400],
       401: errorResponses[401],
+      404: errorResponses[404],
     },
   }),
   remove: createRoute({

@@ -8,6 +8,7 @@ import { EPISODE_COLUMNS, episodeViewRecord, WaitingRow, waitingForSql } from ".
 import { retryEpisode } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { unindexQuotingMessagesCtes } from "../evidence/write";
+import { projectFoundColumn, requireProject } from "../projects";
 import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
 import { RawThreadRow, threadFromRaw, threadRecord } from "../threads";
 import { MessageRow, messageRecord } from "../working/messages";
@@ -20,8 +21,11 @@ import { MessageRow, messageRecord } from "../working/messages";
 
 type Page = { limit: number; offset: number };
 
-/** A page of rows as `json_agg` gives it, with the total of every matching row. */
-const pageOf = <S extends z.ZodType>(row: S) => z.object({ total: dbInt, page: dbJson(z.array(row)) });
+/**
+ * A page of rows as `json_agg` gives it, with the total of every matching row and whether the
+ * project exists (projectFoundColumn: an unknown project is a 404, not an empty list).
+ */
+const pageOf = <S extends z.ZodType>(row: S) => z.object({ found: dbInt, total: dbInt, page: dbJson(z.array(row)) });
 
 // --- Datasets ----------------------------------------------------------------------------------
 
@@ -69,11 +73,12 @@ export async function browseDatasets({ deps, projectId }: ProjectContext, page: 
         FROM (SELECT dataset FROM th UNION SELECT dataset FROM ep UNION SELECT dataset FROM fa UNION SELECT dataset FROM en) d
           LEFT JOIN th USING (dataset) LEFT JOIN su USING (dataset) LEFT JOIN ep USING (dataset)
           LEFT JOIN fa USING (dataset) LEFT JOIN en USING (dataset))
-      SELECT (SELECT count(*) FROM ds)::int AS total,
+      SELECT ${projectFoundColumn(projectId)}, (SELECT count(*) FROM ds)::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.last_activity_at DESC NULLS LAST, p.dataset) FROM (
           SELECT * FROM ds ORDER BY last_activity_at DESC NULLS LAST, dataset
           LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
+  requireProject(row);
   return {
     datasets: row.page.map((d) => ({
       dataset: d.dataset,
@@ -180,11 +185,12 @@ export async function browseEpisodes(
   const [row] = parsedRowsOf(
     pageOf(BrowseEpisodeRow),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
+      SELECT ${projectFoundColumn(projectId)}, (SELECT count(*) FROM ${episodes} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
           SELECT ${browseEpisodeColumns(projectId, deps.clock.now())} FROM ${episodes} WHERE ${scope}
           ORDER BY created_at DESC, id DESC LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
+  requireProject(row);
   return { episodes: row.page.map(browseEpisode), total: row.total };
 }
 
@@ -242,10 +248,11 @@ export async function browseFacts(
   const [row] = parsedRowsOf(
     pageOf(BrowseFactRow),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${facts} f WHERE ${scope})::int AS total,
+      SELECT ${projectFoundColumn(projectId)}, (SELECT count(*) FROM ${facts} f WHERE ${scope})::int AS total,
         ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f WHERE ${scope}
           ORDER BY f.valid_at DESC, f.id DESC LIMIT ${q.limit} OFFSET ${q.offset}`)} AS page`),
   );
+  requireProject(row);
   return { facts: row.page.map(browseFact), total: row.total };
 }
 
@@ -275,7 +282,7 @@ export async function browseEntities({ deps, projectId }: ProjectContext, q: Pag
   const [row] = parsedRowsOf(
     pageOf(EntityRow.extend({ facts: z.number() })),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${entities} WHERE ${scope})::int AS total,
+      SELECT ${projectFoundColumn(projectId)}, (SELECT count(*) FROM ${entities} WHERE ${scope})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY lower(p.name), p.name, p.type, p.id) FROM (
           SELECT e.id, e.name, e.type, (
             SELECT count(*) FROM ${factEntities} fe JOIN ${facts} f ON f.id = fe.fact_id
@@ -283,6 +290,7 @@ export async function browseEntities({ deps, projectId }: ProjectContext, q: Pag
           FROM ${entities} e WHERE ${scope}
           ORDER BY lower(e.name), e.name, e.type, e.id LIMIT ${q.limit} OFFSET ${q.offset}) p), '[]'::json) AS page`),
   );
+  requireProject(row);
   return {
     entities: row.page.map((e) => ({ entityId: e.id, name: e.name, type: e.type, facts: e.facts })),
     total: row.total,

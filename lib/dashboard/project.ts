@@ -4,7 +4,7 @@ import type { ProjectContext } from "../context";
 import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { episodes, facts, projects } from "../db/schema";
 import { notFound } from "../errors";
-import { projectRecord } from "../projects";
+import { projectFoundColumn, projectRecord, requireProject } from "../projects";
 
 const DAY_MS = 86_400_000;
 
@@ -32,11 +32,11 @@ export async function projectActivity({ deps, projectId }: ProjectContext, { day
   const [row] = parsedRowsOf(
     z.object({ found: dbInt, episodes: perDayCounts, facts: perDayCounts }),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
+      SELECT ${projectFoundColumn(projectId)},
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(episodes)}) e) AS episodes,
         (SELECT coalesce(json_object_agg(day, n), '{}'::json) FROM (${perDay(facts)}) f) AS facts`),
   );
-  if (!row || row.found === 0) throw notFound("Project not found");
+  requireProject(row);
   return Array.from({ length: days }, (_, i) => {
     const day = new Date(today - (days - 1 - i) * DAY_MS).toISOString().slice(0, 10);
     return { day, episodes: row.episodes[day] ?? 0, facts: row.facts[day] ?? 0 };
@@ -53,13 +53,13 @@ export async function extractionFailures({ deps, projectId }: ProjectContext, pa
   const [row] = parsedRowsOf(
     z.object({ found: dbInt, total: dbInt, page: dbJson(z.array(FailureRow)) }),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${projects} WHERE id = ${projectId})::int AS found,
+      SELECT ${projectFoundColumn(projectId)},
         (SELECT count(*) FROM ${episodes} WHERE ${failed})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.updated_at DESC, p.id DESC) FROM (
           SELECT id, thread_id, dataset, semantic_error, semantic_retry_count, updated_at FROM ${episodes}
           WHERE ${failed} ORDER BY updated_at DESC, id DESC LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
-  if (!row || row.found === 0) throw notFound("Project not found");
+  requireProject(row);
   return {
     failures: row.page.map((f) => ({
       episodeId: f.id,

@@ -7,6 +7,7 @@ import type { Deps } from "../deps";
 import { conflict, notFound } from "../errors";
 import { newId } from "../ids";
 import { jobKeySql } from "../jobs/kinds";
+import { projectFoundColumn, requireProject } from "../projects";
 import { newWebhookSecret } from "./deliver";
 import {
   ringWebhookJobs,
@@ -134,13 +135,15 @@ export async function listWebhookEndpoints(
   page: { limit: number; offset: number } = { limit: 20, offset: 0 },
 ) {
   const [row] = parsedRowsOf(
-    z.object({ total: dbInt, page: dbJson(z.array(EndpointRow)) }),
+    z.object({ found: dbInt, total: dbInt, page: dbJson(z.array(EndpointRow)) }),
     await deps.db.execute(sql`
-      SELECT (SELECT count(*) FROM ${webhookEndpoints} WHERE project_id = ${projectId})::int AS total,
+      SELECT ${projectFoundColumn(projectId)},
+        (SELECT count(*) FROM ${webhookEndpoints} WHERE project_id = ${projectId})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
           ${endpointSelect(sql`ep.project_id = ${projectId}`)}
           ORDER BY ep.created_at DESC, ep.id DESC LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
+  requireProject(row);
   return { endpoints: row.page.map(endpointRecord), total: row.total };
 }
 
