@@ -1,4 +1,4 @@
-import { and, count, eq, type SQL, sql } from "drizzle-orm";
+import { and, count, eq, inArray, type SQL, sql } from "drizzle-orm";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { countDeleted } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
@@ -179,8 +179,14 @@ export function userRecord(user: { id: string; username: string; createdAt: Date
  * Unknown user and wrong password give the same 401 after the same scrypt work: the unknown
  * user is checked against a dummy hash.
  */
+/**
+ * Usernames are stored trimmed (the dashboard, the CLI and ADMIN_USERNAME trim them), so a name
+ * typed with spaces around it signs in; one stored untrimmed before that still matches as typed.
+ */
 export async function login(deps: Deps, username: string, password: string) {
-  const [user] = await deps.db.select().from(users).where(eq(users.username, username));
+  const names = [...new Set([username, username.trim()])];
+  const found = await deps.db.select().from(users).where(inArray(users.username, names));
+  const user = found.find((u) => u.username === username) ?? found[0];
   const ok = await verifyPassword(password, user?.passwordHash ?? (await dummyPasswordHash()));
   if (!user || !ok) throw unauthorized("Invalid username or password");
   const token = newSessionToken();

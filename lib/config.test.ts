@@ -91,3 +91,12 @@ describe("DATABASE_URL", () => {
     expect(parseConfig({ DATABASE_URL: "  " }).databaseUrl).toBeUndefined();
   });
 });
+
+describe("ADMIN_USERNAME", () => {
+  it("is trimmed as a username typed in the dashboard is; blank is the default, admin", () => {
+    expect(parseConfig({ ADMIN_USERNAME: "  ops  " }).adminUsername).toBe("ops");
+    expect(parseConfig({ ADMIN_USERNAME: "   " }).adminUsername).toBe("admin");
+    expect(parseConfig({}).adminUsername).toBe("admin");
+    expect(() => parseConfig({ ADMIN_USERNAME: "x".repeat(101) })).toThrow(/ADMIN_USERNAME/);
+  });
+});

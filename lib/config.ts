@@ -47,7 +47,8 @@ export const configSchema = z.object({
       .regex(/^\d+(kB|MB|GB)$/, "a size such as 32MB")
       .optional(),
   ),
-  ADMIN_USERNAME: z.string().min(1).max(100).default("admin"),
+  // Trimmed as a username typed in the dashboard or the CLI is; blank is the default.
+  ADMIN_USERNAME: optionalString.pipe(z.string().max(100).default("admin")),
   ADMIN_PASSWORD: optionalString.pipe(z.string().min(PASSWORD_LENGTH.min).max(PASSWORD_LENGTH.max).optional()),
   OPENAI_API_KEY: optionalString,
   OPENAI_BASE_URL: optionalString,

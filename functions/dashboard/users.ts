@@ -35,7 +35,11 @@ export const userOperations = {
       summary: "Create a dashboard user",
       request: jsonBody(
         z.object({
-          username: text().min(1).max(100).openapi({ description: "1-100 characters." }),
+          username: text()
+            .trim()
+            .min(1)
+            .max(100)
+            .openapi({ description: "1-100 characters, without the spaces around them (trimmed)." }),
           password: passwordInput().openapi({
             description: `${PASSWORD_LENGTH.min}-${PASSWORD_LENGTH.max} characters.`,
           }),

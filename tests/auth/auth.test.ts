@@ -5,6 +5,7 @@ import { SESSION_LIFETIME_MS, SESSION_ROW_KEPT_MS } from "../../lib/auth";
 import { hashToken } from "../../lib/crypto";
 import { apiKeys, sessions, users } from "../../lib/db/schema";
 import { sweep } from "../../lib/jobs/runner";
+import { createUser } from "../../lib/users";
 import type { ApiSchema, Body } from "../helpers/api-types";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -149,6 +150,33 @@ describe("POST /auth/login", () => {
       updatedAt: user.updatedAt,
     });
     await expect401(await loginRes(user.username, ADMIN.password), "Invalid username or password");
+  });
+
+  it("stores a username trimmed, refuses a blank one, and signs in a name typed with spaces around it", async () => {
+    const admin = await adminSession(svc);
+    const name = uniqueName("spaced");
+    const create = (username: string) =>
+      svc.request("/dashboard/users", {
+        method: "POST",
+        token: admin,
+        json: { username, password: "secret-password" },
+      });
+    const res = await create(`  ${name}\t`);
+    expect(res.status).toBe(201);
+    expect(((await res.json()) as { user: UserRecord }).user.username).toBe(name);
+    const blank = await create("   ");
+    expect(blank.status).toBe(400);
+    expect(await blank.json()).toMatchObject({ error: "Validation error", issues: [{ path: ["username"] }] });
+    // The trimmed name is the same user: a second one of that name is taken.
+    expect((await create(name)).status).toBe(409);
+    expect(((await (await loginRes(` ${name} `, "secret-password")).json()) as LoginBody).user.username).toBe(name);
+    await expect401(await loginRes(` ${name} `, "wrong-password"), "Invalid username or password");
+  });
+
+  it("still signs in a user stored with spaces around the name (before names were trimmed), as typed", async () => {
+    const name = ` ${uniqueName("legacy")} `;
+    expect((await createUser(svc.deps, { username: name, password: "secret-password" })).username).toBe(name);
+    expect(((await (await loginRes(name, "secret-password")).json()) as LoginBody).user.username).toBe(name);
   });
 });
 

@@ -1006,7 +1006,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        /** @description 1-100 characters. */
+                        /** @description 1-100 characters, without the spaces around them (trimmed). */
                         username: string;
                         /** @description 6-200 characters. */
                         password: string;
