@@ -5,6 +5,7 @@ import { fileURLToPath } from "node:url";
 import { type CronSchedule, cronsOfWranglerToml, parseCron, startCronTicker } from "../dev/cron-ticker";
 import { startNeonHttpEndpoint } from "../dev/neon-http-endpoint";
 import { type LocalQStash, startLocalQStash } from "../dev/qstash-endpoint";
+import { forwardedWorkerVars } from "../dev/worker-vars";
 import { bootstrapAdmin } from "../lib/auth";
 import { systemClock } from "../lib/clock";
 import { parseConfig } from "../lib/config";
@@ -26,22 +27,10 @@ import { releaseAllLeases } from "../lib/jobs/store";
  *
  * Environment: PORT (wrangler dev's port, default 8787), NEON_HTTP_PORT (the endpoint's, default
  * any free one), and the service's own variables: the non-secret ones are passed to the Worker as
- * `--var`s; put secrets (OPENAI_API_KEY, ...) in `.dev.vars`, which wrangler reads itself.
+ * `--var`s (dev/worker-vars.ts); put secrets (OPENAI_API_KEY, ...) in `.dev.vars`, which wrangler
+ * reads itself.
  */
 const ROOT = fileURLToPath(new URL("..", import.meta.url));
-const FORWARDED_VARS = [
-  "ADMIN_USERNAME",
-  "OPENAI_BASE_URL",
-  "LLM_MODEL",
-  "EMBEDDING_MODEL",
-  "EMBEDDING_DIMENSIONS",
-  "CORS_ORIGIN",
-  "RETRY_INTERVAL_MS",
-  "PUBLIC_BASE_URL",
-  "QSTASH_URL",
-  "RERANK_BASE_URL",
-  "RERANK_MODEL",
-] as const;
 
 const QSTASH_VARS = ["QSTASH_TOKEN", "QSTASH_URL", "QSTASH_CURRENT_SIGNING_KEY", "QSTASH_NEXT_SIGNING_KEY"];
 
@@ -90,10 +79,7 @@ async function main() {
     DATABASE_URL: "postgres://dev:dev@localhost/memory",
     NEON_FETCH_ENDPOINT: endpoint.fetchEndpoint,
   };
-  for (const name of FORWARDED_VARS) {
-    const value = process.env[name];
-    if (value) vars[name] = value;
-  }
+  Object.assign(vars, forwardedWorkerVars(process.env));
   const workerUrl = `http://127.0.0.1:${config.port}`;
 
   // Doorbells: a local QStash, unless QStash is configured for the Worker already (QSTASH_URL
