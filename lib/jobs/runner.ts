@@ -32,7 +32,10 @@ async function runJobUntraced(deps: Deps, job: Job, handler?: JobHandler): Promi
   } catch (err) {
     deps.log.error("job failed; it will run again", { key: job.key, attempts: job.attempts, ...errorFields(err) });
     const backoff = FAILURE_BACKOFF_MS * 2 ** Math.min(job.attempts - 1, 6);
-    result = { next: "later", runAt: new Date(deps.clock.now().getTime() + backoff), error: String(err) };
+    // Rung for its time: otherwise the retry waits for the sweep (RETRY_INTERVAL_MS, a minute's
+    // cron on the edge), whatever the backoff says.
+    const runAt = new Date(deps.clock.now().getTime() + backoff);
+    result = { next: "later", runAt, error: String(err), ring: true };
   } finally {
     await lease.stop();
   }

@@ -355,6 +355,7 @@ describe("runner", () => {
     const claim = () => claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key });
 
     const [first] = await claim();
+    const rung = h.svc.rings.length;
     await runJob(failingDb(h.svc.deps, 1), first);
     const afterFirst = (await t.jobs()).find((j) => j.key === key);
     expect(afterFirst).toMatchObject({
@@ -363,6 +364,8 @@ describe("runner", () => {
       attempts: 1,
       lastError: "Error: connection reset by peer",
     });
+    // Its doorbell rung for the retry's time, so the retry does not wait for the next sweep.
+    expect(h.svc.rings.slice(rung)).toEqual([{ key, runAt: new Date(h.clock.now().getTime() + 30_000) }]);
     expect((await t.episode(episodeId)).status).toBe("pending");
 
     h.clock.advance(30_000);
