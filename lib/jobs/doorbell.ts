@@ -75,6 +75,13 @@ export function deduplicationIdFor(job: DueJob): string {
  * run ({@link deduplicationIdFor}). The Client uses the global `fetch`; `devMode: false` keeps a
  * stray `QSTASH_DEV` in the environment from swapping our credentials for the local dev server's.
  */
+/**
+ * The longest delay every QStash plan accepts (7 days on the free plan, a year on pay-as-you-go).
+ * A job due later (an idle timer set to weeks) is not rung: QStash would refuse the publish, and
+ * the sweep, a minute's cron on the edge, runs it when it is due.
+ */
+export const QSTASH_MAX_DELAY_MS = 7 * 86_400_000;
+
 export function qstashDoorbell(options: {
   token: string;
   /** The QStash API (QSTASH_URL); QStash's own when absent. */
@@ -96,17 +103,19 @@ export function qstashDoorbell(options: {
     async ring(jobs) {
       const now = options.clock.now().getTime();
       await Promise.all(
-        jobs.map((job) =>
-          client.publishJSON({
-            url: options.callbackUrl,
-            body: { key: job.key },
-            // Unix seconds, rounded up so the delivery never comes before `run_at` (the claim
-            // would find the job not yet due). A job already due is delivered at once.
-            ...(job.runAt.getTime() > now ? { notBefore: Math.ceil(job.runAt.getTime() / 1000) } : {}),
-            deduplicationId: deduplicationIdFor(job),
-            retries: options.retries ?? 3,
-          }),
-        ),
+        jobs
+          .filter((job) => job.runAt.getTime() - now <= QSTASH_MAX_DELAY_MS)
+          .map((job) =>
+            client.publishJSON({
+              url: options.callbackUrl,
+              body: { key: job.key },
+              // Unix seconds, rounded up so the delivery never comes before `run_at` (the claim
+              // would find the job not yet due). A job already due is delivered at once.
+              ...(job.runAt.getTime() > now ? { notBefore: Math.ceil(job.runAt.getTime() / 1000) } : {}),
+              deduplicationId: deduplicationIdFor(job),
+              retries: options.retries ?? 3,
+            }),
+          ),
       );
     },
   };

@@ -6,7 +6,7 @@ import { systemClock } from "../../lib/clock";
 import { parseConfig } from "../../lib/config";
 import { rowsOf } from "../../lib/db/rows";
 import { EARLY_DELIVERY_WAIT_MS } from "../../lib/jobs/callback";
-import { deduplicationIdFor, jobCallbackUrl, qstashDoorbell } from "../../lib/jobs/doorbell";
+import { deduplicationIdFor, jobCallbackUrl, QSTASH_MAX_DELAY_MS, qstashDoorbell } from "../../lib/jobs/doorbell";
 import { scheduleJob } from "../../lib/jobs/store";
 import { createLlm } from "../../lib/llm/client";
 import type { Logger } from "../../lib/log";
@@ -385,6 +385,15 @@ describe("the QStash doorbell", () => {
     // A rescheduled run (a new run_at) is a new message.
     await doorbell().ring([{ key: later.key, runAt: new Date(later.runAt.getTime() + 60_000) }]);
     expect(qstash.messages.slice(before)).toHaveLength(3);
+  });
+
+  it("rings no job due beyond QStash's shortest maximum delay (7 days): the sweep runs it", async () => {
+    const now = Date.now();
+    const week = { key: `idle:thr_week${now}`, runAt: new Date(now + QSTASH_MAX_DELAY_MS - 60_000) };
+    const century = { key: `idle:thr_century${now}`, runAt: new Date(now + 100 * 365 * 86_400_000) };
+    const before = qstash.messages.length;
+    await doorbell().ring([week, century]);
+    expect(qstash.messages.slice(before).map((m) => JSON.parse(m.body).key)).toEqual([week.key]);
   });
 
   it("fails the ring (not silently) when QStash rejects the token", async () => {
