@@ -134,8 +134,15 @@ async function metered<R>(
     if (!(err instanceof NoProviderError)) meter?.({ kind, model, ...NO_TOKENS, outcome: "error" });
     throw err;
   }
-  const { model: answeredModel, ok } = answered(answer);
-  meter?.({ kind, model: recordedModel(answeredModel, model), ...tokens(answer), outcome: ok ? "ok" : "error" });
+  // The answer is the provider's: a 200 whose body is not the shape asked for (no `choices`, text
+  // instead of JSON) is a call that reached it and gave nothing usable, recorded as such.
+  let seen: { model?: string; ok: boolean; counts: ReturnType<typeof reportedTokens> };
+  try {
+    seen = { ...answered(answer), counts: tokens(answer) };
+  } catch {
+    seen = { ok: false, counts: NO_TOKENS };
+  }
+  meter?.({ kind, model: recordedModel(seen.model, model), ...seen.counts, outcome: seen.ok ? "ok" : "error" });
   return answer;
 }
 
@@ -273,7 +280,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
               llmModel,
               (attempts) => openai().chat.completions.create(chatParams(llmModel, request), attempts),
               (answer) => reportedTokens(answer.usage),
-              (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
+              (answer) => ({ model: answer.model, ok: Boolean(answer.choices?.[0]?.message?.content) }),
             ),
           ),
         ),
@@ -412,7 +419,7 @@ export function chatParams(model: string, request: { system: string; messages: C
 
 /** The reply and the provider's usage; a reply without text is a failure. */
 export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
-  const text = response.choices[0]?.message?.content;
+  const text = response.choices?.[0]?.message?.content;
   if (!text) throw new ProviderError("Model call returned no content");
   return {
     text,
@@ -425,9 +432,15 @@ export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "
   };
 }
 
+/** Whether an Embeddings answer's `data` holds one vector per text (the size is checked by embed). */
+function vectorsOfSize(data: unknown, texts: number): boolean {
+  return Array.isArray(data) && data.length === texts && data.every((d) => Array.isArray(d?.embedding));
+}
+
 /** The vectors in input order, each of the configured size, one per text. */
 export function vectorsOf(data: { index: number; embedding: number[] }[], texts: number, dimensions: number) {
-  const vectors = [...data].sort((a, b) => a.index - b.index).map((d) => d.embedding);
+  // A body that is not the shape asked for (no `data` array) is no vectors, said plainly.
+  const vectors = (Array.isArray(data) ? [...data] : []).sort((a, b) => a.index - b.index).map((d) => d.embedding);
   if (vectors.length !== texts || vectors.some((v) => v.length !== dimensions)) {
     throw new ProviderError(
       `Embedding call returned ${vectors.length} vectors of size ${vectors[0]?.length} (expected ${texts} of ${dimensions})`,
@@ -451,7 +464,7 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
         embeddingModel,
         (attempts) => openai().embeddings.create(body, attempts),
         (answer) => reportedTokens(answer.usage),
-        (answer) => ({ model: answer.model, ok: true }),
+        (answer) => ({ model: answer.model, ok: vectorsOfSize(answer.data, body.input.length) }),
       );
     if (!sendDimensions) return create(request);
     try {
@@ -469,7 +482,7 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
       return vectorsOf((await embeddings(texts, meter)).data, texts.length, embeddingDimensions);
     },
     async size() {
-      const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data[0]?.embedding;
+      const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data?.[0]?.embedding;
       if (!vector) throw new ProviderError("Embedding call returned no vector");
       return vector.length;
     },
@@ -495,9 +508,9 @@ function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
           { ...attempts, ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
         ),
       (answer) => reportedTokens(answer.usage),
-      (answer) => ({ model: answer.model, ok: Boolean(answer.choices[0]?.message?.content) }),
+      (answer) => ({ model: answer.model, ok: Boolean(answer.choices?.[0]?.message?.content) }),
     );
-    const content = response.choices[0]?.message?.content;
+    const content = response.choices?.[0]?.message?.content;
     if (!content) throw new ProviderError(`Model call (${name}) returned no content`);
     return content;
   };

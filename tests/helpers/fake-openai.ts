@@ -37,6 +37,11 @@ export interface Failure {
   /** Hang instead of answering (the client times out). */
   hang?: boolean;
   /**
+   * Answer 200 with a body that is not the shape asked for (`status` is not used): "no-choices" a
+   * completion without `choices` (embeddings: without `data`), "text" a body that is not JSON.
+   */
+  malformed?: "no-choices" | "text";
+  /**
    * Only for streamed chat requests (others ignore it and do not use up `times`): answer 200,
    * send the first half of the chunks, then destroy the socket (`status` is not used).
    */
@@ -319,6 +324,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
             req.on("close", () => resolve());
           });
           return;
+        }
+        if (failure.malformed === "text") {
+          res.writeHead(200, { "content-type": "text/plain" });
+          return res.end("upstream gateway says hello");
+        }
+        if (failure.malformed === "no-choices") {
+          return send(200, {
+            id: "broken",
+            object: endpoint === "chat" ? "chat.completion" : "list",
+            model: body.model,
+          });
         }
         const type = failure.status === 429 ? "rate_limit_exceeded" : "server_error";
         return send(

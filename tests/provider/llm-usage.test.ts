@@ -134,6 +134,36 @@ describe("the provider client's meter", () => {
     expect(m.calls[0]).toEqual({ kind: "chat", model: "gpt-4o-mini", ...retried });
   }, 30_000);
 
+  it("hears of a 200 that is not the answer asked for as an error, and says so readably", async () => {
+    type Run = (meter: (call: ProviderCall) => void) => Promise<unknown>;
+    const complete: Run = (m) => llm().complete({ system: "s", messages: [{ role: "user", content: "hi" }], meter: m });
+    const structured: Run = (m) =>
+      llm().structured({ name: "episode_summary", schema: Summary, system: "s", user: "u", meter: m });
+    const embed: Run = (m) => llm().embed(["I live in Lisbon"], m);
+    const cases = [
+      ["chat", "no-choices", complete, "Model call returned no content"],
+      ["chat", "text", complete, "Model call returned no content"],
+      ["chat", "no-choices", structured, "Model call (episode_summary) returned no content"],
+      ["embeddings", "no-choices", embed, "Embedding call returned 0 vectors of size undefined (expected 1 of 32)"],
+      ["embeddings", "text", embed, "Embedding call returned 0 vectors of size undefined (expected 1 of 32)"],
+    ] as const;
+    for (const [endpoint, malformed, run, message] of cases) {
+      fake.reset();
+      fake.fail({ status: 200, times: 1, endpoint, malformed });
+      const m = meter();
+      const error = await run(m.meter).then(
+        () => "no error",
+        (err: Error) => err.message,
+      );
+      expect({ endpoint, malformed, error, outcomes: m.calls.map((c) => c.outcome) }).toEqual({
+        endpoint,
+        malformed,
+        error: message,
+        outcomes: ["error"],
+      });
+    }
+  });
+
   it("counts a provider that reports no usage as unknown (null), not zero", async () => {
     fake.usage = "none";
     const m = meter();
