@@ -35,8 +35,8 @@ describe("budgetState", () => {
 });
 
 describe("budgetRecheckAt", () => {
-  it("looks again an interval on, or at the month's end when that comes first", () => {
-    expect(budgetRecheckAt(new Date("2026-05-10T00:00:00Z"), 120_000).toISOString()).toBe("2026-05-10T00:02:00.000Z");
+  it("looks again a tenth short of an interval on (so the next sweep runs it), or at the month's end when that comes first", () => {
+    expect(budgetRecheckAt(new Date("2026-05-10T00:00:00Z"), 120_000).toISOString()).toBe("2026-05-10T00:01:48.000Z");
     expect(budgetRecheckAt(new Date("2026-05-31T23:59:00Z"), 120_000).toISOString()).toBe("2026-06-01T00:00:00.000Z");
   });
 });

@@ -18,11 +18,13 @@ export function nextMonthStart(now: Date): Date {
 }
 
 /**
- * When work paused by a spent budget looks again: `intervalMs` on, or the month's end if sooner
- * (a new month's budget is whole).
+ * When work paused by a spent budget looks again: a tenth short of `intervalMs` on, or the month's
+ * end if sooner (a new month's budget is whole). Short, because the sweep that runs it comes every
+ * `intervalMs` and claimed it a moment after its own start: a full interval on would fall just
+ * after the next sweep, and the work would look again only every second sweep.
  */
 export function budgetRecheckAt(now: Date, intervalMs: number): Date {
-  return new Date(Math.min(now.getTime() + intervalMs, nextMonthStart(now).getTime()));
+  return new Date(Math.min(now.getTime() + intervalMs - intervalMs / 10, nextMonthStart(now).getTime()));
 }
 
 /** The month's key, as the alerts table and the webhook event name it: YYYY-MM. */
