@@ -185,7 +185,29 @@ export interface Config {
   metricsToken: string | undefined;
   /** The Node.js host: where and how traces are exported (OTEL_*); undefined when tracing is off. */
   tracing: TracingConfig | undefined;
+  /** How long a request waits for a model call on its path, retries included (fixed: PROVIDER_DEADLINES). */
+  providerDeadlines: ProviderDeadlines;
 }
+
+export interface ProviderDeadlines {
+  /** Recall's and the episode search's query embedding; then recall ranks by keyword and recency. */
+  queryEmbeddingMs: number;
+  /** Recall's synthesis; then `synthesis` is null. */
+  synthesisMs: number;
+  /** Add message's auto-compaction (the spec: "up to 30 seconds"); then the message is stored uncompacted. */
+  inlineCompactionMs: number;
+}
+
+/**
+ * The provider client's own timeout is per attempt (60 s) and it retries twice: a hung provider
+ * would hold a request for three minutes. A request's calls end at these instead, and it degrades
+ * as the spec says. Background work keeps the client's timeouts: nobody is waiting on it.
+ */
+export const PROVIDER_DEADLINES: ProviderDeadlines = {
+  queryEmbeddingMs: 5_000,
+  synthesisMs: 15_000,
+  inlineCompactionMs: 30_000,
+};
 
 export interface TracingConfig {
   /** The full URL spans are POSTed to (…/v1/traces). */
@@ -321,5 +343,6 @@ export function parseConfig(env: Record<string, unknown>): Config {
     logLevel: e.LOG_LEVEL,
     metricsToken: e.METRICS_TOKEN,
     tracing: tracingConfig(e),
+    providerDeadlines: PROVIDER_DEADLINES,
   };
 }

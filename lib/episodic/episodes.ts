@@ -171,7 +171,11 @@ export async function searchEpisodes(
   const scope = { projectId: ledgerProjectId ?? projectId, dataset };
   let vector: number[];
   try {
-    [vector] = await deps.llm.embed([q.query], usage.meter("episode_search_embedding"));
+    [vector] = await deps.llm.embed(
+      [q.query],
+      usage.meter("episode_search_embedding"),
+      AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs),
+    );
   } catch (err) {
     await flushUsage(deps, usage, scope);
     throw err;

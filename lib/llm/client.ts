@@ -32,7 +32,7 @@ export interface Llm {
    * One Embeddings call for the whole batch, vectors in input order, each checked to have
    * EMBEDDING_DIMENSIONS numbers. A 400 to `dimensions` is asked again without it, once per client.
    */
-  embed(texts: string[], meter?: Meter): Promise<number[][]>;
+  embed(texts: string[], meter?: Meter, signal?: AbortSignal): Promise<number[][]>;
   /**
    * The size of the vectors the embedding model returns for the configured model and dimensions:
    * one Embeddings call of a short probe text, without the size check `embed` makes.
@@ -60,6 +60,8 @@ export interface TextRequest {
   messages: ChatMessage[];
   maxTokens?: number;
   meter?: Meter;
+  /** Ends the call, its retries included (a caller's deadline: the SDK's timeout is per attempt). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -166,6 +168,14 @@ function attemptsMetered(meter: Meter | undefined, kind: ProviderCall["kind"], m
     if (ended++ > 0) meter?.({ kind, model, ...NO_TOKENS, outcome: "error", retried: true });
   };
   return { fetchOptions: { [ON_ATTEMPT]: onAttempt } as AttemptOptions["fetchOptions"] };
+}
+
+/** The SDK call's request options with the caller's abort signal, when it gave one. */
+function withSignal(
+  attempts: AttemptOptions,
+  signal: AbortSignal | undefined,
+): AttemptOptions & { signal?: AbortSignal } {
+  return signal ? { ...attempts, signal } : attempts;
 }
 
 /** `fetch` telling each request's ON_ATTEMPT (taken out of what is sent) when it ends. */
@@ -278,7 +288,8 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
               meter,
               "chat",
               llmModel,
-              (attempts) => openai().chat.completions.create(chatParams(llmModel, request), attempts),
+              (attempts) =>
+                openai().chat.completions.create(chatParams(llmModel, request), withSignal(attempts, request.signal)),
               (answer) => reportedTokens(answer.usage),
               (answer) => ({ model: answer.model, ok: Boolean(answer.choices?.[0]?.message?.content) }),
             ),
@@ -309,9 +320,9 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
           { endsWithMeter: true },
         ),
       ),
-    embed: (texts, meter) =>
+    embed: (texts, meter, signal) =>
       providerCall("Embedding call", () =>
-        observed(embedding("embedding"), meter, (seen) => embeddings.embed(texts, seen)),
+        observed(embedding("embedding"), meter, (seen) => embeddings.embed(texts, seen, signal)),
       ),
     embeddingSize: () =>
       providerCall("Embedding call", () => observed(embedding("embedding_size"), undefined, () => embeddings.size())),
@@ -455,14 +466,14 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
    * is not Matryoshka answers 400 to any `dimensions`): the model's own size is then checked.
    */
   let sendDimensions = true;
-  const embeddings = async (input: string[], meter?: Meter) => {
+  const embeddings = async (input: string[], meter?: Meter, signal?: AbortSignal) => {
     const request = { model: embeddingModel, input, encoding_format: "float" as const };
     const create = (body: OpenAI.EmbeddingCreateParams) =>
       metered(
         meter,
         "embedding",
         embeddingModel,
-        (attempts) => openai().embeddings.create(body, attempts),
+        (attempts) => openai().embeddings.create(body, withSignal(attempts, signal)),
         (answer) => reportedTokens(answer.usage),
         (answer) => ({ model: answer.model, ok: vectorsOfSize(answer.data, body.input.length) }),
       );
@@ -477,9 +488,9 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
     }
   };
   return {
-    async embed(texts: string[], meter?: Meter) {
+    async embed(texts: string[], meter?: Meter, signal?: AbortSignal) {
       if (texts.length === 0) return [];
-      return vectorsOf((await embeddings(texts, meter)).data, texts.length, embeddingDimensions);
+      return vectorsOf((await embeddings(texts, meter, signal)).data, texts.length, embeddingDimensions);
     },
     async size() {
       const vector = (await embeddings([EMBEDDING_PROBE_TEXT])).data?.[0]?.embedding;

@@ -211,7 +211,11 @@ async function embedQuery(
   }
   const started = performance.now();
   try {
-    const [vector] = await deps.llm.embed([text], usage.meter("recall_embedding"));
+    const [vector] = await deps.llm.embed(
+      [text],
+      usage.meter("recall_embedding"),
+      AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs),
+    );
     deps.queryEmbeddings.set(key, vector);
     return vector;
   } catch (err) {
@@ -265,6 +269,7 @@ async function synthesisOf(
       system: RECALL_SYNTHESIS_PROMPT,
       messages: [{ role: "user", content: query ? `${context}\n\nQuestion: ${query}` : context }],
       meter: usage.meter("recall_synthesis"),
+      signal: AbortSignal.timeout(deps.config.providerDeadlines.synthesisMs),
     });
     return completion.text.trim();
   } catch (err) {

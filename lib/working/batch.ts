@@ -8,10 +8,9 @@ import { notFound } from "../errors";
 import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
-import { errorFields } from "../log";
 import type { MessageRole } from "../roles";
 import { annotateSpan } from "../telemetry";
-import { autoCompactThresholdSql, compactThread } from "./compaction";
+import { autoCompactThresholdSql, compactAfterWrite, inlineCompactionDeadline } from "./compaction";
 import type { MessageInput } from "./messages";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
@@ -94,8 +93,12 @@ export async function addMessages(ctx: ProjectContext, { messages: items }: { me
   ringLater(deps, [...dueJobsFromJson(row.timers), ...dueJobsFromJson(row.embed_jobs)]);
 
   const compactedThreadIds: string[] = [];
-  for (const threadId of threadsToCompact(touched, row.compact_threshold)) {
-    if (await compactInline(ctx, threadId)) compactedThreadIds.push(threadId);
+  const toCompact = threadsToCompact(touched, row.compact_threshold);
+  if (toCompact.length > 0) {
+    const deadline = inlineCompactionDeadline(deps);
+    for (const threadId of toCompact) {
+      if (await compactAfterWrite(ctx, threadId, deadline)) compactedThreadIds.push(threadId);
+    }
   }
   return { messages: sequenced(placedRows(rows, row.moved ?? []), touched), compactedThreadIds };
 }
@@ -234,15 +237,6 @@ export function threadsToCompact(
       return Math.floor(live / threshold) > Math.floor((live - Number(t.n)) / threshold);
     })
     .map((t) => t.id);
-}
-
-async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
-  try {
-    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
-  } catch (err) {
-    ctx.deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
-    return false;
-  }
 }
 
 function nonEmpty<T extends object>(value: T | undefined): T | undefined {

@@ -9,6 +9,7 @@ import { notFound } from "../errors";
 import { newId } from "../ids";
 import type { Completion } from "../llm/client";
 import { COMPACTION_PROMPT } from "../llm/prompts";
+import { errorFields } from "../log";
 import { projectSetting } from "../settings/sql";
 import { usageCollector } from "../usage/collector";
 import { deferUsage, withUsage } from "../usage/sql";
@@ -105,6 +106,26 @@ export function planFold(state: FoldState): FoldPlan | NothingToCompact {
 }
 
 /**
+ * Auto-compaction after a write crossed `autoCompactThreshold`: a failure (the provider, most
+ * likely, or the deadline `signal` ends) never fails the write, whose messages are stored.
+ */
+export async function compactAfterWrite(ctx: ProjectContext, threadId: string, signal: AbortSignal): Promise<boolean> {
+  try {
+    return "summaryMessageId" in (await compactThread(ctx, { threadId, signal }));
+  } catch (err) {
+    ctx.deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
+    return false;
+  }
+}
+
+/**
+ * The deadline of a write's auto-compaction, all its threads' together (the spec: "up to 30
+ * seconds"): a batch that crosses the threshold in several threads waits no longer than one.
+ */
+export const inlineCompactionDeadline = (deps: Deps) =>
+  AbortSignal.timeout(deps.config.providerDeadlines.inlineCompactionMs);
+
+/**
  * Folds the thread's older un-compacted messages (all but the newest COMPACT_KEEP_RECENT, at
  * most COMPACT_MAX_FOLD) and its active summary into one new summary message: one statement to
  * read, one model call, one statement to write. The write lands only if no other compaction of
@@ -115,7 +136,7 @@ export function planFold(state: FoldState): FoldPlan | NothingToCompact {
  */
 export async function compactThread(
   { deps, projectId }: ProjectContext,
-  { threadId }: { threadId: string },
+  { threadId, signal }: { threadId: string /** Ends the model call (a deadline). */; signal?: AbortSignal },
 ): Promise<Compacted | NothingToCompact> {
   const state = await readFold(deps, projectId, threadId);
   const plan = planFold(state);
@@ -128,6 +149,7 @@ export async function compactThread(
       system: COMPACTION_PROMPT,
       messages: [{ role: "user", content: plan.prompt }],
       meter: usage.meter("compaction"),
+      signal,
     });
   } catch (err) {
     // Nothing is written after a failed call: a later statement carries it.

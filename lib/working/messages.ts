@@ -8,12 +8,11 @@ import { notFound } from "../errors";
 import { indexMessagesCtes } from "../evidence/write";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
-import { errorFields } from "../log";
 import { MESSAGE_ROLES, type MessageRole, messageRole, perRole } from "../roles";
 import { budgetSpentSql } from "../usage/budget";
 import type { UsageCollector } from "../usage/collector";
 import { withUsage } from "../usage/sql";
-import { autoCompactThresholdSql, compactThread, crossesThreshold } from "./compaction";
+import { autoCompactThresholdSql, compactAfterWrite, crossesThreshold, inlineCompactionDeadline } from "./compaction";
 
 export interface MessageInput {
   role: MessageRole;
@@ -67,7 +66,9 @@ export async function addMessage(
   const timer = row.timer_key ? dueJobsFrom([{ key: row.timer_key, run_at: row.timer_run_at }]) : [];
   ringLater(deps, [...timer, ...dueJobsFromJson(row.embed_jobs)]);
   const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
-  const compacted = crossesThreshold(Number(row.live_count), threshold) && (await compactInline(ctx, threadId));
+  const compacted =
+    crossesThreshold(Number(row.live_count), threshold) &&
+    (await compactAfterWrite(ctx, threadId, inlineCompactionDeadline(ctx.deps)));
   return {
     messageId: row.id,
     threadId: row.thread_id,
@@ -90,16 +91,6 @@ const AddedRow = z.object({
   live_count: dbInt,
   compact_threshold: dbInt.nullable(),
 });
-
-/** Auto-compaction: a failure (the provider, most likely) never fails the insert, which is stored. */
-async function compactInline(ctx: ProjectContext, threadId: string): Promise<boolean> {
-  try {
-    return "summaryMessageId" in (await compactThread(ctx, { threadId }));
-  } catch (err) {
-    ctx.deps.log.warn("auto-compaction failed; the message is stored", { threadId, ...errorFields(err) });
-    return false;
-  }
-}
 
 /** An optional object as jsonb text; an empty one (every key stripped) is stored as null. */
 function jsonOrNull(value: object | undefined): string | null {

@@ -4,7 +4,7 @@ import { createNodeServer } from "../../functions/node-host";
 import { createApiKey } from "../../lib/api-keys";
 import { login } from "../../lib/auth";
 import { manualClock } from "../../lib/clock";
-import { parseConfig } from "../../lib/config";
+import { type ProviderDeadlines, parseConfig } from "../../lib/config";
 import type { QueryHook } from "../../lib/db/types";
 import type { Doorbell, DueJob } from "../../lib/jobs/doorbell";
 import { createLlm } from "../../lib/llm/client";
@@ -33,6 +33,8 @@ export interface TestServiceOptions {
   dashboardDir?: string;
   /** "interval": the host's own sweep every RETRY_INTERVAL_MS. Default: none (tests call sweep). */
   sweep?: "interval";
+  /** Shorter deadlines for a request's model calls (lib/config.ts PROVIDER_DEADLINES otherwise). */
+  providerDeadlines?: Partial<ProviderDeadlines>;
   /** The service's logger (a test captures lines with its own). Default: testLogger(), silent. */
   log?: Logger;
   /** "host": the embedded host's own statistics check (at start, then on its period). Default: none. */
@@ -54,6 +56,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     ...(options.provider ? { OPENAI_BASE_URL: options.provider.url, OPENAI_API_KEY: "test-key" } : {}),
     ...options.env,
   });
+  config.providerDeadlines = { ...config.providerDeadlines, ...options.providerDeadlines };
   const clock = options.manualTime ? manualClock() : undefined;
   const rings: DueJob[] = [];
   const recordingDoorbell: Doorbell = {
