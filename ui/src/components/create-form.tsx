@@ -1,6 +1,7 @@
 import type { ComponentChildren, PartialInputHTMLAttributes, Ref } from "preact";
 import { useEffect, useId, useRef } from "preact/hooks";
 import type { ApiError } from "../api/client";
+import { Button } from "./button";
 import { CopyButton } from "./copy-button";
 import { Heading } from "./page";
 import { ErrorMessage } from "./status";
@@ -46,13 +47,13 @@ export function CreateForm({
         aria-labelledby={headingLevel ? id : undefined}
         onSubmit={(e) => {
           e.preventDefault();
-          if (!action.pending) void action.run();
+          if (!action.pending && !disabled) void action.run();
         }}
       >
         {children}
-        <button type="submit" class="primary" disabled={action.pending || disabled}>
+        <Button type="submit" class="primary" disabled={action.pending || disabled}>
           {action.pending ? pendingLabel : submitLabel}
-        </button>
+        </Button>
       </form>
       <ErrorMessage error={action.error} />
       {status !== undefined && (

@@ -1,5 +1,6 @@
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
@@ -108,6 +109,7 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
     cursor: undefined,
   });
   const cursor = older.cursor === undefined ? first.data?.nextCursor : older.cursor;
+  const list = useRef<HTMLOListElement>(null);
   const loadOlder = useAction(async () => {
     if (!cursor) return;
     const page = await unwrap(
@@ -116,6 +118,8 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
       }),
     );
     setOlder((o) => ({ messages: [...page.messages, ...o.messages], cursor: page.nextCursor }));
+    // Nothing older left: the button goes, and the keyboard continues in what was loaded.
+    if (!page.nextCursor) list.current?.focus();
   });
 
   const data = first.data;
@@ -188,9 +192,9 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
           )}
           <div class="older">
             {cursor ? (
-              <button type="button" onClick={() => void loadOlder.run()} disabled={loadOlder.pending}>
+              <Button onClick={() => void loadOlder.run()} disabled={loadOlder.pending}>
                 {loadOlder.pending ? "Loading older messages…" : "Load older messages"}
-              </button>
+              </Button>
             ) : (
               messages.length > 0 && <p class="hint">Beginning of the thread.</p>
             )}
@@ -200,7 +204,7 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
           {messages.length === 0 ? (
             <Empty>No messages in this thread.</Empty>
           ) : (
-            <ol class="messages" aria-label="Messages, oldest first">
+            <ol class="messages" aria-label="Messages, oldest first" tabIndex={-1} ref={list}>
               {messages.map((m) => (
                 <MessageItem key={m.messageId} message={m} />
               ))}

@@ -1,5 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { ErrorMessage, Progress } from "../components/status";
 import { href, navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
@@ -122,6 +123,7 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
   const set = <K extends keyof Form>(key: K, value: Form[K]) => setForm((f) => ({ ...f, [key]: value }));
   const submit = (e: Event) => {
     e.preventDefault();
+    if (running) return;
     const to = href("projects", projectId, "playground", queryOf(form));
     if (to === location.hash) recall.reload();
     else navigate(to);
@@ -239,9 +241,9 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
           </fieldset>
         </div>
         <div class="actions">
-          <button type="submit" class="primary" disabled={running}>
+          <Button type="submit" class="primary" disabled={running}>
             {running ? "Running…" : "Run recall"}
-          </button>
+          </Button>
         </div>
       </form>
       <ErrorMessage error={datasets.error} />
