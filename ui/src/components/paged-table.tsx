@@ -1,4 +1,4 @@
-import type { ComponentChildren, Ref } from "preact";
+import { type ComponentChildren, Fragment, type Ref } from "preact";
 import { useEffect, useId, useState } from "preact/hooks";
 import type { ApiError } from "../api/client";
 import { useLoad } from "../lib/use-load";
@@ -76,7 +76,8 @@ export interface Column<T> {
  * through `headingRef`) or by a hidden caption; an action's error above it; progress, the load's
  * error and the empty state in a region that keeps its height, so nothing below jumps when the
  * rows arrive; the pager under it when the list is paged. `actions` fills a last column whose
- * header only a screen reader reads.
+ * header only a screen reader reads; `detail`, when it returns something, is a full-width row
+ * under its row (an endpoint's deliveries), so what it shows sits next to what opened it.
  */
 export function PagedTable<T>({
   title,
@@ -87,6 +88,7 @@ export function PagedTable<T>({
   rowKey,
   rowClass,
   actions,
+  detail,
   empty,
   error,
   loadingLabel,
@@ -100,6 +102,7 @@ export function PagedTable<T>({
   rowKey: (row: T) => string;
   rowClass?: (row: T) => string | undefined;
   actions?: (row: T) => ComponentChildren;
+  detail?: (row: T) => ComponentChildren;
   empty: ComponentChildren;
   error?: ApiError;
   loadingLabel: string;
@@ -139,16 +142,26 @@ export function PagedTable<T>({
                 </tr>
               </thead>
               <tbody>
-                {rows.map((row) => (
-                  <tr key={rowKey(row)} class={rowClass?.(row)}>
-                    {columns.map((c) => (
-                      <td key={c.header} class={c.class}>
-                        {c.cell(row)}
-                      </td>
-                    ))}
-                    {actions && <td class="actions-cell">{actions(row)}</td>}
-                  </tr>
-                ))}
+                {rows.map((row) => {
+                  const more = detail?.(row);
+                  return (
+                    <Fragment key={rowKey(row)}>
+                      <tr class={rowClass?.(row)}>
+                        {columns.map((c) => (
+                          <td key={c.header} class={c.class}>
+                            {c.cell(row)}
+                          </td>
+                        ))}
+                        {actions && <td class="actions-cell">{actions(row)}</td>}
+                      </tr>
+                      {more && (
+                        <tr class="detail-row">
+                          <td colSpan={columns.length + (actions ? 1 : 0)}>{more}</td>
+                        </tr>
+                      )}
+                    </Fragment>
+                  );
+                })}
               </tbody>
             </table>
           </div>

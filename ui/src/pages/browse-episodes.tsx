@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { Empty, ErrorMessage, Progress } from "../components/status";
 import { describeExtraction, type ExtractionReport } from "../lib/extraction";
 import { formatDateTime, formatNumber } from "../lib/format";
@@ -52,10 +53,12 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
         api.POST("/dashboard/browse/episodes/{id}/retry", { params: { path: { id }, query: { projectId } } }),
       );
       setRetried(id);
-      focusAfter.current = id;
-      list.reload();
     } finally {
       setRetrying(null);
+      // Refused too ("Only failed episodes can be retried": retried elsewhere): the list shows
+      // the episode as it is now.
+      focusAfter.current = id;
+      list.reload();
     }
   });
   // The Retry button goes once the episode is pending: keep the keyboard on its card (or the list).
@@ -170,14 +173,9 @@ function EpisodeCard({
                 ({formatNumber(e.retryCount)} retr{e.retryCount === 1 ? "y" : "ies"})
               </span>
             </p>
-            <button
-              type="button"
-              onClick={onRetry}
-              disabled={retrying}
-              aria-label={`Retry episode ${shortId(e.episodeId)}`}
-            >
+            <Button onClick={onRetry} disabled={retrying} aria-label={`Retry episode ${shortId(e.episodeId)}`}>
               {retrying ? "Retrying…" : "Retry"}
-            </button>
+            </Button>
           </div>
         )}
         {e.summary ? <p class="episode-summary">{e.summary}</p> : <p class="hint">No summary yet.</p>}
