@@ -45,7 +45,7 @@ export function usePagedList<T>(
   const [at, setAt] = useState({ keyId, offset: 0 });
   const offset = at.keyId === keyId ? at.offset : 0;
   const setOffset = (next: number) => setAt({ keyId, offset: next });
-  const list = useLoad(() => load({ limit, offset }), [keyId, limit, offset]);
+  const list = useLoad(() => load({ limit, offset }), [keyId, limit, offset], [keyId]);
   const rows = list.data?.rows;
   const total = list.data?.total;
   useEffect(() => {

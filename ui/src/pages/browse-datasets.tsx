@@ -11,6 +11,7 @@ export function DatasetsPage({ projectId, query }: { projectId: string; query: U
   const list = useLoad(
     () => unwrap(api.GET("/dashboard/browse/datasets", { params: { query: { projectId, limit: PAGE, offset } } })),
     [projectId, offset],
+    [projectId],
   );
   const data = list.data;
   return (

@@ -14,6 +14,7 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
     () =>
       unwrap(api.GET("/dashboard/browse/entities", { params: { query: { projectId, dataset, limit: PAGE, offset } } })),
     [projectId, dataset, offset],
+    [projectId, dataset],
   );
   const data = list.data;
   return (
@@ -79,6 +80,7 @@ export function EntityPage({ projectId, dataset, query, entityId }: BrowseProps 
         }),
       ),
     [projectId, entityId, includeInvalidated],
+    [projectId, entityId],
   );
   const data = load.data;
   return (

@@ -42,6 +42,7 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
         }),
       ),
     [projectId, dataset, status, offset],
+    [projectId, dataset],
   );
   const [retrying, setRetrying] = useState<string | null>(null);
   const [retried, setRetried] = useState<string | null>(null);

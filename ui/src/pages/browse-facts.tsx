@@ -42,6 +42,7 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
         }),
       ),
     [projectId, dataset, includeInvalidated, offset],
+    [projectId, dataset],
   );
   const parts = ["projects", projectId, "data", dataset, "facts"];
   const data = list.data;

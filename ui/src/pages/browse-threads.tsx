@@ -30,6 +30,7 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
     () =>
       unwrap(api.GET("/dashboard/browse/threads", { params: { query: { projectId, dataset, limit: PAGE, offset } } })),
     [projectId, dataset, offset],
+    [projectId, dataset],
   );
   const data = list.data;
   return (

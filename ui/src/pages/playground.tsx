@@ -110,14 +110,18 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
   }, [datasets.data]);
 
   const request = requestOf(new URLSearchParams(search));
-  const recall = useLoad(async () => {
-    if (!request) return null;
-    const started = performance.now();
-    const body = await unwrap(
-      api.POST("/dashboard/projects/{id}/recall", { params: { path: { id: projectId } }, body: request }),
-    );
-    return { body, request, roundTripMs: performance.now() - started };
-  }, [projectId, search]);
+  const recall = useLoad(
+    async () => {
+      if (!request) return null;
+      const started = performance.now();
+      const body = await unwrap(
+        api.POST("/dashboard/projects/{id}/recall", { params: { path: { id: projectId } }, body: request }),
+      );
+      return { body, request, roundTripMs: performance.now() - started };
+    },
+    [projectId, search],
+    [projectId],
+  );
   const running = recall.loading && request !== null;
 
   const set = <K extends keyof Form>(key: K, value: Form[K]) => setForm((f) => ({ ...f, [key]: value }));
