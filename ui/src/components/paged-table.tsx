@@ -1,6 +1,7 @@
 import { type ComponentChildren, Fragment, type Ref } from "preact";
 import { useEffect, useId, useState } from "preact/hooks";
 import type { ApiError } from "../api/client";
+import { lastPageOffset } from "../lib/paging";
 import { useLoad } from "../lib/use-load";
 import { Heading } from "./page";
 import { Empty, ErrorMessage, Pager, Progress } from "./status";
@@ -33,8 +34,8 @@ export function useList<T>(load: () => Promise<T[]>, key: unknown[]): TableList<
 
 /**
  * A paged list. The offset belongs to the `key` it was chosen under: another project starts on
- * its first page at once, without first loading the previous one's offset. Removing the last
- * row of a page goes back one page.
+ * its first page at once, without first loading the previous one's offset. A page left empty
+ * (its last rows removed) goes back to the last page that has rows.
  */
 export function usePagedList<T>(
   load: (page: { limit: number; offset: number }) => Promise<{ rows: T[]; total: number }>,
@@ -49,8 +50,8 @@ export function usePagedList<T>(
   const rows = list.data?.rows;
   const total = list.data?.total;
   useEffect(() => {
-    if (rows && rows.length === 0 && offset > 0) setAt({ keyId, offset: Math.max(0, offset - limit) });
-  }, [rows, offset, keyId, limit]);
+    if (rows && rows.length === 0 && offset > 0) setAt({ keyId, offset: lastPageOffset(total ?? 0, limit) });
+  }, [rows, total, offset, keyId, limit]);
   return {
     rows,
     total,

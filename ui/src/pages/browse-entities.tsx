@@ -4,7 +4,7 @@ import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { href } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty } from "./browse-common";
 import { InvalidatedToggle } from "./browse-facts";
 
 /** `data/<dataset>/entities`: the dataset's entities by name, with their live fact counts. */
@@ -17,6 +17,12 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
     [projectId, dataset],
   );
   const data = list.data;
+  const parts = ["projects", projectId, "data", dataset, "entities"];
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.entities.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Entities</h3>
@@ -54,14 +60,7 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
           </table>
         </div>
       )}
-      {data && (
-        <RoutePager
-          parts={["projects", projectId, "data", dataset, "entities"]}
-          query={query}
-          total={data.total}
-          label="Entity pages"
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Entity pages" />}
     </div>
   );
 }

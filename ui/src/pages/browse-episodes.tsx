@@ -6,7 +6,16 @@ import { describeExtraction, type ExtractionReport } from "../lib/extraction";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href, navigate } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager, ShortId, shortId, withQuery } from "./browse-common";
+import {
+  type BrowseProps,
+  offsetOf,
+  PAGE,
+  RoutePager,
+  ShortId,
+  shortId,
+  useLastPageWhenEmpty,
+  withQuery,
+} from "./browse-common";
 
 type BrowseEpisode = Schemas["BrowseEpisode"];
 
@@ -74,6 +83,11 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
   }, [list.data, list.loading]);
   const parts = ["projects", projectId, "data", dataset, "episodes"];
   const data = list.data;
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.episodes.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Episodes</h3>

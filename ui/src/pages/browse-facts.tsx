@@ -4,7 +4,7 @@ import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty, withQuery } from "./browse-common";
 
 /** The "Show invalidated facts" checkbox; its state is the route's `invalidated=1`. */
 export function InvalidatedToggle({ parts, query }: { parts: string[]; query: URLSearchParams }) {
@@ -46,6 +46,7 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
   );
   const parts = ["projects", projectId, "data", dataset, "facts"];
   const data = list.data;
+  useLastPageWhenEmpty(parts, query, list.loading ? undefined : data && { rows: data.facts.length, total: data.total });
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Facts</h3>

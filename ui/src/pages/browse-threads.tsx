@@ -5,7 +5,7 @@ import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty } from "./browse-common";
 
 type Thread = Schemas["Thread"];
 type BrowseMessage = Schemas["BrowseMessage"];
@@ -33,6 +33,12 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
     [projectId, dataset],
   );
   const data = list.data;
+  const parts = ["projects", projectId, "data", dataset, "threads"];
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.threads.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Threads</h3>
@@ -76,14 +82,7 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
           </table>
         </div>
       )}
-      {data && (
-        <RoutePager
-          parts={["projects", projectId, "data", dataset, "threads"]}
-          query={query}
-          total={data.total}
-          label="Thread pages"
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Thread pages" />}
     </div>
   );
 }
