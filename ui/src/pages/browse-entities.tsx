@@ -107,14 +107,14 @@ export function EntityPage({ projectId, dataset, query, entityId }: BrowseProps 
       </div>
       <Progress active={load.loading} label="Loading the entity's facts" />
       <ErrorMessage error={load.error} />
-      {data && data.facts.length === 0 && <Empty>No facts touch this entity.</Empty>}
-      {data && data.facts.length > 0 && (
+      {data && (
         <FactList
           facts={data.facts}
           projectId={projectId}
           dataset={dataset}
           onDeleted={load.reload}
           label={`Facts about ${data.entity.name}`}
+          empty="No facts touch this entity."
         />
       )}
     </div>

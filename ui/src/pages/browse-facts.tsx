@@ -1,6 +1,6 @@
 import { api, unwrap } from "../api/client";
 import { FactList } from "../components/fact-list";
-import { Empty, ErrorMessage, Progress } from "../components/status";
+import { ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
@@ -60,19 +60,14 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
       </div>
       <Progress active={list.loading} label="Loading facts" />
       <ErrorMessage error={list.error} />
-      {data && data.facts.length === 0 && (
-        <Empty>
-          {includeInvalidated ? "No facts in this dataset yet." : "No live facts in this dataset."} Facts are extracted
-          from completed episodes.
-        </Empty>
-      )}
-      {data && data.facts.length > 0 && (
+      {data && (
         <FactList
           facts={data.facts}
           projectId={projectId}
           dataset={dataset}
           onDeleted={list.reload}
           label={`Facts of ${dataset}`}
+          empty={`${includeInvalidated ? "No facts in this dataset yet." : "No live facts in this dataset."} Facts are extracted from completed episodes.`}
         />
       )}
       {data && <RoutePager parts={parts} query={query} total={data.total} label="Fact pages" />}
