@@ -65,7 +65,10 @@ export function CreateForm({
   );
 }
 
-/** A labelled input of a create form, with its hint read out with it. */
+/**
+ * A labelled input of a create form, with its hint read out with it. A required text field
+ * refuses blanks: spaces alone pass `required`, and the server trims them and says "Too small".
+ */
 export function TextField({
   label,
   hint,
@@ -84,10 +87,19 @@ export function TextField({
   const id = useId();
   // Preact's types pair each input type with the ARIA roles it may take; this input takes none.
   const inputType = type as "text";
+  const notBlank = type === "text" && input.required;
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <input {...input} type={inputType} id={id} ref={inputRef} aria-describedby={hint ? `${id}-hint` : undefined} />
+      <input
+        {...input}
+        type={inputType}
+        id={id}
+        ref={inputRef}
+        pattern={notBlank ? ".*\\S.*" : undefined}
+        title={notBlank ? `${label}: not only spaces` : undefined}
+        aria-describedby={hint ? `${id}-hint` : undefined}
+      />
       {hint && <small id={`${id}-hint`}>{hint}</small>}
     </div>
   );
