@@ -21,8 +21,10 @@ export function App() {
   useEffect(() => {
     const ended = (e: Event) => {
       setMe(null);
-      const here = parseHash(location.hash).parts[0] === "sign-in" ? undefined : location.hash;
-      navigate(href("sign-in", { reason: (e as CustomEvent<string>).detail, next: here }), { replace: true });
+      // A second refused call finds sign-in already shown: it keeps the page found by the first.
+      const here = parseHash(location.hash);
+      const next = here.parts[0] === "sign-in" ? here.query.get("next") : location.hash;
+      navigate(href("sign-in", { reason: (e as CustomEvent<string>).detail, next }), { replace: true });
     };
     window.addEventListener(SESSION_ENDED, ended);
     return () => window.removeEventListener(SESSION_ENDED, ended);
