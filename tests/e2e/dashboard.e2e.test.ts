@@ -124,6 +124,27 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     return JSON.parse(text) as T;
   }
 
+  /** A dashboard API call with the page's own session, as another tab of the same operator would make. */
+  async function asOperator(path: string, init: { method?: string; json?: unknown } = {}) {
+    const token = await page.evaluate(() => localStorage.getItem("memory.session"));
+    return fetch(`${svc.url}${path}`, {
+      method: init.method ?? (init.json === undefined ? "GET" : "POST"),
+      headers: {
+        authorization: `Bearer ${token}`,
+        ...(init.json === undefined ? {} : { "content-type": "application/json" }),
+      },
+      body: init.json === undefined ? undefined : JSON.stringify(init.json),
+    });
+  }
+  /** What has the keyboard's focus: a short description, so a failure says where it went. */
+  const focused = () =>
+    page.evaluate(() => {
+      const el = document.activeElement;
+      if (!el || el === document.body) return "body";
+      return `${el.tagName.toLowerCase()} ${el.getAttribute("aria-label") ?? el.textContent?.trim().slice(0, 40) ?? ""}`;
+    });
+  const hasFocus = (locator: ReturnType<Page["getByRole"]>) => locator.evaluate((el) => el === document.activeElement);
+
   const heading = (name: string | RegExp, level = 1) => page.getByRole("heading", { name, level });
   const tab = (name: string) => page.getByRole("navigation", { name: "Project" }).getByRole("link", { name });
   async function openTab(name: string) {
@@ -292,6 +313,11 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await facts.getByText(/_/).count()).toBe(0);
     expect(await facts.getByRole("listitem").count()).toBe(3);
     await capture(page, "facts");
+    // A page past the end (a stale ?offset=) goes back to the last page that has rows.
+    await page.goto(dashboard(`#/projects/${projectId}/data/${DATASET}/facts?offset=40`));
+    await expect.poll(() => new URL(page.url()).hash).toBe(`#/projects/${projectId}/data/${DATASET}/facts`);
+    await facts.getByText("user lives in Lisbon").waitFor();
+    expect(await page.getByText("No live facts in this dataset.").count()).toBe(0);
 
     await openSection("Entities");
     const entities = page.getByRole("table", { name: `Entities of ${DATASET}` });
@@ -345,6 +371,22 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await block.waitFor();
     expect(await page.getByLabel("Query", { exact: true }).inputValue()).toBe("Where does the user live? Lisbon");
     await capture(page, "playground");
+
+    // A run that fails does not leave the previous result on screen as if it were its own.
+    const run = page.url();
+    await page.goto(run.replace(/([?&])limit=[^&]*/, "$1").replace(/#\/[^?]*\?/, (m) => `${m}limit=500&`));
+    await page.getByRole("alert").getByText(/limit/).first().waitFor();
+    await idle(page);
+    expect(await block.count()).toBe(0);
+    expect(await page.getByRole("heading", { name: "Result" }).count()).toBe(0);
+    // A limit that is not a number is said on the page, not sent as null.
+    await page.goto(run.replace(/#\/[^?]*\?/, (m) => `${m}limit=abc&`));
+    await page.getByRole("alert").getByText("limit in the link is not a number: “abc”").waitFor();
+    expect(await page.getByText("received null").count()).toBe(0);
+    expect(await block.count()).toBe(0);
+    // The form's own link runs again.
+    await page.goto(run);
+    await block.waitFor();
   });
 
   it("shows the overview, settings and users pages", async () => {
@@ -355,6 +397,19 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await openTab("Settings");
     await page.getByRole("group", { name: "Working memory" }).waitFor();
     await capture(page, "settings");
+    // Save keeps the focus while it runs; Reset to default, its button gone, focuses the field,
+    // here its None checkbox (the default is None, and the number input is disabled then).
+    const none = page.getByRole("checkbox", { name: "Monthly token budget: None (off)" });
+    await none.uncheck();
+    await page.getByLabel("Monthly token budget", { exact: true }).fill("100000");
+    const save = page.getByRole("button", { name: "Save changes" });
+    await save.click();
+    await page.getByRole("status").getByText("Saved", { exact: true }).waitFor();
+    expect(await hasFocus(save)).toBe(true);
+    await page.getByRole("button", { name: "Reset to default (Monthly token budget)" }).click();
+    await page.getByRole("status").getByText("Monthly token budget reset to default").waitFor();
+    expect(await none.isChecked()).toBe(true);
+    expect(await hasFocus(none)).toBe(true);
     await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Users" }).click();
     await heading("Users").waitFor();
     await page.getByText(ADMIN.username).first().waitFor();
@@ -390,6 +445,19 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await page.getByRole("button", { name: `Revoke ${KEY_NAME}` }).count()).toBe(0);
   });
 
+  it("shows an unknown project's error without the previous project's name or tabs", async () => {
+    await page.goto(dashboard(`#/projects/${projectId}/keys`));
+    await heading(PROJECT).waitFor();
+    await page.goto(dashboard("#/projects/prj_doesnotexist/keys"));
+    await page.getByRole("alert").getByText("Project not found").first().waitFor();
+    await idle(page);
+    expect((await page.locator("#project-title").textContent())?.trim()).toBe("");
+    expect(await page.getByText("No API keys yet").count()).toBe(0);
+    expect(await page.getByRole("button", { name: "Create key" }).count()).toBe(0);
+    await page.goto(dashboard(`#/projects/${projectId}/keys`));
+    await heading(PROJECT).waitFor();
+  });
+
   it("registers a webhook endpoint, shows its secret once, and deletes it (Escape cancels first)", async () => {
     await openTab("Webhooks");
     const url = "https://hooks.example.com/memory";
@@ -405,6 +473,36 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await field.evaluate((el) => el === document.activeElement)).toBe(true);
     await page.getByRole("table", { name: "Endpoints" }).getByRole("row").filter({ hasText: url }).waitFor();
     await capture(page, "webhooks");
+
+    // The Deliveries toggle says whether its panel is open, and the panel sits under its row.
+    const toggle = page.getByRole("button", { name: `Deliveries of ${url}` });
+    expect(await toggle.getAttribute("aria-expanded")).toBe("false");
+    await toggle.click();
+    expect(await toggle.getAttribute("aria-expanded")).toBe("true");
+    const panel = page.locator(`#${await toggle.getAttribute("aria-controls")}`);
+    await panel.getByText("No deliveries yet.").waitFor();
+    expect(await panel.evaluate((el) => el.closest("tr")?.previousElementSibling?.textContent ?? "")).toContain(url);
+    await page.getByRole("button", { name: `Hide deliveries of ${url}` }).click();
+    expect(await panel.count()).toBe(0);
+
+    // An endpoint deleted in another tab: the refusal is said on the page and its stale row goes.
+    const other = "https://hooks.example.com/other";
+    const registered = await asOperator("/dashboard/webhooks", {
+      json: { projectId, url: other, eventTypes: ["episode.completed"] },
+    });
+    expect(registered.status, await registered.clone().text()).toBe(201);
+    const { endpoint } = (await registered.json()) as { endpoint: { id: string } };
+    await page.reload();
+    const otherRow = page.getByRole("table", { name: "Endpoints" }).getByRole("row").filter({ hasText: other });
+    await otherRow.waitFor();
+    expect((await asOperator(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
+    await page.getByRole("button", { name: `Delete ${other}` }).click();
+    await page
+      .getByRole("dialog", { name: "Delete this endpoint?" })
+      .getByRole("button", { name: "Delete endpoint" })
+      .click();
+    await page.getByRole("alert").getByText("Webhook endpoint not found").waitFor();
+    await otherRow.waitFor({ state: "detached" });
 
     const remove = page.getByRole("button", { name: `Delete ${url}` });
     const dialog = page.getByRole("dialog", { name: "Delete this endpoint?" });
@@ -505,6 +603,8 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
       .getByRole("status")
       .getByText(/^Password changed\./)
       .waitFor();
+    // The button kept the focus while the change ran (a disabled one drops it to the page's top).
+    expect(await focused()).toBe("button Change password");
     expect((await signIn("changed-password")).status).toBe(200);
     expect((await signIn(ADMIN.password)).status).toBe(401);
     // This session stays signed in; the steps after this one sign in with the usual password.
@@ -586,8 +686,84 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // The next call the page makes is refused: it returns to sign-in and says why.
     await openTabExpectingSignIn("Memory");
     await page.getByRole("status").getByText("Session has expired").waitFor();
-    // And signing in again works.
-    await signInWithForm();
+    // Signing in again returns to the page the session ended on.
+    expect(new URL(page.url()).hash).toContain(`next=${encodeURIComponent(`#/projects/${projectId}/data`)}`);
+    await page.getByLabel("Username").fill(ADMIN.username);
+    await page.getByLabel("Password").fill(ADMIN.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await heading(PROJECT).waitFor();
+    await expectCurrent(tab("Memory"));
+    expect(new URL(page.url()).hash).toBe(`#/projects/${projectId}/data`);
+  });
+
+  it("deletes facts: one deleted in another tab is refused on the page, and the last keeps the focus", async () => {
+    await page.goto(dashboard(`#/projects/${projectId}/data/${DATASET}/facts`));
+    const facts = page.getByRole("list", { name: `Facts of ${DATASET}` });
+    await facts.getByText("user loves night trains").waitFor();
+    const dialog = page.getByRole("dialog", { name: "Delete this fact?" });
+    const region = page.locator(".fact-list");
+    // Deleted in another tab first: the dialog closes, the 404 shows on the page, the list reloads.
+    const listed = (await (
+      await asOperator(`/dashboard/browse/facts?projectId=${projectId}&dataset=${DATASET}`)
+    ).json()) as { facts: { factId: string; object: string }[] };
+    const gone = listed.facts.find((f) => f.object === "night trains");
+    expect(
+      (await asOperator(`/dashboard/browse/facts/${gone?.factId}?projectId=${projectId}`, { method: "DELETE" })).status,
+    ).toBe(204);
+    await page.getByRole("button", { name: "Delete fact user loves night trains" }).click();
+    await dialog.getByRole("button", { name: "Delete fact" }).click();
+    await dialog.waitFor({ state: "hidden" });
+    await page.getByRole("alert").getByText("Fact not found").waitFor();
+    await facts.getByText("user loves night trains").waitFor({ state: "detached" });
+    expect(await hasFocus(region)).toBe(true);
+    // The others, one by one: after the last, the list goes and the focus stays in its place.
+    for (let left = await facts.getByRole("listitem").count(); left > 0; left--) {
+      await facts
+        .getByRole("button", { name: /^Delete fact / })
+        .first()
+        .click();
+      await dialog.getByRole("button", { name: "Delete fact" }).click();
+      await dialog.waitFor({ state: "hidden" });
+      await expect
+        .poll(async () => (await facts.count()) === 0 || (await facts.getByRole("listitem").count()) === left - 1)
+        .toBe(true);
+      await idle(page);
+      expect(await focused()).not.toBe("body");
+    }
+    await page.getByText("No live facts in this dataset.").waitFor();
+    expect(await hasFocus(region)).toBe(true);
+  });
+
+  it("pages the projects: the pager keeps the focus at its ends, and a new project shows on the first page", async () => {
+    for (let i = 1; i <= 21; i++) {
+      expect((await asOperator("/dashboard/projects", { json: { name: `Paged project ${i}` } })).status).toBe(201);
+    }
+    await page.goto(dashboard("#/projects"));
+    await page.reload();
+    const pager = page.getByRole("navigation", { name: "Project pages" });
+    const next = pager.getByRole("button", { name: "Next" });
+    await next.click();
+    await pager.getByText(/^21–\d+ of \d+$/).waitFor();
+    // The last page: Next cannot act, and keeps the focus rather than dropping it to the page's top.
+    expect(await next.getAttribute("aria-disabled")).toBe("true");
+    expect(await hasFocus(next)).toBe(true);
+    await next.click({ force: true });
+    await idle(page);
+    await pager.getByText(/^21–\d+ of \d+$/).waitFor();
+    // A project created on page 2 shows on the first page, where it is (newest first); the button keeps the focus.
+    await page.getByLabel("New project name").fill("Newest project");
+    const create = page.getByRole("button", { name: "Create project" });
+    await create.click();
+    await page.getByRole("status").getByText("Project Newest project created.").waitFor();
+    await pager.getByText(/^1–20 of \d+$/).waitFor();
+    await page.getByRole("link", { name: "Newest project" }).waitFor();
+    expect(await hasFocus(create)).toBe(true);
+    // A name of spaces alone is refused in the browser, before the server.
+    await page.getByLabel("New project name").fill("   ");
+    await create.click();
+    expect(
+      await page.getByLabel("New project name").evaluate((el) => (el as HTMLInputElement).validity.patternMismatch),
+    ).toBe(true);
   });
 
   async function openTabExpectingSignIn(name: string) {

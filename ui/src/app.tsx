@@ -1,6 +1,6 @@
 import { useEffect, useState } from "preact/hooks";
 import { api, SESSION_ENDED, session, unwrap } from "./api/client";
-import { href, navigate, useRoute } from "./lib/router";
+import { afterSignIn, href, navigate, parseHash, useRoute } from "./lib/router";
 import { AccountPage } from "./pages/account";
 import { ProjectPage } from "./pages/project";
 import { ProjectsPage } from "./pages/projects";
@@ -16,11 +16,15 @@ export function App() {
   const route = useRoute();
   const [me, setMe] = useState<Me | null | undefined>(session.token ? undefined : null);
 
-  // A session the server refuses (expired, revoked, user deleted) returns to sign-in with the reason.
+  // A session the server refuses (expired, revoked, user deleted) returns to sign-in with the
+  // reason, and signing in again returns to the page it ended on.
   useEffect(() => {
     const ended = (e: Event) => {
       setMe(null);
-      navigate(href("sign-in", { reason: (e as CustomEvent<string>).detail }), { replace: true });
+      // A second refused call finds sign-in already shown: it keeps the page found by the first.
+      const here = parseHash(location.hash);
+      const next = here.parts[0] === "sign-in" ? here.query.get("next") : location.hash;
+      navigate(href("sign-in", { reason: (e as CustomEvent<string>).detail, next }), { replace: true });
     };
     window.addEventListener(SESSION_ENDED, ended);
     return () => window.removeEventListener(SESSION_ENDED, ended);
@@ -41,7 +45,10 @@ export function App() {
         reason={route.query.get("reason")}
         onSignedIn={(user) => {
           setMe(user);
-          navigate(route.query.get("next") ?? href("projects"), { replace: true });
+          // Where the session ended, or the page asked for (a link opened while signed out).
+          navigate(afterSignIn(route.parts[0] === "sign-in" ? route.query.get("next") : location.hash), {
+            replace: true,
+          });
         }}
       />
     );

@@ -1,6 +1,7 @@
 import { useEffect, useId, useRef, useState } from "preact/hooks";
 import { ApiError } from "../api/client";
 import { useAction } from "../lib/use-load";
+import { Button } from "./button";
 
 /**
  * A confirmation for what cannot be undone. With `typed`, the operator types that word (a
@@ -80,9 +81,9 @@ export function ConfirmDialog({
           <button type="button" onClick={onClose}>
             Cancel
           </button>
-          <button type="submit" class="danger" disabled={!armed || pending}>
+          <Button type="submit" class="danger" disabled={!armed || pending}>
             {pending ? "Working…" : confirmLabel}
-          </button>
+          </Button>
         </div>
       </form>
     </dialog>

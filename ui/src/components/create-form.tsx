@@ -1,6 +1,7 @@
 import type { ComponentChildren, PartialInputHTMLAttributes, Ref } from "preact";
 import { useEffect, useId, useRef } from "preact/hooks";
 import type { ApiError } from "../api/client";
+import { Button } from "./button";
 import { CopyButton } from "./copy-button";
 import { Heading } from "./page";
 import { ErrorMessage } from "./status";
@@ -46,13 +47,13 @@ export function CreateForm({
         aria-labelledby={headingLevel ? id : undefined}
         onSubmit={(e) => {
           e.preventDefault();
-          if (!action.pending) void action.run();
+          if (!action.pending && !disabled) void action.run();
         }}
       >
         {children}
-        <button type="submit" class="primary" disabled={action.pending || disabled}>
+        <Button type="submit" class="primary" disabled={action.pending || disabled}>
           {action.pending ? pendingLabel : submitLabel}
-        </button>
+        </Button>
       </form>
       <ErrorMessage error={action.error} />
       {status !== undefined && (
@@ -64,7 +65,10 @@ export function CreateForm({
   );
 }
 
-/** A labelled input of a create form, with its hint read out with it. */
+/**
+ * A labelled input of a create form, with its hint read out with it. A required text field
+ * refuses blanks: spaces alone pass `required`, and the server trims them and says "Too small".
+ */
 export function TextField({
   label,
   hint,
@@ -83,10 +87,19 @@ export function TextField({
   const id = useId();
   // Preact's types pair each input type with the ARIA roles it may take; this input takes none.
   const inputType = type as "text";
+  const notBlank = type === "text" && input.required;
   return (
     <div class="field">
       <label for={id}>{label}</label>
-      <input {...input} type={inputType} id={id} ref={inputRef} aria-describedby={hint ? `${id}-hint` : undefined} />
+      <input
+        {...input}
+        type={inputType}
+        id={id}
+        ref={inputRef}
+        pattern={notBlank ? ".*\\S.*" : undefined}
+        title={notBlank ? `${label}: not only spaces` : undefined}
+        aria-describedby={hint ? `${id}-hint` : undefined}
+      />
       {hint && <small id={`${id}-hint`}>{hint}</small>}
     </div>
   );

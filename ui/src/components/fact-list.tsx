@@ -1,11 +1,11 @@
-import { useEffect, useRef, useState } from "preact/hooks";
+import type { ComponentChildren } from "preact";
+import { useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
 import { formatDate, formatDateTime } from "../lib/format";
 import { formatPredicate } from "../lib/predicate";
 import { href } from "../lib/router";
-import { useAction } from "../lib/use-load";
-import { ConfirmDialog } from "./confirm";
-import { ErrorMessage } from "./status";
+import { ConfirmDialog, useConfirm } from "./confirm";
+import { Empty, ErrorMessage } from "./status";
 
 export type BrowseFact = Schemas["BrowseFact"];
 
@@ -48,7 +48,8 @@ const pct = (axis: Axis, t: number) => ((t - axis.start) / (axis.end - axis.star
 /**
  * Facts with their validity drawn on one shared time axis (validAt to the end of validity, its
  * invalidation or now), confidence, the source quote (on hover and keyboard focus, and on a press),
- * linked entities and a Delete with confirmation. Used by the facts page and an entity's page.
+ * linked entities and a Delete with confirmation; `empty` when there are none. Used by the facts
+ * page and an entity's page.
  */
 export function FactList({
   facts,
@@ -56,6 +57,7 @@ export function FactList({
   dataset,
   onDeleted,
   label,
+  empty,
 }: {
   facts: BrowseFact[];
   projectId: string;
@@ -63,36 +65,69 @@ export function FactList({
   onDeleted: () => void;
   /** The list's accessible name. */
   label: string;
+  /** What is said when there are no facts (none yet, or the last one deleted). */
+  empty: ComponentChildren;
 }) {
-  const [deleting, setDeleting] = useState<BrowseFact | null>(null);
   const [deleted, setDeleted] = useState<string | null>(null);
-  const listRef = useRef<HTMLOListElement>(null);
-  const remove = useAction(async (fact: BrowseFact) => {
-    await unwrap(
-      api.DELETE("/dashboard/browse/facts/{id}", { params: { path: { id: fact.factId }, query: { projectId } } }),
-    );
-    setDeleted(factLabel(fact));
-    focusList.current = true;
-    setDeleting(null);
-    onDeleted();
+  const remove = useConfirm(async (fact: BrowseFact) => {
+    setDeleted(null);
+    try {
+      await unwrap(
+        api.DELETE("/dashboard/browse/facts/{id}", { params: { path: { id: fact.factId }, query: { projectId } } }),
+      );
+      setDeleted(factLabel(fact));
+    } finally {
+      // Refused too (404: deleted in another tab): the list shows what is left either way.
+      onDeleted();
+    }
   });
-  // The pressed button goes with its fact: once the list has reloaded, keep the keyboard in it
-  // rather than on the page's top.
-  const focusList = useRef(false);
-  useEffect(() => {
-    if (!focusList.current) return;
-    focusList.current = false;
-    listRef.current?.focus();
-  }, [facts]);
+  // The pressed button goes with its fact, and the list itself with the last one: the keyboard
+  // continues from this region, which stays (holding the empty message when nothing is left).
+  const region = useRef<HTMLDivElement>(null);
+  return (
+    <div class="fact-list" tabIndex={-1} ref={region}>
+      <ErrorMessage error={remove.error} />
+      <p class="visually-hidden" aria-live="polite">
+        {deleted && !remove.error ? `Fact deleted: ${deleted}` : ""}
+      </p>
+      {facts.length === 0 ? (
+        <Empty>{empty}</Empty>
+      ) : (
+        <FactRows
+          facts={facts}
+          label={label}
+          onDelete={remove.ask}
+          entityHref={(id) => href("projects", projectId, "data", dataset, "entities", id)}
+        />
+      )}
+      <ConfirmDialog
+        {...remove.dialog}
+        title="Delete this fact?"
+        message={`“${remove.target ? factLabel(remove.target) : ""}” is removed permanently, with its entity links: recall stops returning it and point-in-time recall will not know it either. This cannot be undone.`}
+        confirmLabel="Delete fact"
+        focusAfterConfirm={region}
+      />
+    </div>
+  );
+}
+
+/** The shared time axis and a row per fact. */
+function FactRows({
+  facts,
+  label,
+  onDelete,
+  entityHref,
+}: {
+  facts: BrowseFact[];
+  label: string;
+  onDelete: (fact: BrowseFact) => void;
+  entityHref: (entityId: string) => string;
+}) {
   const now = Date.now();
   const axis = axisOf(facts, now);
   const mid = axis.start + (axis.end - axis.start) / 2;
   return (
-    <div class="fact-list">
-      <ErrorMessage error={remove.error} />
-      <p class="visually-hidden" aria-live="polite">
-        {deleted ? `Fact deleted: ${deleted}` : ""}
-      </p>
+    <>
       <div class="fact-row fact-axis-row" aria-hidden="true">
         <span class="fact-axis-label">Fact</span>
         <div class="fact-axis">
@@ -102,30 +137,12 @@ export function FactList({
         </div>
         <span />
       </div>
-      <ol class="facts" aria-label={label} tabIndex={-1} ref={listRef}>
+      <ol class="facts" aria-label={label}>
         {facts.map((f) => (
-          <FactItem
-            key={f.factId}
-            fact={f}
-            axis={axis}
-            entityHref={(id) => href("projects", projectId, "data", dataset, "entities", id)}
-            onDelete={() => {
-              remove.clearError();
-              setDeleting(f);
-            }}
-          />
+          <FactItem key={f.factId} fact={f} axis={axis} entityHref={entityHref} onDelete={() => onDelete(f)} />
         ))}
       </ol>
-      <ConfirmDialog
-        open={deleting !== null}
-        title="Delete this fact?"
-        message={`“${deleting ? factLabel(deleting) : ""}” is removed permanently, with its entity links: recall stops returning it and point-in-time recall will not know it either. This cannot be undone.`}
-        confirmLabel="Delete fact"
-        pending={remove.pending}
-        onConfirm={() => deleting && void remove.run(deleting)}
-        onClose={() => setDeleting(null)}
-      />
-    </div>
+    </>
   );
 }
 

@@ -1,6 +1,7 @@
-import type { ComponentChildren, Ref } from "preact";
+import { type ComponentChildren, Fragment, type Ref } from "preact";
 import { useEffect, useId, useState } from "preact/hooks";
 import type { ApiError } from "../api/client";
+import { lastPageOffset } from "../lib/paging";
 import { useLoad } from "../lib/use-load";
 import { Heading } from "./page";
 import { Empty, ErrorMessage, Pager, Progress } from "./status";
@@ -33,8 +34,8 @@ export function useList<T>(load: () => Promise<T[]>, key: unknown[]): TableList<
 
 /**
  * A paged list. The offset belongs to the `key` it was chosen under: another project starts on
- * its first page at once, without first loading the previous one's offset. Removing the last
- * row of a page goes back one page.
+ * its first page at once, without first loading the previous one's offset. A page left empty
+ * (its last rows removed) goes back to the last page that has rows.
  */
 export function usePagedList<T>(
   load: (page: { limit: number; offset: number }) => Promise<{ rows: T[]; total: number }>,
@@ -45,12 +46,12 @@ export function usePagedList<T>(
   const [at, setAt] = useState({ keyId, offset: 0 });
   const offset = at.keyId === keyId ? at.offset : 0;
   const setOffset = (next: number) => setAt({ keyId, offset: next });
-  const list = useLoad(() => load({ limit, offset }), [keyId, limit, offset]);
+  const list = useLoad(() => load({ limit, offset }), [keyId, limit, offset], [keyId]);
   const rows = list.data?.rows;
   const total = list.data?.total;
   useEffect(() => {
-    if (rows && rows.length === 0 && offset > 0) setAt({ keyId, offset: Math.max(0, offset - limit) });
-  }, [rows, offset, keyId, limit]);
+    if (rows && rows.length === 0 && offset > 0) setAt({ keyId, offset: lastPageOffset(total ?? 0, limit) });
+  }, [rows, total, offset, keyId, limit]);
   return {
     rows,
     total,
@@ -76,7 +77,8 @@ export interface Column<T> {
  * through `headingRef`) or by a hidden caption; an action's error above it; progress, the load's
  * error and the empty state in a region that keeps its height, so nothing below jumps when the
  * rows arrive; the pager under it when the list is paged. `actions` fills a last column whose
- * header only a screen reader reads.
+ * header only a screen reader reads; `detail`, when it returns something, is a full-width row
+ * under its row (an endpoint's deliveries), so what it shows sits next to what opened it.
  */
 export function PagedTable<T>({
   title,
@@ -87,6 +89,7 @@ export function PagedTable<T>({
   rowKey,
   rowClass,
   actions,
+  detail,
   empty,
   error,
   loadingLabel,
@@ -100,6 +103,7 @@ export function PagedTable<T>({
   rowKey: (row: T) => string;
   rowClass?: (row: T) => string | undefined;
   actions?: (row: T) => ComponentChildren;
+  detail?: (row: T) => ComponentChildren;
   empty: ComponentChildren;
   error?: ApiError;
   loadingLabel: string;
@@ -139,16 +143,26 @@ export function PagedTable<T>({
                 </tr>
               </thead>
               <tbody>
-                {rows.map((row) => (
-                  <tr key={rowKey(row)} class={rowClass?.(row)}>
-                    {columns.map((c) => (
-                      <td key={c.header} class={c.class}>
-                        {c.cell(row)}
-                      </td>
-                    ))}
-                    {actions && <td class="actions-cell">{actions(row)}</td>}
-                  </tr>
-                ))}
+                {rows.map((row) => {
+                  const more = detail?.(row);
+                  return (
+                    <Fragment key={rowKey(row)}>
+                      <tr class={rowClass?.(row)}>
+                        {columns.map((c) => (
+                          <td key={c.header} class={c.class}>
+                            {c.cell(row)}
+                          </td>
+                        ))}
+                        {actions && <td class="actions-cell">{actions(row)}</td>}
+                      </tr>
+                      {more && (
+                        <tr class="detail-row">
+                          <td colSpan={columns.length + (actions ? 1 : 0)}>{more}</td>
+                        </tr>
+                      )}
+                    </Fragment>
+                  );
+                })}
               </tbody>
             </table>
           </div>

@@ -1,6 +1,7 @@
 import type { ComponentChildren } from "preact";
 import type { ApiError } from "../api/client";
 import { useDelayed } from "../lib/use-load";
+import { Button } from "./button";
 
 /**
  * A thin progress bar at the top of a region, shown only after 200 ms. It takes no space, so
@@ -56,15 +57,15 @@ export function Pager({
   const last = Math.max(0, total - 1);
   return (
     <nav class="pager" aria-label={label}>
-      <button type="button" disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - limit))}>
+      <Button disabled={offset === 0} onClick={() => onChange(Math.max(0, offset - limit))}>
         Previous
-      </button>
+      </Button>
       <span>
         {total === 0 ? 0 : offset + 1}–{Math.min(offset + limit, total)} of {total}
       </span>
-      <button type="button" disabled={offset + limit > last} onClick={() => onChange(offset + limit)}>
+      <Button disabled={offset + limit > last} onClick={() => onChange(offset + limit)}>
         Next
-      </button>
+      </Button>
     </nav>
   );
 }

@@ -32,6 +32,15 @@ export function href(...args: (string | Record<string, string | number | boolean
   return `#/${parts.join("/")}${qs ? `?${qs}` : ""}`;
 }
 
+/**
+ * Where sign-in leads: `next` when it is one of this app's own hash routes (never another page or
+ * site: it comes from the address bar), else the projects. Sign-in itself is no destination.
+ */
+export function afterSignIn(next: string | null): string {
+  if (next?.startsWith("#/") && parseHash(next).parts[0] !== "sign-in") return next;
+  return href("projects");
+}
+
 export function navigate(to: string, options: { replace?: boolean } = {}) {
   if (options.replace) history.replaceState(null, "", to);
   else history.pushState(null, "", to);

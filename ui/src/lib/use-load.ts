@@ -10,21 +10,28 @@ export interface Load<T> {
 }
 
 /**
- * Data for a page: loads when `key` changes, keeps the previous data while reloading (no layout
- * shift), and drops answers that arrive after a newer request started.
+ * Data for a page: loads when `key` changes and drops answers that arrive after a newer request
+ * started. While it reloads, the previous data (or error) stays on screen, so nothing shifts,
+ * but only within its `scope` (by default the key itself): what was loaded for another project
+ * or dataset is never shown under the new one. A list's scope leaves out its page and filters,
+ * so paging keeps the rows (and the pager, and its focus) until the next page arrives.
  */
-export function useLoad<T>(load: () => Promise<T>, key: unknown[]): Load<T> {
-  const [state, setState] = useState<{ data?: T; error?: ApiError; loading: boolean }>({ loading: true });
+export function useLoad<T>(load: () => Promise<T>, key: unknown[], scope: unknown[] = key): Load<T> {
+  const scopeId = JSON.stringify(scope);
+  const [state, setState] = useState<{ scopeId?: string; data?: T; error?: ApiError; loading: boolean }>({
+    loading: true,
+  });
   const generation = useRef(0);
   const run = useCallback(() => {
     const mine = ++generation.current;
     setState((s) => ({ ...s, loading: true }));
     load().then(
-      (data) => mine === generation.current && setState({ data, loading: false }),
+      (data) => mine === generation.current && setState({ scopeId, data, loading: false }),
       (error: unknown) =>
         mine === generation.current &&
         setState((s) => ({
-          data: s.data,
+          scopeId,
+          data: s.scopeId === scopeId ? s.data : undefined,
           loading: false,
           error: error instanceof ApiError ? error : new ApiError(0, String(error)),
         })),
@@ -32,6 +39,8 @@ export function useLoad<T>(load: () => Promise<T>, key: unknown[]): Load<T> {
     // The caller's key decides when to load again.
   }, key);
   useEffect(run, [run]);
+  if (state.scopeId !== undefined && state.scopeId !== scopeId)
+    return { data: undefined, error: undefined, loading: true, reload: run };
   return { data: state.data, error: state.error, loading: state.loading, reload: run };
 }
 

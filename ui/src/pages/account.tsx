@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { ApiError, api, unwrap } from "../api/client";
 import type { Me } from "../app";
+import { Button } from "../components/button";
 import { ErrorMessage } from "../components/status";
 import { useAction } from "../lib/use-load";
 import "./account.css";
@@ -41,7 +42,7 @@ export function AccountPage({ me }: { me: Me }) {
         aria-labelledby="account-password-title"
         onSubmit={(e) => {
           e.preventDefault();
-          void change.run();
+          if (!change.pending) void change.run();
         }}
       >
         <PasswordField id="account-current" label="Current password" value={current} onInput={setCurrent} />
@@ -54,9 +55,9 @@ export function AccountPage({ me }: { me: Me }) {
           isNew
         />
         <PasswordField id="account-repeat" label="Repeat the new password" value={repeat} onInput={setRepeat} isNew />
-        <button type="submit" class="primary" disabled={change.pending}>
+        <Button type="submit" class="primary" disabled={change.pending}>
           {change.pending ? "Changing…" : "Change password"}
-        </button>
+        </Button>
       </form>
       <ErrorMessage error={change.error} />
       <p role="status" class="account-status">

@@ -1,4 +1,6 @@
+import { useEffect } from "preact/hooks";
 import { Pager } from "../components/status";
+import { lastPageOffset } from "../lib/paging";
 import { href, navigate } from "../lib/router";
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
@@ -22,6 +24,23 @@ export function offsetOf(query: URLSearchParams): number {
 /** The link to the same view with some query parameters changed (undefined/"" removes one). */
 export function withQuery(parts: string[], query: URLSearchParams, changes: Query): string {
   return href(...parts, { ...Object.fromEntries(query), ...changes });
+}
+
+/**
+ * A page left empty (its last rows deleted) or past the end (an `?offset=` beyond the total) goes
+ * to the last page that has rows, in place of its history entry, as the management lists do.
+ * `page` is what the current offset loaded (undefined while it loads).
+ */
+export function useLastPageWhenEmpty(
+  parts: string[],
+  query: URLSearchParams,
+  page: { rows: number; total: number } | undefined,
+) {
+  const offset = offsetOf(query);
+  const to = page && page.rows === 0 && offset > 0 ? lastPageOffset(page.total, PAGE) : undefined;
+  useEffect(() => {
+    if (to !== undefined) navigate(withQuery(parts, query, { offset: to || undefined }), { replace: true });
+  }, [to, offset]);
 }
 
 /** The pager of a browse list: its offset lives in the route's query, so Back and reload keep it. */

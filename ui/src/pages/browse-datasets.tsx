@@ -3,7 +3,7 @@ import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { offsetOf, PAGE, RoutePager } from "./browse-common";
+import { offsetOf, PAGE, RoutePager, useLastPageWhenEmpty } from "./browse-common";
 
 /** `#/projects/<id>/data`: the project's datasets, most recently active first. */
 export function DatasetsPage({ projectId, query }: { projectId: string; query: URLSearchParams }) {
@@ -11,8 +11,15 @@ export function DatasetsPage({ projectId, query }: { projectId: string; query: U
   const list = useLoad(
     () => unwrap(api.GET("/dashboard/browse/datasets", { params: { query: { projectId, limit: PAGE, offset } } })),
     [projectId, offset],
+    [projectId],
   );
   const data = list.data;
+  const parts = ["projects", projectId, "data"];
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.datasets.length, total: data.total },
+  );
   return (
     <div class="browse">
       <h2>Datasets</h2>
@@ -70,9 +77,7 @@ export function DatasetsPage({ projectId, query }: { projectId: string; query: U
             </table>
           </div>
         )}
-        {data && (
-          <RoutePager parts={["projects", projectId, "data"]} query={query} total={data.total} label="Dataset pages" />
-        )}
+        {data && <RoutePager parts={parts} query={query} total={data.total} label="Dataset pages" />}
       </div>
     </div>
   );

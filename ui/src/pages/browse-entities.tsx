@@ -4,7 +4,7 @@ import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { href } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty } from "./browse-common";
 import { InvalidatedToggle } from "./browse-facts";
 
 /** `data/<dataset>/entities`: the dataset's entities by name, with their live fact counts. */
@@ -14,8 +14,15 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
     () =>
       unwrap(api.GET("/dashboard/browse/entities", { params: { query: { projectId, dataset, limit: PAGE, offset } } })),
     [projectId, dataset, offset],
+    [projectId, dataset],
   );
   const data = list.data;
+  const parts = ["projects", projectId, "data", dataset, "entities"];
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.entities.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Entities</h3>
@@ -53,14 +60,7 @@ export function EntitiesPage({ projectId, dataset, query }: BrowseProps) {
           </table>
         </div>
       )}
-      {data && (
-        <RoutePager
-          parts={["projects", projectId, "data", dataset, "entities"]}
-          query={query}
-          total={data.total}
-          label="Entity pages"
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Entity pages" />}
     </div>
   );
 }
@@ -79,6 +79,7 @@ export function EntityPage({ projectId, dataset, query, entityId }: BrowseProps 
         }),
       ),
     [projectId, entityId, includeInvalidated],
+    [projectId, entityId],
   );
   const data = load.data;
   return (
@@ -106,14 +107,14 @@ export function EntityPage({ projectId, dataset, query, entityId }: BrowseProps 
       </div>
       <Progress active={load.loading} label="Loading the entity's facts" />
       <ErrorMessage error={load.error} />
-      {data && data.facts.length === 0 && <Empty>No facts touch this entity.</Empty>}
-      {data && data.facts.length > 0 && (
+      {data && (
         <FactList
           facts={data.facts}
           projectId={projectId}
           dataset={dataset}
           onDeleted={load.reload}
           label={`Facts about ${data.entity.name}`}
+          empty="No facts touch this entity."
         />
       )}
     </div>

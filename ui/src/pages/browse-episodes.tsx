@@ -1,11 +1,21 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { Empty, ErrorMessage, Progress } from "../components/status";
 import { describeExtraction, type ExtractionReport } from "../lib/extraction";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href, navigate } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager, ShortId, shortId, withQuery } from "./browse-common";
+import {
+  type BrowseProps,
+  offsetOf,
+  PAGE,
+  RoutePager,
+  ShortId,
+  shortId,
+  useLastPageWhenEmpty,
+  withQuery,
+} from "./browse-common";
 
 type BrowseEpisode = Schemas["BrowseEpisode"];
 
@@ -41,6 +51,7 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
         }),
       ),
     [projectId, dataset, status, offset],
+    [projectId, dataset],
   );
   const [retrying, setRetrying] = useState<string | null>(null);
   const [retried, setRetried] = useState<string | null>(null);
@@ -52,10 +63,12 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
         api.POST("/dashboard/browse/episodes/{id}/retry", { params: { path: { id }, query: { projectId } } }),
       );
       setRetried(id);
-      focusAfter.current = id;
-      list.reload();
     } finally {
       setRetrying(null);
+      // Refused too ("Only failed episodes can be retried": retried elsewhere): the list shows
+      // the episode as it is now.
+      focusAfter.current = id;
+      list.reload();
     }
   });
   // The Retry button goes once the episode is pending: keep the keyboard on its card (or the list).
@@ -70,6 +83,11 @@ export function EpisodesPage({ projectId, dataset, query }: BrowseProps) {
   }, [list.data, list.loading]);
   const parts = ["projects", projectId, "data", dataset, "episodes"];
   const data = list.data;
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.episodes.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Episodes</h3>
@@ -170,14 +188,9 @@ function EpisodeCard({
                 ({formatNumber(e.retryCount)} retr{e.retryCount === 1 ? "y" : "ies"})
               </span>
             </p>
-            <button
-              type="button"
-              onClick={onRetry}
-              disabled={retrying}
-              aria-label={`Retry episode ${shortId(e.episodeId)}`}
-            >
+            <Button onClick={onRetry} disabled={retrying} aria-label={`Retry episode ${shortId(e.episodeId)}`}>
               {retrying ? "Retrying…" : "Retry"}
-            </button>
+            </Button>
           </div>
         )}
         {e.summary ? <p class="episode-summary">{e.summary}</p> : <p class="hint">No summary yet.</p>}

@@ -1,10 +1,10 @@
 import { api, unwrap } from "../api/client";
 import { FactList } from "../components/fact-list";
-import { Empty, ErrorMessage, Progress } from "../components/status";
+import { ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager, withQuery } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty, withQuery } from "./browse-common";
 
 /** The "Show invalidated facts" checkbox; its state is the route's `invalidated=1`. */
 export function InvalidatedToggle({ parts, query }: { parts: string[]; query: URLSearchParams }) {
@@ -42,9 +42,11 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
         }),
       ),
     [projectId, dataset, includeInvalidated, offset],
+    [projectId, dataset],
   );
   const parts = ["projects", projectId, "data", dataset, "facts"];
   const data = list.data;
+  useLastPageWhenEmpty(parts, query, list.loading ? undefined : data && { rows: data.facts.length, total: data.total });
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Facts</h3>
@@ -58,19 +60,14 @@ export function FactsPage({ projectId, dataset, query }: BrowseProps) {
       </div>
       <Progress active={list.loading} label="Loading facts" />
       <ErrorMessage error={list.error} />
-      {data && data.facts.length === 0 && (
-        <Empty>
-          {includeInvalidated ? "No facts in this dataset yet." : "No live facts in this dataset."} Facts are extracted
-          from completed episodes.
-        </Empty>
-      )}
-      {data && data.facts.length > 0 && (
+      {data && (
         <FactList
           facts={data.facts}
           projectId={projectId}
           dataset={dataset}
           onDeleted={list.reload}
           label={`Facts of ${dataset}`}
+          empty={`${includeInvalidated ? "No facts in this dataset yet." : "No live facts in this dataset."} Facts are extracted from completed episodes.`}
         />
       )}
       {data && <RoutePager parts={parts} query={query} total={data.total} label="Fact pages" />}

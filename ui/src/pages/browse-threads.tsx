@@ -1,10 +1,11 @@
-import { useState } from "preact/hooks";
+import { useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { Empty, ErrorMessage, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
 import { useAction, useLoad } from "../lib/use-load";
-import { type BrowseProps, offsetOf, PAGE, RoutePager } from "./browse-common";
+import { type BrowseProps, offsetOf, PAGE, RoutePager, useLastPageWhenEmpty } from "./browse-common";
 
 type Thread = Schemas["Thread"];
 type BrowseMessage = Schemas["BrowseMessage"];
@@ -29,8 +30,15 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
     () =>
       unwrap(api.GET("/dashboard/browse/threads", { params: { query: { projectId, dataset, limit: PAGE, offset } } })),
     [projectId, dataset, offset],
+    [projectId, dataset],
   );
   const data = list.data;
+  const parts = ["projects", projectId, "data", dataset, "threads"];
+  useLastPageWhenEmpty(
+    parts,
+    query,
+    list.loading ? undefined : data && { rows: data.threads.length, total: data.total },
+  );
   return (
     <div class="browse-region">
       <h3 class="visually-hidden">Threads</h3>
@@ -74,14 +82,7 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
           </table>
         </div>
       )}
-      {data && (
-        <RoutePager
-          parts={["projects", projectId, "data", dataset, "threads"]}
-          query={query}
-          total={data.total}
-          label="Thread pages"
-        />
-      )}
+      {data && <RoutePager parts={parts} query={query} total={data.total} label="Thread pages" />}
     </div>
   );
 }
@@ -108,6 +109,7 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
     cursor: undefined,
   });
   const cursor = older.cursor === undefined ? first.data?.nextCursor : older.cursor;
+  const list = useRef<HTMLOListElement>(null);
   const loadOlder = useAction(async () => {
     if (!cursor) return;
     const page = await unwrap(
@@ -116,6 +118,8 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
       }),
     );
     setOlder((o) => ({ messages: [...page.messages, ...o.messages], cursor: page.nextCursor }));
+    // Nothing older left: the button goes, and the keyboard continues in what was loaded.
+    if (!page.nextCursor) list.current?.focus();
   });
 
   const data = first.data;
@@ -188,9 +192,9 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
           )}
           <div class="older">
             {cursor ? (
-              <button type="button" onClick={() => void loadOlder.run()} disabled={loadOlder.pending}>
+              <Button onClick={() => void loadOlder.run()} disabled={loadOlder.pending}>
                 {loadOlder.pending ? "Loading older messages…" : "Load older messages"}
-              </button>
+              </Button>
             ) : (
               messages.length > 0 && <p class="hint">Beginning of the thread.</p>
             )}
@@ -200,7 +204,7 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
           {messages.length === 0 ? (
             <Empty>No messages in this thread.</Empty>
           ) : (
-            <ol class="messages" aria-label="Messages, oldest first">
+            <ol class="messages" aria-label="Messages, oldest first" tabIndex={-1} ref={list}>
               {messages.map((m) => (
                 <MessageItem key={m.messageId} message={m} />
               ))}

@@ -38,6 +38,7 @@ export function OverviewPage({ projectId }: { projectId: string }) {
         }),
       ),
     [projectId, offset],
+    [projectId],
   );
 
   const s = stats.data?.stats;

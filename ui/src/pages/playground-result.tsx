@@ -3,6 +3,7 @@ import type { paths } from "../api/schema";
 import { CopyButton } from "../components/copy-button";
 import { formatDate, formatDateTime, formatNumber } from "../lib/format";
 import { formatPredicate } from "../lib/predicate";
+import { missingSynthesis } from "../lib/synthesis";
 
 /** The playground's answer: the /v1 recall response plus how it was ranked and timed. */
 type Answer = paths["/dashboard/projects/{id}/recall"]["post"]["responses"][200]["content"]["application/json"];
@@ -213,9 +214,7 @@ export function RecallResult({
           {recall.synthesis ? (
             <p class="card synthesis">{recall.synthesis}</p>
           ) : (
-            <p class="hint">
-              {empty ? "None: the context block is empty." : "None: the model call failed (recall still answered)."}
-            </p>
+            <p class="hint">{missingSynthesis(empty, timing)}</p>
           )}
         </div>
       ) : null}

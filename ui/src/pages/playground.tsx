@@ -1,12 +1,12 @@
 import { useEffect, useState } from "preact/hooks";
-import { api, type Schemas, unwrap } from "../api/client";
+import { ApiError, api, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { ErrorMessage, Progress } from "../components/status";
+import { recallRequestOf } from "../lib/recall-request";
 import { href, navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
 import { RecallResult } from "./playground-result";
 import "./playground.css";
-
-type RecallRequest = Schemas["RecallRequest"];
 
 /** The form as typed: strings for the inputs (validated by the browser and then the server). */
 interface Form {
@@ -65,28 +65,6 @@ function queryOf(form: Form) {
   };
 }
 
-/** The recall request a route query stands for; null before the first run (no dataset). */
-function requestOf(query: URLSearchParams): RecallRequest | null {
-  const dataset = query.get("dataset");
-  if (!dataset) return null;
-  const include: RecallRequest["include"] = [];
-  if (query.get("episodes") === "1") include.push("episodes");
-  if (query.get("synthesis") === "1") include.push("synthesis");
-  if (query.get("messages") === "1") include.push("messages");
-  const number = (key: string) => {
-    const raw = query.get(key);
-    return raw === null || raw === "" ? undefined : Number(raw);
-  };
-  return {
-    dataset,
-    query: query.get("q") || undefined,
-    include,
-    limit: number("limit"),
-    minConfidence: number("minConfidence"),
-    asOf: query.get("asOf") || undefined,
-  };
-}
-
 /**
  * `#/projects/<id>/playground`: runs a recall as an application would, and shows the context block
  * exactly as the model sees it, why each fact ranked where it did, and where the time went. The
@@ -108,20 +86,27 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
     if (!form.dataset && names.length > 0) setForm((f) => (f.dataset ? f : { ...f, dataset: names[0]! }));
   }, [datasets.data]);
 
-  const request = requestOf(new URLSearchParams(search));
-  const recall = useLoad(async () => {
-    if (!request) return null;
-    const started = performance.now();
-    const body = await unwrap(
-      api.POST("/dashboard/projects/{id}/recall", { params: { path: { id: projectId } }, body: request }),
-    );
-    return { body, request, roundTripMs: performance.now() - started };
-  }, [projectId, search]);
+  const parsed = recallRequestOf(new URLSearchParams(search));
+  const request = parsed && "request" in parsed ? parsed.request : null;
+  const invalid = parsed && "invalid" in parsed ? new ApiError(400, parsed.invalid) : undefined;
+  const recall = useLoad(
+    async () => {
+      if (!request) return null;
+      const started = performance.now();
+      const body = await unwrap(
+        api.POST("/dashboard/projects/{id}/recall", { params: { path: { id: projectId } }, body: request }),
+      );
+      return { body, request, roundTripMs: performance.now() - started };
+    },
+    [projectId, search],
+    [projectId],
+  );
   const running = recall.loading && request !== null;
 
   const set = <K extends keyof Form>(key: K, value: Form[K]) => setForm((f) => ({ ...f, [key]: value }));
   const submit = (e: Event) => {
     e.preventDefault();
+    if (running) return;
     const to = href("projects", projectId, "playground", queryOf(form));
     if (to === location.hash) recall.reload();
     else navigate(to);
@@ -239,17 +224,18 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
           </fieldset>
         </div>
         <div class="actions">
-          <button type="submit" class="primary" disabled={running}>
+          <Button type="submit" class="primary" disabled={running}>
             {running ? "Running…" : "Run recall"}
-          </button>
+          </Button>
         </div>
       </form>
       <ErrorMessage error={datasets.error} />
       <div class="recall-output">
         <Progress active={running} label="Running recall" />
-        <ErrorMessage error={request ? recall.error : undefined} />
-        {recall.data && <RecallResult {...recall.data} />}
-        {!request && <p class="empty">Choose a dataset and run a recall to see what the model would be given.</p>}
+        <ErrorMessage error={invalid ?? (request ? recall.error : undefined)} />
+        {/* A failed run's previous result is not shown as if it were this one's. */}
+        {recall.data && !recall.error && <RecallResult {...recall.data} />}
+        {!parsed && <p class="empty">Choose a dataset and run a recall to see what the model would be given.</p>}
       </div>
     </div>
   );

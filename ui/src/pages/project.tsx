@@ -41,6 +41,8 @@ export function ProjectPage({
   useEffect(() => {
     tabs.current?.querySelector('[aria-current="page"]')?.scrollIntoView({ block: "nearest", inline: "nearest" });
   }, [tab]);
+  // No such project (a stale link, deleted elsewhere): its error alone, no tabs to act in.
+  const missing = project.error?.status === 404;
   return (
     <section aria-labelledby="project-title">
       <p class="crumbs">
@@ -51,14 +53,16 @@ export function ProjectPage({
       </h1>
       <Progress active={project.loading} label="Loading project" />
       <ErrorMessage error={project.error} />
-      <nav class="tabs" aria-label="Project" ref={tabs}>
-        {TABS.map(([key, label]) => (
-          <a key={key} href={href("projects", projectId, key)} aria-current={tab === key ? "page" : undefined}>
-            {label}
-          </a>
-        ))}
-      </nav>
-      {tab === "data" ? (
+      {!missing && (
+        <nav class="tabs" aria-label="Project" ref={tabs}>
+          {TABS.map(([key, label]) => (
+            <a key={key} href={href("projects", projectId, key)} aria-current={tab === key ? "page" : undefined}>
+              {label}
+            </a>
+          ))}
+        </nav>
+      )}
+      {missing ? null : tab === "data" ? (
         <BrowsePage projectId={projectId} parts={rest} query={query} />
       ) : tab === "playground" ? (
         <PlaygroundPage projectId={projectId} query={query} />

@@ -28,7 +28,8 @@ export function ProjectsPage() {
     const body = await unwrap(api.POST("/dashboard/projects", { body: { name } }));
     setName("");
     setCreated(body.project.name);
-    list.reload();
+    // The new project is on the first page (newest first), wherever the list was.
+    list.first();
   });
 
   // The row (and its button) goes: the page's heading takes the focus.

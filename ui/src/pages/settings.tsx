@@ -1,6 +1,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
 import type { paths } from "../api/schema";
+import { Button } from "../components/button";
 import { ErrorMessage, Progress } from "../components/status";
 import { formatNumber } from "../lib/format";
 import { useAction, useLoad } from "../lib/use-load";
@@ -26,6 +27,7 @@ const GROUPS: Record<string, { title: string; hint: string }> = {
 
 const fieldId = (f: Field) => `${f.group}.${f.key}`;
 const inputId = (f: Field) => `setting-${f.group}-${f.key}`;
+const noneId = (f: Field) => `${inputId(f)}-none`;
 
 /** `autoEpisodeIntervalMs` -> "Auto episode interval (ms)" */
 function humanise(key: string): string {
@@ -151,8 +153,10 @@ export function SettingsPage({ projectId }: { projectId: string }) {
     afterReload.current = () => {
       setDrafts(({ [fieldId(f)]: _, ...rest }) => rest);
       setDone(`${humanise(f.key)} reset to default`);
-      // The button is gone once the override is: the field itself keeps the focus.
-      document.getElementById(inputId(f))?.focus();
+      // The button is gone once the override is: the field itself keeps the focus, its None
+      // checkbox when the default is None (the number input is disabled then).
+      const input = document.getElementById(inputId(f)) as HTMLInputElement | null;
+      (input?.disabled ? document.getElementById(noneId(f)) : input)?.focus();
     };
     load.reload();
   });
@@ -169,6 +173,7 @@ export function SettingsPage({ projectId }: { projectId: string }) {
   };
 
   const submit = () => {
+    if (save.pending) return;
     setAttempted(true);
     setDone(null);
     reset.clearError();
@@ -249,8 +254,7 @@ export function SettingsPage({ projectId }: { projectId: string }) {
               <p role="status" class={`settings-status${done ? " settings-saved" : ""}`}>
                 {status}
               </p>
-              <button
-                type="button"
+              <Button
                 disabled={Object.keys(drafts).length === 0 || save.pending}
                 onClick={() => {
                   setDrafts({});
@@ -260,10 +264,10 @@ export function SettingsPage({ projectId }: { projectId: string }) {
                 }}
               >
                 Discard changes
-              </button>
-              <button type="submit" class="primary" disabled={save.pending}>
+              </Button>
+              <Button type="submit" class="primary" disabled={save.pending}>
                 {save.pending ? "Saving…" : "Save changes"}
-              </button>
+              </Button>
             </div>
           </div>
         </form>
@@ -346,6 +350,7 @@ function SettingInput({
           {f.nullable && (
             <label class="settings-check">
               <input
+                id={noneId(f)}
                 type="checkbox"
                 checked={isNone}
                 aria-label={`${label}: None (off)`}
@@ -383,7 +388,7 @@ function SettingInput({
         </span>
       </p>
       {f.overridden && (
-        <button type="button" class="link settings-reset" disabled={resetDisabled} onClick={onReset}>
+        <Button class="link settings-reset" disabled={resetDisabled} onClick={onReset}>
           {resetting ? (
             "Resetting…"
           ) : (
@@ -391,7 +396,7 @@ function SettingInput({
               Reset to default<span class="visually-hidden"> ({label})</span>
             </>
           )}
-        </button>
+        </Button>
       )}
     </div>
   );

@@ -1,6 +1,7 @@
 import { useState } from "preact/hooks";
 import { api, session, unwrap } from "../api/client";
 import type { Me } from "../app";
+import { Button } from "../components/button";
 import { ErrorMessage } from "../components/status";
 import { useAction } from "../lib/use-load";
 
@@ -18,7 +19,7 @@ export function SignInPage({ reason, onSignedIn }: { reason: string | null; onSi
         class="card"
         onSubmit={(e) => {
           e.preventDefault();
-          void login.run();
+          if (!login.pending) void login.run();
         }}
       >
         <h1>Sign in</h1>
@@ -49,9 +50,9 @@ export function SignInPage({ reason, onSignedIn }: { reason: string | null; onSi
           />
         </label>
         <ErrorMessage error={login.error} />
-        <button type="submit" class="primary" disabled={login.pending}>
+        <Button type="submit" class="primary" disabled={login.pending}>
           {login.pending ? "Signing in…" : "Sign in"}
-        </button>
+        </Button>
       </form>
     </main>
   );

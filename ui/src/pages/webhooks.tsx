@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, type Schemas, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { ConfirmDialog, useConfirm } from "../components/confirm";
 import { CreateForm, ShownOnce, TextField } from "../components/create-form";
 import { Page } from "../components/page";
@@ -42,6 +43,7 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   const [types, setTypes] = useState<EventType[]>(["episode.completed"]);
   const [fresh, setFresh] = useState<{ secret: string; url: string } | null>(null);
   const [open, setOpen] = useState<string | null>(null);
+  const [enabled, setEnabled] = useState<string | null>(null);
   const urlInput = useRef<HTMLInputElement>(null);
 
   const create = useAction(async () => {
@@ -53,12 +55,21 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   // The Delete button goes with its row: the list's heading takes the focus.
   const listHeading = useRef<HTMLHeadingElement>(null);
   const remove = useConfirm(async (endpoint: Endpoint) => {
-    await unwrap(api.DELETE("/dashboard/webhooks/{id}", { params: { path: { id: endpoint.id } } }));
-    if (open === endpoint.id) setOpen(null);
-    list.reload();
+    setEnabled(null);
+    try {
+      await unwrap(api.DELETE("/dashboard/webhooks/{id}", { params: { path: { id: endpoint.id } } }));
+    } finally {
+      // Refused too (404: deleted elsewhere): the list shows what is left either way.
+      if (open === endpoint.id) setOpen(null);
+      list.reload();
+    }
   });
   const enable = useAction(async (endpoint: Endpoint) => {
+    setEnabled(null);
     await unwrap(api.POST("/dashboard/webhooks/{id}/enable", { params: { path: { id: endpoint.id } } }));
+    setEnabled(endpoint.url);
+    // The Enable button goes with the disabled state: the keyboard stays on the endpoint's row.
+    document.getElementById(toggleId(endpoint.id))?.focus();
     list.reload();
   });
 
@@ -66,6 +77,7 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   useEffect(() => {
     setFresh(null);
     setOpen(null);
+    setEnabled(null);
   }, [projectId]);
 
   return (
@@ -175,21 +187,31 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
         ]}
         actions={(ep) => (
           <>
-            <button type="button" onClick={() => setOpen(open === ep.id ? null : ep.id)}>
+            <button
+              type="button"
+              id={toggleId(ep.id)}
+              aria-expanded={open === ep.id}
+              aria-controls={open === ep.id ? panelId(ep.id) : undefined}
+              onClick={() => setOpen(open === ep.id ? null : ep.id)}
+            >
               {open === ep.id ? "Hide deliveries" : "Deliveries"}
+              <span class="visually-hidden"> of {ep.url}</span>
             </button>{" "}
             {ep.disabledAt && (
-              <button type="button" onClick={() => void enable.run(ep)} disabled={enable.pending}>
-                Enable
-              </button>
+              <Button onClick={() => void enable.run(ep)} disabled={enable.pending}>
+                Enable<span class="visually-hidden"> {ep.url}</span>
+              </Button>
             )}{" "}
             <button type="button" class="danger" onClick={() => remove.ask(ep)}>
               Delete<span class="visually-hidden"> {ep.url}</span>
             </button>
           </>
         )}
+        detail={(ep) => open === ep.id && <Deliveries endpointId={ep.id} onReplayed={list.reload} />}
       />
-      {open && <Deliveries endpointId={open} onReplayed={list.reload} />}
+      <p role="status" class="create-status">
+        {enabled && !enable.pending && !enable.error ? `Endpoint ${enabled} enabled.` : ""}
+      </p>
 
       <ConfirmDialog
         {...remove.dialog}
@@ -202,6 +224,12 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   );
 }
 
+/** Time for a replayed delivery's attempt to run before its list is read again (it runs in the background). */
+const REPLAY_SETTLE_MS = 2000;
+
+const toggleId = (endpointId: string) => `deliveries-toggle-${endpointId}`;
+const panelId = (endpointId: string) => `deliveries-${endpointId}`;
+
 /** An endpoint's deliveries, newest first, a page at a time, each with its attempts and a replay. */
 function Deliveries({ endpointId, onReplayed }: { endpointId: string; onReplayed: () => void }) {
   const list = usePagedList(
@@ -211,13 +239,26 @@ function Deliveries({ endpointId, onReplayed }: { endpointId: string; onReplayed
       ).then((body) => ({ rows: body.deliveries, total: body.total })),
     [endpointId],
   );
+  const [replayed, setReplayed] = useState<{ id: string } | null>(null);
   const replay = useAction(async (id: string) => {
+    setReplayed(null);
     await unwrap(api.POST("/dashboard/webhooks/deliveries/{id}/replay", { params: { path: { id } } }));
+    setReplayed({ id });
     list.reload();
     onReplayed();
   });
+  // The replayed attempt runs in the background, just after the answer: read the list again
+  // once it has had the time to, so the new attempt shows without a reload by hand.
+  useEffect(() => {
+    if (!replayed) return;
+    const timer = setTimeout(() => {
+      list.reload();
+      onReplayed();
+    }, REPLAY_SETTLE_MS);
+    return () => clearTimeout(timer);
+  }, [replayed]);
   return (
-    <section aria-label="Deliveries">
+    <section id={panelId(endpointId)} aria-label="Deliveries">
       <PagedTable
         title="Deliveries"
         headingLevel={3}
@@ -258,11 +299,14 @@ function Deliveries({ endpointId, onReplayed }: { endpointId: string; onReplayed
           { header: "Created", cell: (d) => formatDateTime(d.createdAt) },
         ]}
         actions={(d) => (
-          <button type="button" disabled={replay.pending} onClick={() => void replay.run(d.id)}>
+          <Button disabled={replay.pending} onClick={() => void replay.run(d.id)}>
             Replay<span class="visually-hidden"> {d.id}</span>
-          </button>
+          </Button>
         )}
       />
+      <p role="status" class="create-status">
+        {replayed && !replay.pending && !replay.error ? `Replayed: delivery ${replayed.id} queued.` : ""}
+      </p>
     </section>
   );
 }
