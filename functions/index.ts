@@ -1,3 +1,4 @@
+import pLimit from "p-limit";
 import { acceptedKeys } from "../lib/accepted-keys";
 import { backgroundJobs } from "../lib/background";
 import { systemClock } from "../lib/clock";
@@ -6,7 +7,7 @@ import { createNeonDatabase } from "../lib/db/neon";
 import type { Deps } from "../lib/deps";
 import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
-import { sweep } from "../lib/jobs/runner";
+import { JOB_CONCURRENCY, sweep } from "../lib/jobs/runner";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
@@ -27,6 +28,7 @@ type WorkerEnv = Env & Partial<Record<keyof ConfigEnv, string>>;
 const queryEmbeddings = createQueryEmbeddings();
 const usageBacklogOfIsolate = usageBacklog();
 const acceptedKeysOfIsolate = acceptedKeys();
+const jobSlotsOfIsolate = pLimit(JOB_CONCURRENCY);
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
@@ -95,6 +97,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     queryEmbeddings,
     usageBacklog: usageBacklogOfIsolate,
     acceptedKeys: acceptedKeysOfIsolate,
+    jobSlots: jobSlotsOfIsolate,
   };
 }
 

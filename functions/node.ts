@@ -79,12 +79,13 @@ export async function createNodeService(options: NodeServiceOptions) {
     inFlight.add(settled);
     settled.finally(() => inFlight.delete(settled));
   };
-  // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once (the provider, not
-  // the CPU, is the bound: 50 threads ended together must not open 100 model calls at once).
-  const limit = pLimit(JOB_CONCURRENCY);
+  // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once, the sweep's included
+  // (the provider, not the CPU, is the bound: 50 threads ended together must not open 100 model
+  // calls at once).
+  const jobSlots = pLimit(JOB_CONCURRENCY);
   const timers = options.doorbell
     ? undefined
-    : timerDoorbell(clock, (key) => limit(() => runJobByKey(deps, key)).then(() => {}), log);
+    : timerDoorbell(clock, (key) => jobSlots(() => runJobByKey(deps, key)).then(() => {}), log);
   const deps: Deps = {
     db: database.db,
     database,
@@ -98,6 +99,7 @@ export async function createNodeService(options: NodeServiceOptions) {
     queryEmbeddings: createQueryEmbeddings(),
     usageBacklog: usageBacklog(),
     acceptedKeys: acceptedKeys(clock),
+    jobSlots,
   };
   // The embedded database has one process (its directory lock): leases still held were held by
   // a process that is gone, so its jobs and episodes are released now rather than a lease later.
@@ -121,13 +123,18 @@ export async function createNodeService(options: NodeServiceOptions) {
 
   const intervalMs = options.sweepIntervalMs ?? config.retryIntervalMs;
   let sweeping: Promise<unknown> = Promise.resolve();
-  const runSweep = () => {
-    // One sweep at a time per process; claiming with leases keeps several processes apart.
-    sweeping = sweeping.then(() => sweep(deps)).catch((err) => log.error("sweep failed", errorFields(err)));
+  /**
+   * One sweep at a time per process; claiming with leases keeps several processes apart. The
+   * periodic one leaves its jobs running in their slots ("background"): a job on a hung provider
+   * must not hold back the next sweep (a budget's webhook, retries, idle timers). `runSweep()`
+   * (tests, the start) waits for them.
+   */
+  const runSweep = (jobs: "await" | "background" = "await") => {
+    sweeping = sweeping.then(() => sweep(deps, { jobs })).catch((err) => log.error("sweep failed", errorFields(err)));
     track(sweeping);
     return sweeping;
   };
-  const interval = intervalMs === false ? undefined : setInterval(runSweep, intervalMs);
+  const interval = intervalMs === false ? undefined : setInterval(() => runSweep("background"), intervalMs);
   interval?.unref?.();
   if (intervalMs !== false) runSweep(); // catch up on work left by the previous run
 

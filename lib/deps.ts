@@ -1,3 +1,4 @@
+import type { LimitFunction } from "p-limit";
 import type { AcceptedKeys } from "./accepted-keys";
 import type { Clock } from "./clock";
 import type { Config } from "./config";
@@ -32,6 +33,11 @@ export interface Deps {
   usageBacklog: UsageBacklog;
   /** API keys accepted lately, kept like queryEmbeddings (lib/accepted-keys.ts). */
   acceptedKeys: AcceptedKeys;
+  /**
+   * The process's (isolate's) job slots, JOB_CONCURRENCY of them: the doorbell's jobs and the
+   * sweep's take them alike, so no more run at once (the provider, not the CPU, is the bound).
+   */
+  jobSlots: LimitFunction;
 }
 
 /**

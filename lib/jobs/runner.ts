@@ -87,20 +87,37 @@ export async function runJobByKey(deps: Deps, key: string): Promise<boolean> {
 /** Claims and runs every due job, `JOB_CONCURRENCY` at a time, until none is due (or `max` ran). */
 export async function runDueJobs(deps: Deps, max = 500): Promise<number> {
   let ran = 0;
-  while (ran < max) {
-    const batch = await claimJobs(deps.db, {
-      now: deps.clock.now(),
-      leaseMs: LEASE_MS,
-      limit: Math.min(JOB_CONCURRENCY, max - ran),
-    });
-    if (batch.length === 0) break;
-    await Promise.all(batch.map((job) => runJob(deps, job)));
-    ran += batch.length;
-  }
+  const workers: Promise<void>[] = [];
+  // Each worker claims a job only once it holds a job slot (deps.jobSlots, shared with the
+  // doorbell's runs), so a claimed job starts at once (its lease is short) and no more than
+  // JOB_CONCURRENCY run in all; a slow job holds its own slot, not the others'. One worker to
+  // begin with (an empty queue costs one claim), one more for each job found, up to
+  // JOB_CONCURRENCY; a worker stops when it finds nothing due, and one whose job ended looks
+  // again (the job may have queued another).
+  const worker = async () => {
+    while (ran < max) {
+      const claimed = await deps.jobSlots(async () => {
+        if (ran >= max) return false;
+        const [job] = await claimJobs(deps.db, { now: deps.clock.now(), leaseMs: LEASE_MS, limit: 1 });
+        if (!job) return false;
+        ran++;
+        if (workers.length < JOB_CONCURRENCY) workers.push(worker());
+        await runJob(deps, job);
+        return true;
+      });
+      if (!claimed) return;
+    }
+  };
+  workers.push(worker());
+  // Workers started meanwhile are awaited too.
+  for (let i = 0; i < workers.length; i++) await workers[i];
   return ran;
 }
 
-/** How many rows each backstop queued and each cleanup deleted (by its name in the registry), and jobs run. */
+/**
+ * How many rows each backstop queued and each cleanup deleted (by its name in the registry), and
+ * jobs run (0 when they run in the background: their own line says how many once they ran).
+ */
 export interface SweepReport {
   [step: string]: number;
   ran: number;
@@ -112,13 +129,20 @@ export interface SweepReport {
  * then every due job runs (expired leases included: claiming takes them, so work a dead worker
  * left needs no backstop), then its cleanups delete what has outlived its time.
  */
-export async function sweep(deps: Deps): Promise<SweepReport> {
+export async function sweep(
+  deps: Deps,
+  { jobs = "await" }: { jobs?: "await" | "background" } = {},
+): Promise<SweepReport> {
   // Without a provider every model step fails alike: one line for the sweep, not one per job.
   const quiet = providerConfigured(deps.config) ? undefined : withoutNoProviderLines(deps.log);
   if (quiet) deps = { ...deps, log: quiet.log };
   const queued: Record<string, number> = {};
   for (const [name, backstop] of Object.entries(deps.jobs.backstops)) queued[name] = await backstop(deps);
-  const ran = await runDueJobs(deps);
+  // "background" (the Node.js host's periodic sweep): the jobs run on in their slots while the
+  // sweep ends, so a job stuck on a hung provider never holds back the next sweep's backstops.
+  let ran = 0;
+  if (jobs === "await") ran = await runDueJobs(deps);
+  else deps.defer(runDueJobs(deps).then((n) => n > 0 && deps.log.info("sweep: due jobs ran", { ran: n })));
   const deleted: Record<string, number> = {};
   for (const [name, cleanup] of Object.entries(deps.jobs.cleanups)) deleted[name] = await cleanup(deps);
   const report: SweepReport = { ...queued, ran, ...deleted };

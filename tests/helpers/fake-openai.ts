@@ -105,6 +105,9 @@ export interface FakeOpenAI {
   streamChunkDelayMs: number;
   /** Streamed replies whose connection the client closed before the last chunk was sent. */
   streamsClosedEarly: number;
+  /** Requests being answered now, and the most there were at once since the last reset. */
+  inFlight: number;
+  peakInFlight: number;
   /**
    * "rejected": like a server without JSON-schema output, `response_format: {type: "json_schema"}`
    * is answered 400 (JSON mode, `{type: "json_object"}`, still works). Default "supported".
@@ -208,6 +211,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     endpointLatencyMs: { chat: 0, embeddings: 0 },
     streamChunkDelayMs: 0,
     streamsClosedEarly: 0,
+    inFlight: 0,
+    peakInFlight: 0,
     jsonSchema: "supported",
     invalidJsonAnswers: 0,
     nativeEmbeddingSize: undefined,
@@ -221,6 +226,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.endpointLatencyMs = { chat: 0, embeddings: 0 };
       fake.streamChunkDelayMs = 0;
       fake.streamsClosedEarly = 0;
+      fake.peakInFlight = fake.inFlight;
       fake.jsonSchema = "supported";
       fake.invalidJsonAnswers = 0;
       fake.nativeEmbeddingSize = undefined;
@@ -236,6 +242,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
   };
 
   const server: Server = createServer(async (req, res) => {
+    fake.peakInFlight = Math.max(fake.peakInFlight, ++fake.inFlight);
+    res.on("close", () => fake.inFlight--);
     const send = (status: number, body: unknown, headers: Record<string, string> = {}) => {
       res.writeHead(status, { "content-type": "application/json", ...headers });
       res.end(JSON.stringify(body));

@@ -1,4 +1,5 @@
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { JOB_CONCURRENCY } from "../../lib/jobs/runner";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -25,6 +26,27 @@ afterAll(async () => {
   await svc?.close();
   await provider?.close();
 });
+beforeEach(() => {
+  provider.clearFailures();
+  provider.endpointLatencyMs.chat = 0;
+});
+
+async function tenant(name: string) {
+  const { key } = await newTenant(svc, name);
+  const call = async (path: string, json?: unknown) => {
+    const res = await svc.request(path, { method: json === undefined ? "GET" : "POST", token: key, json });
+    return (await res.json()) as Record<string, unknown>;
+  };
+  /** A thread with one message, ended: its episode's id. */
+  const ended = async (content: string) => {
+    const { threadId } = (await call("/v1/threads", { dataset: "ds" })) as { threadId: string };
+    await call(`/v1/memory/working/threads/${threadId}/messages`, { role: "user", content });
+    return ((await call(`/v1/threads/${threadId}/end`, {})) as { episodeId: string }).episodeId;
+  };
+  const status = async (episodeId: string) =>
+    ((await call(`/v1/memory/episodic/episodes/${episodeId}`)).episode as { status: string }).status;
+  return { call, ended, status };
+}
 
 describe("the retry period", () => {
   it("retries a failed episode every RETRY_INTERVAL_MS on the host's own sweep", async () => {
@@ -46,5 +68,35 @@ describe("the retry period", () => {
     // Retried after at least one period, and well before the old fixed minute.
     expect(Date.now() - failedAt).toBeLessThan(5_000);
     expect((await episode()).retryCount).toBe(1);
+  });
+
+  it("a retry stuck on a hung provider holds back neither the next sweep nor another episode's retry", async () => {
+    const t = await tenant("stuck-retry");
+    provider.fail({ status: 500, times: 1, endpoint: "chat" });
+    const stuck = await t.ended("the retry of this one hangs");
+    await expect.poll(() => t.status(stuck), { timeout: 5_000 }).toBe("failed");
+    // Its retry, by a sweep, hangs until the test client's 5 s timeout.
+    provider.fail({ status: 200, times: 1, endpoint: "chat", hang: true });
+    await expect.poll(() => t.status(stuck), { timeout: 5_000, interval: 50 }).toBe("processing");
+
+    provider.fail({ status: 500, times: 1, endpoint: "chat" });
+    const other = await t.ended("this one fails once, then recovers");
+    await expect.poll(() => t.status(other), { timeout: 5_000 }).toBe("failed");
+    // A later sweep retries it while the first retry still hangs.
+    await expect.poll(() => t.status(other), { timeout: 5_000, interval: 50 }).toBe("completed");
+    expect(await t.status(stuck)).toBe("processing");
+  });
+
+  it("runs at most JOB_CONCURRENCY jobs at once, the doorbell's and the sweep's together", async () => {
+    const t = await tenant("concurrency");
+    provider.endpointLatencyMs.chat = 400;
+    provider.peakInFlight = provider.inFlight;
+    const episodes = await Promise.all(Array.from({ length: 40 }, (_, i) => t.ended(`thread number ${i}`)));
+    for (const episodeId of episodes) {
+      await expect.poll(() => t.status(episodeId), { timeout: 30_000, interval: 100 }).toBe("completed");
+    }
+    // Each job makes one model call at a time (summary, then extraction).
+    expect(provider.peakInFlight).toBeGreaterThan(1);
+    expect(provider.peakInFlight).toBeLessThanOrEqual(JOB_CONCURRENCY);
   });
 });
