@@ -179,7 +179,8 @@ const routes = {
     ...base,
     method: "post",
     path: "/episodes/{id}/retry",
-    summary: "Re-queue a failed episode now (as the /v1 retry: bypasses the retry cap)",
+    summary:
+      "Re-queue a failed episode now (as the /v1 retry: bypasses the retry cap), or a completed episode's failed fact extraction",
     request: { params: idParam, query: z.object({ projectId }) },
     responses: {
       200: jsonResponse(z.object({ episode: BrowseEpisodeSchema }), "Queued: the episode as it now is"),

@@ -6,10 +6,11 @@ import { entities, episodes, factEntities, facts, messages, semanticStatuses, th
 import type { Deps } from "../deps";
 import { EPISODE_COLUMNS, episodeViewRecord, WaitingRow, waitingForSql } from "../episodic/episodes";
 import { retryEpisode } from "../episodic/triggers";
-import { notFound } from "../errors";
+import { HttpError, notFound } from "../errors";
 import { unindexQuotingMessagesCtes } from "../evidence/write";
 import { projectFoundColumn, requireProject } from "../projects";
 import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
+import { retryExtraction } from "../semantic/jobs";
 import { RawThreadRow, threadFromRaw, threadRecord } from "../threads";
 import { MessageRow, messageRecord } from "../working/messages";
 
@@ -206,11 +207,16 @@ async function getBrowseEpisode(deps: Deps, projectId: string, episodeId: string
 }
 
 /**
- * The /v1 retry (failed episodes only, the cap bypassed, processing asynchronous), then the
- * episode as it now is: two statements.
+ * The /v1 retry (failed episodes only, the cap bypassed, processing asynchronous), or, for a
+ * completed episode whose fact extraction failed (which /v1 cannot name), the extraction's retry;
+ * then the episode as it now is. Two statements, three for an extraction.
  */
 export async function retryBrowseEpisode(ctx: ProjectContext, { episodeId }: { episodeId: string }) {
-  await retryEpisode(ctx, { episodeId });
+  try {
+    await retryEpisode(ctx, { episodeId });
+  } catch (err) {
+    if (!(err instanceof HttpError && err.status === 400) || !(await retryExtraction(ctx, { episodeId }))) throw err;
+  }
   return getBrowseEpisode(ctx.deps, ctx.projectId, episodeId);
 }
 

@@ -1,8 +1,10 @@
 import { type SQL, sql } from "drizzle-orm";
-import { rowsOf } from "../db/rows";
+import { z } from "zod";
+import type { ProjectContext } from "../context";
+import { dbTimestampSet, parsedRowsOf, rowsOf } from "../db/rows";
 import { episodes } from "../db/schema";
 import type { Deps } from "../deps";
-import { scheduleJobsSql } from "../jobs/schedule";
+import { dueJobsFrom, ringLater, scheduleJobsSql } from "../jobs/schedule";
 import { SEMANTIC_MAX_RETRIES } from "./extract";
 
 /**
@@ -14,6 +16,32 @@ import { SEMANTIC_MAX_RETRIES } from "./extract";
 export async function requeueFailedExtractions(deps: Deps, limit = 100): Promise<number> {
   const now = deps.clock.now().toISOString();
   const olderThan = new Date(Date.parse(now) - deps.config.retryIntervalMs).toISOString();
+  return rowsOf(await deps.db.execute(requeueExtractionsSql(now, failedExtractionsSql(olderThan, limit)))).length;
+}
+
+/**
+ * The dashboard's retry of one failed extraction (an episode `completed` whose extraction
+ * failed, which the /v1 retry does not take): past the retry cap too, as the /v1 retry is; the
+ * attempt counts. One statement; false when the episode is not such a one.
+ */
+export async function retryExtraction({ deps, projectId }: ProjectContext, { episodeId }: { episodeId: string }) {
+  const now = deps.clock.now().toISOString();
+  const failed = sql`
+    SELECT id FROM ${episodes}
+    WHERE id = ${episodeId} AND project_id = ${projectId} AND status = 'completed' AND semantic_status = 'failed'
+    FOR UPDATE`;
+  const due = dueJobsFrom(
+    parsedRowsOf(
+      z.object({ key: z.string(), run_at: dbTimestampSet }),
+      await deps.db.execute(requeueExtractionsSql(now, failed)),
+    ),
+  );
+  ringLater(deps, due);
+  return due.length > 0;
+}
+
+/** Extractions of the episodes `ids` selects back to pending, their episode's job due now. */
+function requeueExtractionsSql(now: string, ids: SQL): SQL {
   const job = scheduleJobsSql({
     kind: "episode",
     row: sql`r`,
@@ -22,16 +50,14 @@ export async function requeueFailedExtractions(deps: Deps, limit = 100): Promise
     now,
     mode: "reschedule",
   });
-  return rowsOf(
-    await deps.db.execute(sql`
-      WITH requeued AS (
-        UPDATE ${episodes} e SET semantic_status = 'pending', semantic_retry_count = e.semantic_retry_count + 1,
-          updated_at = ${now}::timestamptz
-        WHERE e.id IN (${failedExtractionsSql(olderThan, limit)})
-        RETURNING e.id, e.project_id, e.dataset
-      )
-      ${job}`),
-  ).length;
+  return sql`
+    WITH requeued AS (
+      UPDATE ${episodes} e SET semantic_status = 'pending', semantic_retry_count = e.semantic_retry_count + 1,
+        updated_at = ${now}::timestamptz
+      WHERE e.id IN (${ids})
+      RETURNING e.id, e.project_id, e.dataset
+    )
+    ${job}`;
 }
 
 /**

@@ -383,6 +383,39 @@ describe("POST /dashboard/browse/episodes/{id}/retry", () => {
     );
   });
 
+  it("re-queues a completed episode's failed fact extraction, past the retry cap; the job then extracts", async () => {
+    const t = await tenant("browse-retry-extraction");
+    // A real failure: the extraction answer does not fit the schema.
+    h.fake.onStructured("fact_extraction", () => ({ wrong: true }));
+    const th = await t.thread("ds");
+    await t.conversation(th, ["I like tea", "Noted"]);
+    const { episodeId } = await t.end(th);
+    await runDueJobs(h.svc.deps);
+    // The sweep's three retries are spent (the spec's fixed cap): only an operator retries it now.
+    await rows.query(sql`UPDATE episodes SET semantic_retry_count = 3 WHERE id = ${episodeId}`);
+    const before = await get<{ episodes: BrowseEpisode[] }>(`${B}/episodes?projectId=${t.projectId}`);
+    expect(before.episodes[0]).toMatchObject({ episodeId, status: "completed", extraction: { status: "failed" } });
+
+    h.fake.onStructured("fact_extraction", () => ({ facts: [], entities: [] }));
+    tick(5000);
+    const m = await measured(`${B}/episodes/${episodeId}/retry?projectId=${t.projectId}`, { method: "POST" });
+    expect(m.status, m.text).toBe(200);
+    // The session, the /v1 retry (which takes failed episodes only), the extraction's, the read.
+    expect(m.statements).toHaveLength(4);
+    const { episode } = JSON.parse(m.text) as { episode: BrowseEpisode };
+    expect(episode).toMatchObject({ episodeId, status: "completed", extraction: { status: "pending", attempts: 4 } });
+
+    await runDueJobs(h.svc.deps);
+    const after = await get<{ episodes: BrowseEpisode[] }>(`${B}/episodes?projectId=${t.projectId}`);
+    expect(after.episodes[0]).toMatchObject({ episodeId, status: "completed", extraction: { status: "completed" } });
+    // Neither failed now: the /v1 rule and message.
+    await expectError(
+      await call(`${B}/episodes/${episodeId}/retry?projectId=${t.projectId}`, { method: "POST" }),
+      400,
+      "Only failed episodes can be retried",
+    );
+  });
+
   it("404 Episode not found for an unknown or another project's episode; 400 without projectId", async () => {
     const t = await tenant("browse-retry-404");
     const other = await tenant("browse-retry-404-other");

@@ -1964,7 +1964,7 @@ export interface paths {
         };
         get?: never;
         put?: never;
-        /** Re-queue a failed episode now (as the /v1 retry: bypasses the retry cap) */
+        /** Re-queue a failed episode now (as the /v1 retry: bypasses the retry cap), or a completed episode's failed fact extraction */
         post: {
             parameters: {
                 query: {

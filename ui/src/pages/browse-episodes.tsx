@@ -231,6 +231,18 @@ function EpisodeCard({
                     </span>
                   )}
                   {e.extraction.error && <span class="error-text"> {e.extraction.error}</span>}
+                  {e.status === "completed" && e.extraction.status === "failed" && (
+                    <>
+                      {" "}
+                      <Button
+                        onClick={onRetry}
+                        disabled={retrying}
+                        aria-label={`Retry the fact extraction of episode ${shortId(e.episodeId)}`}
+                      >
+                        {retrying ? "Retrying…" : "Retry extraction"}
+                      </Button>
+                    </>
+                  )}
                 </>
               ) : (
                 "—"
