@@ -97,6 +97,8 @@ export interface FakeOpenAI {
   /** Answer plain (free-text) completions. */
   onText(handler: (request: ChatRequest) => string): void;
   fail(failure: Failure): void;
+  /** Drops the connections of the requests hanging now (a `hang` failure): their calls fail at once. */
+  dropHung(): void;
   clearFailures(): void;
   latencyMs: number;
   /** Added to `latencyMs` per endpoint (a realistic profile: embeddings 150 ms, chat 800 ms). */
@@ -233,6 +235,10 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.rejectDimensions = false;
       fake.usage = "reported";
     },
+    dropHung() {
+      for (const release of hung) release();
+      hung.clear();
+    },
     close: () =>
       new Promise((resolve) => {
         for (const release of hung) release();
@@ -331,6 +337,8 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
             hung.add(resolve);
             req.on("close", () => resolve());
           });
+          // Released (dropHung, close): the connection goes, as a provider's crash would take it.
+          res.socket?.destroy();
           return;
         }
         if (failure.malformed === "text") {

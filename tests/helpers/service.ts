@@ -33,6 +33,8 @@ export interface TestServiceOptions {
   dashboardDir?: string;
   /** "interval": the host's own sweep every RETRY_INTERVAL_MS. Default: none (tests call sweep). */
   sweep?: "interval";
+  /** The provider client's timeout an attempt (default 5 s: tests fail fast). */
+  llmTimeoutMs?: number;
   /** Shorter deadlines for a request's model calls (lib/config.ts PROVIDER_DEADLINES otherwise). */
   providerDeadlines?: Partial<ProviderDeadlines>;
   /** The service's logger (a test captures lines with its own). Default: testLogger(), silent. */
@@ -74,7 +76,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     clock,
     dashboardDir: options.dashboardDir,
     // Fast retries in tests; the provider's own retry/backoff is tested in tests/provider/llm.test.ts.
-    llm: createLlm(config, { maxRetries: 0, timeoutMs: 5_000 }),
+    llm: createLlm(config, { maxRetries: 0, timeoutMs: options.llmTimeoutMs ?? 5_000 }),
     doorbell: options.doorbell === "timers" ? undefined : recordingDoorbell,
     sweepIntervalMs: options.sweep === "interval" ? undefined : false,
     // A test that reads plans takes its own statistics, or none.

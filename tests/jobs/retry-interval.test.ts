@@ -1,4 +1,6 @@
+import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { rowsOf } from "../../lib/db/rows";
 import { JOB_CONCURRENCY } from "../../lib/jobs/runner";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -20,13 +22,19 @@ beforeAll(async () => {
     doorbell: "timers",
     sweep: "interval",
     env: { RETRY_INTERVAL_MS: "1000" },
+    // A hung call lasts until the test drops it, however slow the machine.
+    llmTimeoutMs: 60_000,
   });
 });
 afterAll(async () => {
   await svc?.close();
   await provider?.close();
 });
-beforeEach(() => {
+beforeEach(async () => {
+  // An earlier test's episode may still be extracting in the background: its model calls would
+  // take this test's planned failures.
+  const episodeJobs = () => svc.deps.db.execute(sql`SELECT 1 FROM jobs WHERE kind = 'episode'`).then(rowsOf);
+  await expect.poll(episodeJobs, { timeout: 20_000, interval: 100 }).toEqual([]);
   provider.clearFailures();
   provider.endpointLatencyMs.chat = 0;
 });
@@ -72,7 +80,7 @@ describe("the retry period", () => {
 
   it("a retry stuck on a hung provider holds back neither the next sweep nor another episode's retry", async () => {
     const t = await tenant("stuck-retry");
-    // The first call fails; the second, its retry by a sweep, hangs until the client's 5 s timeout.
+    // The first call fails; the second, its retry by a sweep, hangs until the test drops it.
     provider.fail({ status: 500, times: 1, endpoint: "chat" });
     provider.fail({ status: 200, times: 1, endpoint: "chat", hang: true });
     const stuck = await t.ended("the retry of this one hangs");
@@ -93,6 +101,12 @@ describe("the retry period", () => {
         retryCount: 1,
       });
     expect(await t.episode(stuck)).toMatchObject({ status: "processing", retryCount: 1 });
+    provider.dropHung();
+    await expect
+      .poll(() => t.episode(stuck), { timeout: 10_000, interval: 50 })
+      .toMatchObject({
+        status: "completed",
+      });
   });
 
   it("runs at most JOB_CONCURRENCY jobs at once, the doorbell's and the sweep's together", async () => {
