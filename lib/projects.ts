@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
 import { dbInt, dbJson, parsedRowsOf } from "./db/rows";
-import { entities, episodes, facts, messages, projects, threads } from "./db/schema";
+import { entities, episodes, facts, projects, threads } from "./db/schema";
 import type { DbDeps } from "./deps";
 import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
@@ -83,9 +83,7 @@ export async function projectStats({ deps, projectId }: ProjectContext) {
         ${projectFoundColumn(projectId)},
         (SELECT count(*) FROM ${threads} WHERE project_id = ${projectId})::int AS threads,
         -- Sequence numbers count every row; compaction summaries are not messages anyone wrote.
-        ((SELECT coalesce(sum(last_seq), 0) FROM ${threads} WHERE project_id = ${projectId})
-          - (SELECT count(*) FROM ${messages} m JOIN ${threads} t ON t.id = m.thread_id
-             WHERE t.project_id = ${projectId} AND m.is_summary))::int AS messages,
+        (SELECT coalesce(sum(last_seq - summary_count), 0) FROM ${threads} WHERE project_id = ${projectId})::int AS messages,
         (SELECT coalesce(json_object_agg(status, n), '{}'::json) FROM (
            SELECT status, count(*)::int AS n FROM ${episodes} WHERE project_id = ${projectId} GROUP BY status) s) AS episodes,
         (SELECT coalesce(json_object_agg(semantic_status, n), '{}'::json) FROM (

@@ -53,11 +53,9 @@ export async function browseDatasets({ deps, projectId }: ProjectContext, page: 
     pageOf(DatasetRow),
     await deps.db.execute(sql`
       WITH th AS (
-        SELECT dataset, count(*) AS n, sum(last_seq) AS seqs, max(coalesce(last_message_at, created_at)) AS at
+        SELECT dataset, count(*) AS n, sum(last_seq - summary_count) AS written,
+          max(coalesce(last_message_at, created_at)) AS at
         FROM ${threads} WHERE project_id = ${projectId} GROUP BY dataset),
-      su AS (
-        SELECT t.dataset, count(*) AS n FROM ${messages} m JOIN ${threads} t ON t.id = m.thread_id
-        WHERE t.project_id = ${projectId} AND m.is_summary GROUP BY t.dataset),
       ep AS (
         SELECT dataset, count(*) AS n, max(created_at) AS at FROM ${episodes}
         WHERE project_id = ${projectId} AND status <> 'deleted' GROUP BY dataset),
@@ -68,11 +66,11 @@ export async function browseDatasets({ deps, projectId }: ProjectContext, page: 
         SELECT dataset, count(*) AS n, max(created_at) AS at FROM ${entities}
         WHERE project_id = ${projectId} GROUP BY dataset),
       ds AS (
-        SELECT d.dataset, coalesce(th.n, 0)::int AS threads, (coalesce(th.seqs, 0) - coalesce(su.n, 0))::int AS messages,
+        SELECT d.dataset, coalesce(th.n, 0)::int AS threads, coalesce(th.written, 0)::int AS messages,
           coalesce(ep.n, 0)::int AS episodes, coalesce(fa.n, 0)::int AS facts, coalesce(fa.live, 0)::int AS live_facts,
           coalesce(en.n, 0)::int AS entities, GREATEST(th.at, ep.at, fa.at, en.at) AS last_activity_at
         FROM (SELECT dataset FROM th UNION SELECT dataset FROM ep UNION SELECT dataset FROM fa UNION SELECT dataset FROM en) d
-          LEFT JOIN th USING (dataset) LEFT JOIN su USING (dataset) LEFT JOIN ep USING (dataset)
+          LEFT JOIN th USING (dataset) LEFT JOIN ep USING (dataset)
           LEFT JOIN fa USING (dataset) LEFT JOIN en USING (dataset))
       SELECT ${projectFoundColumn(projectId)}, (SELECT count(*) FROM ds)::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.last_activity_at DESC NULLS LAST, p.dataset) FROM (

@@ -122,6 +122,11 @@ export const threads = pgTable(
     embeddedSeq: integer("embedded_seq").notNull().default(0),
     /** Un-compacted, non-summary messages: kept by the statements that change it, never counted. */
     liveCount: integer("live_count").notNull().default(0),
+    /**
+     * Compaction summaries among the thread's sequence numbers (one per compaction): the messages
+     * written are `last_seq - summary_count`, read without counting rows.
+     */
+    summaryCount: integer("summary_count").notNull().default(0),
     lastMessageAt: timestamptz("last_message_at"),
     endedAt: timestamptz("ended_at"),
     /**

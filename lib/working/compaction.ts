@@ -221,6 +221,7 @@ async function writeSummary(
       WITH claim AS (
         UPDATE ${threads}
         SET compacted_seq = ${toSeq}, live_count = live_count - ${count}, last_seq = last_seq + 1,
+          summary_count = summary_count + 1,
           updated_at = ${now}::timestamptz
         WHERE id = ${threadId} AND project_id = ${projectId} AND compacted_seq = ${expected}
         RETURNING id, dataset, last_seq)${usageCte},

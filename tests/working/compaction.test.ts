@@ -239,6 +239,15 @@ describe("auto-compaction", () => {
     const more = await t.sayMany(threadId, 4, 11);
     expect(more.map((m) => m.compacted)).toEqual([false, false, false, true]);
     expect(fake.chatCalls()).toHaveLength(2);
+    // The thread counts the 14 messages written, as its stats do: not the two summaries' numbers.
+    const thread = await json<{ messageCount: number }>(
+      await svc.request(`/v1/threads/${threadId}`, { token: t.key }),
+      200,
+    );
+    expect({ thread: thread.messageCount, stats: (await t.stats(threadId)).messageCount }).toEqual({
+      thread: 14,
+      stats: 14,
+    });
   });
 
   it("a provider failure still stores the message (201, compacted false) and retries at the next multiple", async () => {
