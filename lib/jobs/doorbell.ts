@@ -70,18 +70,18 @@ export function deduplicationIdFor(job: DueJob): string {
 }
 
 /**
- * The edge: a QStash delayed message per job, delivered to `POST /jobs/run` (verified with the
- * signing keys there) no earlier than the job's `run_at`. Messages are deduplicated by QStash per
- * run ({@link deduplicationIdFor}). The Client uses the global `fetch`; `devMode: false` keeps a
- * stray `QSTASH_DEV` in the environment from swapping our credentials for the local dev server's.
- */
-/**
  * The longest delay every QStash plan accepts (7 days on the free plan, a year on pay-as-you-go).
  * A job due later (an idle timer set to weeks) is not rung: QStash would refuse the publish, and
  * the sweep, a minute's cron on the edge, runs it when it is due.
  */
 export const QSTASH_MAX_DELAY_MS = 7 * 86_400_000;
 
+/**
+ * The edge: a QStash delayed message per job, delivered to `POST /jobs/run` (verified with the
+ * signing keys there) no earlier than the job's `run_at`. Messages are deduplicated by QStash per
+ * run ({@link deduplicationIdFor}). The Client uses the global `fetch`; `devMode: false` keeps a
+ * stray `QSTASH_DEV` in the environment from swapping our credentials for the local dev server's.
+ */
 export function qstashDoorbell(options: {
   token: string;
   /** The QStash API (QSTASH_URL); QStash's own when absent. */

@@ -516,7 +516,7 @@ function chatJsonOf(openai: OpenAiOf, model: string): ChatJson {
       (attempts) =>
         openai().chat.completions.create(
           { model, messages, response_format: responseFormat },
-          { ...attempts, ...(signal ? { signal } : {}), ...(maxRetries !== undefined ? { maxRetries } : {}) },
+          { ...withSignal(attempts, signal), ...(maxRetries !== undefined ? { maxRetries } : {}) },
         ),
       (answer) => reportedTokens(answer.usage),
       (answer) => ({ model: answer.model, ok: Boolean(answer.choices?.[0]?.message?.content) }),
