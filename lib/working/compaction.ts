@@ -132,11 +132,12 @@ export const inlineCompactionDeadline = (deps: Deps) =>
  * the thread landed since the read (`compacted_seq` unchanged, checked under the thread's row
  * lock), so two racing compactions never fold the same messages: the loser writes nothing and
  * answers the nothing-to-compact shape. The summary takes the next sequence number, role
- * `system`; the folded rows (and the previous summary) get `compactedAt`.
+ * `system`; the folded rows (and the previous summary) get `compactedAt`. `signal` ends the model
+ * call (a deadline), and with it the compaction.
  */
 export async function compactThread(
   { deps, projectId }: ProjectContext,
-  { threadId, signal }: { threadId: string /** Ends the model call (a deadline). */; signal?: AbortSignal },
+  { threadId, signal }: { threadId: string; signal?: AbortSignal },
 ): Promise<Compacted | NothingToCompact> {
   const state = await readFold(deps, projectId, threadId);
   const plan = planFold(state);
