@@ -44,7 +44,9 @@ async function counts(projectId: string, dataset: string) {
           WHERE f.project_id = ${projectId} AND f.dataset = ${dataset}) AS links,
         (SELECT count(*) FROM entities WHERE project_id = ${projectId} AND dataset = ${dataset}) AS entities,
         (SELECT count(*) FROM jobs WHERE project_id = ${projectId} AND dataset = ${dataset}) AS jobs,
-        (SELECT count(*) FROM message_search WHERE project_id = ${projectId} AND dataset = ${dataset}) AS indexed`),
+        (SELECT count(*) FROM message_search WHERE project_id = ${projectId} AND dataset = ${dataset}) AS indexed,
+        (SELECT count(*) FROM fact_terms WHERE project_id = ${projectId} AND dataset = ${dataset}) AS fact_terms,
+        (SELECT count(*) FROM message_terms WHERE project_id = ${projectId} AND dataset = ${dataset}) AS message_terms`),
   );
   return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)]));
 }
@@ -141,6 +143,11 @@ describe("export and erase round trip", () => {
     const otherBefore = await counts(other.projectId, DATASET);
     expect(await counts(t.projectId, DATASET)).toMatchObject({ threads: 3, messages: 5, episodes: 1, jobs: 3 });
     expect((await counts(t.projectId, DATASET)).indexed).toBeGreaterThan(0);
+    // The dataset's words, counted for the keyword ranking of its facts and messages.
+    expect(await counts(t.projectId, DATASET)).toMatchObject({
+      fact_terms: expect.toSatisfy((n: number) => n > 0),
+      message_terms: expect.toSatisfy((n: number) => n > 0),
+    });
 
     expect(await erase(t)).toEqual({ dataset: DATASET, deleted: { threads: 3, episodes: 1, facts: 2, entities: 2 } });
     expect(await counts(t.projectId, DATASET)).toEqual({
@@ -152,6 +159,9 @@ describe("export and erase round trip", () => {
       entities: 0,
       jobs: 0,
       indexed: 0,
+      // Gone with them: no word of the erased dataset stays behind, not even at a count of zero.
+      fact_terms: 0,
+      message_terms: 0,
     });
     expect(await counts(t.projectId, "kept")).toEqual(keptBefore);
     expect(await counts(other.projectId, DATASET)).toEqual(otherBefore);
