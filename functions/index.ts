@@ -28,7 +28,6 @@ type WorkerEnv = Env & Partial<Record<keyof ConfigEnv, string>>;
 const queryEmbeddings = createQueryEmbeddings();
 const usageBacklogOfIsolate = usageBacklog();
 const acceptedKeysOfIsolate = acceptedKeys();
-const jobSlotsOfIsolate = pLimit(JOB_CONCURRENCY);
 
 let cachedConfig: { env: WorkerEnv; config: Config } | undefined;
 function configFor(env: WorkerEnv) {
@@ -97,7 +96,9 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     queryEmbeddings,
     usageBacklog: usageBacklogOfIsolate,
     acceptedKeys: acceptedKeysOfIsolate,
-    jobSlots: jobSlotsOfIsolate,
+    // Per invocation, unlike the caches above: workerd cancels an invocation that waits on a
+    // promise another one resolves, so a sweep must never wait for a slot a sweep before it holds.
+    jobSlots: pLimit(JOB_CONCURRENCY),
   };
 }
 

@@ -34,8 +34,9 @@ export interface Deps {
   /** API keys accepted lately, kept like queryEmbeddings (lib/accepted-keys.ts). */
   acceptedKeys: AcceptedKeys;
   /**
-   * The process's (isolate's) job slots, JOB_CONCURRENCY of them: the doorbell's jobs and the
-   * sweep's take them alike, so no more run at once (the provider, not the CPU, is the bound).
+   * Job slots, JOB_CONCURRENCY of them. Node.js: the process's, which the doorbell's jobs and the
+   * sweep's take alike, so no more run at once (the provider, not the CPU, is the bound). The
+   * edge: an invocation's (a cron sweep's), as workerd allows no invocation to wait on another.
    */
   jobSlots: LimitFunction;
 }

@@ -342,6 +342,26 @@ describe("the Worker without QStash credentials", () => {
   });
 });
 
+describe("overlapping cron sweeps on the Worker", () => {
+  it("a sweep that finds 16 jobs hung on the provider runs the rest itself, and both invocations end ok", async () => {
+    const key = await newTenant("edge-overlap");
+    const episodes: string[] = [];
+    for (let i = 0; i < 17; i++) {
+      episodes.push(await endThread(CRON_ONLY, key, await threadWithMessages(CRON_ONLY, key, `overlap${i}`)));
+    }
+    provider.fail({ status: 200, times: 16, endpoint: "chat", hang: true });
+    const first = scheduled(CRON_ONLY, "* * * * *");
+    await vi.waitFor(() => expect(provider.inFlight).toBeGreaterThanOrEqual(16), { timeout: 20_000, interval: 50 });
+    // The next minute's cron: its job slots are its own (an invocation that waited on a slot
+    // another invocation frees is cancelled by workerd), so it runs the episode left over.
+    expect((await scheduled(CRON_ONLY, "* * * * *")).outcome).toBe("ok");
+    const statuses = await Promise.all(episodes.map((id) => episodeStatus(CRON_ONLY, key, id)));
+    expect(statuses.filter((s) => s === "completed")).toHaveLength(1);
+    provider.dropHung();
+    expect((await first).outcome).toBe("ok");
+  });
+});
+
 describe("recall, export and erase on the Worker", () => {
   it("recalls an extracted fact with episodes, exports the dataset as a stream and erases it", async () => {
     const key = await newTenant("edge-recall");
