@@ -6,7 +6,7 @@ import { apiKeys, projects } from "./db/schema";
 import type { DbDeps } from "./deps";
 import { badRequest, notFound } from "./errors";
 import { newId } from "./ids";
-import { projectCount } from "./projects";
+import { projectCount, requireProject } from "./projects";
 
 type ApiKeyRow = typeof apiKeys.$inferSelect;
 
@@ -48,7 +48,7 @@ export async function createApiKey({ deps, projectId }: KeyContext, input: { nam
 }
 
 export async function listApiKeys({ deps, projectId }: KeyContext, page: { limit: number; offset: number }) {
-  const { rows, total, ownerFound } = await pageWithTotal(
+  const listed = await pageWithTotal(
     deps.db,
     apiKeys,
     eq(apiKeys.projectId, projectId),
@@ -56,8 +56,8 @@ export async function listApiKeys({ deps, projectId }: KeyContext, page: { limit
     page,
     projectCount(projectId),
   );
-  if (!ownerFound) throw notFound("Project not found");
-  return { apiKeys: rows.map(apiKeyRecord), total };
+  requireProject(listed);
+  return { apiKeys: listed.rows.map(apiKeyRecord), total: listed.total };
 }
 
 /** Revocation is permanent and idempotent: revoking twice keeps the first revokedAt. */

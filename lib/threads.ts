@@ -7,7 +7,7 @@ import { threads } from "./db/schema";
 import { dueJobsFrom, pullForwardSql, ringLater } from "./episodic/triggers";
 import { notFound } from "./errors";
 import { newId } from "./ids";
-import { projectCount } from "./projects";
+import { projectCount, requireProject } from "./projects";
 import { type EpisodicSettings, stripNullish, type ThreadSettings } from "./settings/settings";
 
 type ThreadRow = typeof threads.$inferSelect;
@@ -151,7 +151,7 @@ export async function browseThreads(
   const where = page.dataset
     ? and(eq(threads.projectId, projectId), eq(threads.dataset, page.dataset))
     : eq(threads.projectId, projectId);
-  const { rows, total, ownerFound } = await pageWithTotal(
+  const listed = await pageWithTotal(
     deps.db,
     threads,
     where,
@@ -159,8 +159,8 @@ export async function browseThreads(
     page,
     projectCount(projectId),
   );
-  if (!ownerFound) throw notFound("Project not found");
-  return { threads: rows.map(threadRecord), total };
+  requireProject(listed);
+  return { threads: listed.rows.map(threadRecord), total: listed.total };
 }
 
 function dedupe(tags: string[]): string[] {

@@ -10,8 +10,9 @@ export interface OffsetPage {
 /**
  * A dashboard list page and the list's total in one statement: the total rides along each row as
  * a scalar subquery. Only a page past the end (no row to carry it) costs a second, counting one,
- * which also reads `ownerFound` (an integer expression, 0 when the list's owner, say its project,
- * does not exist): a row on the page proves its owner by its foreign key, an empty page does not.
+ * which also reads `found` (`owner`, an integer expression: 0 when the list's owner, say its
+ * project, does not exist; see requireProject): a row on the page proves its owner by its foreign
+ * key, an empty page does not.
  */
 export async function pageWithTotal<T extends PgTable>(
   db: Db,
@@ -19,8 +20,8 @@ export async function pageWithTotal<T extends PgTable>(
   where: SQL | undefined,
   orderBy: SQL[],
   page: OffsetPage,
-  ownerFound: SQL<number> = sql<number>`1`,
-): Promise<{ rows: T["$inferSelect"][]; total: number; ownerFound: boolean }> {
+  owner: SQL<number> = sql<number>`1`,
+): Promise<{ rows: T["$inferSelect"][]; total: number; found: number }> {
   const filter = where ?? sql`true`;
   const found = await db
     .select({ row: table as PgTable, total: sql<number>`(SELECT count(*) FROM ${table} WHERE ${filter})::int` })
@@ -30,11 +31,11 @@ export async function pageWithTotal<T extends PgTable>(
     .limit(page.limit)
     .offset(page.offset);
   if (found.length > 0) {
-    return { rows: found.map((f) => f.row as T["$inferSelect"]), total: Number(found[0].total), ownerFound: true };
+    return { rows: found.map((f) => f.row as T["$inferSelect"]), total: Number(found[0].total), found: 1 };
   }
   const [empty] = await db
-    .select({ total: count(), owner: sql<number>`(${ownerFound})::int` })
+    .select({ total: count(), owner: sql<number>`(${owner})::int` })
     .from(table as PgTable)
     .where(filter);
-  return { rows: [], total: empty.total, ownerFound: Number(empty.owner) > 0 };
+  return { rows: [], total: empty.total, found: Number(empty.owner) };
 }
