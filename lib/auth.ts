@@ -177,11 +177,9 @@ export function userRecord(user: { id: string; username: string; createdAt: Date
 
 /**
  * Unknown user and wrong password give the same 401 after the same scrypt work: the unknown
- * user is checked against a dummy hash.
- */
-/**
- * Usernames are stored trimmed (the dashboard, the CLI and ADMIN_USERNAME trim them), so a name
- * typed with spaces around it signs in; one stored untrimmed before that still matches as typed.
+ * user is checked against a dummy hash. Usernames are stored trimmed (the dashboard, the CLI and
+ * ADMIN_USERNAME trim them), so a name typed with spaces around it signs in; one stored untrimmed
+ * before that still matches as typed.
  */
 export async function login(deps: Deps, username: string, password: string) {
   const names = [...new Set([username, username.trim()])];

@@ -72,8 +72,8 @@ export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now
 
 /**
  * The range a cut takes, as CTEs over the locked thread `th`: `covered`, the last message the
- * previous cut took (`episode_seq`, or a live episode's end where that is later), then `cut`. An archived episode's messages stay covered. New messages (after
- * `covered`): those. None new: nothing, except for an `end` that repeats one (the spec's repeat
+ * previous cut took (`episode_seq`, or a live episode's end where that is later), then `cut`. An
+ * archived episode's messages stay covered. New messages (after `covered`): those. None new: nothing, except for an `end` that repeats one (the spec's repeat
  * table: another episode), which takes the whole thread again. An `end` repeats one when the
  * thread's latest cut was an end, or when an end was recorded after it (`ended_at`, an earlier end
  * that found nothing new; one stamped in the same millisecond as the cut counts as before it, so a
