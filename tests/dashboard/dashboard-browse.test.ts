@@ -244,6 +244,19 @@ describe("GET /dashboard/browse/threads/{id}/messages", () => {
 
 // -------------------------------------------------------------------------------------------------
 
+/**
+ * A completed episode of dataset `ds` whose fact extraction really failed (the answer does not fit
+ * the schema), its jobs run.
+ */
+async function failedExtraction(t: Awaited<ReturnType<typeof tenant>>, conversation: string[]) {
+  h.fake.onStructured("fact_extraction", () => ({ wrong: true }));
+  const th = await t.thread("ds");
+  await t.conversation(th, conversation);
+  const { episodeId } = await t.end(th);
+  await runDueJobs(h.svc.deps);
+  return episodeId as string;
+}
+
 describe("GET /dashboard/browse/episodes", () => {
   it("lists episodes newest first with their extraction, never deleted ones, in one statement", async () => {
     const t = await tenant("browse-episodes");
@@ -318,11 +331,7 @@ describe("GET /dashboard/browse/episodes", () => {
 
   it("shows a real extraction failure, which /v1 hides", async () => {
     const t = await tenant("browse-episodes-real");
-    h.fake.onStructured("fact_extraction", () => ({ wrong: true }));
-    const th = await t.thread("ds");
-    await t.conversation(th, ["I live in Lisbon", "Nice"]);
-    const { episodeId } = await t.end(th);
-    await runDueJobs(h.svc.deps);
+    const episodeId = await failedExtraction(t, ["I live in Lisbon", "Nice"]);
     const body = await get<{ episodes: BrowseEpisode[] }>(`${B}/episodes?projectId=${t.projectId}`);
     expect(body.episodes).toHaveLength(1);
     expect(body.episodes[0]).toMatchObject({
@@ -333,7 +342,7 @@ describe("GET /dashboard/browse/episodes", () => {
     expect(body.episodes[0].extraction?.error).toEqual(expect.any(String));
     // /v1 shows no extraction status or error: only what a completed extraction kept and dropped
     // (extractionReport, null here).
-    const v1 = JSON.stringify(await t.episode(episodeId as string));
+    const v1 = JSON.stringify(await t.episode(episodeId));
     expect(v1).not.toMatch(/semantic|"extraction"|"error":"[^"]/i);
     expect(v1).toMatch(/"extractionReport":null/);
   });
@@ -385,12 +394,7 @@ describe("POST /dashboard/browse/episodes/{id}/retry", () => {
 
   it("re-queues a completed episode's failed fact extraction, past the retry cap; the job then extracts", async () => {
     const t = await tenant("browse-retry-extraction");
-    // A real failure: the extraction answer does not fit the schema.
-    h.fake.onStructured("fact_extraction", () => ({ wrong: true }));
-    const th = await t.thread("ds");
-    await t.conversation(th, ["I like tea", "Noted"]);
-    const { episodeId } = await t.end(th);
-    await runDueJobs(h.svc.deps);
+    const episodeId = await failedExtraction(t, ["I like tea", "Noted"]);
     // The sweep's three retries are spent (the spec's fixed cap): only an operator retries it now.
     await rows.query(sql`UPDATE episodes SET semantic_retry_count = 3 WHERE id = ${episodeId}`);
     const before = await get<{ episodes: BrowseEpisode[] }>(`${B}/episodes?projectId=${t.projectId}`);
