@@ -12,5 +12,7 @@ export type AppEnv = {
     /** Whose ledger a read's provider calls go to, as SQL (`DeferredApiKey.ledgerProjectId`); else unset. */
     ledgerScope: ProjectRef;
     session: SessionPrincipal;
+    /** Set by onError when the request was refused before it ran (its input); see `refusedInput`. */
+    inputRefused: boolean;
   };
 };

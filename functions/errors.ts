@@ -47,9 +47,20 @@ export function knownFailure(err: unknown): { status: ContentfulStatusCode; body
   return undefined;
 }
 
+/**
+ * A request refused for its input, not for what it asked of the data: the validation error (the
+ * schemas', or text the database cannot store, which wrote nothing), malformed JSON, a wrong
+ * content type. An `Idempotency-Key` is not spent on one (functions/idempotency.ts), so the
+ * corrected request runs under the same key.
+ */
+export function refusedInput(err: unknown): boolean {
+  return err instanceof ZodError || isUnstorableText(err) || (err instanceof HTTPException && err.status < 500);
+}
+
 /** The only place errors become HTTP responses. */
 export function onError(err: Error, c: Context<AppEnv>) {
   const known = knownFailure(err);
+  if (known && refusedInput(err)) c.set("inputRefused", true);
   if (known) return c.json(known.body, known.status);
   const log = c.get("deps")?.log ?? consoleLogger;
   log.error("unhandled error", { method: c.req.method, path: c.req.path, ...errorFields(err) });

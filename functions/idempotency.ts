@@ -36,7 +36,9 @@ const RUNNING = `A request with this ${IDEMPOTENCY_HEADER} is still being proces
  * touches a key. Without the header nothing here runs.
  *
  * - The first request claims the key (one statement), runs, and its answer is stored (one
- *   statement): 2xx and 4xx are stored; a 5xx or an exception releases the key, so a retry runs.
+ *   statement): 2xx and 4xx are stored; a 5xx, an exception or a request refused for its input
+ *   (a validation error, malformed JSON, a wrong content type: it never ran) releases the key,
+ *   so a retry, or the corrected request, runs.
  * - A repeat with the same method, path and body gets the stored status and body with
  *   `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422; a
  *   repeat while the first runs is 409.
@@ -86,7 +88,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     throw err;
   }
   const res = c.res;
-  if (res.status >= 500) {
+  if (res.status >= 500 || c.get("inputRefused")) {
     await release();
     return;
   }
@@ -132,7 +134,7 @@ const headerSchema = z.object({
     .max(MAX_KEY_LENGTH)
     .optional()
     .openapi({
-      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx frees the key; streamed answers (\`text/event-stream\`) are not kept.`,
+      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (\`text/event-stream\`) are not kept.`,
       example: "3f1c9a52-7d1e-4b8a-9c5e-0a2b6d4e8f10",
     }),
 });

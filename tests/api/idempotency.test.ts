@@ -161,16 +161,43 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect([after.status, after.replayed, after.text]).toEqual([201, "true", ran[0].text]);
   });
 
-  it("stores 4xx answers: a validation error and a 404 are replayed, not re-run", async () => {
+  it("a request refused for its input spends no key: the corrected request runs under it", async () => {
     const t = await newTenant(svc);
     const threadId = await newThread(t.key);
-    const bad = { role: "bot", content: "" };
-    const first = await send(`${W}/${threadId}/messages`, { token: t.key, key: "v", json: bad });
-    expect(first.status).toBe(400);
-    expect(first.body.error).toBe("Validation error");
-    const again = await send(`${W}/${threadId}/messages`, { token: t.key, key: "v", json: bad });
-    expect([again.status, again.replayed, again.text]).toEqual([400, "true", first.text]);
+    const path = `${W}/${threadId}/messages`;
+    const bad = await send(path, { token: t.key, key: "v", json: { role: "bot", content: "" } });
+    expect([bad.status, bad.body.error, bad.replayed]).toEqual([400, "Validation error", null]);
+    const good = await send(path, { token: t.key, key: "v", json: { role: "user", content: "fixed" } });
+    expect([good.status, good.replayed]).toEqual([201, null]);
 
+    // A wrong content type, then the same bytes as JSON: the body is the same, so a stored 415
+    // would have been replayed for the whole TTL.
+    const body = JSON.stringify({ role: "user", content: "typed" });
+    const typeless = await send(path, { token: t.key, key: "c", body, headers: { "content-type": "text/plain" } });
+    expect(typeless.status).toBe(415);
+    const typed = await send(path, { token: t.key, key: "c", body, headers: { "content-type": "application/json" } });
+    expect([typed.status, typed.replayed]).toEqual([201, null]);
+    const malformed = await send(path, {
+      token: t.key,
+      key: "j",
+      body: "{",
+      headers: { "content-type": "application/json" },
+    });
+    expect([malformed.status, malformed.body.error]).toEqual([400, "Malformed JSON in request body"]);
+    expect(await count("messages", t.projectId)).toBe(2);
+    const typedAgain = await send(path, {
+      token: t.key,
+      key: "c",
+      body,
+      headers: { "content-type": "application/json" },
+    });
+    expect([typedAgain.status, typedAgain.replayed, typedAgain.text]).toEqual([201, "true", typed.text]);
+    expect(await count("messages", t.projectId)).toBe(2);
+  });
+
+  it("stores the 4xx of a request that ran: a 404 is replayed, not re-run", async () => {
+    const t = await newTenant(svc);
+    await newThread(t.key);
     const missing = await send("/v1/threads/thr_missing", { method: "PATCH", token: t.key, key: "m", json: {} });
     expect(missing).toMatchObject({ status: 404, body: { error: "Thread not found" } });
     const missingAgain = await send("/v1/threads/thr_missing", { method: "PATCH", token: t.key, key: "m", json: {} });

@@ -60,7 +60,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -229,7 +229,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -347,7 +347,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -504,7 +504,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -640,7 +640,7 @@ export interface paths {
           messageLimit?: number;
         };
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -755,7 +755,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -963,7 +963,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1106,7 +1106,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1269,7 +1269,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -1634,7 +1634,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1724,7 +1724,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1896,7 +1896,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -2147,7 +2147,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -2312,7 +2312,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {

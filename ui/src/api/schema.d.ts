@@ -2725,7 +2725,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -2894,7 +2894,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3012,7 +3012,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3169,7 +3169,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3305,7 +3305,7 @@ export interface paths {
                     messageLimit?: number;
                 };
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3420,7 +3420,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3628,7 +3628,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3771,7 +3771,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3934,7 +3934,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -4299,7 +4299,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4389,7 +4389,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4561,7 +4561,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4812,7 +4812,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -4977,7 +4977,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx frees the key; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
