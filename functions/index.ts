@@ -1,4 +1,3 @@
-import pLimit from "p-limit";
 import { acceptedKeys } from "../lib/accepted-keys";
 import { backgroundJobs } from "../lib/background";
 import { systemClock } from "../lib/clock";
@@ -8,6 +7,7 @@ import type { Deps } from "../lib/deps";
 import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, sweep } from "../lib/jobs/runner";
+import { jobSlots } from "../lib/jobs/slots";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
@@ -98,7 +98,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     acceptedKeys: acceptedKeysOfIsolate,
     // Per invocation, unlike the caches above: workerd cancels an invocation that waits on a
     // promise another one resolves, so a sweep must never wait for a slot a sweep before it holds.
-    jobSlots: pLimit(JOB_CONCURRENCY),
+    jobSlots: jobSlots(JOB_CONCURRENCY),
   };
 }
 

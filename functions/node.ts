@@ -1,4 +1,3 @@
-import pLimit from "p-limit";
 import { acceptedKeys } from "../lib/accepted-keys";
 import { bootstrapAdmin } from "../lib/auth";
 import { backgroundJobs } from "../lib/background";
@@ -13,11 +12,13 @@ import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
+import { jobSlots as createJobSlots } from "../lib/jobs/slots";
 import { releaseAllLeases } from "../lib/jobs/store";
 import { createLlm, type Llm } from "../lib/llm/client";
 import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
+import { settledWithin } from "../lib/settled-within";
 import { usageBacklog } from "../lib/usage/backlog";
 import { createApp } from "./app";
 import { dashboardAssets } from "./dashboard-assets";
@@ -50,7 +51,16 @@ export interface NodeServiceOptions {
    * (default true; tests on a clone of the template skip it unless they test it).
    */
   checkEmbeddings?: boolean;
+  /** How long close() lets running jobs finish before it closes the database (default SHUTDOWN_GRACE_MS). */
+  shutdownGraceMs?: number;
 }
+
+/**
+ * How long a shutdown waits for the jobs that are running to finish (jobs waiting for a slot are
+ * not started). One still running then is cut off with the database: its lease runs out and it
+ * runs again after the restart, as after a crash.
+ */
+export const SHUTDOWN_GRACE_MS = 10_000;
 
 /**
  * The Node.js host's service: one database for the process, migrated and bootstrapped, the
@@ -78,14 +88,16 @@ export async function createNodeService(options: NodeServiceOptions) {
     const settled = work.catch((err) => log.error("background work failed", errorFields(err)));
     inFlight.add(settled);
     settled.finally(() => inFlight.delete(settled));
+    return settled;
   };
   // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once, the sweep's included
   // (the provider, not the CPU, is the bound: 50 threads ended together must not open 100 model
   // calls at once).
-  const jobSlots = pLimit(JOB_CONCURRENCY);
+  const jobSlots = createJobSlots(JOB_CONCURRENCY);
+  // Tracked, so a shutdown lets a job the doorbell started finish before the database closes.
   const timers = options.doorbell
     ? undefined
-    : timerDoorbell(clock, (key) => jobSlots(() => runJobByKey(deps, key)).then(() => {}), log);
+    : timerDoorbell(clock, (key) => track(jobSlots(() => runJobByKey(deps, key))).then(() => {}), log);
   const deps: Deps = {
     db: database.db,
     database,
@@ -168,11 +180,22 @@ export async function createNodeService(options: NodeServiceOptions) {
     /** The metrics and traces, when configured (tests flush the spans). */
     observability,
     settle,
+    /**
+     * Stops the timers; jobs waiting for a slot never start, and the running ones (and any other
+     * deferred work) get `shutdownGraceMs` to finish before the database closes under them.
+     */
     async close() {
       if (interval) clearInterval(interval);
       if (statistics) clearInterval(statistics);
       timers?.stop();
-      await settle();
+      jobSlots.close();
+      const graceMs = options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
+      if ((await settledWithin(settle(), graceMs)) === "late") {
+        log.warn("shutting down with background work still running: its jobs run again after the restart", {
+          running: inFlight.size,
+          graceMs,
+        });
+      }
       await observability?.close();
       await database.close();
     },

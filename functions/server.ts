@@ -1,8 +1,9 @@
 import { parseConfig } from "../lib/config";
 import { consoleLogger, createLogger, errorFields } from "../lib/log";
+import { settledWithin } from "../lib/settled-within";
 import { startFailureMessage } from "../lib/start-failure";
 import { listen } from "./listen";
-import { createNodeService } from "./node";
+import { createNodeService, SHUTDOWN_GRACE_MS } from "./node";
 import { createNodeServer } from "./node-host";
 
 /**
@@ -46,7 +47,15 @@ async function main() {
     if (stopping) return;
     stopping = true;
     log.info("shutting down", { signal });
-    server.close();
+    // No new connections; requests in flight get the grace to finish (idle keep-alive
+    // connections close at once), then the rest are cut off. Then the jobs get theirs.
+    const closed = new Promise<unknown>((resolve) => server.close(resolve));
+    if ((await settledWithin(closed, SHUTDOWN_GRACE_MS)) === "late") {
+      log.warn("shutting down with requests still running: their connections are closed", {
+        graceMs: SHUTDOWN_GRACE_MS,
+      });
+      server.closeAllConnections();
+    }
     await service.close();
     process.exit(0);
   };

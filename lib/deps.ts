@@ -1,10 +1,10 @@
-import type { LimitFunction } from "p-limit";
 import type { AcceptedKeys } from "./accepted-keys";
 import type { Clock } from "./clock";
 import type { Config } from "./config";
 import type { Database, Db } from "./db/types";
 import type { Doorbell } from "./jobs/doorbell";
 import type { JobRegistry } from "./jobs/registry";
+import type { JobSlots } from "./jobs/slots";
 import type { Llm } from "./llm/client";
 import type { QueryEmbeddings } from "./llm/query-embeddings";
 import type { Logger } from "./log";
@@ -37,8 +37,9 @@ export interface Deps {
    * Job slots, JOB_CONCURRENCY of them. Node.js: the process's, which the doorbell's jobs and the
    * sweep's take alike, so no more run at once (the provider, not the CPU, is the bound). The
    * edge: an invocation's (a cron sweep's), as workerd allows no invocation to wait on another.
+   * Closed when the Node.js host shuts down: jobs waiting for a slot then never start.
    */
-  jobSlots: LimitFunction;
+  jobSlots: JobSlots;
 }
 
 /**

@@ -41,6 +41,8 @@ export interface TestServiceOptions {
   log?: Logger;
   /** "host": the embedded host's own statistics check (at start, then on its period). Default: none. */
   statistics?: "host";
+  /** How long close() lets running jobs finish (default 2 s: a test's hung call never holds afterAll long). */
+  shutdownGraceMs?: number;
 }
 
 /**
@@ -81,6 +83,7 @@ export async function createTestService(options: TestServiceOptions = {}) {
     sweepIntervalMs: options.sweep === "interval" ? undefined : false,
     // A test that reads plans takes its own statistics, or none.
     statisticsCheckMs: options.statistics === "host" ? undefined : false,
+    shutdownGraceMs: options.shutdownGraceMs ?? 2_000,
   });
   const request = (path: string, init: RequestInit & { token?: string; json?: unknown } = {}) => {
     const headers = new Headers(init.headers);
