@@ -66,6 +66,16 @@ describe("observability configuration", () => {
   });
 });
 
+describe("EMBEDDING_DIMENSIONS", () => {
+  it("takes 1-4000 (what pgvector indexes), and refuses more before a database is opened", () => {
+    expect(parseConfig({}).openai.embeddingDimensions).toBe(1536);
+    expect(parseConfig({ EMBEDDING_DIMENSIONS: "4000" }).openai.embeddingDimensions).toBe(4000);
+    expect(() => parseConfig({ EMBEDDING_DIMENSIONS: "5000" })).toThrow(ConfigError);
+    expect(() => parseConfig({ EMBEDDING_DIMENSIONS: "5000" })).toThrow(/EMBEDDING_DIMENSIONS: too big/);
+    expect(() => parseConfig({ EMBEDDING_DIMENSIONS: "0" })).toThrow(/EMBEDDING_DIMENSIONS/);
+  });
+});
+
 describe("webhook delivery retention", () => {
   it("keeps finished deliveries 30 days by default, for ever with 0, and refuses a negative or fractional count", () => {
     expect(parseConfig({}).webhooks.retentionDays).toBe(30);

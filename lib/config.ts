@@ -7,8 +7,8 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === "" ? undefined : v.trim()));
 
-const intFromEnv = (fallback: number, min: number) =>
-  z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min));
+const intFromEnv = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
+  z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min).max(max));
 
 /** The samplers of OTEL_TRACES_SAMPLER the Node.js host knows (OpenTelemetry's built-in ones). */
 export const TRACE_SAMPLERS = [
@@ -57,7 +57,8 @@ export const configSchema = z.object({
   // Embeddings from their own server (vLLM, llama.cpp: one model per server); each defaults to OPENAI_*.
   EMBEDDING_BASE_URL: optionalString,
   EMBEDDING_API_KEY: optionalString,
-  EMBEDDING_DIMENSIONS: intFromEnv(1536, 1),
+  // pgvector indexes half-precision vectors of up to 4,000 dimensions (lib/db/vector-indexes.ts).
+  EMBEDDING_DIMENSIONS: intFromEnv(1536, 1, 4000),
   // The reranker projects may turn on (setting `rerank`): a /rerank endpoint when set, else the chat model.
   RERANK_BASE_URL: optionalString,
   RERANK_API_KEY: optionalString,

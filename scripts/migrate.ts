@@ -5,7 +5,8 @@ import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import { createLlm } from "../lib/llm/client";
 import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
-import { consoleLogger } from "../lib/log";
+import { consoleLogger, errorFields } from "../lib/log";
+import { startFailureMessage } from "../lib/start-failure";
 
 /**
  * `npm run db:migrate`: apply the migrations to DATABASE_URL (or the embedded database) and
@@ -14,16 +15,26 @@ import { consoleLogger } from "../lib/log";
  * first, against the database and the embedding model, as the Node.js host does at start: with the
  * Worker's own settings, this is the edge deployment's start-up check.
  */
-const config = parseConfig(process.env);
-const database = await createDatabase(config);
-try {
-  warnIfNoProvider(config, consoleLogger);
-  await checkEmbeddingDimensions({ db: database.db, config, llm: createLlm(config), log: consoleLogger });
-  await migrateDatabase(database, config.openai.embeddingDimensions);
-  console.log(`Migrations applied (${database.kind})`);
-  const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });
-  if (admin.created) console.log(`Admin user created: ${config.adminUsername}`);
-  if (admin.generatedPassword) console.log(`Admin password: ${admin.generatedPassword}`);
-} finally {
-  await database.close();
+async function main() {
+  const config = parseConfig(process.env);
+  const database = await createDatabase(config);
+  try {
+    warnIfNoProvider(config, consoleLogger);
+    await checkEmbeddingDimensions({ db: database.db, config, llm: createLlm(config), log: consoleLogger });
+    await migrateDatabase(database, config.openai.embeddingDimensions);
+    console.log(`Migrations applied (${database.kind})`);
+    const admin = await bootstrapAdmin({ db: database.db, config, clock: systemClock });
+    if (admin.created) console.log(`Admin user created: ${config.adminUsername}`);
+    if (admin.generatedPassword) console.log(`Admin password: ${admin.generatedPassword}`);
+  } finally {
+    await database.close();
+  }
 }
+
+main().catch((err) => {
+  // As `npm start` says it: a cause the operator fixes is one plain sentence, anything else a stack.
+  const message = startFailureMessage(err);
+  if (message) console.error(message);
+  else consoleLogger.error("migration failed", errorFields(err));
+  process.exit(1);
+});

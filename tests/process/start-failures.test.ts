@@ -3,7 +3,8 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { freePort, runServerToExit } from "../helpers/process";
+import { REPO_ROOT } from "../../dev/start-command";
+import { freePort, runServerToExit, runToExit } from "../helpers/process";
 
 /**
  * `npm start` refusing to start for a reason the operator fixes: exit code 1 and one plain
@@ -66,4 +67,28 @@ describe("npm start, refusing to start", () => {
       `The embedded database at ${busyDir} is in use by process ${process.pid}, another server on the same data directory: stop it, or set PGLITE_DIR to another directory.`,
     );
   });
+});
+
+describe("npm run db:migrate, refusing to migrate", () => {
+  const migrate = (env: Record<string, string>) =>
+    runToExit(process.execPath, ["--import", "tsx", "scripts/migrate.ts"], {
+      cwd: REPO_ROOT,
+      env: { ...base, ...env },
+    });
+
+  it("says what to set in one sentence, no error log line and no stack", async () => {
+    const tooBig = await migrate({ PGLITE_DIR: join(dir, "too-big"), EMBEDDING_DIMENSIONS: "5000" });
+    expect(tooBig.code, tooBig.output).toBe(1);
+    expect(tooBig.output).toContain("Invalid configuration: EMBEDDING_DIMENSIONS: too big");
+
+    const migrated = join(dir, "migrated");
+    expect((await migrate({ PGLITE_DIR: migrated, EMBEDDING_DIMENSIONS: "64" })).code).toBe(0);
+    const other = await migrate({ PGLITE_DIR: migrated, EMBEDDING_DIMENSIONS: "128" });
+    expect(other.code, other.output).toBe(1);
+    expect(other.output).toContain("EMBEDDING_DIMENSIONS is 128");
+    expect(other.output).toContain("Set EMBEDDING_DIMENSIONS=64");
+    for (const { output } of [tooBig, other]) {
+      expect(output).not.toMatch(/"level":"error"|\bat .*:\d+:\d+/);
+    }
+  }, 120_000);
 });
