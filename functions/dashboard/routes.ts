@@ -1,6 +1,7 @@
 import { requireSession } from "../middleware";
 import { createRouter } from "../router";
 import { browseRoutes } from "./browse";
+import { jobOperations as jobs } from "./jobs";
 import { keyOperations as keys } from "./keys";
 import { playgroundOperations as playground } from "./playground";
 import { projectOperations as projects } from "./projects";
@@ -36,6 +37,8 @@ for (const op of [
   provider.status,
   playground.recall,
   usage.overview,
+  jobs.failing,
+  jobs.retry,
 ]) {
   op.register(dashboardRoutes);
 }

@@ -1646,6 +1646,147 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/dashboard/projects/{id}/failing-jobs": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A project's background jobs that failed and wait to retry, latest attempt first */
+        get: {
+            parameters: {
+                query?: {
+                    /** @description Page size (1-100). */
+                    limit?: number;
+                    /** @description Rows to skip. */
+                    offset?: number;
+                };
+                header?: never;
+                path: {
+                    id: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Failing jobs */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            jobs: components["schemas"]["FailingJob"][];
+                            total: number;
+                        };
+                    };
+                };
+                /** @description Validation failed */
+                400: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["ValidationError"];
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/dashboard/projects/{id}/failing-jobs/{jobId}/retry": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Run a failing job now instead of at the end of its backoff */
+        post: {
+            parameters: {
+                query?: never;
+                header?: never;
+                path: {
+                    id: string;
+                    jobId: string;
+                };
+                cookie?: never;
+            };
+            requestBody?: never;
+            responses: {
+                /** @description Due now; its doorbell is rung */
+                200: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": {
+                            job: components["schemas"]["FailingJob"];
+                        };
+                    };
+                };
+                /** @description Missing, invalid or revoked credential */
+                401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Job not found (it ran and succeeded meanwhile), or Project not found */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The job is running */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+            };
+        };
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/dashboard/browse/datasets": {
         parameters: {
             query?: never;
@@ -5425,6 +5566,24 @@ export interface components {
              * @description When the next month starts (UTC), and a spent budget is whole again.
              */
             resetsAt: string;
+        };
+        FailingJob: {
+            jobId: string;
+            /** @description message-embed (a thread's message vectors), episode, thread-idle (an idle timer) or webhook. */
+            kind: string;
+            /** @description The thread, episode or webhook delivery it works on. */
+            subject: string | null;
+            dataset: string | null;
+            /** @description Attempts so far; each failure doubles the wait, up to 32 minutes. */
+            attempts: number;
+            /** @description The last attempt's error. */
+            error: string | null;
+            /** Format: date-time */
+            lastAttemptAt: string | null;
+            /** Format: date-time */
+            nextRunAt: string | null;
+            /** @description An attempt is running now. */
+            running: boolean;
         };
         BrowseDataset: {
             dataset: string;
