@@ -14,5 +14,7 @@ export type AppEnv = {
     session: SessionPrincipal;
     /** Set by onError when the request was refused before it ran (its input); see `refusedInput`. */
     inputRefused: boolean;
+    /** Set when the request wrote before it failed (chat's user message): its 5xx is kept under an `Idempotency-Key`. */
+    wroteBeforeFailing: boolean;
   };
 };

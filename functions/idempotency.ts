@@ -3,7 +3,6 @@ import { createMiddleware } from "hono/factory";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode, StatusCode } from "hono/utils/http-status";
 import type { Deps } from "../lib/deps";
-import { conflict } from "../lib/errors";
 import { heartbeat } from "../lib/heartbeat";
 import {
   CLAIM_LEASE_MS,
@@ -38,10 +37,11 @@ const RUNNING = `A request with this ${IDEMPOTENCY_HEADER} is still being proces
  * - The first request claims the key (one statement), runs, and its answer is stored (one
  *   statement): 2xx and 4xx are stored; a 5xx, an exception or a request refused for its input
  *   (a validation error, malformed JSON, a wrong content type: it never ran) releases the key,
- *   so a retry, or the corrected request, runs.
+ *   so a retry, or the corrected request, runs. A 5xx after the request wrote (chat, whose user
+ *   message is stored before the model call) is stored too: run again, it would write twice.
  * - A repeat with the same method, path and body gets the stored status and body with
  *   `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422; a
- *   repeat while the first runs is 409.
+ *   repeat while the first runs is 409 with `Retry-After: 1`.
  * - A streamed answer (chat with `Accept: text/event-stream`) cannot be replayed: it is not
  *   stored. The key is held while it streams (a repeat meanwhile is 409) and released when the
  *   stream ends, so a later repeat runs again.
@@ -70,7 +70,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
   }
   // Hono's own exception takes the one error path (onError) with any status: `{error}`.
   if (outcome.kind === "mismatch") throw new HTTPException(422, { message: MISMATCH });
-  if (outcome.kind === "running") throw conflict(RUNNING);
+  if (outcome.kind === "running") return c.json({ error: RUNNING }, 409, { "Retry-After": "1" });
 
   const { claim } = outcome;
   if (outcome.takenOver) deps.log.info("idempotency key taken over (expired, or its holder died)", { key });
@@ -88,7 +88,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     throw err;
   }
   const res = c.res;
-  if (res.status >= 500 || c.get("inputRefused")) {
+  if ((res.status >= 500 && !c.get("wroteBeforeFailing")) || c.get("inputRefused")) {
     await release();
     return;
   }
@@ -134,7 +134,7 @@ const headerSchema = z.object({
     .max(MAX_KEY_LENGTH)
     .optional()
     .openapi({
-      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (\`text/event-stream\`) are not kept.`,
+      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with \`Retry-After: 1\` (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (\`text/event-stream\`) are not kept.`,
       example: "3f1c9a52-7d1e-4b8a-9c5e-0a2b6d4e8f10",
     }),
 });
@@ -157,7 +157,10 @@ export function documentIdempotencyKeys(app: OpenAPIHono<AppEnv>) {
     route.responses = {
       ...route.responses,
       400: route.responses[400] ?? errorResponses[400],
-      409: jsonResponse(ErrorSchema, `A request with this ${IDEMPOTENCY_HEADER} is still being processed`),
+      409: jsonResponse(
+        ErrorSchema,
+        `A request with this ${IDEMPOTENCY_HEADER} is still being processed; retry after its \`Retry-After\` (1 s)`,
+      ),
       422: jsonResponse(ErrorSchema, `This ${IDEMPOTENCY_HEADER} was used for a different request`),
     };
   }

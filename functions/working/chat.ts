@@ -76,7 +76,7 @@ const chatRoute = createRoute({
     "Stores the message as a `user` message, reads the window (as prepare with `messageLimit`) and recalls the dataset's facts with the message as query, makes one model call with the service's chat prompt, `instructions` and the facts as system prompt and the window as messages, then stores the reply as an `assistant` message.",
     "Cost: one embedding call (none with `recall: false` or a query embedding cached from an earlier identical query) and one model call, plus a compaction model call when an insert crosses autoCompactThreshold. Five SQL statements: authentication, the user message, the window, recall, the reply.",
     "A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.",
-    "On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).",
+    "On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored: a retry without a key would store it again; under the same `Idempotency-Key` it gets the same 500 back (the key is kept, unlike other 5xx).",
     "While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.",
     "With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).",
     "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
@@ -116,7 +116,9 @@ const chatRoute = createRoute({
 export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   const ctx = projectContext(c);
   const { threadId } = c.req.valid("param");
-  const input = { threadId, ...c.req.valid("json") };
+  // Once the user message is stored, a failure is this turn's answer: replayed under its key,
+  // not run again (which would store the message twice).
+  const input = { threadId, ...c.req.valid("json"), onStored: () => c.set("wroteBeforeFailing", true) };
   if (!c.req.header("accept")?.includes("text/event-stream")) {
     return c.json(await chat(ctx, input), 200);
   }

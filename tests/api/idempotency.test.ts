@@ -43,6 +43,7 @@ async function send(path: string, init: Init = {}) {
     body: text && res.headers.get("content-type")?.startsWith("application/json") ? JSON.parse(text) : undefined,
     replayed: res.headers.get("idempotent-replayed"),
     contentType: res.headers.get("content-type"),
+    retryAfter: res.headers.get("retry-after"),
   };
 }
 
@@ -238,20 +239,47 @@ describe("Idempotency-Key on /v1 writes", () => {
   it("a 5xx releases the key: the retry runs, and its answer is the one replayed", async () => {
     const t = await newTenant(svc);
     const threadId = await newThread(t.key);
-    const chat = { token: t.key, key: "chat-1", json: { content: "hello", recall: false } };
+    for (let i = 0; i < 10; i++) {
+      const said = await send(`${W}/${threadId}/messages`, { token: t.key, json: { role: "user", content: `m${i}` } });
+      expect(said.status).toBe(201);
+    }
+    // Compaction calls the model before it writes: its 500 wrote nothing, so the retry may run.
+    const compact = { token: t.key, key: "compact-1", json: {} };
     fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "chat" });
     try {
-      const failed = await send(`${W}/${threadId}/chat`, chat);
-      expect(failed).toMatchObject({ status: 500, body: { error: "Failed to generate reply" } });
+      const failed = await send(`${W}/${threadId}/compact`, compact);
+      expect(failed.status).toBe(500);
     } finally {
       fake.clearFailures();
     }
     expect(await keyRows(t.projectId)).toBe(0);
-    const retried = await send(`${W}/${threadId}/chat`, chat);
+    const retried = await send(`${W}/${threadId}/compact`, compact);
     expect(retried.status).toBe(200);
     expect(retried.replayed).toBeNull();
-    const replayed = await send(`${W}/${threadId}/chat`, chat);
+    const replayed = await send(`${W}/${threadId}/compact`, compact);
     expect([replayed.status, replayed.replayed, replayed.text]).toEqual([200, "true", retried.text]);
+  });
+
+  it("a chat that failed after storing its user message keeps its 500: a retry is replayed, not run again", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const chat = { token: t.key, key: "chat-1", json: { content: "hello once", recall: false } };
+    fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "chat" });
+    let failed: Awaited<ReturnType<typeof send>>;
+    try {
+      failed = await send(`${W}/${threadId}/chat`, chat);
+      expect(failed).toMatchObject({ status: 500, body: { error: "Failed to generate reply" } });
+    } finally {
+      fake.clearFailures();
+    }
+    // The client never saw that 500 (a reset connection) and retries under the same key.
+    const retried = await send(`${W}/${threadId}/chat`, chat);
+    expect([retried.status, retried.replayed, retried.text]).toEqual([500, "true", failed.text]);
+    expect(await messageCount(threadId)).toBe(1);
+    // A new key is a new turn.
+    const again = await send(`${W}/${threadId}/chat`, { ...chat, key: "chat-2" });
+    expect([again.status, again.replayed]).toEqual([200, null]);
+    expect(await messageCount(threadId)).toBe(3);
   });
 
   it("a streamed answer is not stored: the key is freed when the stream ends, and a repeat runs again", async () => {
@@ -325,7 +353,7 @@ describe("Idempotency-Key on /v1 writes", () => {
     });
     expect(dead.kind).toBe("claimed");
     const init = { token: t.key, key: "dead", headers: { "content-type": "application/json" }, body };
-    expect((await send(path, init)).status).toBe(409);
+    expect(await send(path, init)).toMatchObject({ status: 409, retryAfter: "1" });
     clock.advance(CLAIM_LEASE_MS);
     const taken = await send(path, init);
     expect(taken.status).toBe(201);

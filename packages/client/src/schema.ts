@@ -60,7 +60,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -132,7 +132,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -229,7 +229,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -311,7 +311,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -347,7 +347,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -400,7 +400,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -504,7 +504,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -594,7 +594,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -640,7 +640,7 @@ export interface paths {
           messageLimit?: number;
         };
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -712,7 +712,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -755,7 +755,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -802,7 +802,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -951,7 +951,7 @@ export interface paths {
      *
      *     A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.
      *
-     *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
+     *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored: a retry without a key would store it again; under the same `Idempotency-Key` it gets the same 500 back (the key is kept, unlike other 5xx).
      *
      *     While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.
      *
@@ -963,7 +963,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1036,7 +1036,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1106,7 +1106,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1215,7 +1215,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1269,7 +1269,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -1378,7 +1378,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1634,7 +1634,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1685,7 +1685,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1724,7 +1724,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1775,7 +1775,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -1896,7 +1896,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -1959,7 +1959,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2147,7 +2147,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path?: never;
@@ -2196,7 +2196,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2312,7 +2312,7 @@ export interface paths {
       parameters: {
         query?: never;
         header?: {
-          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+          /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
           "Idempotency-Key"?: string;
         };
         path: {
@@ -2361,7 +2361,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description A request with this Idempotency-Key is still being processed */
+        /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
           headers: {
             [name: string]: unknown;
@@ -2760,6 +2760,24 @@ export interface components {
        * @description When the next month starts (UTC), and a spent budget is whole again.
        */
       resetsAt: string;
+    };
+    FailingJob: {
+      jobId: string;
+      /** @description message-embed (a thread's message vectors), episode, thread-idle (an idle timer) or webhook. */
+      kind: string;
+      /** @description The thread, episode or webhook delivery it works on. */
+      subject: string | null;
+      dataset: string | null;
+      /** @description Attempts so far; each failure doubles the wait, up to 32 minutes. */
+      attempts: number;
+      /** @description The last attempt's error. */
+      error: string | null;
+      /** Format: date-time */
+      lastAttemptAt: string | null;
+      /** Format: date-time */
+      nextRunAt: string | null;
+      /** @description An attempt is running now. */
+      running: boolean;
     };
     BrowseDataset: {
       dataset: string;

@@ -2866,7 +2866,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -2938,7 +2938,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3035,7 +3035,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3117,7 +3117,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3153,7 +3153,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3206,7 +3206,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3310,7 +3310,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3400,7 +3400,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3446,7 +3446,7 @@ export interface paths {
                     messageLimit?: number;
                 };
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3518,7 +3518,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3561,7 +3561,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3608,7 +3608,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3757,7 +3757,7 @@ export interface paths {
          *
          *     A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.
          *
-         *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored (a retry would store it again).
+         *     On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored: a retry without a key would store it again; under the same `Idempotency-Key` it gets the same 500 back (the key is kept, unlike other 5xx).
          *
          *     While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.
          *
@@ -3769,7 +3769,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -3842,7 +3842,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -3912,7 +3912,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4021,7 +4021,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4075,7 +4075,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -4184,7 +4184,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4440,7 +4440,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4491,7 +4491,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4530,7 +4530,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4581,7 +4581,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4702,7 +4702,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -4765,7 +4765,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -4953,7 +4953,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path?: never;
@@ -5002,7 +5002,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
@@ -5118,7 +5118,7 @@ export interface paths {
             parameters: {
                 query?: never;
                 header?: {
-                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it; streamed answers (`text/event-stream`) are not kept. */
+                    /** @description Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-255 printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with `Retry-After: 1` (a claim left by a dead process is taken over after 60 s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (`text/event-stream`) are not kept. */
                     "Idempotency-Key"?: string;
                 };
                 path: {
@@ -5167,7 +5167,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description A request with this Idempotency-Key is still being processed */
+                /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
                     headers: {
                         [name: string]: unknown;
