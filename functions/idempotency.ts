@@ -5,6 +5,7 @@ import type { ContentfulStatusCode, StatusCode } from "hono/utils/http-status";
 import type { Deps } from "../lib/deps";
 import { heartbeat } from "../lib/heartbeat";
 import {
+  answerScope,
   CLAIM_LEASE_MS,
   CLAIM_RENEW_MS,
   type Claim,
@@ -59,6 +60,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     projectId: principal.projectId,
     key,
     fingerprint: requestFingerprint(c.req.method, url.pathname + url.search, body),
+    scope: answerScope(url.pathname, body),
   });
   if (outcome.kind === "replay") {
     const { status, body: stored, contentType } = outcome.response;

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { countDeleted, drainInBatches } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
 import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
-import { idempotencyKeys } from "./db/schema";
+import { episodes, idempotencyKeys, threads } from "./db/schema";
 import type { Deps } from "./deps";
 
 /**
@@ -50,6 +50,68 @@ export function requestFingerprint(method: string, pathAndQuery: string, body: U
   return createHash("sha256").update(`${method}\n${pathAndQuery}\n`).update(body).digest("hex");
 }
 
+/**
+ * What a keyed request names that its stored answer may quote: datasets (a `{dataset}` path
+ * segment or a `dataset` in the body), threads (a `threads/{id}` segment, or the `threadId`s of
+ * the cross-thread batch's messages) and episodes (`episodes/{id}`). The claim turns them into
+ * the datasets it records, so erasing a dataset deletes the answers that may quote it. The body
+ * is read only when the path names nothing (a thread's add message is never parsed twice).
+ */
+export interface AnswerScope {
+  datasets: string[];
+  threadIds: string[];
+  episodeIds: string[];
+}
+
+export function answerScope(pathname: string, body: Uint8Array): AnswerScope {
+  const scope: AnswerScope = { datasets: [], threadIds: [], episodeIds: [] };
+  const segments = pathname.split("/").map(decodedSegment);
+  segments.forEach((segment, i) => {
+    const next = segments[i + 1];
+    if (!next) return;
+    if (segment === "datasets") scope.datasets.push(next);
+    else if (segment === "threads") scope.threadIds.push(next);
+    else if (segment === "episodes") scope.episodeIds.push(next);
+  });
+  if (scope.datasets.length + scope.threadIds.length + scope.episodeIds.length > 0 || body.length === 0) return scope;
+  const json = parsedBody(body);
+  if (typeof json?.dataset === "string") scope.datasets.push(json.dataset);
+  if (Array.isArray(json?.messages)) {
+    for (const m of json.messages) {
+      const threadId = (m as { threadId?: unknown } | null)?.threadId;
+      if (typeof threadId === "string" && !scope.threadIds.includes(threadId)) scope.threadIds.push(threadId);
+    }
+  }
+  return scope;
+}
+
+function decodedSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
+}
+
+function parsedBody(body: Uint8Array): Record<string, unknown> | null {
+  try {
+    const value: unknown = JSON.parse(new TextDecoder().decode(body));
+    return value && typeof value === "object" ? (value as Record<string, unknown>) : null;
+  } catch {
+    return null;
+  }
+}
+
+/** The datasets of a scope, as SQL over the project's threads and episodes. */
+function scopeDatasetsSql(projectId: string, scope: AnswerScope) {
+  const list = (values: string[]) => sql`SELECT jsonb_array_elements_text(${JSON.stringify(values)}::jsonb)`;
+  return sql`ARRAY(SELECT DISTINCT d FROM (
+      SELECT jsonb_array_elements_text(${JSON.stringify(scope.datasets)}::jsonb) AS d
+      UNION ALL SELECT dataset FROM ${threads} WHERE project_id = ${projectId} AND id IN (${list(scope.threadIds)})
+      UNION ALL SELECT dataset FROM ${episodes} WHERE project_id = ${projectId} AND id IN (${list(scope.episodeIds)})
+    ) s)`;
+}
+
 export interface Claim {
   projectId: string;
   key: string;
@@ -93,7 +155,7 @@ export type ClaimRow = z.output<typeof ClaimRow>;
  */
 export async function claimKey(
   deps: Pick<Deps, "db" | "clock" | "config">,
-  input: { projectId: string; key: string; fingerprint: string },
+  input: { projectId: string; key: string; fingerprint: string; scope?: AnswerScope },
 ): Promise<ClaimOutcome> {
   const now = deps.clock.now();
   const lockedUntil = new Date(now.getTime() + CLAIM_LEASE_MS).toISOString();
@@ -127,10 +189,11 @@ export function claimOutcome(row: ClaimRow | undefined, claim: Claim): ClaimOutc
 }
 
 function claimSql(
-  input: { projectId: string; key: string; fingerprint: string; claimId: string },
+  input: { projectId: string; key: string; fingerprint: string; claimId: string; scope?: AnswerScope },
   times: { now: string; lockedUntil: string; expiresAt: string },
 ) {
   const { projectId, key, fingerprint, claimId } = input;
+  const datasets = input.scope ? scopeDatasetsSql(projectId, input.scope) : sql`NULL::text[]`;
   const { now: at, lockedUntil, expiresAt } = times;
   /** The row is free to take: expired, or running under a lease that ran out (its holder died). */
   const free = (alias: string) => {
@@ -144,14 +207,15 @@ function claimSql(
       taken AS (
         UPDATE ${idempotencyKeys} k SET fingerprint = ${fingerprint}, claim_id = ${claimId},
           locked_until = ${lockedUntil}::timestamptz, response_status = NULL, response_body = NULL,
-          response_content_type = NULL, created_at = ${at}::timestamptz, expires_at = ${expiresAt}::timestamptz
+          response_content_type = NULL, datasets = ${datasets}, created_at = ${at}::timestamptz,
+          expires_at = ${expiresAt}::timestamptz
         WHERE k.project_id = ${projectId} AND k.key = ${key} AND ${free("k")}
         RETURNING 1
       ),
       fresh AS (
-        INSERT INTO ${idempotencyKeys} (project_id, key, fingerprint, claim_id, locked_until, created_at, expires_at)
-        SELECT ${projectId}, ${key}, ${fingerprint}, ${claimId}, ${lockedUntil}::timestamptz, ${at}::timestamptz,
-          ${expiresAt}::timestamptz
+        INSERT INTO ${idempotencyKeys} (project_id, key, fingerprint, claim_id, locked_until, datasets, created_at, expires_at)
+        SELECT ${projectId}, ${key}, ${fingerprint}, ${claimId}, ${lockedUntil}::timestamptz, ${datasets},
+          ${at}::timestamptz, ${expiresAt}::timestamptz
         WHERE NOT EXISTS (SELECT 1 FROM prior)
         ON CONFLICT DO NOTHING
         RETURNING 1

@@ -448,6 +448,11 @@ export const idempotencyKeys = pgTable(
     responseStatus: integer("response_status"),
     responseBody: text("response_body"),
     responseContentType: text("response_content_type"),
+    /**
+     * The datasets the request named, directly or through the thread or episode in its path
+     * (lib/idempotency.ts `answerScope`): erasing one deletes the answers that may quote it.
+     */
+    datasets: text("datasets").array(),
     createdAt: createdAt(),
     /** After this the key is free again (a repeat runs anew) and the sweep deletes the row. */
     expiresAt: timestamptz("expires_at").notNull(),

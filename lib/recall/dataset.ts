@@ -2,10 +2,11 @@ import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext, ReadContext } from "../context";
 import { dbInt, dbJson, dbTimestamp, dbTimestampSet, jsonOf, parsedRowsOf, toIso } from "../db/rows";
-import { entities, episodes, facts, jobs, messages, threads } from "../db/schema";
+import { entities, episodes, facts, idempotencyKeys, jobs, messages, threads, webhookDeliveries } from "../db/schema";
 import type { ProjectRef } from "../db/types";
 import type { Deps } from "../deps";
 import { EPISODE_COLUMNS, EpisodeRow, episodeRecord } from "../episodic/episodes";
+import { jobKeySql } from "../jobs/kinds";
 import { FACT_COLUMNS, FactRow, factRecord } from "../semantic/facts";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
@@ -211,8 +212,11 @@ function threadMessagePage(projectId: ProjectRef, dataset: string, last?: Thread
 /**
  * Hard-erases the dataset in one statement (so one transaction on every driver): threads (their
  * messages cascade), episodes, facts (their entity links cascade), entities and the dataset's
- * pending jobs. Work already running for the dataset finds its rows gone and writes nothing: its
- * final write is conditional on the episode it claimed.
+ * pending jobs. Also what holds copies of its text elsewhere: the stored `Idempotency-Key` answers
+ * of requests that named it (a chat's reply, a recall's facts), and its webhook deliveries (an
+ * episode's summary), pending or done, with their attempts and jobs, so none is sent again.
+ * Work already running for the dataset finds its rows gone and writes nothing: its final write is
+ * conditional on the episode it claimed.
  */
 export async function eraseDataset({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
@@ -224,7 +228,17 @@ export async function eraseDataset({ deps, projectId }: ProjectContext, { datase
         e AS (DELETE FROM ${episodes} WHERE ${scope(episodes)} RETURNING 1),
         f AS (DELETE FROM ${facts} WHERE ${scope(facts)} RETURNING 1),
         n AS (DELETE FROM ${entities} WHERE ${scope(entities)} RETURNING 1),
-        j AS (DELETE FROM ${jobs} WHERE ${scope(jobs)} RETURNING 1),
+        wd AS (
+          DELETE FROM ${webhookDeliveries} WHERE project_id = ${projectId}
+            AND payload -> 'data' ->> 'dataset' = ${dataset} AND event_type <> 'dataset.erased'
+          RETURNING id),
+        j AS (
+          DELETE FROM ${jobs} WHERE ${scope(jobs)}
+            OR (project_id = ${projectId} AND key IN (SELECT ${jobKeySql("webhook", sql`id`)} FROM wd))
+          RETURNING 1),
+        -- Answers stored, not claims still running: this erase's own, if keyed, stores its counts.
+        k AS (DELETE FROM ${idempotencyKeys} WHERE project_id = ${projectId} AND ${dataset} = ANY (datasets)
+          AND response_status IS NOT NULL),
         ${webhookEventCtes(
           "dataset.erased",
           sql`SELECT ${projectId}::text AS project_id, jsonb_build_object('dataset', ${dataset}::text,

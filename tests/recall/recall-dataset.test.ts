@@ -6,6 +6,7 @@ import { EXPORT_PAGE_ROWS } from "../../lib/recall/dataset";
 import type { ApiSchema } from "../helpers/api-types";
 import { gate, type Tenant } from "../helpers/episodic-fixtures";
 import { fact, useSemanticService } from "../helpers/semantic-fixtures";
+import { adminSession } from "../helpers/service";
 
 /**
  * Dataset export and erase (GET /v1/memory/recall/datasets/:dataset/export, DELETE
@@ -178,6 +179,58 @@ describe("export and erase round trip", () => {
     await runDueJobs(h.svc.deps);
     expect(await counts(t.projectId, DATASET)).toMatchObject({ episodes: 0, facts: 0 });
     expect(await erase(t)).toEqual({ dataset: DATASET, deleted: { threads: 0, episodes: 0, facts: 0, entities: 0 } });
+  });
+
+  it("erases the copies of its text too: stored Idempotency-Key answers and webhook deliveries", async () => {
+    const t = await tenant("erase-copies");
+    const session = await adminSession(h.svc);
+    const endpoint = await h.svc.request("/dashboard/webhooks", {
+      method: "POST",
+      token: session,
+      // Never reached: its deliveries stay pending, due for their next attempt.
+      json: { projectId: t.projectId, url: "https://hooks.example.com/x", eventTypes: ["episode.completed"] },
+    });
+    expect(endpoint.status).toBe(201);
+    const keyed = (path: string, key: string, json: unknown, method = "POST") =>
+      t.get(path, { method, json, headers: { "Idempotency-Key": key } });
+    const created = await keyed("/v1/threads", "create", { dataset: DATASET, tags: ["zorbtag"] });
+    expect(created.status).toBe(201);
+    const { threadId } = (await created.json()) as { threadId: string };
+    const said = await keyed(`/v1/memory/working/threads/${threadId}/messages`, "say", {
+      role: "user",
+      content: "I work at Acme Corp",
+    });
+    expect(said.status).toBe(201);
+    h.fake.onStructured("episode_summary", () => ({ summary: "The user works at Acme Corp.", keyLearnings: [] }));
+    const ended = await keyed(`/v1/threads/${threadId}/end`, "end", {});
+    const { episodeId } = (await ended.json()) as { episodeId: string };
+    await runDueJobs(h.svc.deps);
+    expect(
+      (await keyed("/v1/memory/recall", "recall", { dataset: DATASET, query: "Acme", include: ["messages"] })).status,
+    ).toBe(200);
+    expect((await keyed(`/v1/memory/episodic/episodes/${episodeId}`, "archive", undefined, "DELETE")).status).toBe(200);
+    // Another dataset's answer stays.
+    expect((await keyed("/v1/threads", "kept", { dataset: "kept" })).status).toBe(201);
+
+    const copies = async () => {
+      const [row] = rowsOf<Record<string, number>>(
+        await db().execute(sql`
+          SELECT (SELECT count(*) FROM idempotency_keys WHERE project_id = ${t.projectId}) AS answers,
+            (SELECT count(*) FROM webhook_deliveries WHERE project_id = ${t.projectId}) AS deliveries,
+            (SELECT count(*) FROM jobs WHERE project_id = ${t.projectId} AND kind = 'webhook') AS delivery_jobs,
+            (SELECT count(*) FROM idempotency_keys WHERE project_id = ${t.projectId}
+              AND (response_body LIKE '%Acme%' OR response_body LIKE '%zorbtag%')) AS quoting`),
+      );
+      return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)]));
+    };
+    expect(await copies()).toEqual({ answers: 6, deliveries: 1, delivery_jobs: 1, quoting: 2 });
+    await erase(t);
+    expect(await copies()).toEqual({ answers: 1, deliveries: 0, delivery_jobs: 0, quoting: 0 });
+    // The key is free: the same request runs again instead of replaying the erased thread.
+    const again = await keyed("/v1/threads", "create", { dataset: DATASET, tags: ["zorbtag"] });
+    expect([again.status, again.headers.get("idempotent-replayed")]).toEqual([201, null]);
+    const kept = await keyed("/v1/threads", "kept", { dataset: "kept" });
+    expect(kept.headers.get("idempotent-replayed")).toBe("true");
   });
 
   it("an unknown dataset exports empty and erases with zero counts", async () => {
