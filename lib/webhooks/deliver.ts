@@ -144,6 +144,13 @@ export function attemptOutcome(result: AttemptResult, priorAttempts: number, don
 /** The attempt, the endpoint's failure streak and the delivery's new state, in one statement. */
 function recordAttemptSql(deliveryId: string, endpointId: string, result: AttemptResult, outcome: AttemptOutcome) {
   const { ok, next, at, disableBefore, reason } = outcome;
+  // A day of failures: the streak is a day old, or this delivery failed for good (its day is
+  // over) with the streak running since its first attempt. The second catches the day measured
+  // from the end of a slow first attempt, which its last attempt, at the window's end, never
+  // reaches.
+  const disable = sql`NOT ${ok}::boolean AND (failing_since <= ${disableBefore}::timestamptz
+    OR (${next === null}::boolean AND failing_since <= (
+      SELECT min(attempted_at) FROM ${webhookAttempts} WHERE delivery_id = ${deliveryId})))`;
   return sql`
       WITH a AS (
         INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
@@ -153,10 +160,8 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
       ), ep AS (
         UPDATE ${webhookEndpoints} SET
           failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE coalesce(failing_since, ${at}::timestamptz) END,
-          disabled_at = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
-            THEN ${at}::timestamptz ELSE disabled_at END,
-          disabled_reason = CASE WHEN NOT ${ok}::boolean AND failing_since <= ${disableBefore}::timestamptz
-            THEN ${reason} ELSE disabled_reason END
+          disabled_at = CASE WHEN ${disable} THEN ${at}::timestamptz ELSE disabled_at END,
+          disabled_reason = CASE WHEN ${disable} THEN ${reason} ELSE disabled_reason END
         WHERE id = ${endpointId}
         RETURNING disabled_at IS NOT NULL AS disabled
       )

@@ -309,6 +309,56 @@ describe("webhooks", () => {
     expect(d).toMatchObject({ status: "succeeded", lastStatusCode: 200 });
   });
 
+  it("disables the endpoint when a delivery failed through its whole day, though its first attempt was the slowest", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    // The first attempt takes 5 s and the last one none: the failure streak starts 5 s after the
+    // event, and the last attempt ends at the end of the delivery's day, less than a day later.
+    let answered = 0;
+    receiver.answer = () => {
+      if (answered++ === 0) h.clock.advance(5_000);
+      return { status: 503 };
+    };
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    while (d.status === "pending") {
+      await runNextAttempt(endpoint.id);
+      [d] = await deliveries(endpoint.id);
+    }
+    expect(d.status).toBe("failed");
+    const [listed] = await endpoints(t.projectId);
+    expect(listed.disabledAt).toBe(h.clock.now().toISOString());
+    expect(listed.disabledReason).toMatch(/failed for a day.*HTTP 503/);
+  });
+
+  it("keeps an endpoint that succeeded during a failed delivery's day enabled", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => ({ status: 503 });
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [first] = await deliveries(endpoint.id);
+    // Half a day in, another event is delivered: the streak starts again after it.
+    while (Date.parse(first.nextAttemptAt ?? "") - Date.parse(first.createdAt) < DISABLE_AFTER_MS / 2) {
+      await runNextAttempt(endpoint.id);
+      [first] = await deliveries(endpoint.id);
+    }
+    receiver.answer = () => ({ status: 200 });
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    receiver.answer = () => ({ status: 503 });
+    let pending = (await deliveries(endpoint.id)).find((d) => d.status === "pending");
+    while (pending) {
+      if (pending.nextAttemptAt) h.clock.set(new Date(pending.nextAttemptAt));
+      await runDueJobs(h.svc.deps);
+      pending = (await deliveries(endpoint.id)).find((d) => d.status === "pending");
+    }
+    const all = await deliveries(endpoint.id);
+    expect(all.map((d) => d.status).sort()).toEqual(["failed", "succeeded"]);
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ disabledAt: null });
+  });
+
   it("refuses private addresses: at registration (400) and at delivery (recorded)", async () => {
     const t = await tenant("webhooks");
     const token = await session();
