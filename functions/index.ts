@@ -7,7 +7,7 @@ import type { Deps } from "../lib/deps";
 import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
 import { JOB_CONCURRENCY, sweep } from "../lib/jobs/runner";
-import { jobSlots } from "../lib/jobs/slots";
+import { laneSlots } from "../lib/jobs/slots";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
 import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
@@ -98,7 +98,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     acceptedKeys: acceptedKeysOfIsolate,
     // Per invocation, unlike the caches above: workerd cancels an invocation that waits on a
     // promise another one resolves, so a sweep must never wait for a slot a sweep before it holds.
-    jobSlots: jobSlots(JOB_CONCURRENCY),
+    jobSlots: laneSlots(JOB_CONCURRENCY),
   };
 }
 

@@ -11,8 +11,9 @@ import { vacuumTables } from "../lib/db/pglite-vacuum";
 import type { Database } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
 import { type Doorbell, timerDoorbell } from "../lib/jobs/doorbell";
+import { laneOfKey } from "../lib/jobs/kinds";
 import { JOB_CONCURRENCY, runJobByKey, sweep } from "../lib/jobs/runner";
-import { jobSlots as createJobSlots } from "../lib/jobs/slots";
+import { laneSlots } from "../lib/jobs/slots";
 import { releaseAllLeases } from "../lib/jobs/store";
 import { createLlm, type Llm } from "../lib/llm/client";
 import { checkEmbeddingDimensions, warnIfNoProvider } from "../lib/llm/embedding-check";
@@ -90,14 +91,14 @@ export async function createNodeService(options: NodeServiceOptions) {
     settled.finally(() => inFlight.delete(settled));
     return settled;
   };
-  // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once, the sweep's included
-  // (the provider, not the CPU, is the bound: 50 threads ended together must not open 100 model
-  // calls at once).
-  const jobSlots = createJobSlots(JOB_CONCURRENCY);
+  // Timers fire jobs as they come due; at most JOB_CONCURRENCY run at once per lane, the sweep's
+  // included (the provider, not the CPU, is the bound: 50 threads ended together must not open 100
+  // model calls at once; and slow webhook receivers must not hold the model work's slots).
+  const jobSlots = laneSlots(JOB_CONCURRENCY);
   // Tracked, so a shutdown lets a job the doorbell started finish before the database closes.
   const timers = options.doorbell
     ? undefined
-    : timerDoorbell(clock, (key) => track(jobSlots(() => runJobByKey(deps, key))).then(() => {}), log);
+    : timerDoorbell(clock, (key) => track(jobSlots[laneOfKey(key)](() => runJobByKey(deps, key))).then(() => {}), log);
   const deps: Deps = {
     db: database.db,
     database,
@@ -188,7 +189,7 @@ export async function createNodeService(options: NodeServiceOptions) {
       if (interval) clearInterval(interval);
       if (statistics) clearInterval(statistics);
       timers?.stop();
-      jobSlots.close();
+      for (const slots of Object.values(jobSlots)) slots.close();
       const graceMs = options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS;
       if ((await settledWithin(settle(), graceMs)) === "late") {
         log.warn("shutting down with background work still running: its jobs run again after the restart", {

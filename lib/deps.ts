@@ -4,7 +4,7 @@ import type { Config } from "./config";
 import type { Database, Db } from "./db/types";
 import type { Doorbell } from "./jobs/doorbell";
 import type { JobRegistry } from "./jobs/registry";
-import type { JobSlots } from "./jobs/slots";
+import type { LaneSlots } from "./jobs/slots";
 import type { Llm } from "./llm/client";
 import type { QueryEmbeddings } from "./llm/query-embeddings";
 import type { Logger } from "./log";
@@ -34,12 +34,13 @@ export interface Deps {
   /** API keys accepted lately, kept like queryEmbeddings (lib/accepted-keys.ts). */
   acceptedKeys: AcceptedKeys;
   /**
-   * Job slots, JOB_CONCURRENCY of them. Node.js: the process's, which the doorbell's jobs and the
-   * sweep's take alike, so no more run at once (the provider, not the CPU, is the bound). The
-   * edge: an invocation's (a cron sweep's), as workerd allows no invocation to wait on another.
-   * Closed when the Node.js host shuts down: jobs waiting for a slot then never start.
+   * Job slots, JOB_CONCURRENCY of them per lane (model work, webhook deliveries). Node.js: the
+   * process's, which the doorbell's jobs and the sweep's take alike, so no more run at once (the
+   * provider or the receivers, not the CPU, are the bound). The edge: an invocation's (a cron
+   * sweep's), as workerd allows no invocation to wait on another. Closed when the Node.js host
+   * shuts down: jobs waiting for a slot then never start.
    */
-  jobSlots: JobSlots;
+  jobSlots: LaneSlots;
 }
 
 /**

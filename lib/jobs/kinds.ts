@@ -43,3 +43,21 @@ export function jobSubject(job: { kind: string; payload: Record<string, unknown>
   const value = job.payload[JOB_KINDS[job.kind].subject];
   return typeof value === "string" ? value : undefined;
 }
+
+/**
+ * The two lanes jobs run in, each with slots of its own: webhook deliveries wait on their
+ * receivers (up to WEBHOOK_TIMEOUT_MS an attempt), everything else on the model provider. A
+ * receiver that hangs then holds webhook slots only, never a summary, an extraction or a thread's
+ * message embeddings.
+ */
+export type JobLane = "work" | "webhooks";
+export const JOB_LANES: readonly JobLane[] = ["work", "webhooks"];
+
+export function laneOfKey(key: string): JobLane {
+  return key.startsWith(`${JOB_KINDS.webhook.prefix}:`) ? "webhooks" : "work";
+}
+
+/** The lane's jobs, as a condition on the jobs table's `kind`. */
+export function laneSql(lane: JobLane): SQL {
+  return lane === "webhooks" ? sql`kind = 'webhook'` : sql`kind <> 'webhook'`;
+}

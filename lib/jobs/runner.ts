@@ -4,7 +4,7 @@ import { NO_PROVIDER_MESSAGE } from "../errors";
 import { heartbeat } from "../heartbeat";
 import { errorFields, type Logger } from "../log";
 import { observeJob } from "../telemetry";
-import { isJobKind } from "./kinds";
+import { isJobKind, JOB_LANES, type JobLane } from "./kinds";
 import type { JobHandler, JobResult } from "./registry";
 import { ringLater } from "./schedule";
 import { inJobSpan } from "./span";
@@ -84,21 +84,36 @@ export async function runJobByKey(deps: Deps, key: string): Promise<boolean> {
   return true;
 }
 
-/** Claims and runs every due job, `JOB_CONCURRENCY` at a time, until none is due (or `max` ran). */
+/**
+ * Claims and runs every due job until none is due (or about `max` ran): each lane (lib/jobs/
+ * kinds.ts) in its own slots, JOB_CONCURRENCY at a time, so webhook deliveries waiting on slow
+ * receivers never hold back the model work, nor it them.
+ */
 export async function runDueJobs(deps: Deps, max = 500): Promise<number> {
+  let total = 0;
+  // Again while a round ran something: a job may queue one for the other lane (an episode's
+  // webhook delivery) after that lane found nothing due.
+  for (;;) {
+    const ran = (await Promise.all(JOB_LANES.map((lane) => runLane(deps, lane, max)))).reduce((a, b) => a + b, 0);
+    total += ran;
+    if (ran === 0 || total >= max) return total;
+  }
+}
+
+async function runLane(deps: Deps, lane: JobLane, max: number): Promise<number> {
   let ran = 0;
   const workers: Promise<void>[] = [];
-  // Each worker claims a job only once it holds a job slot (deps.jobSlots, shared with the
-  // doorbell's runs), so a claimed job starts at once (its lease is short) and no more than
-  // JOB_CONCURRENCY run in all; a slow job holds its own slot, not the others'. One worker to
-  // begin with (an empty queue costs one claim), one more for each job found, up to
+  // Each worker claims a job only once it holds a slot of its lane (deps.jobSlots, shared with
+  // the doorbell's runs), so a claimed job starts at once (its lease is short) and no more than
+  // JOB_CONCURRENCY run in the lane; a slow job holds its own slot, not the others'. One worker
+  // to begin with (an empty lane costs one claim), one more for each job found, up to
   // JOB_CONCURRENCY; a worker stops when it finds nothing due, and one whose job ended looks
   // again (the job may have queued another).
   const worker = async () => {
     while (ran < max) {
-      const claimed = await deps.jobSlots(async () => {
+      const claimed = await deps.jobSlots[lane](async () => {
         if (ran >= max) return false;
-        const [job] = await claimJobs(deps.db, { now: deps.clock.now(), leaseMs: LEASE_MS, limit: 1 });
+        const [job] = await claimJobs(deps.db, { now: deps.clock.now(), leaseMs: LEASE_MS, limit: 1, lane });
         if (!job) return false;
         ran++;
         if (workers.length < JOB_CONCURRENCY) workers.push(worker());

@@ -1,4 +1,5 @@
 import pLimit from "p-limit";
+import type { JobLane } from "./kinds";
 
 /**
  * Job slots: at most `concurrency` pieces of work run at once, the rest wait for a slot in turn.
@@ -20,4 +21,11 @@ export function jobSlots(concurrency: number): JobSlots {
       closed = true;
     },
   });
+}
+
+/** Each lane's slots (lib/jobs/kinds.ts): JOB_CONCURRENCY of them per lane. */
+export type LaneSlots = Record<JobLane, JobSlots>;
+
+export function laneSlots(concurrency: number): LaneSlots {
+  return { work: jobSlots(concurrency), webhooks: jobSlots(concurrency) };
 }

@@ -3,7 +3,7 @@ import { z } from "zod";
 import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate } from "../db/rows";
 import { jobs } from "../db/schema";
 import type { Db } from "../db/types";
-import type { JobKind } from "./kinds";
+import { type JobKind, type JobLane, laneSql } from "./kinds";
 import { insertJobsSql, type ScheduleMode } from "./schedule";
 
 /**
@@ -103,13 +103,13 @@ export async function scheduleJob(
 /**
  * Claims due jobs in one statement: `FOR UPDATE SKIP LOCKED` so concurrent workers never take
  * the same row, and a lease (`locked_until`) so a crashed worker's job is claimed again once the
- * lease expires. `key` narrows the claim to one job (a doorbell for that job); with `early`, that
- * job is claimed even before its time (another job taking its work over now, under its lease).
- * Each claimed job carries the claim's stamp (`now`).
+ * lease expires. `lane` narrows the claim to one lane's kinds, `key` to one job (a doorbell for
+ * that job); with `early`, that job is claimed even before its time (another job taking its work
+ * over now, under its lease). Each claimed job carries the claim's stamp (`now`).
  */
 export async function claimJobs(
   db: Db,
-  options: { now: Date; leaseMs: number; limit: number; key?: string; early?: boolean },
+  options: { now: Date; leaseMs: number; limit: number; key?: string; early?: boolean; lane?: JobLane },
 ): Promise<Job[]> {
   const now = options.now.toISOString();
   const lockedUntil = new Date(options.now.getTime() + options.leaseMs).toISOString();
@@ -120,6 +120,7 @@ export async function claimJobs(
       WHERE ${options.key && options.early ? sql`TRUE` : sql`run_at <= ${now}::timestamptz`}
         AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
         ${options.key ? sql`AND key = ${options.key}` : sql``}
+        ${options.lane ? sql`AND ${laneSql(options.lane)}` : sql``}
       ORDER BY run_at
       LIMIT ${options.limit}
       FOR UPDATE SKIP LOCKED
