@@ -281,6 +281,19 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await capture(page, "thread-messages");
   });
 
+  it("shows Thread not found for the thread's link under another dataset", async () => {
+    const messages = page.getByRole("list", { name: "Messages, oldest first" });
+    await page.goto(dashboard(`#/projects/${projectId}/data/elsewhere/threads/${threadId}`));
+    await page.getByRole("alert").getByText("Thread not found").waitFor();
+    await idle(page);
+    expect(await messages.count()).toBe(0);
+    expect(await page.getByText(CONVERSATION[0].content).count()).toBe(0);
+    // Under its own dataset it opens again.
+    await page.goto(dashboard(`#/projects/${projectId}/data/${DATASET}/threads/${threadId}`));
+    await messages.getByText(CONVERSATION[0].content).waitFor();
+    expect(await page.getByRole("alert").getByText("Thread not found").count()).toBe(0);
+  });
+
   it("lists the episode as completed once the background job has run", async () => {
     await openSection("Episodes");
     const episode = page.getByRole("article", { name: /^Episode/ }).first();

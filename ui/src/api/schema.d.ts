@@ -1812,6 +1812,8 @@ export interface paths {
                 query: {
                     /** @description Project id (required). */
                     projectId: string;
+                    /** @description The thread's dataset: a thread of another dataset is 404 Thread not found. */
+                    dataset?: string;
                     /** @description 1-100, default 50. */
                     limit?: number;
                     /** @description Opaque cursor: a previous page's nextCursor. */
