@@ -532,6 +532,44 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await heading("Endpoints", 3).evaluate((el) => el === document.activeElement)).toBe(true);
   });
 
+  it("pages the webhook endpoints: every one reachable, a new one on the first page", async () => {
+    const urls = Array.from({ length: 21 }, (_, i) => `https://hooks.example.com/paged-${i + 1}`);
+    for (const url of urls) {
+      const res = await asOperator("/dashboard/webhooks", {
+        json: { projectId, url, eventTypes: ["episode.completed"] },
+      });
+      expect(res.status, await res.text()).toBe(201);
+    }
+    await page.goto(dashboard(`#/projects/${projectId}/webhooks`));
+    await page.reload();
+    const table = page.getByRole("table", { name: "Endpoints" });
+    const pager = page.getByRole("navigation", { name: "Endpoint pages" });
+    const rows = table.getByRole("row");
+    const shown = () => table.locator("tbody tr td:first-child").allTextContents();
+    await pager.getByText("1–20 of 21").waitFor();
+    await expect.poll(() => rows.count()).toBe(21); // the header and 20
+    const first = await shown();
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText("21–21 of 21").waitFor();
+    await expect.poll(() => rows.count()).toBe(2);
+    // Every endpoint is on one page or the other, once.
+    expect([...first, ...(await shown())].sort()).toEqual([...urls].sort());
+    // One registered from the last page shows on the first, where it is.
+    const newest = "https://hooks.example.com/paged-newest";
+    await page.getByLabel("Endpoint URL").fill(newest);
+    await page.getByRole("button", { name: "Register endpoint" }).click();
+    await page.getByRole("button", { name: "Done" }).click();
+    await pager.getByText("1–20 of 22").waitFor();
+    await table.getByRole("row").filter({ hasText: newest }).waitFor();
+    expect(await rows.count()).toBe(21);
+    const listed = (await (await asOperator(`/dashboard/webhooks?projectId=${projectId}&limit=100`)).json()) as {
+      endpoints: { id: string }[];
+    };
+    for (const { id } of listed.endpoints) {
+      expect((await asOperator(`/dashboard/webhooks/${id}`, { method: "DELETE" })).status).toBe(204);
+    }
+  });
+
   it("shows progress for slow answers, and nothing on screen moves when they arrive", async () => {
     // Every dashboard API answer held back 600 ms: past the 200 ms after which progress shows.
     const api = (url: URL) => /^\/dashboard\/(projects|browse|users|api-keys)/.test(url.pathname);

@@ -26,12 +26,6 @@ export interface PagedList<T> extends TableList<T> {
   first: () => void;
 }
 
-/** An unpaged list (the API answers with all of it). */
-export function useList<T>(load: () => Promise<T[]>, key: unknown[]): TableList<T> {
-  const list = useLoad(load, key);
-  return { rows: list.data, loading: list.loading, error: list.error, reload: list.reload };
-}
-
 /**
  * A paged list. The offset belongs to the `key` it was chosen under: another project starts on
  * its first page at once, without first loading the previous one's offset. A page left empty
