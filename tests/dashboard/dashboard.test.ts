@@ -479,6 +479,26 @@ describe("users", () => {
     expect(page.users).toEqual([all.users[1]]);
   });
 
+  it("lists users newest first, so a new user is on the first page", async () => {
+    const token = await adminSession(svc);
+    const created: UserRecord[] = [];
+    for (let i = 0; i < 3; i++) {
+      tick();
+      const { password: _password, ...user } = await createUserHttp(token);
+      created.push(user);
+    }
+    const first = await json<{ users: UserRecord[]; total: number }>(
+      await svc.request("/dashboard/users?limit=3", { token }),
+      200,
+    );
+    expect(first.users).toEqual([created[2], created[1], created[0]]);
+    const next = await json<{ users: UserRecord[]; total: number }>(
+      await svc.request("/dashboard/users?limit=1&offset=1", { token }),
+      200,
+    );
+    expect(next.users).toEqual([created[1]]);
+  });
+
   it("deletes another user: 204, they can no longer sign in and leave the list", async () => {
     const token = await adminSession(svc);
     const user = await createUserHttp(token);

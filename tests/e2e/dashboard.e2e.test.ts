@@ -817,6 +817,32 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     ).toBe(true);
   });
 
+  it("lists users newest first: one created from the last page shows on the first, where it is", async () => {
+    for (let i = 1; i <= 21; i++) {
+      const res = await asOperator("/dashboard/users", {
+        json: { username: `paged-user-${i}`, password: "paged-pass" },
+      });
+      expect(res.status).toBe(201);
+    }
+    await page.goto(dashboard("#/users"));
+    await page.reload();
+    const pager = page.getByRole("navigation", { name: "User pages" });
+    const names = () => page.getByRole("table", { name: "All users" }).locator(".users-name").allTextContents();
+    await pager.getByText(/^1–20 of \d+$/).waitFor();
+    // The last one created heads the list; the admin, the oldest, is on the last page.
+    await expect.poll(async () => (await names())[0]).toBe("paged-user-21");
+    expect(await names()).not.toContain(ADMIN.username);
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText(/^21–\d+ of \d+$/).waitFor();
+    await expect.poll(names).toContain(ADMIN.username);
+    await page.getByLabel("Username").fill("newest-user");
+    await page.getByLabel("Password").fill("newest-pass");
+    await page.getByRole("button", { name: "Create user" }).click();
+    await page.getByRole("status").getByText("User newest-user created.").waitFor();
+    await pager.getByText(/^1–20 of \d+$/).waitFor();
+    await expect.poll(async () => (await names())[0]).toBe("newest-user");
+  });
+
   async function openTabExpectingSignIn(name: string) {
     await tab(name).click();
     await heading("Sign in").waitFor();

@@ -946,7 +946,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List dashboard users */
+        /** List dashboard users, newest first */
         get: {
             parameters: {
                 query?: {
@@ -961,7 +961,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Users */
+                /** @description Users, newest first */
                 200: {
                     headers: {
                         [name: string]: unknown;
