@@ -843,6 +843,43 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await expect.poll(async () => (await names())[0]).toBe("newest-user");
   });
 
+  it("starts the overview's failures on their first page in another project", async () => {
+    const other = (await (
+      await asOperator("/dashboard/projects", { json: { name: "Failures elsewhere" } })
+    ).json()) as {
+      project: { id: string };
+    };
+    // Completed episodes whose fact extraction failed: 12 here (two pages of 10), 2 in the other.
+    const failures = (project: string, n: number) =>
+      svc.service.deps.db.execute(sql`
+        INSERT INTO episodes (id, project_id, thread_id, dataset, status, semantic_status, semantic_error, summary,
+                              key_learnings, message_count, from_seq, to_seq, started_at, ended_at)
+        SELECT 'epi_failed_' || ${project} || '_' || i, ${project}, 'thr_failed', 'failures', 'completed', 'failed',
+               'extraction failed ' || i, 'a summary', '[]'::jsonb, 2, 1, 2, now(), now()
+        FROM generate_series(1, ${n}::int) i`);
+    await failures(projectId, 12);
+    await failures(other.project.id, 2);
+    const pager = page.getByRole("navigation", { name: "Extraction failure pages" });
+    const rows = page.getByRole("table", { name: "Extraction failures" }).locator("tbody tr");
+    await page.goto(dashboard(`#/projects/${projectId}`));
+    await pager.getByText("1–10 of 12").waitFor();
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText("11–12 of 12").waitFor();
+    await expect.poll(() => rows.count()).toBe(2);
+    // Another project (a link, Back, the address bar): its first page, not its page 2.
+    await page.goto(dashboard(`#/projects/${other.project.id}`));
+    await heading("Failures elsewhere").waitFor();
+    await idle(page);
+    await expect.poll(() => rows.count()).toBe(2);
+    expect(await rows.first().textContent()).toContain(`epi_failed_${other.project.id}_`);
+    expect(await pager.count()).toBe(0);
+    expect(await page.getByText("No extraction failures.").count()).toBe(0);
+    // And back: the first page again.
+    await page.goto(dashboard(`#/projects/${projectId}`));
+    await heading(PROJECT).waitFor();
+    await pager.getByText("1–10 of 12").waitFor();
+  });
+
   async function openTabExpectingSignIn(name: string) {
     await tab(name).click();
     await heading("Sign in").waitFor();
