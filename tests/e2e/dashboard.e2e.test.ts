@@ -809,6 +809,11 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await pager.getByText(/^1–20 of \d+$/).waitFor();
     await page.getByRole("link", { name: "Newest project" }).waitFor();
     expect(await hasFocus(create)).toBe(true);
+    // Another project's name, in another case: the server's refusal is said on the page.
+    await page.getByLabel("New project name").fill("NEWEST project");
+    await create.click();
+    await page.getByRole("alert").getByText("Project name already taken").waitFor();
+    expect(await page.getByRole("link", { name: "NEWEST project", exact: true }).count()).toBe(0);
     // A name of spaces alone is refused in the browser, before the server.
     await page.getByLabel("New project name").fill("   ");
     await create.click();

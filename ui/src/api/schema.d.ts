@@ -354,7 +354,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        /** @description Project name (1-100 characters). */
+                        /** @description Project name (1-100 characters, without the spaces around them), unique: another project's name, in any case, is a 409. */
                         name: string;
                     };
                 };
@@ -382,6 +382,15 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Project name already taken */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
