@@ -233,7 +233,7 @@ withPasswordOptions(
 
 users
   .command("list")
-  .description("List dashboard users, oldest first")
+  .description("List dashboard users, newest first")
   .action((_opts, cmd: Command) =>
     run(cmd, async (deps, out) => {
       const { listUsers } = await import("../lib/users");

@@ -53,6 +53,10 @@ export function createApp(options: {
   // /dashboard/* API). Its files are public; only the API calls it makes carry a session.
   app.get("/", (c) => c.redirect("/dashboard/"));
   app.get("/dashboard", (c) => c.redirect("/dashboard/"));
+  // The page's file by its name, as Workers static assets answer it on the edge (html_handling
+  // "auto-trailing-slash" redirects both to /dashboard/): the same page on both hosts.
+  app.get("/dashboard/index.html", (c) => c.redirect("/dashboard/"));
+  app.get("/dashboard/index", (c) => c.redirect("/dashboard/"));
   app.get("/favicon.ico", faviconRoute);
   if (options.dashboardAssets) {
     app.get("/dashboard/", options.dashboardAssets);

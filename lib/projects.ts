@@ -2,10 +2,10 @@ import { desc, eq, or, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ProjectContext } from "./context";
 import { pageWithTotal } from "./db/paging";
-import { dbInt, dbJson, parsedRowsOf } from "./db/rows";
+import { dbInt, dbJson, dbTimestampSet, parsedRowsOf } from "./db/rows";
 import { entities, episodes, facts, projects, threads } from "./db/schema";
 import type { DbDeps } from "./deps";
-import { badRequest, notFound } from "./errors";
+import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
 
 /** 1 when the project exists, 0 when not (a scalar subquery to put beside what a statement reads). */
@@ -27,12 +27,30 @@ export function projectRecord(p: { id: string; name: string; createdAt: Date }) 
   return { id: p.id, name: p.name, createdAt: new Date(p.createdAt).toISOString() };
 }
 
+const CreatedRow = z.object({ id: z.string(), name: z.string(), created_at: dbTimestampSet });
+
+/**
+ * A new project, unless another has its name: names compare trimmed and case-insensitively
+ * (`name_key`, lower(btrim(name)), under a unique index), so "Acme" and " acme " are one name; the
+ * name is stored trimmed, as typed. One statement, safe under concurrent creates: the index lets
+ * one of them in. It also refuses the name of a project whose key is null, one that repeated an
+ * older project's name before names were unique (migration 0036 kept both), which the index
+ * cannot see; those are never written again, so no create races them.
+ */
 export async function createProject(deps: DbDeps, { name }: { name: string }) {
-  const [project] = await deps.db
-    .insert(projects)
-    .values({ id: newId("prj"), name, createdAt: deps.clock.now() })
-    .returning();
-  return projectRecord(project);
+  const trimmed = name.trim();
+  const [row] = parsedRowsOf(
+    CreatedRow,
+    await deps.db.execute(sql`
+      INSERT INTO ${projects} (id, name, name_key, created_at)
+      SELECT ${newId("prj")}, ${trimmed}, lower(btrim(${trimmed})), ${deps.clock.now().toISOString()}::timestamptz
+      WHERE NOT EXISTS (
+        SELECT 1 FROM ${projects} WHERE name_key IS NULL AND lower(btrim(name)) = lower(btrim(${trimmed})))
+      ON CONFLICT (name_key) DO NOTHING
+      RETURNING id, name, created_at`),
+  );
+  if (!row) throw conflict("Project name already taken");
+  return projectRecord({ id: row.id, name: row.name, createdAt: new Date(row.created_at) });
 }
 
 export async function listProjects(deps: DbDeps, page: { limit: number; offset: number }) {

@@ -1,4 +1,4 @@
-import { and, eq, type SQL, sql } from "drizzle-orm";
+import { and, desc, eq, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { userRecord } from "./auth";
 import { hashPassword, verifyPassword } from "./crypto";
@@ -9,14 +9,9 @@ import type { DbDeps, Deps } from "./deps";
 import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
 
+/** Dashboard users, newest first (as projects and keys are listed): a new one is on the first page. */
 export async function listUsers(deps: DbDeps, page: { limit: number; offset: number }) {
-  const { rows, total } = await pageWithTotal(
-    deps.db,
-    users,
-    undefined,
-    [sql`${users.createdAt}`, sql`${users.id}`],
-    page,
-  );
+  const { rows, total } = await pageWithTotal(deps.db, users, undefined, [desc(users.createdAt), desc(users.id)], page);
   return { users: rows.map(userRecord), total };
 }
 

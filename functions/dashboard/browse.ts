@@ -126,6 +126,9 @@ const routes = {
       params: idParam,
       query: z.object({
         projectId,
+        dataset: dataset.optional().openapi({
+          description: "The thread's dataset: a thread of another dataset is 404 Thread not found.",
+        }),
         limit: intQuery(1, 100, 50).openapi({ description: "1-100, default 50." }),
         before: z
           .string()
@@ -271,8 +274,8 @@ browseRoutes
     return c.json(await browseThreads(dashboardProjectContext(c, projectId), page), 200);
   })
   .openapi(routes.threadMessages, async (c) => {
-    const { projectId, limit, before } = c.req.valid("query");
-    const q = { threadId: c.req.valid("param").id, limit, before: before === undefined ? undefined : Number(before) };
+    const { projectId, before, ...rest } = c.req.valid("query");
+    const q = { threadId: c.req.valid("param").id, ...rest, before: before === undefined ? undefined : Number(before) };
     return c.json(await browseThreadMessages(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.episodes, async (c) => {

@@ -3,7 +3,7 @@ import { extractionFailures, getProject, projectActivity } from "../../lib/dashb
 import { createProject, deleteProject, listProjects, projectStats } from "../../lib/projects";
 import { dashboardProjectContext } from "../context";
 import { operation } from "../router";
-import { errorResponses } from "../schemas/errors";
+import { ErrorSchema, errorResponses } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { Iso, intQuery, pageQuery, pathParams, text } from "../schemas/inputs";
 
@@ -22,13 +22,17 @@ export const projectOperations = {
       summary: "Create a project",
       request: jsonBody(
         z.object({
-          name: text().trim().min(1).max(100).openapi({ description: "Project name (1-100 characters)." }),
+          name: text().trim().min(1).max(100).openapi({
+            description:
+              "Project name (1-100 characters, without the spaces around them), unique: another project's name, in any case, is a 409.",
+          }),
         }),
       ),
       responses: {
         201: jsonResponse(z.object({ project: ProjectSchema }), "Created"),
         400: errorResponses[400],
         401: errorResponses[401],
+        409: jsonResponse(ErrorSchema, "Project name already taken"),
       },
     }),
     async (c) => c.json({ project: await createProject(c.get("deps"), c.req.valid("json")) }, 201),

@@ -17,10 +17,10 @@ export const userOperations = {
       ...base,
       method: "get",
       path: "/users",
-      summary: "List dashboard users",
+      summary: "List dashboard users, newest first",
       request: { query: z.object(pageQuery) },
       responses: {
-        200: jsonResponse(z.object({ users: z.array(UserSchema), total: z.number().int() }), "Users"),
+        200: jsonResponse(z.object({ users: z.array(UserSchema), total: z.number().int() }), "Users, newest first"),
         400: errorResponses[400],
         401: errorResponses[401],
       },

@@ -105,13 +105,15 @@ function browseMessage(m: MessageJson) {
 /**
  * Every row of a thread, compacted ones and compaction summaries included (marked), a page at a
  * time: the `limit` newest below the cursor (a sequence number), in reading order. Also the
- * thread and its active summary. One statement.
+ * thread and its active summary. With a `dataset` (the dashboard's thread page names one in its
+ * route), a thread of another dataset is not found either. One statement.
  */
 export async function browseThreadMessages(
   { deps, projectId }: ProjectContext,
-  { threadId, ...q }: { threadId: string; limit: number; before?: number },
+  { threadId, ...q }: { threadId: string; limit: number; before?: number; dataset?: string },
 ) {
   const before = q.before ?? null;
+  const inDataset = q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`;
   const [row] = parsedRowsOf(
     z.object({
       thread: dbJson(RawThreadRow.nullable()),
@@ -119,7 +121,7 @@ export async function browseThreadMessages(
       active: dbJson(MessageJson.nullable()),
     }),
     await deps.db.execute(sql`
-      WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}),
+      WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}${inDataset}),
       page AS (
         SELECT m.* FROM ${messages} m
         WHERE m.thread_id = (SELECT id FROM t) AND (${before}::int IS NULL OR m.seq < ${before}::int)

@@ -19,13 +19,24 @@ import type { ExtractionReport } from "./extraction-report";
 // Tenancy and credentials
 // ---------------------------------------------------------------------------------------------
 
-export const projects = pgTable("projects", {
-  id: text("id").primaryKey(),
-  name: text("name").notNull(),
-  /** Partial settings object, deep-merged over the built-in defaults at read time. */
-  settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
-  createdAt: createdAt(),
-});
+export const projects = pgTable(
+  "projects",
+  {
+    id: text("id").primaryKey(),
+    name: text("name").notNull(),
+    /**
+     * `lower(btrim(name))`, unique: no two projects share a name, compared trimmed and
+     * case-insensitively (lib/projects.ts, createProject). Null only on a project that repeated
+     * an older project's name before names were unique (migration 0036 kept both, keying the
+     * oldest); createProject checks those names in its statement too.
+     */
+    nameKey: text("name_key"),
+    /** Partial settings object, deep-merged over the built-in defaults at read time. */
+    settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
+    createdAt: createdAt(),
+  },
+  (t) => [uniqueIndex("projects_name_key_idx").on(t.nameKey)],
+);
 
 export const users = pgTable("users", {
   id: text("id").primaryKey(),

@@ -284,8 +284,9 @@ describe("the route list", () => {
 
   it("documents every /v1, /dashboard and /auth route the app serves", async () => {
     const d = await openApiDocument();
-    // The dashboard UI's own files (/dashboard/ and /dashboard/assets/*) are pages, not API.
-    const uiFiles = new Set(["/dashboard/", "/dashboard/assets/*"]);
+    // The dashboard UI's own files (/dashboard/ and /dashboard/assets/*) are pages, not API; so are
+    // the redirects of the page's file name to it.
+    const uiFiles = new Set(["/dashboard/", "/dashboard/assets/*", "/dashboard/index.html", "/dashboard/index"]);
     const served = new Set(
       svc.app.routes
         .filter((r) => r.method !== "ALL" && /^\/(v1|dashboard|auth)\//.test(r.path) && !uiFiles.has(r.path))

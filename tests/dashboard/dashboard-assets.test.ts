@@ -70,6 +70,19 @@ describe("the dashboard's files on the Node.js host", () => {
     }
   });
 
+  it("redirects /dashboard/index.html (and /dashboard/index) to the page, as the edge's static assets do", async () => {
+    for (const path of ["/dashboard/index.html", "/dashboard/index"]) {
+      const res = await service.app.request(path);
+      expect({ path, status: res.status, location: res.headers.get("location") }).toEqual({
+        path,
+        status: 302,
+        location: "/dashboard/",
+      });
+    }
+    // Built or not: the redirect does not depend on the files.
+    expect((await unbuilt.app.request("/dashboard/index.html")).headers.get("location")).toBe("/dashboard/");
+  });
+
   it("says how to build the dashboard when it has not been built", async () => {
     const res = await unbuilt.app.request("/dashboard/");
     expect(res.status).toBe(404);

@@ -240,6 +240,26 @@ describe("GET /dashboard/browse/threads/{id}/messages", () => {
     await expectValidation(await call(`${B}/threads/${mine}/messages?projectId=${t.projectId}&limit=0`), ["limit"]);
     await expectValidation(await call(`${B}/threads/${mine}/messages?projectId=${t.projectId}&limit=101`), ["limit"]);
   });
+
+  it("404 Thread not found for a thread of another dataset than the one named; its own answers as without one", async () => {
+    const t = await tenant("browse-messages-dataset");
+    const threadId = await t.thread("alpha");
+    await t.say(threadId, "hello");
+    const url = (dataset: string) =>
+      `${B}/threads/${threadId}/messages?projectId=${t.projectId}&dataset=${encodeURIComponent(dataset)}`;
+    // The dashboard's thread page names the dataset in its route: another one's is not this thread.
+    const m = await measured(url("beta"));
+    expect({ status: m.status, body: m.text }).toEqual({
+      status: 404,
+      body: JSON.stringify({ error: "Thread not found" }),
+    });
+    expect(m.statements).toHaveLength(2);
+    await expectError(await call(url("Alpha")), 404, "Thread not found");
+    const own = await get<MessagesPage>(url("alpha"));
+    expect(own).toEqual(await get<MessagesPage>(`${B}/threads/${threadId}/messages?projectId=${t.projectId}`));
+    expect(own.messages.map((x) => x.content)).toEqual(["hello"]);
+    await expectValidation(await call(url("")), ["dataset"]);
+  });
 });
 
 // -------------------------------------------------------------------------------------------------

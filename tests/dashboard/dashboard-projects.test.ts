@@ -47,7 +47,8 @@ describe("GET /dashboard/projects/{id}", () => {
     expect(m.statements).toHaveLength(2);
     const { project } = JSON.parse(m.text) as { project: { id: string; name: string; createdAt: string } };
     expect(Object.keys(project).sort()).toEqual(["createdAt", "id", "name"]);
-    expect(project).toMatchObject({ id: t.projectId, name: "project-get" });
+    expect(project).toMatchObject({ id: t.projectId, name: t.projectName });
+    expect(project.name).toMatch(/^project-get-/);
     const listed = await get<{ projects: unknown[] }>("/dashboard/projects?limit=100");
     expect(listed.projects).toContainEqual(project);
     await expectError(await call(`${P}/prj_nope`), 404, "Project not found");

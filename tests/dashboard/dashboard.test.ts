@@ -268,6 +268,44 @@ describe("projects", () => {
     expect(after[0].n).toBe(before[0].n);
   });
 
+  it("answers 409 Project name already taken for a name another project has, trimmed and in any case", async () => {
+    const token = await adminSession(svc);
+    const post = (name: string) => svc.request("/dashboard/projects", { method: "POST", token, json: { name } });
+    const count = async () => (await svc.deps.db.select({ n: sql<number>`count(*)::int` }).from(projects))[0].n;
+    const name = uniqueName("Taken Name");
+    const first = await createProjectHttp(token, name);
+    const before = await count();
+    for (const again of [name, name.toLowerCase(), `  ${name.toUpperCase()}  `]) {
+      await expectError(await post(again), 409, "Project name already taken");
+    }
+    // Nothing was written, and the first keeps its name.
+    expect(await count()).toBe(before);
+    const [row] = await svc.deps.db.select().from(projects).where(eq(projects.id, first.id));
+    expect(row.name).toBe(name);
+    // Another name is fine; the name is free again once its project is deleted.
+    expect((await post(`${name} 2`)).status).toBe(201);
+    expect((await svc.request(`/dashboard/projects/${first.id}`, { method: "DELETE", token })).status).toBe(204);
+    expect((await json<{ project: ProjectRecord }>(await post(name.toLowerCase()), 201)).project.name).toBe(
+      name.toLowerCase(),
+    );
+  });
+
+  it("lets one of several creates of the same name at once through, and refuses the others", async () => {
+    const token = await adminSession(svc);
+    const name = uniqueName("Raced");
+    const answers = await Promise.all(
+      [name, name, name.toUpperCase(), name, ` ${name}`].map((n) =>
+        svc.request("/dashboard/projects", { method: "POST", token, json: { name: n } }),
+      ),
+    );
+    expect(answers.map((r) => r.status).sort()).toEqual([201, 409, 409, 409, 409]);
+    const [{ n }] = await svc.deps.db
+      .select({ n: sql<number>`count(*)::int` })
+      .from(projects)
+      .where(sql`lower(${projects.name}) = lower(${name})`);
+    expect(n).toBe(1);
+  });
+
   it("lists projects as {projects, total}, newest first, with limit and offset", async () => {
     const token = await adminSession(svc);
     const created: ProjectRecord[] = [];
@@ -477,6 +515,26 @@ describe("users", () => {
     );
     expect(page.total).toBe(n);
     expect(page.users).toEqual([all.users[1]]);
+  });
+
+  it("lists users newest first, so a new user is on the first page", async () => {
+    const token = await adminSession(svc);
+    const created: UserRecord[] = [];
+    for (let i = 0; i < 3; i++) {
+      tick();
+      const { password: _password, ...user } = await createUserHttp(token);
+      created.push(user);
+    }
+    const first = await json<{ users: UserRecord[]; total: number }>(
+      await svc.request("/dashboard/users?limit=3", { token }),
+      200,
+    );
+    expect(first.users).toEqual([created[2], created[1], created[0]]);
+    const next = await json<{ users: UserRecord[]; total: number }>(
+      await svc.request("/dashboard/users?limit=1&offset=1", { token }),
+      200,
+    );
+    expect(next.users).toEqual([created[1]]);
   });
 
   it("deletes another user: 204, they can no longer sign in and leave the list", async () => {

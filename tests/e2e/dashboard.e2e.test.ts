@@ -281,6 +281,19 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await capture(page, "thread-messages");
   });
 
+  it("shows Thread not found for the thread's link under another dataset", async () => {
+    const messages = page.getByRole("list", { name: "Messages, oldest first" });
+    await page.goto(dashboard(`#/projects/${projectId}/data/elsewhere/threads/${threadId}`));
+    await page.getByRole("alert").getByText("Thread not found").waitFor();
+    await idle(page);
+    expect(await messages.count()).toBe(0);
+    expect(await page.getByText(CONVERSATION[0].content).count()).toBe(0);
+    // Under its own dataset it opens again.
+    await page.goto(dashboard(`#/projects/${projectId}/data/${DATASET}/threads/${threadId}`));
+    await messages.getByText(CONVERSATION[0].content).waitFor();
+    expect(await page.getByRole("alert").getByText("Thread not found").count()).toBe(0);
+  });
+
   it("lists the episode as completed once the background job has run", async () => {
     await openSection("Episodes");
     const episode = page.getByRole("article", { name: /^Episode/ }).first();
@@ -517,6 +530,44 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await dialog.waitFor({ state: "hidden" });
     await page.getByText("No endpoints yet. Register one above.").waitFor();
     expect(await heading("Endpoints", 3).evaluate((el) => el === document.activeElement)).toBe(true);
+  });
+
+  it("pages the webhook endpoints: every one reachable, a new one on the first page", async () => {
+    const urls = Array.from({ length: 21 }, (_, i) => `https://hooks.example.com/paged-${i + 1}`);
+    for (const url of urls) {
+      const res = await asOperator("/dashboard/webhooks", {
+        json: { projectId, url, eventTypes: ["episode.completed"] },
+      });
+      expect(res.status, await res.text()).toBe(201);
+    }
+    await page.goto(dashboard(`#/projects/${projectId}/webhooks`));
+    await page.reload();
+    const table = page.getByRole("table", { name: "Endpoints" });
+    const pager = page.getByRole("navigation", { name: "Endpoint pages" });
+    const rows = table.getByRole("row");
+    const shown = () => table.locator("tbody tr td:first-child").allTextContents();
+    await pager.getByText("1–20 of 21").waitFor();
+    await expect.poll(() => rows.count()).toBe(21); // the header and 20
+    const first = await shown();
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText("21–21 of 21").waitFor();
+    await expect.poll(() => rows.count()).toBe(2);
+    // Every endpoint is on one page or the other, once.
+    expect([...first, ...(await shown())].sort()).toEqual([...urls].sort());
+    // One registered from the last page shows on the first, where it is.
+    const newest = "https://hooks.example.com/paged-newest";
+    await page.getByLabel("Endpoint URL").fill(newest);
+    await page.getByRole("button", { name: "Register endpoint" }).click();
+    await page.getByRole("button", { name: "Done" }).click();
+    await pager.getByText("1–20 of 22").waitFor();
+    await table.getByRole("row").filter({ hasText: newest }).waitFor();
+    expect(await rows.count()).toBe(21);
+    const listed = (await (await asOperator(`/dashboard/webhooks?projectId=${projectId}&limit=100`)).json()) as {
+      endpoints: { id: string }[];
+    };
+    for (const { id } of listed.endpoints) {
+      expect((await asOperator(`/dashboard/webhooks/${id}`, { method: "DELETE" })).status).toBe(204);
+    }
   });
 
   it("shows progress for slow answers, and nothing on screen moves when they arrive", async () => {
@@ -758,12 +809,80 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await pager.getByText(/^1–20 of \d+$/).waitFor();
     await page.getByRole("link", { name: "Newest project" }).waitFor();
     expect(await hasFocus(create)).toBe(true);
+    // Another project's name, in another case: the server's refusal is said on the page.
+    await page.getByLabel("New project name").fill("NEWEST project");
+    await create.click();
+    await page.getByRole("alert").getByText("Project name already taken").waitFor();
+    expect(await page.getByRole("link", { name: "NEWEST project", exact: true }).count()).toBe(0);
     // A name of spaces alone is refused in the browser, before the server.
     await page.getByLabel("New project name").fill("   ");
     await create.click();
     expect(
       await page.getByLabel("New project name").evaluate((el) => (el as HTMLInputElement).validity.patternMismatch),
     ).toBe(true);
+  });
+
+  it("lists users newest first: one created from the last page shows on the first, where it is", async () => {
+    for (let i = 1; i <= 21; i++) {
+      const res = await asOperator("/dashboard/users", {
+        json: { username: `paged-user-${i}`, password: "paged-pass" },
+      });
+      expect(res.status).toBe(201);
+    }
+    await page.goto(dashboard("#/users"));
+    await page.reload();
+    const pager = page.getByRole("navigation", { name: "User pages" });
+    const names = () => page.getByRole("table", { name: "All users" }).locator(".users-name").allTextContents();
+    await pager.getByText(/^1–20 of \d+$/).waitFor();
+    // The last one created heads the list; the admin, the oldest, is on the last page.
+    await expect.poll(async () => (await names())[0]).toBe("paged-user-21");
+    expect(await names()).not.toContain(ADMIN.username);
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText(/^21–\d+ of \d+$/).waitFor();
+    await expect.poll(names).toContain(ADMIN.username);
+    await page.getByLabel("Username").fill("newest-user");
+    await page.getByLabel("Password").fill("newest-pass");
+    await page.getByRole("button", { name: "Create user" }).click();
+    await page.getByRole("status").getByText("User newest-user created.").waitFor();
+    await pager.getByText(/^1–20 of \d+$/).waitFor();
+    await expect.poll(async () => (await names())[0]).toBe("newest-user");
+  });
+
+  it("starts the overview's failures on their first page in another project", async () => {
+    const other = (await (
+      await asOperator("/dashboard/projects", { json: { name: "Failures elsewhere" } })
+    ).json()) as {
+      project: { id: string };
+    };
+    // Completed episodes whose fact extraction failed: 12 here (two pages of 10), 2 in the other.
+    const failures = (project: string, n: number) =>
+      svc.service.deps.db.execute(sql`
+        INSERT INTO episodes (id, project_id, thread_id, dataset, status, semantic_status, semantic_error, summary,
+                              key_learnings, message_count, from_seq, to_seq, started_at, ended_at)
+        SELECT 'epi_failed_' || ${project} || '_' || i, ${project}, 'thr_failed', 'failures', 'completed', 'failed',
+               'extraction failed ' || i, 'a summary', '[]'::jsonb, 2, 1, 2, now(), now()
+        FROM generate_series(1, ${n}::int) i`);
+    await failures(projectId, 12);
+    await failures(other.project.id, 2);
+    const pager = page.getByRole("navigation", { name: "Extraction failure pages" });
+    const rows = page.getByRole("table", { name: "Extraction failures" }).locator("tbody tr");
+    await page.goto(dashboard(`#/projects/${projectId}`));
+    await pager.getByText("1–10 of 12").waitFor();
+    await pager.getByRole("button", { name: "Next" }).click();
+    await pager.getByText("11–12 of 12").waitFor();
+    await expect.poll(() => rows.count()).toBe(2);
+    // Another project (a link, Back, the address bar): its first page, not its page 2.
+    await page.goto(dashboard(`#/projects/${other.project.id}`));
+    await heading("Failures elsewhere").waitFor();
+    await idle(page);
+    await expect.poll(() => rows.count()).toBe(2);
+    expect(await rows.first().textContent()).toContain(`epi_failed_${other.project.id}_`);
+    expect(await pager.count()).toBe(0);
+    expect(await page.getByText("No extraction failures.").count()).toBe(0);
+    // And back: the first page again.
+    await page.goto(dashboard(`#/projects/${projectId}`));
+    await heading(PROJECT).waitFor();
+    await pager.getByText("1–10 of 12").waitFor();
   });
 
   async function openTabExpectingSignIn(name: string) {

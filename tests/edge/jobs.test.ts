@@ -17,6 +17,7 @@ import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
 import { testLogLevel } from "../helpers/log";
+import { uniqueProjectName } from "../helpers/names";
 import { openTestDatabase } from "../helpers/test-database";
 import { buildWorkerBundle, workerConfig } from "../helpers/worker-bundle";
 
@@ -146,7 +147,7 @@ async function call(name: string, path: string, init: { method?: string; token?:
 }
 
 async function newTenant(name: string) {
-  const project = await createProject(node.deps, { name });
+  const project = await createProject(node.deps, { name: uniqueProjectName(name) });
   const { key } = await createApiKey({ deps: node.deps, projectId: project.id }, { name: `${name}-key` });
   return key;
 }

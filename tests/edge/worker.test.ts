@@ -158,6 +158,17 @@ describe("the Worker under workerd, Neon driver over HTTP", () => {
     expect(root.status).toBe(302);
     expect(root.headers.get("location")).toBe("/dashboard/");
     await root.arrayBuffer();
+    // The page's file by its name: the static assets' html_handling redirects it to the page (the
+    // Node.js host does the same, tests/dashboard/dashboard-assets.test.ts).
+    for (const path of ["/dashboard/index.html", "/dashboard/index"]) {
+      const named = await mf.dispatchFetch(`http://localhost${path}`, { redirect: "manual" });
+      expect({ path, status: named.status, location: named.headers.get("location") }).toEqual({
+        path,
+        status: 307,
+        location: "/dashboard/",
+      });
+      await named.arrayBuffer();
+    }
   });
 
   it("answers /health with the database up", async () => {

@@ -1,3 +1,5 @@
+import { uniqueProjectName } from "./names";
+
 /** JSON over HTTP to a running server, as a client would send it. */
 export async function callJson(
   baseUrl: string,
@@ -19,7 +21,10 @@ export async function callJson(
 export async function provisionApiKey(baseUrl: string, adminPassword: string, name = "tenant"): Promise<string> {
   const login = await callJson(baseUrl, "/auth/login", { body: { username: "admin", password: adminPassword } });
   const session = login.body.token as string;
-  const project = await callJson(baseUrl, "/dashboard/projects", { token: session, body: { name } });
+  const project = await callJson(baseUrl, "/dashboard/projects", {
+    token: session,
+    body: { name: uniqueProjectName(name) },
+  });
   const projectId = (project.body.project as { id: string }).id;
   const key = await callJson(baseUrl, "/dashboard/api-keys", {
     token: session,

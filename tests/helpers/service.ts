@@ -13,6 +13,7 @@ import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "./constants";
 import type { FakeOpenAI } from "./fake-openai";
 import { testLogger } from "./log";
+import { uniqueProjectName } from "./names";
 import { openTestDatabase } from "./test-database";
 
 export const ADMIN = { username: "admin", password: "admin-password-for-tests" };
@@ -105,11 +106,14 @@ export async function adminSession(service: TestService) {
   return (await login(service.deps, ADMIN.username, ADMIN.password)).token;
 }
 
-/** A new project with one API key: each test makes its own, so tests share no state. */
+/**
+ * A new project with one API key: each test makes its own, so tests share no state. The project
+ * is named `name` and a random suffix (project names are unique).
+ */
 export async function newTenant(service: Pick<TestService, "deps">, name = "tenant") {
-  const project = await createProject(service.deps, { name });
+  const project = await createProject(service.deps, { name: uniqueProjectName(name) });
   const { key, apiKey } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: `${name}-key` });
-  return { projectId: project.id, key, keyId: apiKey.id };
+  return { projectId: project.id, projectName: project.name, key, keyId: apiKey.id };
 }
 
 /** The service on a real HTTP port (the Node.js host's server), for clients that need a URL. */

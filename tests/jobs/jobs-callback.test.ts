@@ -14,6 +14,7 @@ import { createProject } from "../../lib/projects";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash } from "../helpers/fake-qstash";
+import { uniqueProjectName } from "../helpers/names";
 import { createTestService, type TestService } from "../helpers/service";
 import { openTestDatabase } from "../helpers/test-database";
 
@@ -106,7 +107,7 @@ afterAll(async () => {
 
 /** A project and an API key of its own per test. */
 async function newTenant(name: string) {
-  const project = await createProject(svc.deps, { name });
+  const project = await createProject(svc.deps, { name: uniqueProjectName(name) });
   const { key } = await createApiKey({ deps: svc.deps, projectId: project.id }, { name: `${name}-key` });
   return { projectId: project.id, key };
 }

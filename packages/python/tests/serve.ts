@@ -9,6 +9,7 @@ import { createLogger } from "../../../lib/log";
 import { createProject } from "../../../lib/projects";
 import { extractFacts, judge, parseTranscript, summarise } from "../../../scripts/demo-rules";
 import { startFakeOpenAI } from "../../../tests/helpers/fake-openai";
+import { uniqueProjectName } from "../../../tests/helpers/names";
 
 /**
  * The server the Python client's tests (and bench.py) run against: the Node.js host as `npm
@@ -65,7 +66,8 @@ await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
 
 async function newKey() {
-  const project = await createProject(service.deps, { name: "python" });
+  // Project names are unique: each key gets a project of its own name.
+  const project = await createProject(service.deps, { name: uniqueProjectName("python") });
   const { key } = await createApiKey({ deps: service.deps, projectId: project.id }, { name: "python-key" });
   return key;
 }

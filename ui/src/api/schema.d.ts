@@ -354,7 +354,7 @@ export interface paths {
             requestBody: {
                 content: {
                     "application/json": {
-                        /** @description Project name (1-100 characters). */
+                        /** @description Project name (1-100 characters, without the spaces around them), unique: another project's name, in any case, is a 409. */
                         name: string;
                     };
                 };
@@ -382,6 +382,15 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Project name already taken */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -946,7 +955,7 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List dashboard users */
+        /** List dashboard users, newest first */
         get: {
             parameters: {
                 query?: {
@@ -961,7 +970,7 @@ export interface paths {
             };
             requestBody?: never;
             responses: {
-                /** @description Users */
+                /** @description Users, newest first */
                 200: {
                     headers: {
                         [name: string]: unknown;
@@ -1953,6 +1962,8 @@ export interface paths {
                 query: {
                     /** @description Project id (required). */
                     projectId: string;
+                    /** @description The thread's dataset: a thread of another dataset is 404 Thread not found. */
+                    dataset?: string;
                     /** @description 1-100, default 50. */
                     limit?: number;
                     /** @description Opaque cursor: a previous page's nextCursor. */

@@ -26,16 +26,11 @@ export interface PagedList<T> extends TableList<T> {
   first: () => void;
 }
 
-/** An unpaged list (the API answers with all of it). */
-export function useList<T>(load: () => Promise<T[]>, key: unknown[]): TableList<T> {
-  const list = useLoad(load, key);
-  return { rows: list.data, loading: list.loading, error: list.error, reload: list.reload };
-}
-
 /**
  * A paged list. The offset belongs to the `key` it was chosen under: another project starts on
- * its first page at once, without first loading the previous one's offset. A page left empty
- * (its last rows removed) goes back to the last page that has rows.
+ * its first page at once, without first loading the previous one's offset, and so does the
+ * first project again when you come back to it. A page left empty (its last rows removed) goes
+ * back to the last page that has rows.
  */
 export function usePagedList<T>(
   load: (page: { limit: number; offset: number }) => Promise<{ rows: T[]; total: number }>,
@@ -46,6 +41,10 @@ export function usePagedList<T>(
   const [at, setAt] = useState({ keyId, offset: 0 });
   const offset = at.keyId === keyId ? at.offset : 0;
   const setOffset = (next: number) => setAt({ keyId, offset: next });
+  // Forget the previous key's offset, so coming back to it starts on its first page too.
+  useEffect(() => {
+    if (at.keyId !== keyId) setAt({ keyId, offset: 0 });
+  }, [keyId]);
   const list = useLoad(() => load({ limit, offset }), [keyId, limit, offset], [keyId]);
   const rows = list.data?.rows;
   const total = list.data?.total;

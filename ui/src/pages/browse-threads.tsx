@@ -91,17 +91,18 @@ export function ThreadsPage({ projectId, dataset, query }: BrowseProps) {
  * `data/<dataset>/threads/<id>`: the thread and its messages in reading order (oldest first). The
  * newest page loads first; "Load older messages" prepends the previous page. Every row is listed:
  * compacted ones (folded into a summary, out of prepare's window) dimmed, summary rows marked, and
- * the active summary repeated at the top.
+ * the active summary repeated at the top. A thread of another dataset than the route's is "Thread
+ * not found", as an unknown one is.
  */
 export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { threadId: string }) {
   const first = useLoad(
     () =>
       unwrap(
         api.GET("/dashboard/browse/threads/{id}/messages", {
-          params: { path: { id: threadId }, query: { projectId, limit: MESSAGE_PAGE } },
+          params: { path: { id: threadId }, query: { projectId, dataset, limit: MESSAGE_PAGE } },
         }),
       ),
-    [projectId, threadId],
+    [projectId, dataset, threadId],
   );
   // Older pages, oldest first, and the cursor to the page before them (undefined: none loaded yet).
   const [older, setOlder] = useState<{ messages: BrowseMessage[]; cursor: string | null | undefined }>({
@@ -114,7 +115,7 @@ export function ThreadPage({ projectId, dataset, threadId }: BrowseProps & { thr
     if (!cursor) return;
     const page = await unwrap(
       api.GET("/dashboard/browse/threads/{id}/messages", {
-        params: { path: { id: threadId }, query: { projectId, limit: MESSAGE_PAGE, before: cursor } },
+        params: { path: { id: threadId }, query: { projectId, dataset, limit: MESSAGE_PAGE, before: cursor } },
       }),
     );
     setOlder((o) => ({ messages: [...page.messages, ...o.messages], cursor: page.nextCursor }));

@@ -1,7 +1,7 @@
 import type { ComponentChildren } from "preact";
-import { useState } from "preact/hooks";
 import { api, unwrap } from "../api/client";
 import { ActivityChart } from "../components/overview-chart";
+import { usePagedList } from "../components/paged-table";
 import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
@@ -29,16 +29,14 @@ export function OverviewPage({ projectId }: { projectId: string }) {
       ),
     [projectId],
   );
-  const [offset, setOffset] = useState(0);
-  const failures = useLoad(
-    () =>
+  // Paged per project: another project starts on its first page.
+  const failures = usePagedList(
+    (page) =>
       unwrap(
-        api.GET("/dashboard/projects/{id}/extraction-failures", {
-          params: { path: { id: projectId }, query: { limit: FAILURES_PAGE, offset } },
-        }),
-      ),
-    [projectId, offset],
+        api.GET("/dashboard/projects/{id}/extraction-failures", { params: { path: { id: projectId }, query: page } }),
+      ).then((body) => ({ rows: body.failures, total: body.total })),
     [projectId],
+    FAILURES_PAGE,
   );
 
   const s = stats.data?.stats;
@@ -89,10 +87,10 @@ export function OverviewPage({ projectId }: { projectId: string }) {
       <section aria-labelledby="overview-failures-title" class="overview-failures">
         <h2 id="overview-failures-title">
           Extraction failures
-          {failures.data && failures.data.total > 0 && (
+          {failures.total !== undefined && failures.total > 0 && (
             <>
               {" "}
-              <span class="badge danger">{formatNumber(failures.data.total)}</span>
+              <span class="badge danger">{formatNumber(failures.total)}</span>
             </>
           )}
         </h2>
@@ -100,8 +98,8 @@ export function OverviewPage({ projectId }: { projectId: string }) {
         <Progress active={failures.loading} label="Loading extraction failures" />
         <ErrorMessage error={failures.error} />
         <div class="overview-failures-body">
-          {failures.data && failures.data.failures.length === 0 && <Empty>No extraction failures.</Empty>}
-          {failures.data && failures.data.failures.length > 0 && (
+          {failures.rows && failures.rows.length === 0 && <Empty>No extraction failures.</Empty>}
+          {failures.rows && failures.rows.length > 0 && (
             <div class="table-wrap">
               <table aria-labelledby="overview-failures-title">
                 <thead>
@@ -116,7 +114,7 @@ export function OverviewPage({ projectId }: { projectId: string }) {
                   </tr>
                 </thead>
                 <tbody>
-                  {failures.data.failures.map((f) => (
+                  {failures.rows.map((f) => (
                     <tr key={f.episodeId}>
                       <td>
                         <a
@@ -138,15 +136,7 @@ export function OverviewPage({ projectId }: { projectId: string }) {
             </div>
           )}
         </div>
-        {failures.data && (
-          <Pager
-            offset={offset}
-            limit={FAILURES_PAGE}
-            total={failures.data.total}
-            onChange={setOffset}
-            label="Extraction failure pages"
-          />
-        )}
+        {failures.paging && <Pager {...failures.paging} label="Extraction failure pages" />}
       </section>
     </div>
   );

@@ -56,7 +56,8 @@ export function UsersPage({ me }: { me: Me }) {
     setUsername("");
     setPassword("");
     setCreated(body.user.username);
-    list.reload();
+    // Newest first: the new user is on the first page.
+    list.first();
   });
 
   return (

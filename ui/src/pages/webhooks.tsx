@@ -4,7 +4,7 @@ import { Button } from "../components/button";
 import { ConfirmDialog, useConfirm } from "../components/confirm";
 import { CreateForm, ShownOnce, TextField } from "../components/create-form";
 import { Page } from "../components/page";
-import { PagedTable, useList, usePagedList } from "../components/paged-table";
+import { PagedTable, usePagedList } from "../components/paged-table";
 import { formatDateTime } from "../lib/format";
 import { useAction } from "../lib/use-load";
 
@@ -27,16 +27,16 @@ function StatusBadge({ status }: { status: string }) {
 
 /**
  * A project's webhooks: register an endpoint (its signing secret is shown once, here), list them
- * with the last delivery and the next attempt, a disabled one's reason, its deliveries with every
- * attempt and a replay button.
+ * newest first, a page at a time, with the last delivery and the next attempt, a disabled one's
+ * reason, its deliveries with every attempt and a replay button.
  */
 export function WebhooksPage({ projectId }: { projectId: string }) {
-  // A project has a few endpoints: one table of up to 100 (the API's largest page), no pages.
-  const list = useList(
-    () =>
-      unwrap(api.GET("/dashboard/webhooks", { params: { query: { projectId, limit: 100 } } })).then(
-        (body) => body.endpoints,
-      ),
+  const list = usePagedList(
+    (page) =>
+      unwrap(api.GET("/dashboard/webhooks", { params: { query: { projectId, ...page } } })).then((body) => ({
+        rows: body.endpoints,
+        total: body.total,
+      })),
     [projectId],
   );
   const [url, setUrl] = useState("");
@@ -50,7 +50,8 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
     const body = await unwrap(api.POST("/dashboard/webhooks", { body: { projectId, url, eventTypes: types } }));
     setUrl("");
     setFresh({ secret: body.secret, url: body.endpoint.url });
-    list.reload();
+    // Newest first: the new endpoint is on the first page.
+    list.first();
   });
   // The Delete button goes with its row: the list's heading takes the focus.
   const listHeading = useRef<HTMLHeadingElement>(null);
@@ -153,6 +154,7 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
         list={list}
         error={remove.error ?? enable.error}
         loadingLabel="Loading webhooks"
+        pagerLabel="Endpoint pages"
         empty="No endpoints yet. Register one above."
         rowKey={(ep) => ep.id}
         columns={[
