@@ -885,6 +885,36 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await pager.getByText("1–10 of 12").waitFor();
   });
 
+  it("lists a job waiting to retry on the overview, and runs it now on request", async () => {
+    // A thread's message embeddings that failed three times: due again in half an hour.
+    await svc.service.deps.db.execute(sql`
+      INSERT INTO jobs (id, kind, key, project_id, dataset, run_at, attempts, payload, last_error)
+      VALUES ('job_e2e_embed', 'message-embed', 'embed:thr_e2e_gone', ${projectId}, ${DATASET},
+              now() + interval '30 minutes', 3, '{"threadId": "thr_e2e_gone"}'::jsonb,
+              'Embedding call failed: 503 Service Unavailable')`);
+    // The overview may be open already (the step before): loaded afresh.
+    await page.goto(dashboard(`#/projects/${projectId}`));
+    await page.reload();
+    const table = page.getByRole("table", { name: "Jobs retrying" });
+    const row = table.locator("tbody tr");
+    await expect.poll(() => row.count(), { timeout: 10_000 }).toBe(1);
+    expect(await row.textContent()).toContain("Message embeddings");
+    expect(await row.textContent()).toContain("503 Service Unavailable");
+    await capture(page, "overview-jobs-retrying");
+    await row.getByRole("button", { name: /^Retry now/ }).click();
+    // Due now and rung: it runs (its thread is gone, so it is done at once) and leaves the list.
+    await expect
+      .poll(
+        async () => {
+          await page.reload();
+          await idle(page);
+          return page.getByText("No job is waiting to retry.").count();
+        },
+        { timeout: 15_000, interval: 500 },
+      )
+      .toBe(1);
+  });
+
   async function openTabExpectingSignIn(name: string) {
     await tab(name).click();
     await heading("Sign in").waitFor();

@@ -1,11 +1,13 @@
 import type { ComponentChildren } from "preact";
+import { useState } from "preact/hooks";
 import { api, unwrap } from "../api/client";
+import { Button } from "../components/button";
 import { ActivityChart } from "../components/overview-chart";
 import { usePagedList } from "../components/paged-table";
 import { Empty, ErrorMessage, Pager, Progress } from "../components/status";
 import { formatDateTime, formatNumber } from "../lib/format";
 import { href } from "../lib/router";
-import { useLoad } from "../lib/use-load";
+import { useAction, useLoad } from "../lib/use-load";
 import "./overview.css";
 
 const FAILURES_PAGE = 10;
@@ -138,7 +140,127 @@ export function OverviewPage({ projectId }: { projectId: string }) {
         </div>
         {failures.paging && <Pager {...failures.paging} label="Extraction failure pages" />}
       </section>
+
+      <FailingJobs projectId={projectId} />
     </div>
+  );
+}
+
+/** What each job kind works on, as the overview names it. */
+const JOB_KINDS: Record<string, string> = {
+  "message-embed": "Message embeddings",
+  episode: "Episode",
+  "thread-idle": "Idle timer",
+  webhook: "Webhook delivery",
+};
+
+/**
+ * Background jobs that failed and wait to retry, each doubling its wait up to 32 minutes: after a
+ * provider outage, why a thread's messages are not yet searchable by meaning, with "Retry now".
+ */
+function FailingJobs({ projectId }: { projectId: string }) {
+  const jobs = usePagedList(
+    (page) =>
+      unwrap(
+        api.GET("/dashboard/projects/{id}/failing-jobs", { params: { path: { id: projectId }, query: page } }),
+      ).then((body) => ({ rows: body.jobs, total: body.total })),
+    [projectId],
+    FAILURES_PAGE,
+  );
+  const [retrying, setRetrying] = useState<string | null>(null);
+  const retry = useAction(async (jobId: string) => {
+    setRetrying(jobId);
+    try {
+      await unwrap(
+        api.POST("/dashboard/projects/{id}/failing-jobs/{jobId}/retry", {
+          params: { path: { id: projectId, jobId } },
+        }),
+      );
+    } finally {
+      setRetrying(null);
+      // Refused too (it ran and succeeded meanwhile, or is running): the list shows it as it is.
+      jobs.reload();
+    }
+  });
+  return (
+    <section aria-labelledby="overview-jobs-title" class="overview-failures">
+      <h2 id="overview-jobs-title">
+        Jobs retrying
+        {jobs.total !== undefined && jobs.total > 0 && (
+          <>
+            {" "}
+            <span class="badge danger">{formatNumber(jobs.total)}</span>
+          </>
+        )}
+      </h2>
+      <p class="hint">
+        Background work that failed and waits to run again, each failure doubling the wait up to 32 minutes.
+      </p>
+      <Progress active={jobs.loading} label="Loading jobs retrying" />
+      <ErrorMessage error={jobs.error} />
+      <ErrorMessage error={retry.error} />
+      <div class="overview-failures-body">
+        {jobs.rows && jobs.rows.length === 0 && <Empty>No job is waiting to retry.</Empty>}
+        {jobs.rows && jobs.rows.length > 0 && (
+          <div class="table-wrap">
+            <table aria-labelledby="overview-jobs-title">
+              <thead>
+                <tr>
+                  <th scope="col">Job</th>
+                  <th scope="col">Dataset</th>
+                  <th scope="col">Error</th>
+                  <th scope="col" class="num">
+                    Attempts
+                  </th>
+                  <th scope="col">Next run</th>
+                  <th scope="col">
+                    <span class="visually-hidden">Action</span>
+                  </th>
+                </tr>
+              </thead>
+              <tbody>
+                {jobs.rows.map((j) => (
+                  <tr key={j.jobId}>
+                    <td>
+                      {JOB_KINDS[j.kind] ?? j.kind}
+                      {j.subject && (
+                        <>
+                          {" "}
+                          {j.dataset && (j.kind === "message-embed" || j.kind === "thread-idle") ? (
+                            <a
+                              class="mono overview-id"
+                              href={href("projects", projectId, "data", j.dataset, "threads", j.subject)}
+                            >
+                              {j.subject}
+                            </a>
+                          ) : (
+                            <span class="mono overview-id">{j.subject}</span>
+                          )}
+                        </>
+                      )}
+                    </td>
+                    <td class="overview-dataset">{j.dataset ?? <span class="hint">—</span>}</td>
+                    <td class="overview-error">{j.error ?? <span class="hint">No message</span>}</td>
+                    <td class="num">{formatNumber(j.attempts)}</td>
+                    <td class="overview-date">{j.running ? "Running" : formatDateTime(j.nextRunAt)}</td>
+                    <td>
+                      <Button
+                        onClick={() => void retry.run(j.jobId)}
+                        disabled={j.running || retrying === j.jobId}
+                        aria-label={`Retry now: ${JOB_KINDS[j.kind] ?? j.kind} ${j.subject ?? j.jobId}`}
+                      >
+                        {retrying === j.jobId ? "Retrying…" : "Retry now"}
+                      </Button>
+                    </td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          </div>
+        )}
+      </div>
+      {jobs.paging && <Pager {...jobs.paging} label="Pages of jobs retrying" />}
+    </section>
   );
 }
 
