@@ -17,6 +17,13 @@ export interface ErrorBody {
 /** Every error this client throws extends this, so one `instanceof` catches them all. */
 export class MemoryError extends Error {
   override name = "MemoryError";
+  /**
+   * A write sent with an `Idempotency-Key` (the automatic one, or yours) that failed: the key it
+   * and its retries were sent with. Pass it as the call's `idempotencyKey` to resume the write: if
+   * the service did it, the repeat gets the stored answer (a 409 while it still runs); if not, it
+   * runs once.
+   */
+  idempotencyKey?: string;
 }
 
 /**

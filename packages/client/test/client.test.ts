@@ -344,6 +344,64 @@ describe("retries", () => {
     }
   });
 
+  it("a keyed write past timeoutMs waits out the 409s of its first attempt and gets the stored answer", async () => {
+    const proxy = await startFaultProxy(host.url);
+    host.provider.endpointLatencyMs.chat = 1500;
+    try {
+      const memory = await client({ baseUrl: proxy.url, timeoutMs: 1000 });
+      const { threadId } = await memory.threads.create({ dataset: "retry-slow-chat" });
+      const reply = await memory.threads.chat(threadId, { content: "Take your time." });
+      expect(reply.reply.content).toEqual(expect.any(String));
+      const posts = proxy.seen.filter((s) => s.path.endsWith("/chat"));
+      // The first attempt timed out; the retries met it still running (409), then its stored answer.
+      expect(posts.length).toBeGreaterThanOrEqual(3);
+      expect(posts.slice(1, -1).every((s) => s.status === 409)).toBe(true);
+      expect(posts.at(-1)).toMatchObject({ status: 200, replayed: true });
+      expect(new Set(posts.map((s) => s.idempotencyKey)).size).toBe(1);
+      // The turn is stored once.
+      expect((await memory.threads.messages(threadId)).total).toBe(2);
+    } finally {
+      host.provider.endpointLatencyMs.chat = 0;
+      await proxy.close();
+    }
+  });
+
+  it("409 waits do not use up retries; giving up, the error carries the key to resume the write with", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 1, timeoutMs: 1000 });
+      for (let i = 0; i < 4; i++) proxy.fail("POST", "/v1/threads", { kind: "status", status: 409, retryAfter: "0" });
+      await memory.threads.create({ dataset: "retry-409" });
+      expect(proxy.seen.map((s) => s.status)).toEqual([409, 409, 409, 409, 201]);
+
+      // Still running when the call's budget ((retries + 1) x timeoutMs) is spent: a 409 with the key.
+      for (let i = 0; i < 50; i++) proxy.fail("POST", "/v1/threads", { kind: "status", status: 409, retryAfter: "0" });
+      const started = performance.now();
+      const err = (await thrown(
+        memory.threads.create({ dataset: "retry-409" }, { timeoutMs: 300, retries: 0 }),
+      )) as MemoryApiError;
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(err).toMatchObject({ status: 409, idempotencyKey: proxy.seen.at(-1)?.idempotencyKey });
+      expect(err.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      proxy.clear();
+      proxy.fail("POST", "/v1/threads", { kind: "lose-answer" });
+      const lost = (await thrown(
+        memory.threads.create({ dataset: "retry-409" }, { retries: 0 }),
+      )) as MemoryNetworkError;
+      expect(lost).toBeInstanceOf(MemoryNetworkError);
+      expect(lost.idempotencyKey).toBe(proxy.seen.at(-1)?.idempotencyKey);
+      // Resumed under its key: the stored answer, not a second thread.
+      const resumed = await memory.threads.create({ dataset: "retry-409" }, { idempotencyKey: lost.idempotencyKey });
+      expect(proxy.seen.at(-1)).toMatchObject({ status: 201, replayed: true });
+      expect((await memory.datasets.export("retry-409")).threads.map((t) => t.threadId)).toEqual(
+        expect.arrayContaining([resumed.threadId]),
+      );
+      expect((await memory.datasets.export("retry-409")).threads).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("never retries a write sent without an idempotency key", async () => {
     const proxy = await startFaultProxy(host.url);
     try {

@@ -150,6 +150,11 @@ class FaultProxy:
             for _ in range(times):
                 self._faults.append((method, path_prefix, fault))
 
+    def clear(self) -> None:
+        """Drops the faults still queued."""
+        with self._lock:
+            self._faults.clear()
+
     def requests(self, method: str, path_prefix: str) -> List[Seen]:
         return [s for s in self.seen if s.method == method and s.path.startswith(path_prefix)]
 

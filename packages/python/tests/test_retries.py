@@ -77,6 +77,51 @@ class Retries(unittest.TestCase):
             self.client.threads.get("thr_any")
         self.assertEqual(len(self.proxy.requests("GET", "/v1/threads/")), 1)
 
+    def test_a_write_past_its_timeout_waits_out_the_409s_and_gets_the_stored_answer(self) -> None:
+        # The model takes 1.5 s, an attempt 1 s: the first attempt times out, its retries meet it
+        # still running (409) and wait until its answer is stored, then get it replayed.
+        thread = self.client.threads.create("py/slow-chat")
+        path = f"/v1/memory/working/threads/{thread['threadId']}/chat"
+        server().command("chat-latency 1500")
+        self.addCleanup(server().command, "chat-latency 0")
+        reply = self.client.threads.chat(thread["threadId"], content="Take your time.", timeout=1.0)
+        self.assertEqual(reply["reply"]["content"], "Noted.")
+        sent = self.proxy.requests("POST", path)
+        self.assertGreaterEqual(len(sent), 3)
+        self.assertTrue(all(s.status == 409 for s in sent[1:-1]), sent)
+        self.assertEqual((sent[-1].status, sent[-1].replayed), (200, True))
+        self.assertEqual(len({s.idempotency_key for s in sent}), 1)
+        self.assertEqual(self.client.threads.messages(thread["threadId"])["total"], 2)
+
+    def test_409_waits_do_not_use_up_retries_and_a_failed_write_carries_its_key(self) -> None:
+        client = fast_client(MemoryClient, url=self.proxy.url, max_retries=1, timeout=1.0)
+        self.addCleanup(client.close)
+        self.proxy.fail("POST", "/v1/threads", times=4, status=409, retry_after=0)
+        client.threads.create("py/409-wait")
+        self.assertEqual([s.status for s in self.proxy.requests("POST", "/v1/threads")], [409, 409, 409, 409, 201])
+
+        # Still running when the call's budget ((retries + 1) x timeout) is spent: the 409, with the key.
+        self.proxy.fail("POST", "/v1/threads", times=50, status=409, retry_after=0)
+        started = time.monotonic()
+        with self.assertRaises(ConflictError) as caught:
+            client.threads.create("py/409-wait", timeout=0.3, retries=0)
+        self.assertLess(time.monotonic() - started, 1.0)
+        self.assertEqual(caught.exception.idempotency_key, self.proxy.seen[-1].idempotency_key)
+        self.assertIsNotNone(caught.exception.idempotency_key)
+        self.proxy.clear()
+        self.proxy.fail("POST", "/v1/threads", delay=0.6)
+        with self.assertRaises(APITimeoutError) as slow:
+            client.threads.create("py/409-wait", timeout=0.2, retries=0)
+        key = slow.exception.idempotency_key
+        self.assertEqual(key, self.proxy.seen[-1].idempotency_key)
+        # Resumed under its key: one thread, whichever of the two requests ran first.
+        time.sleep(0.8)  # the slow one has reached the service
+        resumed = client.threads.create("py/409-wait", idempotency_key=key)
+        self.assertTrue(self.proxy.seen[-1].replayed)
+        threads = [t["threadId"] for t in client.datasets.export("py/409-wait")["threads"]]
+        self.assertEqual(len(threads), 2)
+        self.assertIn(resumed["threadId"], threads)
+
     def test_other_4xx_are_never_retried(self) -> None:
         with self.assertRaises(NotFoundError):
             self.client.threads.get("thr_unknown")

@@ -66,6 +66,10 @@ export async function startFaultProxy(target: string) {
     fail(method: string, pathPrefix: string, fault: Fault) {
       faults.push({ match: (m, p) => m === method && p.startsWith(pathPrefix), fault });
     },
+    /** Drops the faults still queued. */
+    clear() {
+      faults.length = 0;
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -73,8 +73,10 @@ _DOC = """
 
     ``timeout``: seconds one attempt may take (connecting, and each read), default 30.
     ``max_retries``: attempts after the first for a retryable failure (default 2): connection
-    errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running);
-    never another 4xx, and never a chat's 5xx. ``backoff_base``/``backoff_max``: the first wait's
+    errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running: waited
+    out, honouring ``Retry-After``, for up to (max_retries + 1) x timeout from the call's start,
+    without using up retries); never another 4xx, and never a chat's 5xx. A keyed write's
+    exception carries ``idempotency_key``, to resume it with. ``backoff_base``/``backoff_max``: the first wait's
     ceiling and the longest wait, in seconds (0.25 and 10): full-jitter exponential backoff, and
     at least a ``Retry-After`` (one longer than ``backoff_max`` is not waited for).
     ``idempotency_keys``: send an automatic ``Idempotency-Key`` on every write (default True; a

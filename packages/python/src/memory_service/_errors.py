@@ -10,6 +10,12 @@ from ._schema import Episode
 class MemoryServiceError(Exception):
     """Base of every exception this client raises: one ``except`` catches them all."""
 
+    idempotency_key: Optional[str] = None
+    """A write sent with an ``Idempotency-Key`` (the automatic one, or yours) that failed: the key
+    it and its retries were sent with. Pass it as the call's ``idempotency_key`` to resume the
+    write: if the service did it, the repeat gets the stored answer (a 409 while it still runs);
+    if not, it runs once."""
+
 
 class APIError(MemoryServiceError):
     """The service answered with an error status.
@@ -65,7 +71,8 @@ class NotFoundError(APIError):
 
 
 class ConflictError(APIError):
-    """409: a request with this ``Idempotency-Key`` is still being processed (retried by the client)."""
+    """409: a request with this ``Idempotency-Key`` is still being processed (the client waits and
+    asks again, honouring ``Retry-After``, for up to (retries + 1) x timeout from the call's start)."""
 
 
 class PayloadTooLargeError(APIError):
