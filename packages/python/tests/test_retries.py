@@ -68,6 +68,22 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 2)
         self.assertIsInstance(self.events[0].error, APIConnectionError)
 
+    def test_a_reset_kept_alive_connection_counts_as_a_retry(self) -> None:
+        client = fast_client(MemoryClient, url=self.proxy.url, max_retries=2, on_retry=self.events.append)
+        self.addCleanup(client.close)
+        client.facts.list("py/reset-count")  # a kept-alive connection
+        self.proxy.fail("GET", "/v1/memory/semantic/", times=10, reset=True)
+        with self.assertRaises(APIConnectionError):
+            client.facts.list("py/reset-count")
+        # The first attempt and two retries, each reported: no attempt beyond max_retries.
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 1 + 3)
+        self.assertEqual([e.retry for e in self.events], [1, 2])
+        self.proxy.clear()
+        self.proxy.fail("GET", "/v1/memory/semantic/", reset=True)
+        with self.assertRaises(APIConnectionError):
+            client.facts.list("py/reset-count", retries=0)
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 1 + 3 + 1)
+
     def test_409_in_progress_is_retried_for_a_write_not_for_a_read(self) -> None:
         self.proxy.fail("POST", "/v1/threads", status=409, body='{"error":"still running"}')
         self.client.threads.create("py/409")

@@ -342,46 +342,33 @@ class Transport:
     def attempt(self, plan: _Plan) -> Any:
         """One attempt: the parsed JSON of a 2xx (None for an empty body), the open response of a
         streamed 2xx, or an exception."""
-        response: Optional[http.client.HTTPResponse] = None
-        conn: Optional[http.client.HTTPConnection] = None
-        for fresh in (False, True):
-            conn = getattr(self._local, "conn", None)
-            reused = conn is not None
-            if conn is None:
-                conn = self._local.conn = self._new_connection(plan.timeout)
-            elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
-                # An idle kept-alive connection with something to read has been closed by the
-                # server (its keep-alive timeout): reconnect rather than send into it.
-                conn.close()
-                reused = False
-            if conn.timeout != plan.timeout:
-                conn.timeout = plan.timeout
-                if conn.sock is not None:
-                    conn.sock.settimeout(plan.timeout)
-            try:
-                conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
-                response = conn.getresponse()
-                break
-            except socket.timeout as err:
-                self._drop(conn)
-                raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as err:
-                self._drop(conn)
-                # A kept-alive connection the server had closed while idle: the request never
-                # ran, so it is sent again at once on a new one (once, and only when repeatable).
-                if reused and not fresh and plan.repeatability != UNSAFE:
-                    continue
-                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
-            except (OSError, http.client.HTTPException) as err:
-                self._drop(conn)
-                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
-            except ValueError as err:
-                # A value http.client cannot send (checked before, so not expected): the half-sent
-                # request leaves the connection unusable, so it goes too.
-                self._drop(conn)
-                raise InvalidRequestError(f"{plan.label}: {err}") from err
-        if response is None or conn is None:  # not reached: the loop answers, or raises
-            raise APIConnectionError(f"{plan.label}: no connection")
+        conn: Optional[http.client.HTTPConnection] = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._new_connection(plan.timeout)
+        elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+            # An idle kept-alive connection with something to read has been closed by the server
+            # (its keep-alive timeout): reconnect rather than send into it. One it closes just as
+            # the request goes out is a connection error like any other: retried when the call
+            # may be repeated, and counted against its retries.
+            conn.close()
+        if conn.timeout != plan.timeout:
+            conn.timeout = plan.timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(plan.timeout)
+        try:
+            conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
+            response = conn.getresponse()
+        except socket.timeout as err:
+            self._drop(conn)
+            raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
+        except (OSError, http.client.HTTPException) as err:
+            self._drop(conn)
+            raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+        except ValueError as err:
+            # A value http.client cannot send (checked before, so not expected): the half-sent
+            # request leaves the connection unusable, so it goes too.
+            self._drop(conn)
+            raise InvalidRequestError(f"{plan.label}: {err}") from err
         status = response.status
         if plan.stream and 200 <= status < 300:
             # The stream owns the connection now; the next call on this thread opens another.
