@@ -47,7 +47,11 @@ export class MemoryApiError extends MemoryError {
   }
 }
 
-/** The request never got an answer: connection refused or reset, DNS, TLS, a body cut short. */
+/**
+ * The request never got a usable answer: connection refused or reset, DNS, TLS, a body cut short,
+ * or a 2xx whose body is not JSON (a proxy's page; the message says "the answer is not JSON").
+ * Retried like a lost answer: a write under its key then gets the service's stored answer.
+ */
 export class MemoryNetworkError extends MemoryError {
   override name = "MemoryNetworkError";
   constructor(message: string, options?: { cause?: unknown }) {

@@ -154,9 +154,15 @@ async function once<D>(
     if (controller.signal.reason === TIMEOUT) {
       return { ok: false, error: new MemoryTimeoutError(timeoutMs), failure: { kind: "timeout" } };
     }
-    // undici says "fetch failed" and puts the reason (ECONNREFUSED, a reset) in its cause.
+    // undici says "fetch failed" and puts the reason (ECONNREFUSED, a reset) in its cause. A
+    // SyntaxError is a 2xx whose body is not JSON (a proxy's page): no usable answer either.
     const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : "";
-    const reason = err instanceof Error ? `${err.message}${cause}` : String(err);
+    const reason =
+      err instanceof SyntaxError
+        ? `the answer is not JSON (${err.message})`
+        : err instanceof Error
+          ? `${err.message}${cause}`
+          : String(err);
     return {
       ok: false,
       error: new MemoryNetworkError(`${label}: ${reason}`, { cause: err }),

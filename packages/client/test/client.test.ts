@@ -402,6 +402,32 @@ describe("retries", () => {
     }
   });
 
+  it("a 2xx that is not JSON is retried (a write under its key, answered once) and then a MemoryNetworkError", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      proxy.fail("POST", "/v1/threads", { kind: "garble" });
+      const thread = await memory.threads.create({ dataset: "retry-garbled" });
+      const posts = proxy.seen.filter((s) => s.method === "POST");
+      expect(posts.map((s) => [s.status, s.replayed])).toEqual([
+        [201, false],
+        [201, true],
+      ]);
+      expect(posts[1].idempotencyKey).toBe(posts[0].idempotencyKey);
+      expect((await memory.datasets.export("retry-garbled")).threads.map((t) => t.threadId)).toEqual([thread.threadId]);
+
+      for (let i = 0; i < 3; i++) {
+        proxy.fail("GET", "/v1/threads/", { kind: "status", status: 200, body: "<html>captive portal</html>" });
+      }
+      const err = await thrown(memory.threads.get(thread.threadId));
+      expect(err).toBeInstanceOf(MemoryNetworkError);
+      expect(err.message).toMatch(/^GET \/v1\/threads\/\{id\}: the answer is not JSON \(.*"<html>capt/);
+      expect(proxy.seen.filter((s) => s.path.startsWith("/v1/threads/"))).toHaveLength(3);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("never retries a write sent without an idempotency key", async () => {
     const proxy = await startFaultProxy(host.url);
     try {

@@ -14,6 +14,7 @@ from memory_service import (
     APITimeoutError,
     ConflictError,
     InternalServerError,
+    InvalidResponseError,
     MemoryClient,
     NotFoundError,
     ProviderUnavailableError,
@@ -215,12 +216,29 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
         self.assertEqual(self.events, [])
 
-    def test_a_2xx_that_is_not_json_is_an_error_not_a_crash(self) -> None:
-        self.proxy.fail("GET", "/v1/threads/", status=200, body="<html>captive portal</html>")
-        with self.assertRaises(APIError) as caught:
+    def test_a_2xx_that_is_not_json_is_retried_and_then_an_invalid_response_error(self) -> None:
+        self.proxy.fail("GET", "/v1/threads/", times=3, status=200, body="<html>captive portal</html>")
+        with self.assertRaises(InvalidResponseError) as caught:
             self.client.threads.get("thr_any")
+        self.assertIsInstance(caught.exception, APIConnectionError)
         self.assertEqual(caught.exception.status, 200)
-        self.assertIn("captive portal", caught.exception.message)
+        self.assertIn("the answer (200) is not JSON: <html>captive portal</html>", str(caught.exception))
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/threads/")), 3)
+
+    def test_a_write_whose_2xx_is_not_json_is_retried_under_its_key_and_written_once(self) -> None:
+        self.proxy.fail("POST", "/v1/threads", garble=True)
+        thread = self.client.threads.create("py/garbled")
+        sent = self.proxy.requests("POST", "/v1/threads")
+        self.assertEqual([(s.status, s.replayed) for s in sent], [(201, False), (201, True)])
+        self.assertEqual(sent[0].idempotency_key, sent[1].idempotency_key)
+        self.assertIsInstance(self.events[0].error, InvalidResponseError)
+        self.assertEqual([t["threadId"] for t in self.client.datasets.export("py/garbled")["threads"]], [thread["threadId"]])
+        # Without a key it is not repeated: the error says what came, with the key-less write's status.
+        self.proxy.fail("POST", "/v1/threads", garble=True)
+        with self.assertRaises(InvalidResponseError) as caught:
+            self.client.threads.create("py/garbled", idempotency_key=False)
+        self.assertEqual(caught.exception.status, 201)
+        self.assertEqual(len(self.proxy.requests("POST", "/v1/threads")), 3)
 
     def test_a_timeout_per_call(self) -> None:
         self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)

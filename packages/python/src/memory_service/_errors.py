@@ -105,6 +105,17 @@ class APITimeoutError(APIConnectionError):
     """An attempt took longer than its timeout and was abandoned."""
 
 
+class InvalidResponseError(APIConnectionError):
+    """A 2xx answer whose body is not JSON: not the service's answer (a proxy's or a captive
+    portal's page), so no usable answer came. Retried like a connection error (a write under its
+    key: the repeat gets the service's stored answer); ``status`` is the 2xx that came, and the
+    message starts with what it held."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class InvalidRequestError(MemoryServiceError, ValueError):
     """Refused before sending: an input the service would reject (an empty id, a dataset over 256
     characters, empty content)."""

@@ -27,6 +27,7 @@ from ._errors import (
     APIError,
     APITimeoutError,
     InvalidRequestError,
+    InvalidResponseError,
     MemoryServiceError,
     error_for,
 )
@@ -386,9 +387,10 @@ class Transport:
             try:
                 return json.loads(raw) if raw else None
             except ValueError:
-                # Not the service's answer (a proxy's page with a 200): an error, with what came.
+                # Not the service's answer (a proxy's page with a 200): no usable answer, retried
+                # like a lost one (a write under its key gets the service's stored answer).
                 text = raw.decode("utf-8", "replace").strip()[:200]
-                raise APIError(status, {"error": f"the answer is not JSON: {text}"}, request=plan.label) from None
+                raise InvalidResponseError(f"{plan.label}: the answer ({status}) is not JSON: {text}", status) from None
         raise _api_error(status, response, raw, plan.label)
 
 
