@@ -167,7 +167,7 @@ export function createMemoryClient(options: MemoryClientOptions) {
   };
   const call: Call = (label, kind, o, attempt) => perform(config, label, kind, o, attempt);
   return {
-    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call) },
+    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call, config.timeoutMs) },
     ...memoryCalls(api, call),
     episodes: episodeCalls(api, call),
     ...semanticCalls(api, call),
@@ -271,7 +271,7 @@ function messageCalls(api: Api, call: Call) {
 }
 
 /** The service's own reply, whole or streamed. */
-function chatCalls(api: Api, call: Call) {
+function chatCalls(api: Api, call: Call, timeoutMs: number) {
   return {
     /**
      * The service's own reply: stores the message, recalls, calls its model, stores the reply.
@@ -297,12 +297,14 @@ function chatCalls(api: Api, call: Call) {
      * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Never
      * retried: the service keeps no streamed answer, so a repeat after a timeout or a dropped
      * connection could store the turn twice. An abort, or leaving the loop early, closes the
-     * stream, and the service then stores no reply.
+     * stream, and the service then stores no reply. `timeoutMs` bounds the wait for the stream to
+     * start and each gap between its chunks: a stream that stalls longer is closed and the loop
+     * throws `MemoryTimeoutError`.
      */
     chatStream: async function* (threadId: string, body: ChatInput, o?: CallOptions): AsyncGenerator<ChatEvent> {
       const id = required("threadId", threadId);
       content("content", body?.content);
-      // The timeout bounds the wait for the stream to start, not the whole reply.
+      // The timeout bounds the wait for the stream to start and each gap in it, not the whole reply.
       const stream = await call<ReadableStream<Uint8Array>>(
         "POST /v1/memory/working/threads/{threadId}/chat",
         "stream",
@@ -315,7 +317,7 @@ function chatCalls(api: Api, call: Call) {
             ...init,
           }) as Promise<{ data?: ReadableStream<Uint8Array>; error?: unknown; response: Response }>,
       );
-      yield* readChatEvents(stream, o?.signal);
+      yield* readChatEvents(stream, o?.signal, o?.timeoutMs ?? timeoutMs);
     },
   };
 }

@@ -59,11 +59,17 @@ export class MemoryNetworkError extends MemoryError {
   }
 }
 
-/** An attempt took longer than `timeoutMs` and was abandoned. */
+/**
+ * An attempt took longer than `timeoutMs` and was abandoned; for `chatStream`, also a stream that
+ * sent nothing for `timeoutMs` ("stalled").
+ */
 export class MemoryTimeoutError extends MemoryError {
   override name = "MemoryTimeoutError";
-  constructor(readonly timeoutMs: number) {
-    super(`The memory service did not answer within ${timeoutMs} ms`);
+  constructor(
+    readonly timeoutMs: number,
+    message = `The memory service did not answer within ${timeoutMs} ms`,
+  ) {
+    super(message);
   }
 }
 

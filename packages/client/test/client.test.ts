@@ -535,6 +535,58 @@ describe("chatStream", () => {
     expect(seen.cancelled).toBe(true);
   });
 
+  it("ends with a MemoryTimeoutError when no data comes for timeoutMs (each gap, not the whole reply)", async () => {
+    // Each event in its own chunk, `gapMs` apart; after the last one the stream ends, or stalls.
+    const seen = { cancelled: false };
+    const pacedFetch = (events: string[], gapMs: number, end: boolean) =>
+      (async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              for (const event of events) {
+                controller.enqueue(new TextEncoder().encode(event));
+                await new Promise((r) => setTimeout(r, gapMs));
+              }
+              if (end) controller.close();
+            },
+            cancel() {
+              seen.cancelled = true;
+            },
+          }),
+          { status: 200, headers: { "content-type": "text/event-stream" } },
+        )) as unknown as typeof globalThis.fetch;
+    const collect = async (memory: ReturnType<typeof createMemoryClient>, got: string[]) => {
+      for await (const e of memory.threads.chatStream("thr_1", { content: "hi" })) got.push(e.event);
+    };
+
+    const stalled = createMemoryClient({
+      baseUrl: "http://memory.test",
+      apiKey: "mk_x",
+      fetch: pacedFetch(SSE, 0, false),
+      timeoutMs: 200,
+    });
+    const got: string[] = [];
+    const started = performance.now();
+    const err = await thrown(collect(stalled, got));
+    expect(err).toBeInstanceOf(MemoryTimeoutError);
+    expect(err.message).toContain("stalled");
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(got).toEqual(["start", "delta", "delta"]);
+    expect(seen.cancelled).toBe(true);
+
+    // A reply longer than timeoutMs whose chunks keep coming is not cut.
+    const done = 'event: done\ndata: {"threadId":"thr_1"}\n\n';
+    const steady = createMemoryClient({
+      baseUrl: "http://memory.test",
+      apiKey: "mk_x",
+      fetch: pacedFetch([...SSE, ...SSE.slice(1), done], 100, true),
+      timeoutMs: 300,
+    });
+    const all: string[] = [];
+    await collect(steady, all);
+    expect(all).toEqual(["start", "delta", "delta", "delta", "delta", "done"]);
+  });
+
   it("closes the response when the loop is left early, so the service stops the reply", async () => {
     const { fetch, seen } = streamingFetch(SSE);
     const memory = createMemoryClient({ baseUrl: "http://memory.test", apiKey: "mk_x", fetch });
