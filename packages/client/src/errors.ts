@@ -23,7 +23,7 @@ export class MemoryError extends Error {
    * the service did it, the repeat gets the stored answer (a 409 while it still runs); if not, it
    * runs once.
    */
-  idempotencyKey?: string;
+  declare idempotencyKey?: string;
 }
 
 /**
@@ -94,13 +94,21 @@ export class MemoryEpisodeFailedError extends MemoryError {
   }
 }
 
-/** `episodes.waitFor`: the episode was not done within `timeoutMs`; `episode` is how it was last seen. */
+/**
+ * `episodes.waitFor`: the episode was not done within `timeoutMs`; `episode` is how it was last
+ * seen, `lastError` what the last read failed with when it failed (the service down or hung).
+ */
 export class MemoryWaitTimeoutError extends MemoryError {
   override name = "MemoryWaitTimeoutError";
   constructor(
     readonly timeoutMs: number,
     readonly episode: Episode | undefined,
+    readonly lastError?: MemoryError,
   ) {
-    super(`The episode was not done within ${timeoutMs} ms${episode ? ` (last seen: ${episode.status})` : ""}`);
+    super(
+      `The episode was not done within ${timeoutMs} ms${episode ? ` (last seen: ${episode.status})` : ""}${
+        lastError ? `; last error: ${lastError.message}` : ""
+      }`,
+    );
   }
 }

@@ -237,6 +237,66 @@ describe("episodes.waitFor", () => {
   });
 });
 
+describe("episodes.waitFor through failures", () => {
+  async function ended(memory: Awaited<ReturnType<typeof client>>, dataset: string) {
+    const thread = await memory.threads.create({ dataset });
+    await memory.threads.addMessage(thread.threadId, { role: "user", content: "I live in Lagos." });
+    return (await memory.threads.end(thread.threadId)).episodeId as string;
+  }
+
+  it("polls on through 5xx and lost connections until the deadline; a 4xx still ends it at once", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      const episodeId = await ended(memory, "client/wait-outage");
+      for (let i = 0; i < 5; i++) proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "status", status: 503 });
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "reset" });
+      const waiting = memory.episodes.waitFor(episodeId, { timeoutMs: 10_000, intervalMs: 20 });
+      await new Promise((r) => setTimeout(r, 300));
+      await host.runJobs();
+      expect(await waiting).toMatchObject({ episodeId, status: "completed" });
+      const polls = proxy.seen.filter((s) => s.path.startsWith("/v1/memory/episodic/episodes/"));
+      expect(polls.slice(0, 6).map((s) => s.status)).toEqual([503, 503, 503, 503, 503, 0]);
+
+      // Down through the deadline: MemoryWaitTimeoutError, naming the last error.
+      const pending = await ended(memory, "client/wait-outage");
+      for (let i = 0; i < 100; i++) proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "status", status: 503 });
+      const started = performance.now();
+      const err = (await thrown(
+        memory.episodes.waitFor(pending, { timeoutMs: 500, intervalMs: 20 }),
+      )) as MemoryWaitTimeoutError;
+      expect(err).toBeInstanceOf(MemoryWaitTimeoutError);
+      expect(err.lastError).toMatchObject({ status: 503 });
+      expect(err.message).toContain("last error: Service Unavailable (proxy)");
+      expect(performance.now() - started).toBeLessThan(1500);
+      proxy.clear();
+
+      // Hung: the deadline still holds (a poll in flight is cancelled at it).
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "delay", ms: 3000 });
+      const hung = performance.now();
+      const cut = (await thrown(memory.episodes.waitFor(pending, { timeoutMs: 500 }))) as MemoryWaitTimeoutError;
+      expect(cut).toBeInstanceOf(MemoryWaitTimeoutError);
+      expect(cut.lastError).toBeInstanceOf(MemoryTimeoutError);
+      expect(cut.message).toMatch(/last error: The memory service did not answer within \d+ ms/);
+      expect(performance.now() - hung).toBeLessThan(1500);
+
+      const quick = performance.now();
+      expect(await thrown(memory.episodes.waitFor("epi_missing", { timeoutMs: 10_000 }))).toMatchObject({
+        status: 404,
+      });
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", {
+        kind: "status",
+        status: 401,
+        body: '{"error":"Invalid API key"}',
+      });
+      expect(await thrown(memory.episodes.waitFor(pending, { timeoutMs: 10_000 }))).toMatchObject({ status: 401 });
+      expect(performance.now() - quick).toBeLessThan(1500);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
 describe("errors", () => {
   it("maps the service's errors to MemoryApiError with the spec's message, status and issues", async () => {
     const memory = await client();

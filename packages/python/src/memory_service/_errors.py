@@ -128,11 +128,18 @@ class ChatStreamError(MemoryServiceError):
 
 class WaitTimeoutError(MemoryServiceError, TimeoutError):
     """``wait_for_episode`` gave up: the episode did not finish in time. ``episode`` is the last
-    state seen (None when none was found)."""
+    state seen (None when none was found); ``last_error`` what the last poll raised when it failed
+    (the service down or hung through the deadline), else None."""
 
-    def __init__(self, message: str, episode: Optional[Episode] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        episode: Optional[Episode] = None,
+        last_error: Optional[MemoryServiceError] = None,
+    ) -> None:
         super().__init__(message)
         self.episode = episode
+        self.last_error = last_error
 
 
 _BY_STATUS: Dict[int, Type[APIError]] = {
