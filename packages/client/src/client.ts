@@ -1,6 +1,14 @@
 import createClient, { type Client } from "openapi-fetch";
-import { MemoryEpisodeFailedError, MemoryValidationError, MemoryWaitTimeoutError } from "./errors.js";
-import { DEFAULT_RETRY, type RetryPolicy } from "./retry.js";
+import {
+  MemoryApiError,
+  MemoryEpisodeFailedError,
+  type MemoryError,
+  MemoryNetworkError,
+  MemoryTimeoutError,
+  MemoryValidationError,
+  MemoryWaitTimeoutError,
+} from "./errors.js";
+import { DEFAULT_RETRY, isRetryable, type RetryPolicy } from "./retry.js";
 import type { components, paths } from "./schema.js";
 import { type ChatEvent, readChatEvents } from "./sse.js";
 import {
@@ -64,7 +72,10 @@ export type ListFactsQuery = QueryParams<"/v1/memory/semantic/datasets/{dataset}
 
 /** How `episodes.waitFor` waits. */
 export interface WaitForEpisodeOptions {
-  /** The whole wait, in ms (default 60 000); then it rejects with `MemoryWaitTimeoutError`. */
+  /**
+   * The whole wait, in ms (default 60 000), outages included; then it rejects with
+   * `MemoryWaitTimeoutError`.
+   */
   timeoutMs?: number;
   /** Between two reads of the episode, in ms (default 250). */
   intervalMs?: number;
@@ -167,7 +178,7 @@ export function createMemoryClient(options: MemoryClientOptions) {
   };
   const call: Call = (label, kind, o, attempt) => perform(config, label, kind, o, attempt);
   return {
-    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call) },
+    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call, config.timeoutMs) },
     ...memoryCalls(api, call),
     episodes: episodeCalls(api, call),
     ...semanticCalls(api, call),
@@ -271,7 +282,7 @@ function messageCalls(api: Api, call: Call) {
 }
 
 /** The service's own reply, whole or streamed. */
-function chatCalls(api: Api, call: Call) {
+function chatCalls(api: Api, call: Call, timeoutMs: number) {
   return {
     /**
      * The service's own reply: stores the message, recalls, calls its model, stores the reply.
@@ -297,12 +308,14 @@ function chatCalls(api: Api, call: Call) {
      * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Never
      * retried: the service keeps no streamed answer, so a repeat after a timeout or a dropped
      * connection could store the turn twice. An abort, or leaving the loop early, closes the
-     * stream, and the service then stores no reply.
+     * stream, and the service then stores no reply. `timeoutMs` bounds the wait for the stream to
+     * start and each gap between its chunks: a stream that stalls longer is closed and the loop
+     * throws `MemoryTimeoutError`.
      */
     chatStream: async function* (threadId: string, body: ChatInput, o?: CallOptions): AsyncGenerator<ChatEvent> {
       const id = required("threadId", threadId);
       content("content", body?.content);
-      // The timeout bounds the wait for the stream to start, not the whole reply.
+      // The timeout bounds the wait for the stream to start and each gap in it, not the whole reply.
       const stream = await call<ReadableStream<Uint8Array>>(
         "POST /v1/memory/working/threads/{threadId}/chat",
         "stream",
@@ -315,7 +328,7 @@ function chatCalls(api: Api, call: Call) {
             ...init,
           }) as Promise<{ data?: ReadableStream<Uint8Array>; error?: unknown; response: Response }>,
       );
-      yield* readChatEvents(stream, o?.signal);
+      yield* readChatEvents(stream, o?.signal, o?.timeoutMs ?? timeoutMs);
     },
   };
 }
@@ -392,23 +405,46 @@ function episodeCalls(api: Api, call: Call) {
      * once its fact extraction is done too), reading it every `intervalMs`. Rejects with
      * `MemoryEpisodeFailedError` when it is `failed` (the background retry may still redo it later:
      * `episodes.retry` re-queues it now), `archived` or `deleted`, and with `MemoryWaitTimeoutError`
-     * after `timeoutMs`.
+     * after `timeoutMs`. A read that fails for a reason worth retrying (5xx, 429, a network error,
+     * a timeout) is read again after `intervalMs` (or its Retry-After) until the deadline, whose
+     * error then names the last failure (`lastError`); any other error (404, 401) rejects at once.
      */
     waitFor: async (episodeId: string, w: WaitForEpisodeOptions = {}): Promise<Episode> => {
       const id = required("episodeId", episodeId);
       const timeoutMs = w.timeoutMs ?? 60_000;
       // One signal for the caller's abort and the deadline: it cancels a read or a pause at once.
       let last: Episode | undefined;
+      let lastError: MemoryError | undefined;
+      // A read in flight at the deadline is cut short: with no earlier failure, it is the last error.
+      let readingSince: number | undefined;
       const wait = new AbortController();
-      const timer = setTimeout(() => wait.abort(new MemoryWaitTimeoutError(timeoutMs, last)), timeoutMs);
+      const timer = setTimeout(() => {
+        const failure =
+          lastError ?? (readingSince === undefined ? undefined : new MemoryTimeoutError(Date.now() - readingSince));
+        wait.abort(new MemoryWaitTimeoutError(timeoutMs, last, failure));
+      }, timeoutMs);
       const onAbort = () => wait.abort(w.signal?.reason);
       w.signal?.addEventListener("abort", onAbort, { once: true });
       try {
         w.signal?.throwIfAborted();
         for (;;) {
-          last = (await get(id, { signal: wait.signal })).episode;
-          if (episodeDone(last, w.facts ?? false)) return last;
-          await sleep(w.intervalMs ?? 250, wait.signal);
+          let pauseMs = w.intervalMs ?? 250;
+          try {
+            // One attempt per poll: the loop is the retry, until the deadline.
+            readingSince = Date.now();
+            last = (await get(id, { signal: wait.signal, retries: 0 })).episode;
+            lastError = undefined;
+          } catch (err) {
+            if (wait.signal.aborted || !pollRetryable(err)) throw err;
+            lastError = err;
+            if (err instanceof MemoryApiError && err.retryAfterMs !== undefined) {
+              pauseMs = Math.max(pauseMs, err.retryAfterMs);
+            }
+          } finally {
+            readingSince = undefined;
+          }
+          if (!lastError && last && episodeDone(last, w.facts ?? false)) return last;
+          await sleep(pauseMs, wait.signal);
         }
       } finally {
         clearTimeout(timer);
@@ -492,6 +528,12 @@ function semanticCalls(api: Api, call: Call) {
       },
     },
   };
+}
+
+/** Whether a failed poll of `waitFor` is polled again (5xx, 429, network errors, timeouts) rather than thrown. */
+function pollRetryable(err: unknown): err is MemoryError {
+  if (err instanceof MemoryApiError) return isRetryable({ kind: "status", status: err.status }, "safe");
+  return err instanceof MemoryNetworkError || err instanceof MemoryTimeoutError;
 }
 
 /** Whether a wait for the episode is over (true) or goes on (false); throws when it never will be. */

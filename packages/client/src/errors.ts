@@ -17,6 +17,13 @@ export interface ErrorBody {
 /** Every error this client throws extends this, so one `instanceof` catches them all. */
 export class MemoryError extends Error {
   override name = "MemoryError";
+  /**
+   * A write sent with an `Idempotency-Key` (the automatic one, or yours) that failed: the key it
+   * and its retries were sent with. Pass it as the call's `idempotencyKey` to resume the write: if
+   * the service did it, the repeat gets the stored answer (a 409 while it still runs); if not, it
+   * runs once.
+   */
+  declare idempotencyKey?: string;
 }
 
 /**
@@ -40,7 +47,11 @@ export class MemoryApiError extends MemoryError {
   }
 }
 
-/** The request never got an answer: connection refused or reset, DNS, TLS, a body cut short. */
+/**
+ * The request never got a usable answer: connection refused or reset, DNS, TLS, a body cut short,
+ * or a 2xx whose body is not JSON (a proxy's page; the message says "the answer is not JSON").
+ * Retried like a lost answer: a write under its key then gets the service's stored answer.
+ */
 export class MemoryNetworkError extends MemoryError {
   override name = "MemoryNetworkError";
   constructor(message: string, options?: { cause?: unknown }) {
@@ -48,11 +59,17 @@ export class MemoryNetworkError extends MemoryError {
   }
 }
 
-/** An attempt took longer than `timeoutMs` and was abandoned. */
+/**
+ * An attempt took longer than `timeoutMs` and was abandoned; for `chatStream`, also a stream that
+ * sent nothing for `timeoutMs` ("stalled").
+ */
 export class MemoryTimeoutError extends MemoryError {
   override name = "MemoryTimeoutError";
-  constructor(readonly timeoutMs: number) {
-    super(`The memory service did not answer within ${timeoutMs} ms`);
+  constructor(
+    readonly timeoutMs: number,
+    message = `The memory service did not answer within ${timeoutMs} ms`,
+  ) {
+    super(message);
   }
 }
 
@@ -77,13 +94,21 @@ export class MemoryEpisodeFailedError extends MemoryError {
   }
 }
 
-/** `episodes.waitFor`: the episode was not done within `timeoutMs`; `episode` is how it was last seen. */
+/**
+ * `episodes.waitFor`: the episode was not done within `timeoutMs`; `episode` is how it was last
+ * seen, `lastError` what the last read failed with when it failed (the service down or hung).
+ */
 export class MemoryWaitTimeoutError extends MemoryError {
   override name = "MemoryWaitTimeoutError";
   constructor(
     readonly timeoutMs: number,
     readonly episode: Episode | undefined,
+    readonly lastError?: MemoryError,
   ) {
-    super(`The episode was not done within ${timeoutMs} ms${episode ? ` (last seen: ${episode.status})` : ""}`);
+    super(
+      `The episode was not done within ${timeoutMs} ms${episode ? ` (last seen: ${episode.status})` : ""}${
+        lastError ? `; last error: ${lastError.message}` : ""
+      }`,
+    );
   }
 }

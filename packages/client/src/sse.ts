@@ -1,3 +1,4 @@
+import { MemoryTimeoutError } from "./errors.js";
 import type { components } from "./schema.js";
 
 /** The events of a streamed chat reply (`Accept: text/event-stream`). */
@@ -9,11 +10,13 @@ export type ChatEvent =
 
 /**
  * Server-sent events as they arrive, parsed (`event:` and `data:` lines, a blank line ends one).
- * Aborting `signal` cancels the stream: the service then stores no reply.
+ * Aborting `signal` cancels the stream: the service then stores no reply. A stream that sends
+ * nothing for `idleMs` (0: no limit) is cancelled too, with a `MemoryTimeoutError`.
  */
 export async function* readChatEvents(
   stream: ReadableStream<Uint8Array>,
   signal?: AbortSignal,
+  idleMs = 0,
 ): AsyncGenerator<ChatEvent> {
   const reader = stream.getReader();
   const decoder = new TextDecoder();
@@ -26,7 +29,7 @@ export async function* readChatEvents(
   try {
     for (;;) {
       signal?.throwIfAborted();
-      const { value, done } = await reader.read();
+      const { value, done } = await (idleMs > 0 ? readWithin(reader, idleMs) : reader.read());
       signal?.throwIfAborted();
       if (done) {
         ended = true;
@@ -48,6 +51,21 @@ export async function* readChatEvents(
     if (!ended) await reader.cancel(signal?.reason).catch(() => {});
     reader.releaseLock();
   }
+}
+
+/** The next chunk, or a `MemoryTimeoutError` when none comes within `ms` (the caller cancels the stream). */
+function readWithin(
+  reader: ReadableStreamDefaultReader<Uint8Array>,
+  ms: number,
+): Promise<ReadableStreamReadResult<Uint8Array>> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const stalled = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new MemoryTimeoutError(ms, `The chat stream stalled: no data within ${ms} ms`)),
+      ms,
+    );
+  });
+  return Promise.race([reader.read(), stalled]).finally(() => clearTimeout(timer));
 }
 
 /** One event block, or undefined for a comment or keep-alive. */

@@ -14,7 +14,10 @@ export interface CallOptions {
   signal?: AbortSignal;
   /** How long one attempt may take, in ms (0: no limit). A retry gets a fresh budget. */
   timeoutMs?: number;
-  /** Attempts after the first. */
+  /**
+   * Attempts after the first. A keyed write answered 409 (its first request still running) keeps
+   * asking without using them up, until `(retries + 1) × timeoutMs` after the call started.
+   */
   retries?: number;
   /**
    * Writes only: the `Idempotency-Key` to send. Default: a new random key per call, the same for
@@ -28,7 +31,7 @@ export interface CallOptions {
 /** A retry about to happen: for logs and metrics. */
 export interface RetryEvent {
   request: string;
-  /** 1 for the first retry. */
+  /** 1 for the first retry (a keyed write's wait after a 409 counts here, not against `retries`). */
   retry: number;
   delayMs: number;
   error: MemoryError;
@@ -72,18 +75,40 @@ export async function perform<D>(
   const retries = options?.retries ?? config.retry.retries;
   const timeoutMs = options?.timeoutMs ?? config.timeoutMs;
   const signal = options?.signal;
-  for (let n = 0; ; n++) {
+  const keyed = repeatability === "keyed" || repeatability === "keyed-no-5xx";
+  // How long a keyed write may wait for its own first attempt (409s), from the call's start.
+  const deadline = timeoutMs > 0 ? Date.now() + (retries + 1) * timeoutMs : Number.POSITIVE_INFINITY;
+  let n = 0;
+  for (let repeat = 1; ; repeat++) {
     signal?.throwIfAborted();
     const outcome = await once(attempt, headers, timeoutMs, signal, label);
     if (outcome.ok) return outcome.data;
     const { error, failure } = outcome;
-    if (n >= retries || !isRetryable(failure, repeatability)) throw error;
-    const delayMs = backoffMs(n, config.retry, failure.kind === "status" ? failure.retryAfterMs : undefined);
-    if (delayMs === undefined) throw error;
-    config.onRetry?.({ request: label, retry: n + 1, delayMs, error });
+    // The write's key, to resume it with: a repeat under it gets the stored answer, never a second write.
+    if (keyed) error.idempotencyKey = headers["Idempotency-Key"];
+    let delayMs: number | undefined;
+    if (keyed && failure.kind === "status" && failure.status === 409) {
+      // The first request with this key still runs (an attempt that timed out, or the caller's own):
+      // wait as asked (default 1 s) and ask again for as long as the call's budget lasts, not
+      // counted as retries; once it has ended, the answer is its stored one.
+      const left = deadline - Date.now();
+      if (left <= 0) throw error;
+      delayMs = Math.min(Math.max(failure.retryAfterMs ?? STILL_RUNNING_WAIT_MS, MIN_STILL_RUNNING_WAIT_MS), left);
+    } else {
+      if (n >= retries || !isRetryable(failure, repeatability)) throw error;
+      delayMs = backoffMs(n, config.retry, failure.kind === "status" ? failure.retryAfterMs : undefined);
+      if (delayMs === undefined) throw error;
+      n++;
+    }
+    config.onRetry?.({ request: label, retry: repeat, delayMs, error });
     await sleep(delayMs, signal);
   }
 }
+
+/** The wait before asking again after a 409 "still being processed" that sent no Retry-After. */
+const STILL_RUNNING_WAIT_MS = 1000;
+/** The shortest such wait (a `Retry-After: 0` does not make a busy loop). */
+const MIN_STILL_RUNNING_WAIT_MS = 100;
 
 /** Sets the Idempotency-Key header of a write and says how the call may be repeated. */
 function idempotency(
@@ -129,9 +154,15 @@ async function once<D>(
     if (controller.signal.reason === TIMEOUT) {
       return { ok: false, error: new MemoryTimeoutError(timeoutMs), failure: { kind: "timeout" } };
     }
-    // undici says "fetch failed" and puts the reason (ECONNREFUSED, a reset) in its cause.
+    // undici says "fetch failed" and puts the reason (ECONNREFUSED, a reset) in its cause. A
+    // SyntaxError is a 2xx whose body is not JSON (a proxy's page): no usable answer either.
     const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : "";
-    const reason = err instanceof Error ? `${err.message}${cause}` : String(err);
+    const reason =
+      err instanceof SyntaxError
+        ? `the answer is not JSON (${err.message})`
+        : err instanceof Error
+          ? `${err.message}${cause}`
+          : String(err);
     return {
       ok: false,
       error: new MemoryNetworkError(`${label}: ${reason}`, { cause: err }),

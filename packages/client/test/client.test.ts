@@ -237,6 +237,66 @@ describe("episodes.waitFor", () => {
   });
 });
 
+describe("episodes.waitFor through failures", () => {
+  async function ended(memory: Awaited<ReturnType<typeof client>>, dataset: string) {
+    const thread = await memory.threads.create({ dataset });
+    await memory.threads.addMessage(thread.threadId, { role: "user", content: "I live in Lagos." });
+    return (await memory.threads.end(thread.threadId)).episodeId as string;
+  }
+
+  it("polls on through 5xx and lost connections until the deadline; a 4xx still ends it at once", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      const episodeId = await ended(memory, "client/wait-outage");
+      for (let i = 0; i < 5; i++) proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "status", status: 503 });
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "reset" });
+      const waiting = memory.episodes.waitFor(episodeId, { timeoutMs: 10_000, intervalMs: 20 });
+      await new Promise((r) => setTimeout(r, 300));
+      await host.runJobs();
+      expect(await waiting).toMatchObject({ episodeId, status: "completed" });
+      const polls = proxy.seen.filter((s) => s.path.startsWith("/v1/memory/episodic/episodes/"));
+      expect(polls.slice(0, 6).map((s) => s.status)).toEqual([503, 503, 503, 503, 503, 0]);
+
+      // Down through the deadline: MemoryWaitTimeoutError, naming the last error.
+      const pending = await ended(memory, "client/wait-outage");
+      for (let i = 0; i < 100; i++) proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "status", status: 503 });
+      const started = performance.now();
+      const err = (await thrown(
+        memory.episodes.waitFor(pending, { timeoutMs: 500, intervalMs: 20 }),
+      )) as MemoryWaitTimeoutError;
+      expect(err).toBeInstanceOf(MemoryWaitTimeoutError);
+      expect(err.lastError).toMatchObject({ status: 503 });
+      expect(err.message).toContain("last error: Service Unavailable (proxy)");
+      expect(performance.now() - started).toBeLessThan(1500);
+      proxy.clear();
+
+      // Hung: the deadline still holds (a poll in flight is cancelled at it).
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "delay", ms: 3000 });
+      const hung = performance.now();
+      const cut = (await thrown(memory.episodes.waitFor(pending, { timeoutMs: 500 }))) as MemoryWaitTimeoutError;
+      expect(cut).toBeInstanceOf(MemoryWaitTimeoutError);
+      expect(cut.lastError).toBeInstanceOf(MemoryTimeoutError);
+      expect(cut.message).toMatch(/last error: The memory service did not answer within \d+ ms/);
+      expect(performance.now() - hung).toBeLessThan(1500);
+
+      const quick = performance.now();
+      expect(await thrown(memory.episodes.waitFor("epi_missing", { timeoutMs: 10_000 }))).toMatchObject({
+        status: 404,
+      });
+      proxy.fail("GET", "/v1/memory/episodic/episodes/", {
+        kind: "status",
+        status: 401,
+        body: '{"error":"Invalid API key"}',
+      });
+      expect(await thrown(memory.episodes.waitFor(pending, { timeoutMs: 10_000 }))).toMatchObject({ status: 401 });
+      expect(performance.now() - quick).toBeLessThan(1500);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
+
 describe("errors", () => {
   it("maps the service's errors to MemoryApiError with the spec's message, status and issues", async () => {
     const memory = await client();
@@ -339,6 +399,90 @@ describe("retries", () => {
       // The third attempt is answered from the first one's stored answer.
       expect(posts[2]).toMatchObject({ status: 201, replayed: true });
       expect((await memory.threads.messages(thread.threadId)).total).toBe(1);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a keyed write past timeoutMs waits out the 409s of its first attempt and gets the stored answer", async () => {
+    const proxy = await startFaultProxy(host.url);
+    host.provider.endpointLatencyMs.chat = 1500;
+    try {
+      const memory = await client({ baseUrl: proxy.url, timeoutMs: 1000 });
+      const { threadId } = await memory.threads.create({ dataset: "retry-slow-chat" });
+      const reply = await memory.threads.chat(threadId, { content: "Take your time." });
+      expect(reply.reply.content).toEqual(expect.any(String));
+      const posts = proxy.seen.filter((s) => s.path.endsWith("/chat"));
+      // The first attempt timed out; the retries met it still running (409), then its stored answer.
+      expect(posts.length).toBeGreaterThanOrEqual(3);
+      expect(posts.slice(1, -1).every((s) => s.status === 409)).toBe(true);
+      expect(posts.at(-1)).toMatchObject({ status: 200, replayed: true });
+      expect(new Set(posts.map((s) => s.idempotencyKey)).size).toBe(1);
+      // The turn is stored once.
+      expect((await memory.threads.messages(threadId)).total).toBe(2);
+    } finally {
+      host.provider.endpointLatencyMs.chat = 0;
+      await proxy.close();
+    }
+  });
+
+  it("409 waits do not use up retries; giving up, the error carries the key to resume the write with", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 1, timeoutMs: 1000 });
+      for (let i = 0; i < 4; i++) proxy.fail("POST", "/v1/threads", { kind: "status", status: 409, retryAfter: "0" });
+      await memory.threads.create({ dataset: "retry-409" });
+      expect(proxy.seen.map((s) => s.status)).toEqual([409, 409, 409, 409, 201]);
+
+      // Still running when the call's budget ((retries + 1) x timeoutMs) is spent: a 409 with the key.
+      for (let i = 0; i < 50; i++) proxy.fail("POST", "/v1/threads", { kind: "status", status: 409, retryAfter: "0" });
+      const started = performance.now();
+      const err = (await thrown(
+        memory.threads.create({ dataset: "retry-409" }, { timeoutMs: 300, retries: 0 }),
+      )) as MemoryApiError;
+      expect(performance.now() - started).toBeLessThan(1000);
+      expect(err).toMatchObject({ status: 409, idempotencyKey: proxy.seen.at(-1)?.idempotencyKey });
+      expect(err.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      proxy.clear();
+      proxy.fail("POST", "/v1/threads", { kind: "lose-answer" });
+      const lost = (await thrown(
+        memory.threads.create({ dataset: "retry-409" }, { retries: 0 }),
+      )) as MemoryNetworkError;
+      expect(lost).toBeInstanceOf(MemoryNetworkError);
+      expect(lost.idempotencyKey).toBe(proxy.seen.at(-1)?.idempotencyKey);
+      // Resumed under its key: the stored answer, not a second thread.
+      const resumed = await memory.threads.create({ dataset: "retry-409" }, { idempotencyKey: lost.idempotencyKey });
+      expect(proxy.seen.at(-1)).toMatchObject({ status: 201, replayed: true });
+      expect((await memory.datasets.export("retry-409")).threads.map((t) => t.threadId)).toEqual(
+        expect.arrayContaining([resumed.threadId]),
+      );
+      expect((await memory.datasets.export("retry-409")).threads).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("a 2xx that is not JSON is retried (a write under its key, answered once) and then a MemoryNetworkError", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      proxy.fail("POST", "/v1/threads", { kind: "garble" });
+      const thread = await memory.threads.create({ dataset: "retry-garbled" });
+      const posts = proxy.seen.filter((s) => s.method === "POST");
+      expect(posts.map((s) => [s.status, s.replayed])).toEqual([
+        [201, false],
+        [201, true],
+      ]);
+      expect(posts[1].idempotencyKey).toBe(posts[0].idempotencyKey);
+      expect((await memory.datasets.export("retry-garbled")).threads.map((t) => t.threadId)).toEqual([thread.threadId]);
+
+      for (let i = 0; i < 3; i++) {
+        proxy.fail("GET", "/v1/threads/", { kind: "status", status: 200, body: "<html>captive portal</html>" });
+      }
+      const err = await thrown(memory.threads.get(thread.threadId));
+      expect(err).toBeInstanceOf(MemoryNetworkError);
+      expect(err.message).toMatch(/^GET \/v1\/threads\/\{id\}: the answer is not JSON \(.*"<html>capt/);
+      expect(proxy.seen.filter((s) => s.path.startsWith("/v1/threads/"))).toHaveLength(3);
     } finally {
       await proxy.close();
     }
@@ -449,6 +593,58 @@ describe("chatStream", () => {
     expect(err.name).toBe("AbortError");
     expect(got).toEqual(["start", "delta"]);
     expect(seen.cancelled).toBe(true);
+  });
+
+  it("ends with a MemoryTimeoutError when no data comes for timeoutMs (each gap, not the whole reply)", async () => {
+    // Each event in its own chunk, `gapMs` apart; after the last one the stream ends, or stalls.
+    const seen = { cancelled: false };
+    const pacedFetch = (events: string[], gapMs: number, end: boolean) =>
+      (async () =>
+        new Response(
+          new ReadableStream<Uint8Array>({
+            async start(controller) {
+              for (const event of events) {
+                controller.enqueue(new TextEncoder().encode(event));
+                await new Promise((r) => setTimeout(r, gapMs));
+              }
+              if (end) controller.close();
+            },
+            cancel() {
+              seen.cancelled = true;
+            },
+          }),
+          { status: 200, headers: { "content-type": "text/event-stream" } },
+        )) as unknown as typeof globalThis.fetch;
+    const collect = async (memory: ReturnType<typeof createMemoryClient>, got: string[]) => {
+      for await (const e of memory.threads.chatStream("thr_1", { content: "hi" })) got.push(e.event);
+    };
+
+    const stalled = createMemoryClient({
+      baseUrl: "http://memory.test",
+      apiKey: "mk_x",
+      fetch: pacedFetch(SSE, 0, false),
+      timeoutMs: 200,
+    });
+    const got: string[] = [];
+    const started = performance.now();
+    const err = await thrown(collect(stalled, got));
+    expect(err).toBeInstanceOf(MemoryTimeoutError);
+    expect(err.message).toContain("stalled");
+    expect(performance.now() - started).toBeLessThan(1000);
+    expect(got).toEqual(["start", "delta", "delta"]);
+    expect(seen.cancelled).toBe(true);
+
+    // A reply longer than timeoutMs whose chunks keep coming is not cut.
+    const done = 'event: done\ndata: {"threadId":"thr_1"}\n\n';
+    const steady = createMemoryClient({
+      baseUrl: "http://memory.test",
+      apiKey: "mk_x",
+      fetch: pacedFetch([...SSE, ...SSE.slice(1), done], 100, true),
+      timeoutMs: 300,
+    });
+    const all: string[] = [];
+    await collect(steady, all);
+    expect(all).toEqual(["start", "delta", "delta", "delta", "delta", "done"]);
   });
 
   it("closes the response when the loop is left early, so the service stops the reply", async () => {

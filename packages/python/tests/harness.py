@@ -118,7 +118,9 @@ class FaultProxy:
     True}`` (the connection is cut before the service sees the request), ``{"lose_answer": True}``
     (the service runs the request; the client's connection is cut instead of the answer),
     ``{"delay": seconds}`` (held, then forwarded), ``{"close_after": True}`` (answered, then the
-    kept-alive connection is closed, as a server's keep-alive timeout does)."""
+    kept-alive connection is closed, as a server's keep-alive timeout does), ``{"garble": True}``
+    (the service runs the request; its answer reaches the client with its status but an HTML
+    body, as a proxy's page)."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
@@ -149,6 +151,11 @@ class FaultProxy:
         with self._lock:
             for _ in range(times):
                 self._faults.append((method, path_prefix, fault))
+
+    def clear(self) -> None:
+        """Drops the faults still queued."""
+        with self._lock:
+            self._faults.clear()
 
     def requests(self, method: str, path_prefix: str) -> List[Seen]:
         return [s for s in self.seen if s.method == method and s.path.startswith(path_prefix)]
@@ -195,6 +202,8 @@ class FaultProxy:
             _cut(handler)
             return
         record.status = answer.status
+        if fault.get("garble"):
+            data = b"<html>Welcome to the hotel network</html>"
         handler.send_response(answer.status)
         for k, v in answer.getheaders():
             if k.lower() not in ("transfer-encoding", "connection", "content-length", "keep-alive", "date"):

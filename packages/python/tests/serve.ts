@@ -25,6 +25,7 @@ import { uniqueProjectName } from "../../../tests/helpers/names";
  *   `stream-delay <ms>`: the pause between a streamed answer's chunks, `{"ok": true}`;
  *   `fail-chat <n>`: the next n chat completions are answered 500, `{"ok": true}`;
  *   `fail-chat-midstream`: the next streamed answer dies halfway, `{"ok": true}`;
+ *   `chat-latency <ms>`: how long the provider takes before each chat answer, `{"ok": true}`;
  *   `streams-closed-early`: streamed answers whose client left before the end, `{"count"}`.
  * Exits when stdin closes (the test process ended, however it ended).
  */
@@ -93,6 +94,9 @@ lines.on("line", async (line) => {
     console.log(JSON.stringify({ ok: true }));
   } else if (command === "fail-chat-midstream") {
     provider.fail({ status: 500, times: 1, endpoint: "chat", midStream: true });
+    console.log(JSON.stringify({ ok: true }));
+  } else if (command === "chat-latency") {
+    provider.endpointLatencyMs.chat = Number(rest[0]);
     console.log(JSON.stringify({ ok: true }));
   } else if (command === "fail-chat") {
     provider.fail({ status: 500, times: Number(rest[0]), endpoint: "chat" });

@@ -111,6 +111,23 @@ class AsyncClient(unittest.IsolatedAsyncioTestCase):
             await self.client.wait_for_episode(thread_id=thread["threadId"], timeout=0.3, poll_interval=0.1)
         self.assertIsNone(caught.exception.episode)  # never ended: no episode
 
+    async def test_wait_for_episode_polls_through_an_outage_and_keeps_its_deadline(self) -> None:
+        thread = (await self.client.threads.create("py/async-wait-outage"))["threadId"]
+        await self.client.threads.add_message(thread, role="user", content="I live in Tomar.")
+        episode_id = (await self.client.threads.end(thread))["episodeId"]
+        self.proxy.fail("GET", "/v1/memory/episodic/datasets/", times=4, status=503)
+        episode = await self.client.wait_for_episode(thread_id=thread, timeout=10, poll_interval=0.05)
+        self.assertEqual(episode["episodeId"], episode_id)
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", times=20, delay=3)
+        started = time.monotonic()
+        with self.assertRaises(WaitTimeoutError) as caught:
+            await self.client.wait_for_episode(episode_id, timeout=1.0)
+        self.assertLess(time.monotonic() - started, 1.8)
+        self.assertIsNotNone(caught.exception.last_error)
+        self.proxy.clear()
+        with self.assertRaises(NotFoundError):
+            await self.client.wait_for_episode("epi_missing", timeout=10)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import time
 import unittest
 from unittest import mock
 
-from harness import fast_client, server
+from harness import FaultProxy, fast_client, server
 
 import memory_service._client
-from memory_service import MemoryClient, ValidationError
+from memory_service import (
+    APITimeoutError,
+    AuthenticationError,
+    MemoryClient,
+    NotFoundError,
+    ValidationError,
+    WaitTimeoutError,
+)
 
 
 class FailedEpisode(unittest.TestCase):
@@ -61,6 +69,63 @@ class WaitForEpisode(unittest.TestCase):
         self.client.episodes.delete(episode["episodeId"])
         archived = self.client.wait_for_episode(episode["episodeId"], timeout=5)
         self.assertEqual(archived["status"], "archived")
+
+
+class WaitThroughFailures(unittest.TestCase):
+    """wait_for_episode polls on through an outage until its deadline, and keeps that deadline
+    however the service fails."""
+
+    def setUp(self) -> None:
+        self.proxy = FaultProxy(server().url)
+        self.addCleanup(self.proxy.close)
+        self.client = fast_client(MemoryClient, url=self.proxy.url)
+        self.addCleanup(self.client.close)
+
+    def ended(self, dataset: str) -> str:
+        thread = self.client.threads.create(dataset)["threadId"]
+        self.client.threads.add_message(thread, role="user", content="I live in Lagos.")
+        return self.client.threads.end(thread)["episodeId"]
+
+    def test_polls_go_on_through_5xx_and_lost_connections(self) -> None:
+        episode_id = self.ended("py/wait-outage")
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", times=5, status=503)
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", reset=True)
+        episode = self.client.wait_for_episode(episode_id, timeout=10, poll_interval=0.05)
+        self.assertEqual(episode["status"], "completed")
+        statuses = [s.status for s in self.proxy.requests("GET", "/v1/memory/episodic/episodes/")]
+        self.assertEqual(statuses[:6], [503, 503, 503, 503, 503, 0])
+        # By thread too (its list calls): a failed poll is polled again.
+        thread = self.client.threads.create("py/wait-outage-thread")["threadId"]
+        self.client.threads.add_message(thread, role="user", content="I live in Sines.")
+        self.client.threads.end(thread)
+        self.proxy.fail("GET", "/v1/memory/episodic/datasets/", times=3, status=502)
+        self.assertEqual(self.client.wait_for_episode(thread_id=thread, timeout=10)["status"], "completed")
+
+    def test_a_hung_service_ends_the_wait_at_its_deadline(self) -> None:
+        episode_id = self.ended("py/wait-hung")
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", times=20, delay=3)
+        started = time.monotonic()
+        with self.assertRaises(WaitTimeoutError) as caught:
+            self.client.wait_for_episode(episode_id, timeout=1.0)
+        self.assertLess(time.monotonic() - started, 1.8)
+        self.assertIsInstance(caught.exception.last_error, APITimeoutError)
+        self.assertIn("last error: ", str(caught.exception))
+        # A 503 through the deadline: the same, naming it.
+        self.proxy.clear()
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", times=100, status=503)
+        with self.assertRaises(WaitTimeoutError) as caught:
+            self.client.wait_for_episode(episode_id, timeout=0.5, poll_interval=0.05)
+        self.assertIn("Service Unavailable (proxy)", str(caught.exception))
+        self.proxy.clear()
+
+    def test_a_4xx_ends_the_wait_at_once(self) -> None:
+        started = time.monotonic()
+        with self.assertRaises(NotFoundError):
+            self.client.wait_for_episode("epi_missing", timeout=10)
+        self.proxy.fail("GET", "/v1/memory/episodic/episodes/", status=401, body='{"error":"Invalid API key"}')
+        with self.assertRaises(AuthenticationError):
+            self.client.wait_for_episode("epi_missing", timeout=10)
+        self.assertLess(time.monotonic() - started, 2)
 
 
 if __name__ == "__main__":

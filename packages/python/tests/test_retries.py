@@ -14,6 +14,7 @@ from memory_service import (
     APITimeoutError,
     ConflictError,
     InternalServerError,
+    InvalidResponseError,
     MemoryClient,
     NotFoundError,
     ProviderUnavailableError,
@@ -68,6 +69,22 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 2)
         self.assertIsInstance(self.events[0].error, APIConnectionError)
 
+    def test_a_reset_kept_alive_connection_counts_as_a_retry(self) -> None:
+        client = fast_client(MemoryClient, url=self.proxy.url, max_retries=2, on_retry=self.events.append)
+        self.addCleanup(client.close)
+        client.facts.list("py/reset-count")  # a kept-alive connection
+        self.proxy.fail("GET", "/v1/memory/semantic/", times=10, reset=True)
+        with self.assertRaises(APIConnectionError):
+            client.facts.list("py/reset-count")
+        # The first attempt and two retries, each reported: no attempt beyond max_retries.
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 1 + 3)
+        self.assertEqual([e.retry for e in self.events], [1, 2])
+        self.proxy.clear()
+        self.proxy.fail("GET", "/v1/memory/semantic/", reset=True)
+        with self.assertRaises(APIConnectionError):
+            client.facts.list("py/reset-count", retries=0)
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/memory/semantic/")), 1 + 3 + 1)
+
     def test_409_in_progress_is_retried_for_a_write_not_for_a_read(self) -> None:
         self.proxy.fail("POST", "/v1/threads", status=409, body='{"error":"still running"}')
         self.client.threads.create("py/409")
@@ -76,6 +93,51 @@ class Retries(unittest.TestCase):
         with self.assertRaises(ConflictError):
             self.client.threads.get("thr_any")
         self.assertEqual(len(self.proxy.requests("GET", "/v1/threads/")), 1)
+
+    def test_a_write_past_its_timeout_waits_out_the_409s_and_gets_the_stored_answer(self) -> None:
+        # The model takes 1.5 s, an attempt 1 s: the first attempt times out, its retries meet it
+        # still running (409) and wait until its answer is stored, then get it replayed.
+        thread = self.client.threads.create("py/slow-chat")
+        path = f"/v1/memory/working/threads/{thread['threadId']}/chat"
+        server().command("chat-latency 1500")
+        self.addCleanup(server().command, "chat-latency 0")
+        reply = self.client.threads.chat(thread["threadId"], content="Take your time.", timeout=1.0)
+        self.assertEqual(reply["reply"]["content"], "Noted.")
+        sent = self.proxy.requests("POST", path)
+        self.assertGreaterEqual(len(sent), 3)
+        self.assertTrue(all(s.status == 409 for s in sent[1:-1]), sent)
+        self.assertEqual((sent[-1].status, sent[-1].replayed), (200, True))
+        self.assertEqual(len({s.idempotency_key for s in sent}), 1)
+        self.assertEqual(self.client.threads.messages(thread["threadId"])["total"], 2)
+
+    def test_409_waits_do_not_use_up_retries_and_a_failed_write_carries_its_key(self) -> None:
+        client = fast_client(MemoryClient, url=self.proxy.url, max_retries=1, timeout=1.0)
+        self.addCleanup(client.close)
+        self.proxy.fail("POST", "/v1/threads", times=4, status=409, retry_after=0)
+        client.threads.create("py/409-wait")
+        self.assertEqual([s.status for s in self.proxy.requests("POST", "/v1/threads")], [409, 409, 409, 409, 201])
+
+        # Still running when the call's budget ((retries + 1) x timeout) is spent: the 409, with the key.
+        self.proxy.fail("POST", "/v1/threads", times=50, status=409, retry_after=0)
+        started = time.monotonic()
+        with self.assertRaises(ConflictError) as caught:
+            client.threads.create("py/409-wait", timeout=0.3, retries=0)
+        self.assertLess(time.monotonic() - started, 1.0)
+        self.assertEqual(caught.exception.idempotency_key, self.proxy.seen[-1].idempotency_key)
+        self.assertIsNotNone(caught.exception.idempotency_key)
+        self.proxy.clear()
+        self.proxy.fail("POST", "/v1/threads", delay=0.6)
+        with self.assertRaises(APITimeoutError) as slow:
+            client.threads.create("py/409-wait", timeout=0.2, retries=0)
+        key = slow.exception.idempotency_key
+        self.assertEqual(key, self.proxy.seen[-1].idempotency_key)
+        # Resumed under its key: one thread, whichever of the two requests ran first.
+        time.sleep(0.8)  # the slow one has reached the service
+        resumed = client.threads.create("py/409-wait", idempotency_key=key)
+        self.assertTrue(self.proxy.seen[-1].replayed)
+        threads = [t["threadId"] for t in client.datasets.export("py/409-wait")["threads"]]
+        self.assertEqual(len(threads), 2)
+        self.assertIn(resumed["threadId"], threads)
 
     def test_other_4xx_are_never_retried(self) -> None:
         with self.assertRaises(NotFoundError):
@@ -154,12 +216,29 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
         self.assertEqual(self.events, [])
 
-    def test_a_2xx_that_is_not_json_is_an_error_not_a_crash(self) -> None:
-        self.proxy.fail("GET", "/v1/threads/", status=200, body="<html>captive portal</html>")
-        with self.assertRaises(APIError) as caught:
+    def test_a_2xx_that_is_not_json_is_retried_and_then_an_invalid_response_error(self) -> None:
+        self.proxy.fail("GET", "/v1/threads/", times=3, status=200, body="<html>captive portal</html>")
+        with self.assertRaises(InvalidResponseError) as caught:
             self.client.threads.get("thr_any")
+        self.assertIsInstance(caught.exception, APIConnectionError)
         self.assertEqual(caught.exception.status, 200)
-        self.assertIn("captive portal", caught.exception.message)
+        self.assertIn("the answer (200) is not JSON: <html>captive portal</html>", str(caught.exception))
+        self.assertEqual(len(self.proxy.requests("GET", "/v1/threads/")), 3)
+
+    def test_a_write_whose_2xx_is_not_json_is_retried_under_its_key_and_written_once(self) -> None:
+        self.proxy.fail("POST", "/v1/threads", garble=True)
+        thread = self.client.threads.create("py/garbled")
+        sent = self.proxy.requests("POST", "/v1/threads")
+        self.assertEqual([(s.status, s.replayed) for s in sent], [(201, False), (201, True)])
+        self.assertEqual(sent[0].idempotency_key, sent[1].idempotency_key)
+        self.assertIsInstance(self.events[0].error, InvalidResponseError)
+        self.assertEqual([t["threadId"] for t in self.client.datasets.export("py/garbled")["threads"]], [thread["threadId"]])
+        # Without a key it is not repeated: the error says what came, with the key-less write's status.
+        self.proxy.fail("POST", "/v1/threads", garble=True)
+        with self.assertRaises(InvalidResponseError) as caught:
+            self.client.threads.create("py/garbled", idempotency_key=False)
+        self.assertEqual(caught.exception.status, 201)
+        self.assertEqual(len(self.proxy.requests("POST", "/v1/threads")), 3)
 
     def test_a_timeout_per_call(self) -> None:
         self.proxy.fail("GET", "/v1/memory/semantic/", delay=1.0)

@@ -9,7 +9,9 @@ export type Fault =
   /** The request reaches the service; its answer is lost (the connection is cut instead). */
   | { kind: "lose-answer" }
   /** The request is held this long before it is forwarded. */
-  | { kind: "delay"; ms: number };
+  | { kind: "delay"; ms: number }
+  /** The request reaches the service; its answer comes back with its status but an HTML body (a proxy's page). */
+  | { kind: "garble" };
 
 export interface Seen {
   method: string;
@@ -56,7 +58,7 @@ export async function startFaultProxy(target: string) {
     }
     if (fault?.kind === "delay") await new Promise((r) => setTimeout(r, fault.ms));
     if (req.destroyed) return;
-    forward(target, req, res, record, fault?.kind === "lose-answer");
+    forward(target, req, res, record, fault?.kind);
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   return {
@@ -66,6 +68,10 @@ export async function startFaultProxy(target: string) {
     fail(method: string, pathPrefix: string, fault: Fault) {
       faults.push({ match: (m, p) => m === method && p.startsWith(pathPrefix), fault });
     },
+    /** Drops the faults still queued. */
+    clear() {
+      faults.length = 0;
+    },
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
@@ -73,11 +79,18 @@ export async function startFaultProxy(target: string) {
   };
 }
 
-function forward(target: string, req: IncomingMessage, res: ServerResponse, record: Seen, loseAnswer: boolean) {
+function forward(target: string, req: IncomingMessage, res: ServerResponse, record: Seen, fault?: Fault["kind"]) {
   const url = new URL(req.url ?? "/", target);
   const upstream = httpRequest(url, { method: req.method, headers: { ...req.headers, host: url.host } }, (answer) => {
     record.replayed = answer.headers["idempotent-replayed"] === "true";
-    if (loseAnswer) {
+    if (fault === "garble") {
+      answer.resume();
+      record.status = answer.statusCode ?? 0;
+      res.writeHead(answer.statusCode ?? 502, { "content-type": "text/html" });
+      res.end("<html>Welcome to the hotel network</html>");
+      return;
+    }
+    if (fault === "lose-answer") {
       // The service has done the work; the client never hears of it.
       answer.resume();
       answer.on("end", () => req.socket.destroy());

@@ -14,9 +14,16 @@ from ._async_resources import (
     AsyncMemory,
     AsyncThreads,
 )
-from ._errors import InvalidRequestError, WaitTimeoutError
+from ._errors import (
+    APIConnectionError,
+    APIError,
+    InvalidRequestError,
+    MemoryServiceError,
+    WaitTimeoutError,
+)
 from ._resources import Datasets, Entities, Episodes, Facts, Memory, Threads
 from ._schema import Episode
+from ._retry import SAFE, is_retryable
 from ._transport import RetryEvent, Transport
 
 _ACTIVE = ("pending", "processing")
@@ -66,6 +73,38 @@ def _latest(episodes: List[Episode]) -> Optional[Episode]:
     return max(episodes, key=lambda e: (e.get("createdAt") or "", e["episodeId"])) if episodes else None
 
 
+def _thread_state(found: Dict[str, Optional[Episode]], facts: bool) -> Tuple[Optional[Episode], bool]:
+    """A thread's episode to report, and whether the wait is over: its newest active one while
+    any is pending or processing, else its newest finished one."""
+    active = [e for e in (found["pending"], found["processing"]) if e is not None]
+    last = _latest(active) or _latest([e for e in (found["completed"], found["failed"]) if e is not None])
+    return last, not active and last is not None and _finished(last, facts)
+
+
+def _poll_timeout(timeout: Optional[float], left: float) -> float:
+    """One poll's timeout: the client's, cut to the time the wait has left (a past deadline
+    leaves a moment: the call times out, and the wait ends)."""
+    left = max(left, 0.001)
+    return left if not timeout else min(timeout, left)
+
+
+def _pause(poll_interval: float, failure: Optional[MemoryServiceError]) -> float:
+    """Until the next poll: ``poll_interval``, or a failed poll's ``Retry-After`` when longer."""
+    retry_after = failure.retry_after if isinstance(failure, APIError) else None
+    return max(poll_interval, retry_after or 0.0)
+
+
+def _wait_timeout(
+    timeout: float, last: Optional[Episode], failure: Optional[MemoryServiceError]
+) -> WaitTimeoutError:
+    message = f"the episode did not finish within {timeout} s" + (
+        f" (last seen: {last['status']})" if last else " (none found)"
+    )
+    if failure is not None:
+        message += f"; last error: {type(failure).__name__}: {failure}"
+    return WaitTimeoutError(message, last, failure)
+
+
 _DOC = """
     ``base_url`` (default ``MEMORY_API_URL``) is where the service is, e.g.
     ``http://127.0.0.1:8787`` (no ``/v1``); ``api_key`` (default ``MEMORY_API_KEY``) a project's
@@ -73,8 +112,10 @@ _DOC = """
 
     ``timeout``: seconds one attempt may take (connecting, and each read), default 30.
     ``max_retries``: attempts after the first for a retryable failure (default 2): connection
-    errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running);
-    never another 4xx, and never a chat's 5xx. ``backoff_base``/``backoff_max``: the first wait's
+    errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running: waited
+    out, honouring ``Retry-After``, for up to (max_retries + 1) x timeout from the call's start,
+    without using up retries); never another 4xx, and never a chat's 5xx. A keyed write's
+    exception carries ``idempotency_key``, to resume it with. ``backoff_base``/``backoff_max``: the first wait's
     ceiling and the longest wait, in seconds (0.25 and 10): full-jitter exponential backoff, and
     at least a ``Retry-After`` (one longer than ``backoff_max`` is not waited for).
     ``idempotency_keys``: send an automatic ``Idempotency-Key`` on every write (default True; a
@@ -148,40 +189,58 @@ class MemoryClient(Memory):
         newest episode, once none of its episodes is pending or processing. With ``facts=True``
         a completed episode also waits for its fact extraction (its ``extractionReport``), so
         that facts and recall include it; an extraction that is skipped (semantic memory off)
-        or fails writes no report, and the wait then times out. Raises ``WaitTimeoutError`` after
-        ``timeout`` seconds.
+        or fails writes no report, and the wait then times out.
+
+        ``timeout`` bounds the whole wait: each poll is one attempt cut to the time left, and a
+        poll that fails for a reason worth retrying (5xx, 429, a connection error or a timeout)
+        is polled again after ``poll_interval`` (or its ``Retry-After``), until the deadline. Then
+        it raises ``WaitTimeoutError`` (``episode`` as last seen, ``last_error`` the last failed
+        poll's, if the last poll failed). Any other error (404: no such episode or thread, 401)
+        is raised at once.
         """
         if (episode_id is None) == (thread_id is None):
             raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
         deadline = time.monotonic() + timeout
-        dataset = self.threads.get(thread_id)["dataset"] if thread_id is not None else ""
+
+        def bound() -> Dict[str, Any]:
+            # Each call is one attempt cut to the time left: the loop below is the retry.
+            return {"timeout": _poll_timeout(self._transport.timeout, deadline - time.monotonic()), "retries": 0}
+
+        dataset: Optional[str] = None
         last: Optional[Episode] = None
+        failure: Optional[MemoryServiceError] = None
         while True:
-            if episode_id is not None:
-                last = self.episodes.get(episode_id)["episode"]
-                done = _finished(last, facts)
-            else:
-                found = {
-                    status: _newest_of_thread(
-                        lambda before, status=status: self.episodes.list(
-                            dataset, status=status, limit=_PAGE, before=before
-                        ),
-                        thread_id,
-                    )
-                    for status in (*_ACTIVE, *_DONE)
-                }
-                active = [e for e in (found["pending"], found["processing"]) if e is not None]
-                last = _latest(active) or _latest([e for e in (found["completed"], found["failed"]) if e is not None])
-                done = not active and last is not None and _finished(last, facts)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise _wait_timeout(timeout, last, failure)
+            try:
+                if episode_id is not None:
+                    last = self.episodes.get(episode_id, **bound())["episode"]
+                    done = _finished(last, facts)
+                else:
+                    if dataset is None:
+                        dataset = self.threads.get(thread_id, **bound())["dataset"]
+                    found = {
+                        status: _newest_of_thread(
+                            lambda before, status=status: self.episodes.list(
+                                dataset, status=status, limit=_PAGE, before=before, **bound()
+                            ),
+                            thread_id,
+                        )
+                        for status in (*_ACTIVE, *_DONE)
+                    }
+                    last, done = _thread_state(found, facts)
+                failure = None
+            except (APIError, APIConnectionError) as error:
+                if not is_retryable(error, SAFE):
+                    raise
+                failure, done = error, False
             if done and last is not None:
                 return last
-            if time.monotonic() + poll_interval > deadline:
-                raise WaitTimeoutError(
-                    f"the episode did not finish within {timeout} s"
-                    + (f" (last seen: {last['status']})" if last else " (none found)"),
-                    last,
-                )
-            time.sleep(poll_interval)
+            pause = _pause(poll_interval, failure)
+            if time.monotonic() + pause > deadline:
+                raise _wait_timeout(timeout, last, failure)
+            time.sleep(pause)
 
     def close(self) -> None:
         """Closes the kept-alive connections."""
@@ -262,36 +321,53 @@ class AsyncMemoryClient(AsyncMemory):
             raise InvalidRequestError("wait_for_episode: pass episode_id or thread_id (one of them)")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        dataset = (await self.threads.get(thread_id))["dataset"] if thread_id is not None else ""
+
+        def bound() -> Dict[str, Any]:
+            return {"timeout": _poll_timeout(self._transport.timeout, deadline - loop.time()), "retries": 0}
+
+        dataset: Optional[str] = None
         last: Optional[Episode] = None
+        failure: Optional[MemoryServiceError] = None
         while True:
-            if episode_id is not None:
-                last = (await self.episodes.get(episode_id))["episode"]
-                done = _finished(last, facts)
-            else:
-                statuses = (*_ACTIVE, *_DONE)
-                newest = await asyncio.gather(
-                    *(
-                        _newest_of_thread_async(
-                            lambda before, s=s: self.episodes.list(dataset, status=s, limit=_PAGE, before=before),
-                            thread_id,
-                        )
-                        for s in statuses
+            left = deadline - loop.time()
+            if left <= 0:
+                raise _wait_timeout(timeout, last, failure)
+            try:
+                if episode_id is not None:
+                    last = (await self.episodes.get(episode_id, **bound()))["episode"]
+                    done = _finished(last, facts)
+                else:
+                    if dataset is None:
+                        dataset = (await self.threads.get(thread_id, **bound()))["dataset"]
+                    statuses = (*_ACTIVE, *_DONE)
+                    # Every list call ends (each is bounded) before a failure is raised.
+                    newest = await asyncio.gather(
+                        *(
+                            _newest_of_thread_async(
+                                lambda before, s=s: self.episodes.list(
+                                    dataset, status=s, limit=_PAGE, before=before, **bound()
+                                ),
+                                thread_id,
+                            )
+                            for s in statuses
+                        ),
+                        return_exceptions=True,
                     )
-                )
-                found = dict(zip(statuses, newest))
-                active = [e for e in (found["pending"], found["processing"]) if e is not None]
-                last = _latest(active) or _latest([e for e in (found["completed"], found["failed"]) if e is not None])
-                done = not active and last is not None and _finished(last, facts)
+                    for outcome in newest:
+                        if isinstance(outcome, BaseException):
+                            raise outcome
+                    last, done = _thread_state(dict(zip(statuses, newest)), facts)
+                failure = None
+            except (APIError, APIConnectionError) as error:
+                if not is_retryable(error, SAFE):
+                    raise
+                failure, done = error, False
             if done and last is not None:
                 return last
-            if loop.time() + poll_interval > deadline:
-                raise WaitTimeoutError(
-                    f"the episode did not finish within {timeout} s"
-                    + (f" (last seen: {last['status']})" if last else " (none found)"),
-                    last,
-                )
-            await asyncio.sleep(poll_interval)
+            pause = _pause(poll_interval, failure)
+            if loop.time() + pause > deadline:
+                raise _wait_timeout(timeout, last, failure)
+            await asyncio.sleep(pause)
 
     async def aclose(self) -> None:
         """Closes the kept-alive connections and the thread pool."""

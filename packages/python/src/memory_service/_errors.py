@@ -10,6 +10,12 @@ from ._schema import Episode
 class MemoryServiceError(Exception):
     """Base of every exception this client raises: one ``except`` catches them all."""
 
+    idempotency_key: Optional[str] = None
+    """A write sent with an ``Idempotency-Key`` (the automatic one, or yours) that failed: the key
+    it and its retries were sent with. Pass it as the call's ``idempotency_key`` to resume the
+    write: if the service did it, the repeat gets the stored answer (a 409 while it still runs);
+    if not, it runs once."""
+
 
 class APIError(MemoryServiceError):
     """The service answered with an error status.
@@ -65,7 +71,8 @@ class NotFoundError(APIError):
 
 
 class ConflictError(APIError):
-    """409: a request with this ``Idempotency-Key`` is still being processed (retried by the client)."""
+    """409: a request with this ``Idempotency-Key`` is still being processed (the client waits and
+    asks again, honouring ``Retry-After``, for up to (retries + 1) x timeout from the call's start)."""
 
 
 class PayloadTooLargeError(APIError):
@@ -98,6 +105,17 @@ class APITimeoutError(APIConnectionError):
     """An attempt took longer than its timeout and was abandoned."""
 
 
+class InvalidResponseError(APIConnectionError):
+    """A 2xx answer whose body is not JSON: not the service's answer (a proxy's or a captive
+    portal's page), so no usable answer came. Retried like a connection error (a write under its
+    key: the repeat gets the service's stored answer); ``status`` is the 2xx that came, and the
+    message starts with what it held."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class InvalidRequestError(MemoryServiceError, ValueError):
     """Refused before sending: an input the service would reject (an empty id, a dataset over 256
     characters, empty content)."""
@@ -110,11 +128,18 @@ class ChatStreamError(MemoryServiceError):
 
 class WaitTimeoutError(MemoryServiceError, TimeoutError):
     """``wait_for_episode`` gave up: the episode did not finish in time. ``episode`` is the last
-    state seen (None when none was found)."""
+    state seen (None when none was found); ``last_error`` what the last poll raised when it failed
+    (the service down or hung through the deadline), else None."""
 
-    def __init__(self, message: str, episode: Optional[Episode] = None) -> None:
+    def __init__(
+        self,
+        message: str,
+        episode: Optional[Episode] = None,
+        last_error: Optional[MemoryServiceError] = None,
+    ) -> None:
         super().__init__(message)
         self.episode = episode
+        self.last_error = last_error
 
 
 _BY_STATUS: Dict[int, Type[APIError]] = {

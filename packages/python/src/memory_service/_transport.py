@@ -27,6 +27,7 @@ from ._errors import (
     APIError,
     APITimeoutError,
     InvalidRequestError,
+    InvalidResponseError,
     MemoryServiceError,
     error_for,
 )
@@ -72,7 +73,8 @@ class RetryEvent(NamedTuple):
     request: str
     """Method and path, e.g. ``POST /v1/threads``."""
     retry: int
-    """1 for the first retry."""
+    """1 for the first retry (a keyed write's wait after a 409 counts here, not against
+    ``max_retries``)."""
     delay: float
     """Seconds until it is sent."""
     error: MemoryServiceError
@@ -93,6 +95,25 @@ class _Plan:
         self.retries = retries
         self.timeout = timeout
         self.stream = stream
+
+
+STILL_RUNNING_WAIT = 1.0
+"""Seconds before asking again after a 409 "still being processed" that sent no ``Retry-After``."""
+MIN_STILL_RUNNING_WAIT = 0.1
+"""The shortest such wait (a ``Retry-After: 0`` does not make a busy loop)."""
+
+
+class _Retrying:
+    """Where one call's retrying stands: retries used, repeats made, and until when a keyed write
+    may wait for its own first request ((retries + 1) x timeout from the call's start)."""
+
+    __slots__ = ("retries", "repeats", "deadline")
+
+    def __init__(self, plan: _Plan) -> None:
+        self.retries = 0
+        self.repeats = 0
+        budget = (plan.retries + 1) * plan.timeout if plan.timeout else None
+        self.deadline = time.monotonic() + budget if budget is not None else float("inf")
 
 
 def encode_path(value: str) -> str:
@@ -256,16 +277,15 @@ class Transport:
         """A blocking call: attempts until one succeeds, an error is not retryable, or the
         retries run out."""
         plan = self.plan(method, path, kind, **options)
-        attempt = 0
+        state = _Retrying(plan)
         while True:
             try:
                 return self.attempt(plan)
             except (APIError, APIConnectionError) as error:
-                delay = self._delay(plan, attempt, error)
+                delay = self._delay(plan, state, error)
                 if delay is None:
                     raise
             time.sleep(delay)
-            attempt += 1
 
     async def call_async(self, method: str, path: str, kind: str, **options: Any) -> Any:
         """The same, without blocking the event loop: each attempt runs in the client's thread
@@ -273,16 +293,15 @@ class Transport:
         plan = self.plan(method, path, kind, **options)
         loop = asyncio.get_running_loop()
         executor = self.executor()
-        attempt = 0
+        state = _Retrying(plan)
         while True:
             try:
                 return await loop.run_in_executor(executor, self.attempt, plan)
             except (APIError, APIConnectionError) as error:
-                delay = self._delay(plan, attempt, error)
+                delay = self._delay(plan, state, error)
                 if delay is None:
                     raise
             await asyncio.sleep(delay)
-            attempt += 1
 
     def executor(self) -> ThreadPoolExecutor:
         if self._executor is None:
@@ -293,58 +312,64 @@ class Transport:
                     )
         return self._executor
 
-    def _delay(self, plan: _Plan, attempt: int, error: MemoryServiceError) -> Optional[float]:
-        if attempt >= plan.retries or not is_retryable(error, plan.repeatability):
-            return None
-        retry_after = error.retry_after if isinstance(error, APIError) else None
-        delay = backoff(attempt, self.backoff_base, self.backoff_max, retry_after)
-        if delay is not None and self.on_retry is not None:
-            self.on_retry(RetryEvent(plan.label, attempt + 1, delay, error))
+    def _delay(self, plan: _Plan, state: "_Retrying", error: MemoryServiceError) -> Optional[float]:
+        """The wait before the next attempt, or None to raise ``error``."""
+        keyed = plan.repeatability in (KEYED, KEYED_NO_5XX)
+        if keyed:
+            # The write's key, to resume it with: a repeat under it gets the stored answer.
+            error.idempotency_key = plan.headers[IDEMPOTENCY_HEADER]
+        if keyed and isinstance(error, APIError) and error.status == 409:
+            # The first request with this key still runs (an attempt that timed out, or the
+            # caller's own): wait as asked (default 1 s) and ask again for as long as the call's
+            # budget lasts, without using up retries; once it has ended, its answer is replayed.
+            left = state.deadline - time.monotonic()
+            if left <= 0:
+                return None
+            wait = STILL_RUNNING_WAIT if error.retry_after is None else error.retry_after
+            delay: Optional[float] = min(max(wait, MIN_STILL_RUNNING_WAIT), left)
+        else:
+            if state.retries >= plan.retries or not is_retryable(error, plan.repeatability):
+                return None
+            retry_after = error.retry_after if isinstance(error, APIError) else None
+            delay = backoff(state.retries, self.backoff_base, self.backoff_max, retry_after)
+            if delay is None:
+                return None
+            state.retries += 1
+        state.repeats += 1
+        if self.on_retry is not None:
+            self.on_retry(RetryEvent(plan.label, state.repeats, delay, error))
         return delay
 
     def attempt(self, plan: _Plan) -> Any:
         """One attempt: the parsed JSON of a 2xx (None for an empty body), the open response of a
         streamed 2xx, or an exception."""
-        response: Optional[http.client.HTTPResponse] = None
-        conn: Optional[http.client.HTTPConnection] = None
-        for fresh in (False, True):
-            conn = getattr(self._local, "conn", None)
-            reused = conn is not None
-            if conn is None:
-                conn = self._local.conn = self._new_connection(plan.timeout)
-            elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
-                # An idle kept-alive connection with something to read has been closed by the
-                # server (its keep-alive timeout): reconnect rather than send into it.
-                conn.close()
-                reused = False
-            if conn.timeout != plan.timeout:
-                conn.timeout = plan.timeout
-                if conn.sock is not None:
-                    conn.sock.settimeout(plan.timeout)
-            try:
-                conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
-                response = conn.getresponse()
-                break
-            except socket.timeout as err:
-                self._drop(conn)
-                raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
-            except (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError) as err:
-                self._drop(conn)
-                # A kept-alive connection the server had closed while idle: the request never
-                # ran, so it is sent again at once on a new one (once, and only when repeatable).
-                if reused and not fresh and plan.repeatability != UNSAFE:
-                    continue
-                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
-            except (OSError, http.client.HTTPException) as err:
-                self._drop(conn)
-                raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
-            except ValueError as err:
-                # A value http.client cannot send (checked before, so not expected): the half-sent
-                # request leaves the connection unusable, so it goes too.
-                self._drop(conn)
-                raise InvalidRequestError(f"{plan.label}: {err}") from err
-        if response is None or conn is None:  # not reached: the loop answers, or raises
-            raise APIConnectionError(f"{plan.label}: no connection")
+        conn: Optional[http.client.HTTPConnection] = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._new_connection(plan.timeout)
+        elif conn.sock is not None and select.select([conn.sock], [], [], 0)[0]:
+            # An idle kept-alive connection with something to read has been closed by the server
+            # (its keep-alive timeout): reconnect rather than send into it. One it closes just as
+            # the request goes out is a connection error like any other: retried when the call
+            # may be repeated, and counted against its retries.
+            conn.close()
+        if conn.timeout != plan.timeout:
+            conn.timeout = plan.timeout
+            if conn.sock is not None:
+                conn.sock.settimeout(plan.timeout)
+        try:
+            conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
+            response = conn.getresponse()
+        except socket.timeout as err:
+            self._drop(conn)
+            raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
+        except (OSError, http.client.HTTPException) as err:
+            self._drop(conn)
+            raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+        except ValueError as err:
+            # A value http.client cannot send (checked before, so not expected): the half-sent
+            # request leaves the connection unusable, so it goes too.
+            self._drop(conn)
+            raise InvalidRequestError(f"{plan.label}: {err}") from err
         status = response.status
         if plan.stream and 200 <= status < 300:
             # The stream owns the connection now; the next call on this thread opens another.
@@ -362,9 +387,10 @@ class Transport:
             try:
                 return json.loads(raw) if raw else None
             except ValueError:
-                # Not the service's answer (a proxy's page with a 200): an error, with what came.
+                # Not the service's answer (a proxy's page with a 200): no usable answer, retried
+                # like a lost one (a write under its key gets the service's stored answer).
                 text = raw.decode("utf-8", "replace").strip()[:200]
-                raise APIError(status, {"error": f"the answer is not JSON: {text}"}, request=plan.label) from None
+                raise InvalidResponseError(f"{plan.label}: the answer ({status}) is not JSON: {text}", status) from None
         raise _api_error(status, response, raw, plan.label)
 
 
