@@ -111,6 +111,12 @@ export async function attemptDelivery(
   }
 }
 
+/**
+ * How soon after its event a delivery's first attempt must start for the delivery's failed day
+ * to count as the endpoint's (a doorbell runs it at once; a sweep within minutes).
+ */
+export const FIRST_ATTEMPT_LAG_MS = 5 * 60_000;
+
 /** A delivery as its job reads it, with its endpoint. */
 const DeliveryToAttempt = z.object({
   id: z.string(),
@@ -145,12 +151,19 @@ export function attemptOutcome(result: AttemptResult, priorAttempts: number, don
 function recordAttemptSql(deliveryId: string, endpointId: string, result: AttemptResult, outcome: AttemptOutcome) {
   const { ok, next, at, disableBefore, reason } = outcome;
   // A day of failures: the streak is a day old, or this delivery failed for good (its day is
-  // over) with the streak running since its first attempt. The second catches the day measured
-  // from the end of a slow first attempt, which its last attempt, at the window's end, never
-  // reaches.
+  // over) with the streak running since its first attempt, which started soon after the event.
+  // The second catches the day measured from the end of a slow first attempt, which the last
+  // attempt, at the window's end, never reaches; a first attempt that came late (the service was
+  // down) leaves only the window's tail, which is no day of failures.
   const disable = sql`NOT ${ok}::boolean AND (failing_since <= ${disableBefore}::timestamptz
-    OR (${next === null}::boolean AND failing_since <= (
-      SELECT min(attempted_at) FROM ${webhookAttempts} WHERE delivery_id = ${deliveryId})))`;
+    OR (${next === null}::boolean AND EXISTS (
+      SELECT 1 FROM (
+        SELECT attempted_at, duration_ms FROM ${webhookAttempts} WHERE delivery_id = ${deliveryId}
+        ORDER BY attempted_at LIMIT 1) first
+      JOIN ${webhookDeliveries} d ON d.id = ${deliveryId}
+      WHERE failing_since <= first.attempted_at
+        AND first.attempted_at - make_interval(secs => coalesce(first.duration_ms, 0) / 1000.0)
+          <= d.created_at + make_interval(secs => ${FIRST_ATTEMPT_LAG_MS / 1000}))))`;
   return sql`
       WITH a AS (
         INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)

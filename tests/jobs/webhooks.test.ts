@@ -332,6 +332,23 @@ describe("webhooks", () => {
     expect(listed.disabledReason).toMatch(/failed for a day.*HTTP 503/);
   });
 
+  it("keeps the endpoint enabled when a delivery's first attempt came late and only its window's tail failed", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => ({ status: 503 });
+    await eraseEvent(t.projectId);
+    // The service was down for 23.5 hours after the event: the first attempt runs then.
+    h.clock.advance(DISABLE_AFTER_MS - 30 * 60_000);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    while (d.status === "pending") {
+      await runNextAttempt(endpoint.id);
+      [d] = await deliveries(endpoint.id);
+    }
+    expect(d.status).toBe("failed");
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ disabledAt: null });
+  });
+
   it("keeps an endpoint that succeeded during a failed delivery's day enabled", async () => {
     const t = await tenant("webhooks");
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
