@@ -90,7 +90,8 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     throw err;
   }
   const res = c.res;
-  if ((res.status >= 500 && !c.get("wroteBeforeFailing")) || c.get("inputRefused")) {
+  // A request that wrote keeps its answer whatever it is: run again, it would write twice.
+  if (!c.get("wroteBeforeFailing") && (res.status >= 500 || c.get("inputRefused"))) {
     await release();
     return;
   }

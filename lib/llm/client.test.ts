@@ -162,3 +162,54 @@ describe("takeChunk and streamEndProblem (streaming)", () => {
     expect(streamEndProblem({ ...start(), finished: true }, 100)).toBe("Model call returned no content");
   });
 });
+
+describe("NUL characters in a model's text", () => {
+  const NUL = String.fromCharCode(0);
+
+  it("are dropped from a reply, a streamed delta and a structured answer's strings (Postgres stores none)", () => {
+    const reply = completionOf({
+      model: "m",
+      choices: [
+        {
+          index: 0,
+          finish_reason: "stop",
+          logprobs: null,
+          message: { role: "assistant", content: `a${NUL}b`, refusal: null },
+        },
+      ],
+    });
+    expect(reply.text).toBe("ab");
+    const state: StreamState = {
+      text: "",
+      model: "",
+      usage: undefined,
+      finished: false,
+      complete: false,
+      aborted: false,
+      stalled: false,
+      consumed: false,
+    };
+    const chunk = { choices: [{ index: 0, delta: { content: `c${NUL}` }, finish_reason: null }] };
+    expect(takeChunk(state, chunk as OpenAI.ChatCompletionChunk)).toBe("c");
+    const schema = z.object({ summary: z.string(), items: z.array(z.string()) });
+    expect(checkJson(schema, '{"summary":"x\\u0000y","items":["\\u0000z"]}')).toEqual({
+      ok: true,
+      data: { summary: "xy", items: ["z"] },
+    });
+  });
+
+  it("make a reply of NUL characters alone a reply without content", () => {
+    const only = {
+      model: "m",
+      choices: [
+        {
+          index: 0,
+          finish_reason: "stop",
+          logprobs: null,
+          message: { role: "assistant", content: NUL, refusal: null },
+        },
+      ],
+    };
+    expect(() => completionOf(only as OpenAI.ChatCompletion)).toThrow(ProviderError);
+  });
+});

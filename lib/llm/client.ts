@@ -428,9 +428,23 @@ export function chatParams(model: string, request: { system: string; messages: C
   };
 }
 
+/**
+ * A model's text without NUL characters: Postgres cannot store U+0000 in text or jsonb, so a reply,
+ * summary or fact carrying one would fail the statement that stores it (and every retry alike).
+ */
+export function withoutNulText(text: string): string {
+  return text.includes("\u0000") ? text.replaceAll("\u0000", "") : text;
+}
+
+/** A JSON.parse reviver: the strings of a structured answer, without NUL characters. */
+function withoutNul(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? withoutNulText(value) : value;
+}
+
 /** The reply and the provider's usage; a reply without text is a failure. */
 export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
-  const text = response.choices?.[0]?.message?.content;
+  const raw = response.choices?.[0]?.message?.content;
+  const text = raw ? withoutNulText(raw) : raw;
   if (!text) throw new ProviderError("Model call returned no content");
   return {
     text,
@@ -546,7 +560,7 @@ function structuredCalls(openai: OpenAiOf, model: string) {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(content);
+      parsed = JSON.parse(content, withoutNul);
     } catch {
       // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
       return structuredJsonMode(chatJson, request);
@@ -689,7 +703,7 @@ export function checkJson<T extends z.ZodType>(schema: T, content: string): Chec
   const fenced = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/i.exec(content);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(fenced ? fenced[1] : content);
+    parsed = JSON.parse(fenced ? fenced[1] : content, withoutNul);
   } catch (err) {
     return { ok: false, invalidJson: true, problem: `it is not valid JSON (${(err as Error).message})` };
   }
@@ -720,7 +734,8 @@ export function takeChunk(state: StreamState, chunk: ChatCompletionChunk): strin
   if (chunk.usage) state.usage = chunk.usage;
   const choice = chunk.choices[0];
   if (choice?.finish_reason) state.finished = true;
-  const delta = choice?.delta?.content;
+  const raw = choice?.delta?.content;
+  const delta = raw ? withoutNulText(raw) : raw;
   if (delta) state.text += delta;
   return delta || undefined;
 }

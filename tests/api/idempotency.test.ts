@@ -282,6 +282,22 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(await messageCount(threadId)).toBe(3);
   });
 
+  it("a chat whose reply carries a NUL character stores it without one, once, and replays it", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    fake.onText(() => `A reply${String.fromCharCode(0)} with a NUL.`);
+    try {
+      const chat = { token: t.key, key: "chat-nul", json: { content: "hello", recall: false } };
+      const first = await send(`${W}/${threadId}/chat`, chat);
+      expect([first.status, first.body.reply.content]).toEqual([200, "A reply with a NUL."]);
+      const again = await send(`${W}/${threadId}/chat`, chat);
+      expect([again.status, again.replayed]).toEqual([200, "true"]);
+      expect(await messageCount(threadId)).toBe(2);
+    } finally {
+      fake.onText(() => "A short reply.");
+    }
+  });
+
   it("a streamed answer is not stored: the key is freed when the stream ends, and a repeat runs again", async () => {
     const t = await newTenant(svc);
     const threadId = await newThread(t.key);
