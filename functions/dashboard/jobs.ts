@@ -56,7 +56,10 @@ export const jobOperations = {
       responses: {
         200: jsonResponse(z.object({ job: FailingJobSchema }), "Due now; its doorbell is rung"),
         401: errorResponses[401],
-        404: jsonResponse(ErrorSchema, "Job not found (it ran and succeeded meanwhile), or Project not found"),
+        404: jsonResponse(
+          ErrorSchema,
+          "Job not found: no such failing job (it ran and succeeded meanwhile, or never failed)",
+        ),
         409: jsonResponse(ErrorSchema, "The job is running"),
       },
     }),

@@ -33,15 +33,17 @@ export async function failingJobs({ deps, projectId }: ProjectContext, page: { l
 
 /**
  * Runs a failing job now instead of at the end of its backoff: its due time is set to now and
- * its doorbell rung. 404 when it is gone (it ran and succeeded meanwhile), 409 while it runs.
- * One statement.
+ * its doorbell rung. 404 when it is gone (it ran and succeeded meanwhile) or has not failed (an
+ * idle timer moved to now would end a live thread's episode early), 409 while it runs. One
+ * statement.
  */
 export async function retryJobNow({ deps, projectId }: ProjectContext, { jobId }: { jobId: string }) {
   const now = deps.clock.now().toISOString();
   const [row] = parsedRowsOf(
     z.object({ job: dbJson(FailingJobRow.nullable()), running: z.boolean() }),
     await deps.db.execute(sql`
-      WITH target AS (SELECT id, locked_until FROM ${jobs} WHERE id = ${jobId} AND project_id = ${projectId}),
+      WITH target AS (
+        SELECT id, locked_until FROM ${jobs} WHERE id = ${jobId} AND project_id = ${projectId} AND last_error IS NOT NULL),
       moved AS (
         UPDATE ${jobs} SET run_at = ${now}::timestamptz
         WHERE id = (SELECT id FROM target)

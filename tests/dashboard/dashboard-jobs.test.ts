@@ -100,6 +100,20 @@ describe("failing jobs", () => {
       "The job is running",
     );
     await expectError(await call("/dashboard/projects/prj_missing/failing-jobs"), 404, "Project not found");
+    // A job that has not failed (the thread's idle timer) is not run early: that would cut its
+    // episode while the conversation goes on.
+    const [idle] = rowsOf<{ id: string; run_at: string }>(
+      await h.svc.deps.db.execute(sql`SELECT id, run_at::text FROM jobs WHERE key = ${`idle:${threadId}`}`),
+    );
+    await expectError(
+      await call(`/dashboard/projects/${t.projectId}/failing-jobs/${idle.id}/retry`, { method: "POST" }),
+      404,
+      "Job not found",
+    );
+    const [after] = rowsOf<{ run_at: string }>(
+      await h.svc.deps.db.execute(sql`SELECT run_at::text FROM jobs WHERE id = ${idle.id}`),
+    );
+    expect(after.run_at).toBe(idle.run_at);
     expect((await call(`/dashboard/projects/${t.projectId}/failing-jobs`, { token: null })).status).toBe(401);
   });
 });

@@ -1770,7 +1770,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Job not found (it ran and succeeded meanwhile), or Project not found */
+                /** @description Job not found: no such failing job (it ran and succeeded meanwhile, or never failed) */
                 404: {
                     headers: {
                         [name: string]: unknown;
