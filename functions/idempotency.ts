@@ -60,7 +60,7 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     projectId: principal.projectId,
     key,
     fingerprint: requestFingerprint(c.req.method, url.pathname + url.search, body),
-    scope: answerScope(url.pathname, body),
+    scope: answerScope(c.req.method, url.pathname, body),
   });
   if (outcome.kind === "replay") {
     const { status, body: stored, contentType } = outcome.response;

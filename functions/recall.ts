@@ -72,7 +72,7 @@ const routes = {
     path: "/datasets/{dataset}",
     summary: "Hard-erase a dataset",
     description:
-      "Every thread, message, episode, fact and entity of the dataset, and its pending jobs, in one transaction. No undo.",
+      "Every thread, message, episode, fact and entity of the dataset, and its pending jobs, in one transaction, with the copies of their text held elsewhere: the stored `Idempotency-Key` answers of requests that named the dataset (in the path, the body, or through the thread or episode the path names; a request still running then stores none) and the dataset's webhook deliveries with their attempts. No undo.",
     request: { params: datasetParam },
     responses: {
       200: jsonResponse(

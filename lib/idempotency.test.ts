@@ -34,29 +34,45 @@ describe("answerScope", () => {
   const none = new Uint8Array(0);
 
   it("takes the dataset, thread or episode a path names (decoded), without reading the body", () => {
-    expect(answerScope("/v1/memory/recall/datasets/team%2F%CE%B1", none)).toEqual({
+    expect(answerScope("POST", "/v1/memory/recall/datasets/team%2F%CE%B1", none)).toEqual({
       datasets: ["team/α"],
       threadIds: [],
       episodeIds: [],
     });
     const body = bytes({ dataset: "ignored" });
-    expect(answerScope("/v1/memory/working/threads/thr_1/chat", body).threadIds).toEqual(["thr_1"]);
-    expect(answerScope("/v1/threads/thr_2/end", body)).toEqual({ datasets: [], threadIds: ["thr_2"], episodeIds: [] });
-    expect(answerScope("/v1/memory/episodic/episodes/epi_1/retry", none).episodeIds).toEqual(["epi_1"]);
-    expect(answerScope("/v1/memory/semantic/datasets/ds/facts/fct_1", none).datasets).toEqual(["ds"]);
+    expect(answerScope("POST", "/v1/memory/working/threads/thr_1/chat", body).threadIds).toEqual(["thr_1"]);
+    expect(answerScope("POST", "/v1/threads/thr_2/end", body)).toEqual({
+      datasets: [],
+      threadIds: ["thr_2"],
+      episodeIds: [],
+    });
+    expect(answerScope("POST", "/v1/memory/episodic/episodes/epi_1/retry", none).episodeIds).toEqual(["epi_1"]);
+    expect(answerScope("POST", "/v1/memory/semantic/datasets/ds/facts/fct_1", none).datasets).toEqual(["ds"]);
   });
 
   it("reads a body's dataset, or the batch's thread ids, when the path names nothing", () => {
-    expect(answerScope("/v1/threads", bytes({ dataset: "user-42", tags: ["a"] })).datasets).toEqual(["user-42"]);
-    expect(answerScope("/v1/memory/recall", bytes({ dataset: "user-42", query: "q" })).datasets).toEqual(["user-42"]);
+    expect(answerScope("POST", "/v1/threads", bytes({ dataset: "user-42", tags: ["a"] })).datasets).toEqual([
+      "user-42",
+    ]);
+    expect(answerScope("POST", "/v1/memory/recall", bytes({ dataset: "user-42", query: "q" })).datasets).toEqual([
+      "user-42",
+    ]);
     const batch = bytes({ messages: [{ threadId: "thr_a" }, { threadId: "thr_b" }, { threadId: "thr_a" }, {}] });
-    expect(answerScope("/v1/memory/working/messages:batch", batch).threadIds).toEqual(["thr_a", "thr_b"]);
+    expect(answerScope("POST", "/v1/memory/working/messages:batch", batch).threadIds).toEqual(["thr_a", "thr_b"]);
+  });
+
+  it("names nothing for the erase itself: its answer is counts, and its running claim is not erased", () => {
+    const empty = { datasets: [], threadIds: [], episodeIds: [] };
+    expect(answerScope("DELETE", "/v1/memory/recall/datasets/user-42", none)).toEqual(empty);
+    expect(answerScope("DELETE", "/v1/memory/semantic/datasets/user-42/facts/fct_1", none).datasets).toEqual([
+      "user-42",
+    ]);
   });
 
   it("names nothing for a body that is not a JSON object, or a malformed path segment", () => {
     const empty = { datasets: [], threadIds: [], episodeIds: [] };
-    expect(answerScope("/v1/threads", new TextEncoder().encode("{"))).toEqual(empty);
-    expect(answerScope("/v1/threads", bytes([1, 2]))).toEqual(empty);
-    expect(answerScope("/v1/memory/recall/datasets/%E0%A4%A", none).datasets).toEqual(["%E0%A4%A"]);
+    expect(answerScope("POST", "/v1/threads", new TextEncoder().encode("{"))).toEqual(empty);
+    expect(answerScope("POST", "/v1/threads", bytes([1, 2]))).toEqual(empty);
+    expect(answerScope("POST", "/v1/memory/recall/datasets/%E0%A4%A", none).datasets).toEqual(["%E0%A4%A"]);
   });
 });

@@ -54,8 +54,10 @@ export function requestFingerprint(method: string, pathAndQuery: string, body: U
  * What a keyed request names that its stored answer may quote: datasets (a `{dataset}` path
  * segment or a `dataset` in the body), threads (a `threads/{id}` segment, or the `threadId`s of
  * the cross-thread batch's messages) and episodes (`episodes/{id}`). The claim turns them into
- * the datasets it records, so erasing a dataset deletes the answers that may quote it. The body
- * is read only when the path names nothing (a thread's add message is never parsed twice).
+ * the datasets it records, so erasing a dataset deletes the answers that may quote it, and the
+ * claims of requests still running (their answers are then not stored). The body is read only
+ * when the path names nothing (the thread routes' bodies are not parsed twice; the cross-thread
+ * batch's and a thread create's are).
  */
 export interface AnswerScope {
   datasets: string[];
@@ -63,8 +65,11 @@ export interface AnswerScope {
   episodeIds: string[];
 }
 
-export function answerScope(pathname: string, body: Uint8Array): AnswerScope {
+export function answerScope(method: string, pathname: string, body: Uint8Array): AnswerScope {
   const scope: AnswerScope = { datasets: [], threadIds: [], episodeIds: [] };
+  // The erase itself: its answer holds counts only, and its claim, running while it erases, is
+  // not one of the answers it deletes.
+  if (method === "DELETE" && ERASE_PATH.test(pathname)) return scope;
   const segments = pathname.split("/").map(decodedSegment);
   segments.forEach((segment, i) => {
     const next = segments[i + 1];
@@ -84,6 +89,8 @@ export function answerScope(pathname: string, body: Uint8Array): AnswerScope {
   }
   return scope;
 }
+
+const ERASE_PATH = /^\/v1\/memory\/recall\/datasets\/[^/]+\/?$/;
 
 function decodedSegment(segment: string): string {
   try {

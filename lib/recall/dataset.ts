@@ -236,9 +236,9 @@ export async function eraseDataset({ deps, projectId }: ProjectContext, { datase
           DELETE FROM ${jobs} WHERE ${scope(jobs)}
             OR (project_id = ${projectId} AND key IN (SELECT ${jobKeySql("webhook", sql`id`)} FROM wd))
           RETURNING 1),
-        -- Answers stored, not claims still running: this erase's own, if keyed, stores its counts.
-        k AS (DELETE FROM ${idempotencyKeys} WHERE project_id = ${projectId} AND ${dataset} = ANY (datasets)
-          AND response_status IS NOT NULL),
+        -- Stored answers, and claims still running (a request that read the dataset before this
+        -- erase then stores nothing); this erase's own claim names no dataset (answerScope).
+        k AS (DELETE FROM ${idempotencyKeys} WHERE project_id = ${projectId} AND ${dataset} = ANY (datasets)),
         ${webhookEventCtes(
           "dataset.erased",
           sql`SELECT ${projectId}::text AS project_id, jsonb_build_object('dataset', ${dataset}::text,

@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
+import { answerScope, claimKey, storeResponse } from "../../lib/idempotency";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { EXPORT_PAGE_ROWS } from "../../lib/recall/dataset";
 import type { ApiSchema } from "../helpers/api-types";
@@ -224,7 +225,19 @@ describe("export and erase round trip", () => {
       return Object.fromEntries(Object.entries(row).map(([k, v]) => [k, Number(v)]));
     };
     expect(await copies()).toEqual({ answers: 6, deliveries: 1, delivery_jobs: 1, quoting: 2 });
+    // A keyed recall still running (it read the dataset before the erase): its claim goes too, so
+    // the answer it stores afterwards is stored nowhere.
+    const running = await claimKey(h.svc.deps, {
+      projectId: t.projectId,
+      key: "in-flight",
+      fingerprint: "f",
+      scope: answerScope("POST", "/v1/memory/recall", new TextEncoder().encode(JSON.stringify({ dataset: DATASET }))),
+    });
+    expect(running.kind).toBe("claimed");
     await erase(t);
+    if (running.kind === "claimed") {
+      await storeResponse(h.svc.deps, running.claim, { status: 200, body: "Acme", contentType: "application/json" });
+    }
     expect(await copies()).toEqual({ answers: 1, deliveries: 0, delivery_jobs: 0, quoting: 0 });
     // The key is free: the same request runs again instead of replaying the erased thread.
     const again = await keyed("/v1/threads", "create", { dataset: DATASET, tags: ["zorbtag"] });
