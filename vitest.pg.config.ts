@@ -48,6 +48,7 @@ export const PG_SUITES = [
   "tests/dashboard/dashboard.test.ts",
   "tests/dashboard/dashboard-browse.test.ts",
   "tests/dashboard/dashboard-projects.test.ts",
+  "tests/dashboard/dashboard-jobs.test.ts",
   // Recall and vector search (pgvector's HNSW on the server).
   "tests/recall/recall.test.ts",
   "tests/recall/recall-dataset.test.ts",
@@ -76,6 +77,9 @@ export const PG_SUITES = [
   "tests/semantic/extraction-report.test.ts",
   "tests/jobs/webhooks.test.ts",
   "tests/jobs/webhook-scale.test.ts",
+  // Webhook deliveries in their own lane; a shutdown lets running jobs finish.
+  "tests/jobs/job-lanes.test.ts",
+  "tests/jobs/shutdown.test.ts",
   // Concurrency and crashes: real parallel connections, and `npm start` killed with kill -9.
   "tests/process/load.test.ts",
   "tests/process/crash.test.ts",
