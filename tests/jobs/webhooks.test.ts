@@ -101,6 +101,16 @@ async function runNextAttempt(endpointId: string) {
   await runDueJobs(h.svc.deps);
 }
 
+/** Runs the endpoint's one delivery attempt after attempt until it is no longer pending. */
+async function runUntilDone(endpointId: string) {
+  let [d] = await deliveries(endpointId);
+  while (d.status === "pending") {
+    await runNextAttempt(endpointId);
+    [d] = await deliveries(endpointId);
+  }
+  return d;
+}
+
 describe("webhooks", () => {
   it("an episode completing delivers a signed episode.completed (Standard Webhooks)", async () => {
     // The receiver checks the timestamp against the real time: start the manual clock there.
@@ -275,11 +285,7 @@ describe("webhooks", () => {
     const start = h.clock.now().getTime();
     await eraseEvent(t.projectId);
     await runDueJobs(h.svc.deps);
-    let [d] = await deliveries(endpoint.id);
-    while (d.status === "pending") {
-      await runNextAttempt(endpoint.id);
-      [d] = await deliveries(endpoint.id);
-    }
+    let d = await runUntilDone(endpoint.id);
     expect(d.status).toBe("failed");
     expect(h.clock.now().getTime() - start).toBe(DISABLE_AFTER_MS);
     expect(d.attempts).toBeGreaterThan(10);
@@ -321,11 +327,7 @@ describe("webhooks", () => {
     };
     await eraseEvent(t.projectId);
     await runDueJobs(h.svc.deps);
-    let [d] = await deliveries(endpoint.id);
-    while (d.status === "pending") {
-      await runNextAttempt(endpoint.id);
-      [d] = await deliveries(endpoint.id);
-    }
+    const d = await runUntilDone(endpoint.id);
     expect(d.status).toBe("failed");
     const [listed] = await endpoints(t.projectId);
     expect(listed.disabledAt).toBe(h.clock.now().toISOString());
@@ -340,11 +342,7 @@ describe("webhooks", () => {
     // The service was down for 23.5 hours after the event: the first attempt runs then.
     h.clock.advance(DISABLE_AFTER_MS - 30 * 60_000);
     await runDueJobs(h.svc.deps);
-    let [d] = await deliveries(endpoint.id);
-    while (d.status === "pending") {
-      await runNextAttempt(endpoint.id);
-      [d] = await deliveries(endpoint.id);
-    }
+    const d = await runUntilDone(endpoint.id);
     expect(d.status).toBe("failed");
     expect((await endpoints(t.projectId))[0]).toMatchObject({ disabledAt: null });
   });
