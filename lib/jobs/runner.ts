@@ -85,22 +85,21 @@ export async function runJobByKey(deps: Deps, key: string): Promise<boolean> {
 }
 
 /**
- * Claims and runs every due job until none is due (or about `max` ran): each lane (lib/jobs/
- * kinds.ts) in its own slots, JOB_CONCURRENCY at a time, so webhook deliveries waiting on slow
- * receivers never hold back the model work, nor it them.
+ * Claims and runs every due job until none is due (or `max` ran): each lane (lib/jobs/kinds.ts)
+ * in its own slots, JOB_CONCURRENCY at a time, so webhook deliveries waiting on slow receivers
+ * never hold back the model work, nor it them. The lanes draw on one count of `max`.
  */
 export async function runDueJobs(deps: Deps, max = 500): Promise<number> {
-  let total = 0;
+  const budget = { left: max };
   // Again while a round ran something: a job may queue one for the other lane (an episode's
   // webhook delivery) after that lane found nothing due.
   for (;;) {
-    const ran = (await Promise.all(JOB_LANES.map((lane) => runLane(deps, lane, max)))).reduce((a, b) => a + b, 0);
-    total += ran;
-    if (ran === 0 || total >= max) return total;
+    const ran = (await Promise.all(JOB_LANES.map((lane) => runLane(deps, lane, budget)))).reduce((a, b) => a + b, 0);
+    if (ran === 0 || budget.left <= 0) return max - budget.left;
   }
 }
 
-async function runLane(deps: Deps, lane: JobLane, max: number): Promise<number> {
+async function runLane(deps: Deps, lane: JobLane, budget: { left: number }): Promise<number> {
   let ran = 0;
   const workers: Promise<void>[] = [];
   // Each worker claims a job only once it holds a slot of its lane (deps.jobSlots, shared with
@@ -110,11 +109,16 @@ async function runLane(deps: Deps, lane: JobLane, max: number): Promise<number> 
   // JOB_CONCURRENCY; a worker stops when it finds nothing due, and one whose job ended looks
   // again (the job may have queued another).
   const worker = async () => {
-    while (ran < max) {
+    while (budget.left > 0) {
       const claimed = await deps.jobSlots[lane](async () => {
-        if (ran >= max) return false;
+        if (budget.left <= 0) return false;
+        // Taken before the claim's round trip, so the other lane's workers see it at once.
+        budget.left--;
         const [job] = await claimJobs(deps.db, { now: deps.clock.now(), leaseMs: LEASE_MS, limit: 1, lane });
-        if (!job) return false;
+        if (!job) {
+          budget.left++;
+          return false;
+        }
         ran++;
         if (workers.length < JOB_CONCURRENCY) workers.push(worker());
         await runJob(deps, job);

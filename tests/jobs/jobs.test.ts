@@ -426,4 +426,18 @@ describe("runner", () => {
     for (const id of ids) expect((await t.episode(id)).status).toBe("completed");
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(10);
   });
+
+  it("runs at most `max` jobs in one runDueJobs, both lanes counted together", async () => {
+    const t = await tenant();
+    for (let i = 0; i < 6; i++) await pendingEpisode(t, `capped ${i}`);
+    // Three webhook jobs in the other lane (their deliveries are gone: each ends at once).
+    await h.svc.deps.db.execute(sql`
+      INSERT INTO jobs (id, kind, key, project_id, run_at, payload)
+      SELECT 'job_capped_' || i, 'webhook', 'webhook:whd_gone_' || i, ${t.projectId},
+        ${h.clock.now().toISOString()}::timestamptz, jsonb_build_object('deliveryId', 'whd_gone_' || i)
+      FROM generate_series(1, 3) i`);
+    expect(await runDueJobs(h.svc.deps, 4)).toBe(4);
+    expect(await runDueJobs(h.svc.deps)).toBe(5);
+    expect(h.fake.chatCalls("episode_summary")).toHaveLength(6);
+  });
 });
