@@ -249,7 +249,16 @@ const routes = {
     method: "get",
     path: "/entities/{id}/facts",
     summary: "An entity and the facts linked to it, newest validAt first",
-    request: { params: idParam, query: z.object({ projectId, includeInvalidated }) },
+    request: {
+      params: idParam,
+      query: z.object({
+        projectId,
+        dataset: dataset.optional().openapi({
+          description: "The entity's dataset: an entity of another dataset is 404 Entity not found.",
+        }),
+        includeInvalidated,
+      }),
+    },
     responses: {
       200: jsonResponse(
         z.object({ entity: EntityRefSchema, facts: z.array(BrowseFactSchema) }),
@@ -299,7 +308,7 @@ browseRoutes
     return c.json(await browseEntities(dashboardProjectContext(c, projectId), q), 200);
   })
   .openapi(routes.entityFacts, async (c) => {
-    const { projectId, includeInvalidated } = c.req.valid("query");
-    const q = { entityId: c.req.valid("param").id, includeInvalidated };
+    const { projectId, ...rest } = c.req.valid("query");
+    const q = { entityId: c.req.valid("param").id, ...rest };
     return c.json(await browseEntityFacts(dashboardProjectContext(c, projectId), q), 200);
   });

@@ -303,15 +303,20 @@ export async function browseEntities({ deps, projectId }: ProjectContext, q: Pag
   };
 }
 
-/** An entity of the project and the facts linked to it (live ones unless asked), one statement. */
+/**
+ * An entity of the project and the facts linked to it (live ones unless asked), one statement.
+ * With a `dataset` (the dashboard's entity page names one in its route), an entity of another
+ * dataset is not found either.
+ */
 export async function browseEntityFacts(
   { deps, projectId }: ProjectContext,
-  { entityId, ...q }: { entityId: string; includeInvalidated: boolean },
+  { entityId, ...q }: { entityId: string; includeInvalidated: boolean; dataset?: string },
 ) {
+  const inDataset = q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`;
   const [row] = parsedRowsOf(
     z.object({ entity: dbJson(EntityRow.nullable()), page: dbJson(z.array(BrowseFactRow)) }),
     await deps.db.execute(sql`
-      WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId})
+      WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId}${inDataset})
       SELECT (SELECT row_to_json(ent) FROM ent) AS entity,
         ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f
           WHERE f.project_id = ${projectId}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}

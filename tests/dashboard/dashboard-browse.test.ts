@@ -676,6 +676,23 @@ describe("GET /dashboard/browse/entities/{id}/facts", () => {
     await expectError(await call(`${B}/entities/ent_nope/facts?projectId=${t.projectId}`), 404, "Entity not found");
     await expectValidation(await call(`${B}/entities/${theirs}/facts`), ["projectId"]);
   });
+
+  it("404 Entity not found for an entity of another dataset than the one named; its own answers as without one", async () => {
+    const t = await tenant("browse-entity-dataset");
+    const acme = await rows.entity(t.projectId, "alpha", "Acme", "ORG");
+    await rows.fact(t.projectId, "alpha", { predicate: "works_at", object: "Acme", entities: [acme] });
+    const url = (dataset: string) =>
+      `${B}/entities/${acme}/facts?projectId=${t.projectId}&dataset=${encodeURIComponent(dataset)}`;
+    const m = await measured(url("beta"));
+    expect({ status: m.status, body: m.text }).toEqual({
+      status: 404,
+      body: JSON.stringify({ error: "Entity not found" }),
+    });
+    expect(m.statements).toHaveLength(2);
+    const own = await get<{ facts: BrowseFact[] }>(url("alpha"));
+    expect(own).toEqual(await get<{ facts: BrowseFact[] }>(`${B}/entities/${acme}/facts?projectId=${t.projectId}`));
+    expect(own.facts).toHaveLength(1);
+  });
 });
 
 // -------------------------------------------------------------------------------------------------

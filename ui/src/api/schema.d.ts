@@ -2413,6 +2413,8 @@ export interface paths {
                 query: {
                     /** @description Project id (required). */
                     projectId: string;
+                    /** @description The entity's dataset: an entity of another dataset is 404 Entity not found. */
+                    dataset?: string;
                     /** @description Also list superseded and deleted facts (true/false, default false). */
                     includeInvalidated?: boolean;
                 };

@@ -74,12 +74,13 @@ export function EntityPage({ projectId, dataset, query, entityId }: BrowseProps 
         api.GET("/dashboard/browse/entities/{id}/facts", {
           params: {
             path: { id: entityId },
-            query: { projectId, includeInvalidated },
+            // The route's dataset: an entity of another one is Entity not found.
+            query: { projectId, dataset, includeInvalidated },
           },
         }),
       ),
-    [projectId, entityId, includeInvalidated],
-    [projectId, entityId],
+    [projectId, dataset, entityId, includeInvalidated],
+    [projectId, dataset, entityId],
   );
   const data = load.data;
   return (
