@@ -13,6 +13,15 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 export const storable = (s: string) => !s.includes("\u0000") && s.search(LONE_SURROGATE) === -1;
 
 /**
+ * A model's text without NUL characters, which Postgres `text` and `jsonb` cannot hold: a reply,
+ * summary or fact carrying one would fail the statement that stores it, and every retry alike.
+ * (Client input with one is refused instead: `text()` below.)
+ */
+export function withoutNulText(s: string): string {
+  return s.includes("\u0000") ? s.replaceAll("\u0000", "") : s;
+}
+
+/**
  * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would
  * otherwise fail the statement with a 500; here it is a 400 naming the field. Lone surrogates become
  * U+FFFD, which is what UTF-8 encoding does to them in a `text` column anyway; in `jsonb` (tags,

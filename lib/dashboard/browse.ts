@@ -14,6 +14,9 @@ import { retryExtraction } from "../semantic/jobs";
 import { RawThreadRow, threadFromRaw, threadRecord } from "../threads";
 import { MessageRow, messageRecord } from "../working/messages";
 
+/** ` AND dataset = …` when a dataset is named (the row's own `dataset` column), else nothing. */
+const inDataset = (dataset: string | undefined) => (dataset === undefined ? sql`` : sql` AND dataset = ${dataset}`);
+
 /**
  * The dashboard's read-only views of a project's memory (and the two writes an operator needs:
  * retrying a failed episode, deleting a fact). Every dataset of the project is readable. Each
@@ -113,7 +116,6 @@ export async function browseThreadMessages(
   { threadId, ...q }: { threadId: string; limit: number; before?: number; dataset?: string },
 ) {
   const before = q.before ?? null;
-  const inDataset = q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`;
   const [row] = parsedRowsOf(
     z.object({
       thread: dbJson(RawThreadRow.nullable()),
@@ -121,7 +123,7 @@ export async function browseThreadMessages(
       active: dbJson(MessageJson.nullable()),
     }),
     await deps.db.execute(sql`
-      WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}${inDataset}),
+      WITH t AS (SELECT * FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}${inDataset(q.dataset)}),
       page AS (
         SELECT m.* FROM ${messages} m
         WHERE m.thread_id = (SELECT id FROM t) AND (${before}::int IS NULL OR m.seq < ${before}::int)
@@ -180,7 +182,7 @@ export async function browseEpisodes(
   { deps, projectId }: ProjectContext,
   q: Page & { dataset?: string; status?: BrowseStatus },
 ) {
-  const scope = sql`project_id = ${projectId} AND status <> 'deleted'${q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`}${
+  const scope = sql`project_id = ${projectId} AND status <> 'deleted'${inDataset(q.dataset)}${
     q.status === undefined ? sql`` : sql` AND status = ${q.status}`
   }`;
   const [row] = parsedRowsOf(
@@ -312,11 +314,10 @@ export async function browseEntityFacts(
   { deps, projectId }: ProjectContext,
   { entityId, ...q }: { entityId: string; includeInvalidated: boolean; dataset?: string },
 ) {
-  const inDataset = q.dataset === undefined ? sql`` : sql` AND dataset = ${q.dataset}`;
   const [row] = parsedRowsOf(
     z.object({ entity: dbJson(EntityRow.nullable()), page: dbJson(z.array(BrowseFactRow)) }),
     await deps.db.execute(sql`
-      WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId}${inDataset})
+      WITH ent AS (SELECT id, name, type FROM ${entities} WHERE id = ${entityId} AND project_id = ${projectId}${inDataset(q.dataset)})
       SELECT (SELECT row_to_json(ent) FROM ent) AS entity,
         ${factPage(sql`SELECT ${BROWSE_FACT_COLUMNS} FROM ${facts} f
           WHERE f.project_id = ${projectId}${q.includeInvalidated ? sql`` : sql` AND f.invalid_at IS NULL`}

@@ -4,7 +4,7 @@ import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
 import { NoProviderError, ProviderError } from "../errors";
-import { storable } from "../inputs";
+import { storable, withoutNulText } from "../inputs";
 import { type ModelCall, observeModelCall } from "../telemetry";
 
 /**
@@ -429,19 +429,17 @@ export function chatParams(model: string, request: { system: string; messages: C
 }
 
 /**
- * A model's text without NUL characters: Postgres cannot store U+0000 in text or jsonb, so a reply,
- * summary or fact carrying one would fail the statement that stores it (and every retry alike).
+ * A JSON.parse reviver: the strings of a structured answer without NUL characters, which would
+ * fail the statement storing a summary or a fact (and every retry alike).
  */
-export function withoutNulText(text: string): string {
-  return text.includes("\u0000") ? text.replaceAll("\u0000", "") : text;
-}
-
-/** A JSON.parse reviver: the strings of a structured answer, without NUL characters. */
 function withoutNul(_key: string, value: unknown): unknown {
   return typeof value === "string" ? withoutNulText(value) : value;
 }
 
-/** The reply and the provider's usage; a reply without text is a failure. */
+/**
+ * The reply, without NUL characters (`withoutNulText`), and the provider's usage; a reply without
+ * text is a failure.
+ */
 export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
   const raw = response.choices?.[0]?.message?.content;
   const text = raw ? withoutNulText(raw) : raw;

@@ -201,6 +201,14 @@ class Transport:
         if getattr(self._local, "conn", None) is conn:
             self._local.conn = None
 
+    def _lost(self, conn: http.client.HTTPConnection, plan: "_Plan", err: BaseException) -> APIConnectionError:
+        """A connection left unusable by ``err`` (sending or reading): dropped, and the error to
+        raise, a timeout (``socket.timeout`` is an ``OSError``) or a connection error."""
+        self._drop(conn)
+        if isinstance(err, socket.timeout):
+            return APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s")
+        return APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}")
+
     def close(self) -> None:
         """Closes every kept-alive connection (and the asyncio client's thread pool)."""
         with self._lock:
@@ -359,12 +367,8 @@ class Transport:
         try:
             conn.request(plan.method, plan.url, body=plan.payload, headers=plan.headers)
             response = conn.getresponse()
-        except socket.timeout as err:
-            self._drop(conn)
-            raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
         except (OSError, http.client.HTTPException) as err:
-            self._drop(conn)
-            raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+            raise self._lost(conn, plan, err) from err
         except ValueError as err:
             # A value http.client cannot send (checked before, so not expected): the half-sent
             # request leaves the connection unusable, so it goes too.
@@ -377,12 +381,8 @@ class Transport:
             return response, conn
         try:
             raw = response.read()
-        except socket.timeout as err:
-            self._drop(conn)
-            raise APITimeoutError(f"{plan.label}: no answer within {plan.timeout} s") from err
         except (OSError, http.client.HTTPException) as err:
-            self._drop(conn)
-            raise APIConnectionError(f"{plan.label}: {type(err).__name__}: {err}") from err
+            raise self._lost(conn, plan, err) from err
         if 200 <= status < 300:
             try:
                 return json.loads(raw) if raw else None
