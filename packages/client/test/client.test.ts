@@ -271,14 +271,16 @@ describe("episodes.waitFor through failures", () => {
       expect(performance.now() - started).toBeLessThan(1500);
       proxy.clear();
 
-      // Hung: the deadline still holds (a poll in flight is cancelled at it).
-      proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "delay", ms: 3000 });
+      // Hung: the deadline still holds (a poll in flight is cancelled at it). Every poll is held,
+      // not only the next request: a poll the wait above left in flight can take the first fault.
+      for (let i = 0; i < 10; i++) proxy.fail("GET", "/v1/memory/episodic/episodes/", { kind: "delay", ms: 3000 });
       const hung = performance.now();
       const cut = (await thrown(memory.episodes.waitFor(pending, { timeoutMs: 500 }))) as MemoryWaitTimeoutError;
       expect(cut).toBeInstanceOf(MemoryWaitTimeoutError);
       expect(cut.lastError).toBeInstanceOf(MemoryTimeoutError);
       expect(cut.message).toMatch(/last error: The memory service did not answer within \d+ ms/);
       expect(performance.now() - hung).toBeLessThan(1500);
+      proxy.clear();
 
       const quick = performance.now();
       expect(await thrown(memory.episodes.waitFor("epi_missing", { timeoutMs: 10_000 }))).toMatchObject({
