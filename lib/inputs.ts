@@ -13,12 +13,13 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 export const storable = (s: string) => !s.includes("\u0000") && s.search(LONE_SURROGATE) === -1;
 
 /**
- * A model's text without NUL characters, which Postgres `text` and `jsonb` cannot hold: a reply,
- * summary or fact carrying one would fail the statement that stores it, and every retry alike.
- * (Client input with one is refused instead: `text()` below.)
+ * A model's text as Postgres `text` and `jsonb` can hold it: without NUL characters, and with
+ * lone surrogates (a JSON escape like `\ud800` in its answer) as U+FFFD. Either would fail the
+ * statement storing a reply, summary or fact, and every retry alike. (Client input with a NUL is
+ * refused instead: `text()` below.)
  */
-export function withoutNulText(s: string): string {
-  return s.includes("\u0000") ? s.replaceAll("\u0000", "") : s;
+export function storableModelText(s: string): string {
+  return storable(s) ? s : s.replaceAll("\u0000", "").replace(LONE_SURROGATE, "\ufffd");
 }
 
 /**

@@ -213,3 +213,43 @@ describe("NUL characters in a model's text", () => {
     expect(() => completionOf(only as OpenAI.ChatCompletion)).toThrow(ProviderError);
   });
 });
+
+describe("lone surrogates in a model's text", () => {
+  const high = String.fromCharCode(0xd83d);
+  const low = String.fromCharCode(0xde00);
+
+  it("become U+FFFD in a reply and a structured answer's strings (jsonb refuses them)", () => {
+    const reply = completionOf({
+      model: "m",
+      choices: [
+        {
+          index: 0,
+          finish_reason: "stop",
+          logprobs: null,
+          message: { role: "assistant", content: `a${high}b${low}${high}${low}`, refusal: null },
+        },
+      ],
+    });
+    expect(reply.text).toBe("a\ufffdb\ufffd😀");
+    const schema = z.object({ summary: z.string() });
+    expect(checkJson(schema, '{"summary":"x\\ud800y"}')).toEqual({ ok: true, data: { summary: "x\ufffdy" } });
+  });
+
+  it("keep a pair split across two streamed chunks whole", () => {
+    const state: StreamState = {
+      text: "",
+      model: "",
+      usage: undefined,
+      finished: false,
+      complete: false,
+      aborted: false,
+      stalled: false,
+      consumed: false,
+    };
+    const chunk = (content: string) =>
+      ({ choices: [{ index: 0, delta: { content }, finish_reason: null }] }) as OpenAI.ChatCompletionChunk;
+    expect(takeChunk(state, chunk(`smile ${high}`))).toBe(`smile ${high}`);
+    expect(takeChunk(state, chunk(low))).toBe(low);
+    expect(state.text).toBe("smile 😀");
+  });
+});

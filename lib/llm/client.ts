@@ -4,7 +4,7 @@ import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
 import { NoProviderError, ProviderError } from "../errors";
-import { storable, withoutNulText } from "../inputs";
+import { storable, storableModelText } from "../inputs";
 import { type ModelCall, observeModelCall } from "../telemetry";
 
 /**
@@ -428,21 +428,18 @@ export function chatParams(model: string, request: { system: string; messages: C
   };
 }
 
-/**
- * A JSON.parse reviver: the strings of a structured answer without NUL characters, which would
- * fail the statement storing a summary or a fact (and every retry alike).
- */
-function withoutNul(_key: string, value: unknown): unknown {
-  return typeof value === "string" ? withoutNulText(value) : value;
+/** A JSON.parse reviver: the strings of a structured answer as the database can store them. */
+function storableStrings(_key: string, value: unknown): unknown {
+  return typeof value === "string" ? storableModelText(value) : value;
 }
 
 /**
- * The reply, without NUL characters (`withoutNulText`), and the provider's usage; a reply without
- * text is a failure.
+ * The reply as the database can store it (`storableModelText`), and the provider's usage; a reply
+ * without text is a failure.
  */
 export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
   const raw = response.choices?.[0]?.message?.content;
-  const text = raw ? withoutNulText(raw) : raw;
+  const text = raw ? storableModelText(raw) : raw;
   if (!text) throw new ProviderError("Model call returned no content");
   return {
     text,
@@ -558,7 +555,7 @@ function structuredCalls(openai: OpenAiOf, model: string) {
     }
     let parsed: unknown;
     try {
-      parsed = JSON.parse(content, withoutNul);
+      parsed = JSON.parse(content, storableStrings);
     } catch {
       // Accepted but ignored (text around the JSON, or no JSON): JSON mode with the schema in the prompt.
       return structuredJsonMode(chatJson, request);
@@ -701,7 +698,7 @@ export function checkJson<T extends z.ZodType>(schema: T, content: string): Chec
   const fenced = /^\s*```(?:json)?\s*([\s\S]*?)\s*```\s*$/i.exec(content);
   let parsed: unknown;
   try {
-    parsed = JSON.parse(fenced ? fenced[1] : content, withoutNul);
+    parsed = JSON.parse(fenced ? fenced[1] : content, storableStrings);
   } catch (err) {
     return { ok: false, invalidJson: true, problem: `it is not valid JSON (${(err as Error).message})` };
   }
@@ -732,8 +729,10 @@ export function takeChunk(state: StreamState, chunk: ChatCompletionChunk): strin
   if (chunk.usage) state.usage = chunk.usage;
   const choice = chunk.choices[0];
   if (choice?.finish_reason) state.finished = true;
+  // Surrogates are left as they are here: a pair can be split across two chunks. The stored text
+  // is made storable as a whole (`completion()`).
   const raw = choice?.delta?.content;
-  const delta = raw ? withoutNulText(raw) : raw;
+  const delta = raw?.includes("\u0000") ? raw.replaceAll("\u0000", "") : raw;
   if (delta) state.text += delta;
   return delta || undefined;
 }
@@ -792,7 +791,7 @@ function completionStream(
       if (!state.complete) throw new ProviderError("Model stream has not completed");
       const { text, model, usage } = state;
       return {
-        text,
+        text: storableModelText(text),
         model,
         tokens: { input: usage?.prompt_tokens, output: usage?.completion_tokens, total: usage?.total_tokens },
       };

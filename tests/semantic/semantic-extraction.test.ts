@@ -167,6 +167,23 @@ describe("happy path", () => {
     expect(((await res.json()) as { facts: { object: string }[] }).facts.map((f) => f.object)).toEqual(["Lisbon"]);
   });
 
+  it("stores a lone surrogate in the model's strings as U+FFFD, in the summary, its key learnings, facts and entities", async () => {
+    // A JSON escape like \ud800 is valid JSON but no character: Postgres refuses it in jsonb
+    // (key learnings) and every retry alike, so the episode would fail for good.
+    const lone = String.fromCharCode(0xd800);
+    h.fake.onStructured("episode_summary", () => ({ summary: `Lisbon${lone}.`, keyLearnings: [`moved${lone}`] }));
+    const t = await tenant();
+    const { episodeId } = await extract(t, ["I live in Lisbon", "ok"], {
+      facts: [fact("lives_in", `Lisbon${lone}`, "I live in Lisbon", { objectIsEntity: true })],
+      entities: [{ name: `Lisbon${lone}`, type: "PLACE" }],
+    });
+    expect(await semanticState(episodeId)).toMatchObject({ status: "completed", semanticStatus: "completed" });
+    const episode = await t.episode(episodeId);
+    expect([episode.summary, episode.keyLearnings]).toEqual(["Lisbon\ufffd.", ["moved\ufffd"]]);
+    expect((await facts(t)).map((f) => f.object)).toEqual(["Lisbon\ufffd"]);
+    expect((await entities(t)).map((e) => e.name)).toEqual(["Lisbon\ufffd"]);
+  });
+
   it("takes validAt from the user message holding the quote, and clamps confidence into 0-1", async () => {
     const t = await tenant();
     const { said } = await extract(t, ["I have a dog.", "Cute!", "Also I drive a red Fiat.", "Nice."], {
