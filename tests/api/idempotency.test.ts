@@ -194,6 +194,17 @@ describe("Idempotency-Key on /v1 writes", () => {
     });
     expect([typedAgain.status, typedAgain.replayed, typedAgain.text]).toEqual([201, "true", typed.text]);
     expect(await count("messages", t.projectId)).toBe(2);
+
+    // A body over the limit, read to its end (no Content-Length) or refused from the header.
+    const oversized = JSON.stringify({ role: "user", content: "x".repeat(1024 * 1024) });
+    const json = { "content-type": "application/json" };
+    for (const headers of [json, { ...json, "content-length": String(oversized.length) }]) {
+      const big = await send(path, { token: t.key, key: "big", body: oversized, headers });
+      expect([big.status, big.body.error]).toEqual([413, "Request body too large (limit 1 MB)"]);
+    }
+    const small = await send(path, { token: t.key, key: "big", json: { role: "user", content: "shorter" } });
+    expect([small.status, small.replayed]).toEqual([201, null]);
+    expect(await count("messages", t.projectId)).toBe(3);
   });
 
   it("stores the 4xx of a request that ran: a 404 is replayed, not re-run", async () => {
