@@ -69,6 +69,14 @@ describe("answerScope", () => {
     ]);
   });
 
+  it("takes a name as the route stores it: a lone surrogate as U+FFFD, one with a NUL (refused there) not at all", () => {
+    const lone = String.fromCharCode(0xd800);
+    expect(answerScope("POST", "/v1/threads", bytes({ dataset: `a${lone}b` })).datasets).toEqual(["a\ufffdb"]);
+    expect(answerScope("POST", "/v1/threads", bytes({ dataset: "a\u0000b" })).datasets).toEqual([]);
+    const batch = bytes({ messages: [{ threadId: `thr_${lone}` }, { threadId: 7 }, { threadId: "thr_\u0000" }] });
+    expect(answerScope("POST", "/v1/memory/working/messages:batch", batch).threadIds).toEqual(["thr_\ufffd"]);
+  });
+
   it("names nothing for a body that is not a JSON object, or a malformed path segment", () => {
     const empty = { datasets: [], threadIds: [], episodeIds: [] };
     expect(answerScope("POST", "/v1/threads", new TextEncoder().encode("{"))).toEqual(empty);

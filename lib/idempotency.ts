@@ -6,6 +6,7 @@ import { commitWithoutFlush } from "./db/commit";
 import { dbInt, parsedRowsOf, rowsOf } from "./db/rows";
 import { episodes, idempotencyKeys, threads } from "./db/schema";
 import type { Deps } from "./deps";
+import { withoutLoneSurrogates } from "./inputs";
 
 /**
  * Idempotency keys (IETF httpapi draft "The Idempotency-Key HTTP Header Field"): a client sends
@@ -70,24 +71,35 @@ export function answerScope(method: string, pathname: string, body: Uint8Array):
   // The erase itself: its answer holds counts only, and its claim, running while it erases, is
   // not one of the answers it deletes.
   if (method === "DELETE" && ERASE_PATH.test(pathname)) return scope;
+  const add = (list: string[], value: unknown) => {
+    const name = asStored(value);
+    if (name !== undefined && !list.includes(name)) list.push(name);
+  };
   const segments = pathname.split("/").map(decodedSegment);
   segments.forEach((segment, i) => {
     const next = segments[i + 1];
     if (!next) return;
-    if (segment === "datasets") scope.datasets.push(next);
-    else if (segment === "threads") scope.threadIds.push(next);
-    else if (segment === "episodes") scope.episodeIds.push(next);
+    if (segment === "datasets") add(scope.datasets, next);
+    else if (segment === "threads") add(scope.threadIds, next);
+    else if (segment === "episodes") add(scope.episodeIds, next);
   });
   if (scope.datasets.length + scope.threadIds.length + scope.episodeIds.length > 0 || body.length === 0) return scope;
   const json = parsedBody(body);
-  if (typeof json?.dataset === "string") scope.datasets.push(json.dataset);
+  add(scope.datasets, json?.dataset);
   if (Array.isArray(json?.messages)) {
-    for (const m of json.messages) {
-      const threadId = (m as { threadId?: unknown } | null)?.threadId;
-      if (typeof threadId === "string" && !scope.threadIds.includes(threadId)) scope.threadIds.push(threadId);
-    }
+    for (const m of json.messages) add(scope.threadIds, (m as { threadId?: unknown } | null)?.threadId);
   }
   return scope;
+}
+
+/**
+ * A name from the request as the route stores it (lone surrogates as U+FFFD), or none when the
+ * route will refuse it (not a string, or a NUL: `text()`). Taken raw, either would fail the claim's
+ * `jsonb` with a 500 before the route could answer its 400 naming the field.
+ */
+function asStored(value: unknown): string | undefined {
+  if (typeof value !== "string" || value.includes("\u0000")) return undefined;
+  return withoutLoneSurrogates(value);
 }
 
 const ERASE_PATH = /^\/v1\/memory\/recall\/datasets\/[^/]+\/?$/;

@@ -22,6 +22,9 @@ export function storableModelText(s: string): string {
   return storable(s) ? s : s.replaceAll("\u0000", "").replace(LONE_SURROGATE, "\ufffd");
 }
 
+/** Client text as `text()` stores it: lone surrogates as U+FFFD (a NUL is refused there). */
+export const withoutLoneSurrogates = (s: string) => s.replace(LONE_SURROGATE, "\ufffd");
+
 /**
  * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would
  * otherwise fail the statement with a 500; here it is a 400 naming the field. Lone surrogates become
@@ -31,7 +34,7 @@ export function storableModelText(s: string): string {
 export const text = () =>
   z
     .string()
-    .overwrite((s) => s.replace(LONE_SURROGATE, "\ufffd"))
+    .overwrite(withoutLoneSurrogates)
     .refine((s) => !s.includes("\u0000"), "Must not contain NUL characters (\\u0000)");
 
 /** Every password the service sets: the dashboard's forms, its API and the admin command line. */

@@ -207,6 +207,51 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(await count("messages", t.projectId)).toBe(3);
   });
 
+  it("a body whose names carry a lone surrogate or a NUL gets the route's own answer, not a 500 from the claim", async () => {
+    const t = await newTenant(svc);
+    // Raw bodies: JSON.stringify would escape the same way, but these are what a client sends.
+    const json = { "content-type": "application/json" };
+    const lone = await send("/v1/threads", {
+      token: t.key,
+      key: "s",
+      body: '{"dataset":"idem\\ud800x"}',
+      headers: json,
+    });
+    expect([lone.status, lone.body.dataset]).toEqual([201, "idem\ufffdx"]);
+    const recall = await send("/v1/memory/recall", {
+      token: t.key,
+      key: "r",
+      body: '{"dataset":"\\udc00"}',
+      headers: json,
+    });
+    expect(recall.status).toBe(200);
+    const batch = await send("/v1/memory/working/messages:batch", {
+      token: t.key,
+      key: "b",
+      body: '{"messages":[{"threadId":"thr_\\ud800","role":"user","content":"hi"}]}',
+      headers: json,
+    });
+    expect([batch.status, batch.body.error]).toEqual([404, "Thread not found"]);
+    const nul = await send("/v1/threads", {
+      token: t.key,
+      key: "n",
+      body: '{"dataset":"idem\\u0000x"}',
+      headers: json,
+    });
+    expect([nul.status, nul.body.issues?.[0]?.path]).toEqual([400, ["dataset"]]);
+    // The erase finds the answer stored under the name as stored: the key runs anew after it.
+    expect((await send("/v1/memory/recall/datasets/idem%EF%BF%BDx", { method: "DELETE", token: t.key })).status).toBe(
+      200,
+    );
+    const again = await send("/v1/threads", {
+      token: t.key,
+      key: "s",
+      body: '{"dataset":"idem\\ud800x"}',
+      headers: json,
+    });
+    expect([again.status, again.replayed]).toEqual([201, null]);
+  });
+
   it("stores the 4xx of a request that ran: a 404 is replayed, not re-run", async () => {
     const t = await newTenant(svc);
     await newThread(t.key);
