@@ -58,12 +58,20 @@ export const newDatasetName = () =>
   });
 
 /**
+ * Whether a `timestamptz` column can take `d` as the service writes it (an ISO string): a valid
+ * instant in years 0001-9999 (UTC). Postgres has no year 0, and an ISO string past 9999 carries a
+ * six-digit year it reads as an offset, so either would fail the statement storing it.
+ */
+export const storableInstant = (d: Date) =>
+  !Number.isNaN(d.getTime()) && d.getUTCFullYear() >= 1 && d.getUTCFullYear() <= 9999;
+
+/**
  * ISO datetime (with offset) or a plain YYYY-MM-DD date, as a Date. The instant must fall in years
- * 0001-9999 (UTC): Postgres has no year 0 and an offset can push 0001 or 9999 past the edge, which
- * would fail the statement with a 500.
+ * 0001-9999 (UTC, `storableInstant`): an offset can push 0001 or 9999 past the edge, which would
+ * fail the statement with a 500.
  */
 export const dateInput = () =>
   z
     .union([z.iso.datetime({ offset: true }), z.iso.date()])
     .transform((v) => new Date(v.length === 10 ? `${v}T00:00:00.000Z` : v))
-    .refine((d) => d.getUTCFullYear() >= 1 && d.getUTCFullYear() <= 9999, "Date must be within years 0001-9999 (UTC)");
+    .refine(storableInstant, "Date must be within years 0001-9999 (UTC)");

@@ -86,6 +86,22 @@ describe("screenFacts", () => {
       ["2024-05-01T10:01:00.000Z", 0],
     ]);
   });
+
+  it("ignores a stated validAt outside years 0001-9999, which the timestamptz column cannot take", () => {
+    const stated = ["0000-06-01", "+275760-09-13T00:00:00Z", "20000-01-01", "0001-01-01", "9999-12-31"];
+    const { kept } = screenFacts(
+      stated.map((validAt, i) => proposed({ object: `Lisbon ${i}`, validAt })),
+      [{ content: "I live in Lisbon", created_at: SAID_AT }],
+      [],
+    );
+    expect(kept.map((f) => f.validAt.toISOString())).toEqual([
+      SAID_AT,
+      SAID_AT,
+      SAID_AT,
+      "0001-01-01T00:00:00.000Z",
+      "9999-12-31T00:00:00.000Z",
+    ]);
+  });
 });
 
 describe("screenEntities", () => {

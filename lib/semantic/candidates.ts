@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { toDate } from "../db/rows";
 import type { entities } from "../db/schema";
+import { storableInstant } from "../inputs";
 import type { FactExtractionSchema } from "../llm/prompts";
 import { flushTiny } from "../numbers";
 import type { Settings } from "../settings/settings";
@@ -78,7 +79,8 @@ export function screenFact(
     // Into 0-1, and below float4's normal range to 0: the column is a `real` (lib/numbers.ts).
     confidence: flushTiny(Math.min(1, Math.max(0, f.confidence))),
     sourceQuote: f.sourceQuote.trim(),
-    validAt: stated && !Number.isNaN(stated.getTime()) ? stated : (toDate(said.created_at) as Date),
+    // A date the model got wrong (unreadable, or a year the database cannot hold) is no date.
+    validAt: stated && storableInstant(stated) ? stated : (toDate(said.created_at) as Date),
   };
 }
 

@@ -184,6 +184,19 @@ describe("happy path", () => {
     expect((await entities(t)).map((e) => e.name)).toEqual(["Lisbon\ufffd"]);
   });
 
+  it("takes the quote's time for a validAt the database cannot hold (year 0, or past 9999)", async () => {
+    const t = await tenant();
+    const { episodeId, said } = await extract(t, ["I live in Lisbon and I work at Acme", "ok"], {
+      facts: [
+        fact("lives_in", "Lisbon", "I live in Lisbon", { validAt: "0000-06-01" }),
+        fact("works_at", "Acme", "I work at Acme", { validAt: "+275760-09-13T00:00:00Z" }),
+      ],
+      entities: [],
+    });
+    expect(await semanticState(episodeId)).toMatchObject({ semanticStatus: "completed", semanticError: null });
+    expect((await facts(t)).map((f) => f.validAt)).toEqual([said[0].createdAt, said[0].createdAt]);
+  });
+
   it("takes validAt from the user message holding the quote, and clamps confidence into 0-1", async () => {
     const t = await tenant();
     const { said } = await extract(t, ["I have a dog.", "Cute!", "Also I drive a red Fiat.", "Nice."], {
