@@ -9,7 +9,10 @@ export type Column<T> = [heading: string, cell: (row: T) => string];
 /** Rows as aligned columns under their headings, or a sentence when there are none. */
 export function table<T>(rows: T[], columns: Column<T>[], empty: string): string {
   if (rows.length === 0) return empty;
-  const cells = [columns.map(([heading]) => heading), ...rows.map((row) => columns.map(([, cell]) => cell(row)))];
+  const cells = [
+    columns.map(([heading]) => heading),
+    ...rows.map((row) => columns.map(([, cell]) => printable(cell(row)))),
+  ];
   const widths = columns.map((_, i) => Math.max(...cells.map((line) => line[i].length)));
   return cells
     .map((line) =>
@@ -19,6 +22,15 @@ export function table<T>(rows: T[], columns: Column<T>[], empty: string): string
         .trimEnd(),
     )
     .join("\n");
+}
+
+/**
+ * A cell with its control characters escaped (`\u001b`): names are stored as given, and one
+ * holding an escape sequence would otherwise recolour or rewrite the operator's terminal.
+ */
+export function printable(cell: string): string {
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
+  return cell.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
 }
 
 /** An ISO timestamp to the minute, in UTC; "-" for none. */

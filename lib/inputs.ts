@@ -40,8 +40,16 @@ export const text = () =>
 /** Every password the service sets: the dashboard's forms, its API and the admin command line. */
 export const PASSWORD_LENGTH = { min: 6, max: 200 } as const;
 
-/** A password as every one of them checks it (zod counts characters, not UTF-16 units: "😀" is 1). */
-export const passwordInput = () => z.string().min(PASSWORD_LENGTH.min).max(PASSWORD_LENGTH.max);
+/**
+ * A password as every one of them checks it (zod counts characters, not UTF-16 units: "😀" is 1).
+ * No lone surrogate: hashed as UTF-8 it would become U+FFFD, so any other lone one would match.
+ */
+export const passwordInput = () =>
+  z
+    .string()
+    .min(PASSWORD_LENGTH.min)
+    .max(PASSWORD_LENGTH.max)
+    .refine((s) => s.search(LONE_SURROGATE) === -1, "Must not contain unpaired UTF-16 surrogates");
 
 /** Dataset names: any 1-256 characters (except NUL). */
 export const datasetName = () => text().min(1).max(256);

@@ -199,6 +199,13 @@ describe.each(targets)("memory-admin on $name", { timeout: 240_000 }, (target) =
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^ID +NAME +CREATED\n/);
     expect(table.stdout).toMatch(new RegExp(`${project.id} +${name}-b +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\dZ`));
+
+    // A name holding a terminal escape sequence is listed escaped, not obeyed.
+    const red = `${name}-\u001b[31mred`;
+    expect((await cli(["projects", "create", red], env)).code).toBe(0);
+    const escaped = await cli(["projects", "list"], env);
+    expect(escaped.stdout).toContain(`${name}-\\u001b[31mred`);
+    expect(escaped.stdout).not.toContain("\u001b");
   });
 
   it("creates API keys (printed once), lists them without the key, revokes by preview, id or key", async () => {

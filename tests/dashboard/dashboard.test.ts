@@ -484,6 +484,8 @@ describe("users", () => {
     await expectValidation(await post(`${uniqueName("u")}${"x".repeat(101)}`.slice(0, 101), "secret"), ["username"]);
     await expectValidation(await post(uniqueName("u"), "12345"), ["password"]);
     await expectValidation(await post(uniqueName("u"), "p".repeat(201)), ["password"]);
+    // A lone surrogate would be hashed as U+FFFD, so any other lone one would sign in too.
+    await expectValidation(await post(uniqueName("u"), `pass${String.fromCharCode(0xd800)}word`), ["password"]);
     // The boundaries themselves are accepted.
     const longName = `${uniqueName("u")}${"x".repeat(100)}`.slice(0, 100);
     expect((await post(longName, "123456")).status).toBe(201);
