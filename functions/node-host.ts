@@ -1,4 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import { createServer, type IncomingMessage, type Server, type ServerResponse, STATUS_CODES } from "node:http";
+import type { Duplex } from "node:stream";
 import { getRequestListener } from "@hono/node-server";
 import { MAX_BODY_BYTES } from "./app";
 
@@ -35,7 +36,7 @@ export function createNodeServer(options: NodeHostOptions): Server {
   // once the app has touched the body (the body limit does), the stream adapter behind it pauses
   // the body again, so the drain stalls and the connection is destroyed under the client.
   const listener = getRequestListener(options.fetch, { hostname: options.hostname, autoCleanupIncoming: false });
-  return createServer(
+  const server = createServer(
     {
       keepAliveTimeout: options.keepAliveTimeoutMs,
       headersTimeout: options.headersTimeoutMs,
@@ -46,6 +47,41 @@ export function createNodeServer(options: NodeHostOptions): Server {
       maxDrainBytes: options.maxDrainBytes ?? MAX_BODY_BYTES,
       drainTimeoutMs: options.drainTimeoutMs ?? 10_000,
     }),
+  );
+  server.on("clientError", answerClientError);
+  return server;
+}
+
+/**
+ * A request Node's parser refuses before the app sees it: a request line or headers over Node's
+ * 16 KB (431), a request that is not HTTP (400), one too slow to arrive (408). Node's own answer
+ * has an empty body; this one has the `{error}` body every other refusal has.
+ */
+export function clientErrorAnswer(code: string | undefined): { status: number; error: string } {
+  switch (code) {
+    case "HPE_HEADER_OVERFLOW":
+      return { status: 431, error: "Request headers too large (limit 16 KB, the URL included)" };
+    case "HPE_CHUNK_EXTENSIONS_OVERFLOW":
+      return { status: 413, error: "Request body too large (its chunk extensions)" };
+    case "ERR_HTTP_REQUEST_TIMEOUT":
+      return { status: 408, error: "Request timeout: the request did not arrive in time" };
+    default:
+      return { status: 400, error: "Bad request: not a valid HTTP request" };
+  }
+}
+
+function answerClientError(err: NodeJS.ErrnoException, socket: Duplex) {
+  // As Node's own handler: no answer on a reset connection, or over a response already started.
+  const inFlight = (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === "ECONNRESET" || !socket.writable || inFlight?.headersSent) {
+    socket.destroy();
+    return;
+  }
+  const { status, error } = clientErrorAnswer(err.code);
+  const body = JSON.stringify({ error });
+  socket.end(
+    `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 

@@ -238,6 +238,28 @@ describe("one raw keep-alive connection", () => {
     }
   });
 
+  it("answers what Node's parser refuses (a 20 KB URL, a request that is not HTTP) with an {error} body", async () => {
+    const long = rawConnection();
+    try {
+      const answer = await long.request(requestHead("GET", `/v1/threads/${"x".repeat(20 * KB)}`, {}));
+      expect(answer?.head).toMatch(/^HTTP\/1\.1 431 /);
+      expect(answer?.head).toMatch(/\r\nContent-Type: application\/json/i);
+      expect(JSON.parse(answer?.body ?? "")).toEqual({
+        error: "Request headers too large (limit 16 KB, the URL included)",
+      });
+    } finally {
+      long.close();
+    }
+    const garbage = rawConnection();
+    try {
+      const answer = await garbage.request("NOT HTTP AT ALL\r\n\r\n");
+      expect(answer?.head).toMatch(/^HTTP\/1\.1 400 /);
+      expect(JSON.parse(answer?.body ?? "")).toEqual({ error: "Bad request: not a valid HTTP request" });
+    } finally {
+      garbage.close();
+    }
+  });
+
   it("says Connection: close and closes after a 413 for a declared 1.5 MB body", async () => {
     const conn = rawConnection();
     try {
