@@ -6,6 +6,8 @@ import {
   listWebhookDeliveries,
   listWebhookEndpoints,
   replayWebhookDelivery,
+  rotateWebhookSecret,
+  updateWebhookEndpoint,
 } from "../../lib/webhooks/endpoints";
 import { WEBHOOK_EVENT_TYPES } from "../../lib/webhooks/events";
 import { dashboardProjectContext } from "../context";
@@ -22,6 +24,14 @@ const base = { tags: ["Internal: dashboard"], security: security.session };
 
 const idParam = pathParams("id");
 const EventTypeSchema = z.enum(WEBHOOK_EVENT_TYPES).openapi("WebhookEventType");
+const UrlSchema = text().min(1).max(2000).openapi({
+  format: "uri",
+  example: "https://hooks.example.com/memory",
+  description:
+    "https:// only; no private, loopback or link-local addresses (http:// and loopback to localhost, 127.0.0.1 or [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development).",
+});
+const EventTypesSchema = z.array(EventTypeSchema).min(1);
+const SecretSchema = z.string().openapi({ description: "`whsec_…`: verify signatures with it (Standard Webhooks)." });
 
 const WebhookEndpointSchema = z
   .object({
@@ -83,19 +93,14 @@ const routes = {
     request: jsonBody(
       z.object({
         projectId: text().min(1),
-        url: text().min(1).max(2000).openapi({
-          format: "uri",
-          example: "https://hooks.example.com/memory",
-          description:
-            "https:// only; no private, loopback or link-local addresses (http:// and loopback to localhost, 127.0.0.1 or [::1] only with WEBHOOKS_ALLOW_HTTP=true on the server, for development).",
-        }),
-        eventTypes: z.array(EventTypeSchema).min(1),
+        url: UrlSchema,
+        eventTypes: EventTypesSchema,
       }),
     ),
     responses: {
       201: jsonResponse(
         z.object({
-          secret: z.string().openapi({ description: "`whsec_…`: verify signatures with it (Standard Webhooks)." }),
+          secret: SecretSchema,
           endpoint: WebhookEndpointSchema,
         }),
         "Created",
@@ -128,6 +133,47 @@ const routes = {
     summary: "Delete a webhook endpoint and its deliveries",
     request: { params: idParam },
     responses: { 204: { description: "Deleted" }, 401: errorResponses[401], 404: errorResponses[404] },
+  }),
+  update: createRoute({
+    ...base,
+    method: "patch",
+    path: "/{id}",
+    summary: "Change a webhook endpoint's URL or event types",
+    description:
+      "Checked as at registration. A field left out keeps its value; an empty body changes nothing. The deliveries and their history stay: a pending delivery goes to the new URL at its next attempt.",
+    request: {
+      params: idParam,
+      ...jsonBody(z.object({ url: UrlSchema.optional(), eventTypes: EventTypesSchema.optional() })),
+    },
+    responses: {
+      200: jsonResponse(z.object({ endpoint: WebhookEndpointSchema }), "Updated"),
+      400: errorResponses[400],
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
+  }),
+  rotateSecret: createRoute({
+    ...base,
+    method: "post",
+    path: "/{id}/rotate-secret",
+    summary: "Give a webhook endpoint a new signing secret (shown only in this response)",
+    description:
+      "For 24 hours every attempt is signed with both the new secret and the one it replaced (two signatures in `webhook-signature`), then with the new one alone. A rotation within those 24 hours replaces the previous secret: the one before it stops signing at once.",
+    request: { params: idParam },
+    responses: {
+      200: jsonResponse(
+        z.object({
+          secret: SecretSchema,
+          previousSecretExpiresAt: Iso.openapi({
+            description: "Until then every attempt is also signed with the secret this one replaced.",
+          }),
+          endpoint: WebhookEndpointSchema,
+        }),
+        "Rotated",
+      ),
+      401: errorResponses[401],
+      404: errorResponses[404],
+    },
   }),
   enable: createRoute({
     ...base,
@@ -192,6 +238,20 @@ webhookRoutes
     await deleteWebhookEndpoint(c.get("deps"), { endpointId: c.req.valid("param").id });
     return c.body(null, 204);
   })
+  .openapi(routes.update, async (c) =>
+    c.json(
+      {
+        endpoint: await updateWebhookEndpoint(c.get("deps"), {
+          endpointId: c.req.valid("param").id,
+          ...c.req.valid("json"),
+        }),
+      },
+      200,
+    ),
+  )
+  .openapi(routes.rotateSecret, async (c) =>
+    c.json(await rotateWebhookSecret(c.get("deps"), { endpointId: c.req.valid("param").id }), 200),
+  )
   .openapi(routes.enable, async (c) =>
     c.json({ endpoint: await enableWebhookEndpoint(c.get("deps"), { endpointId: c.req.valid("param").id }) }, 200),
   )

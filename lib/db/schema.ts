@@ -485,6 +485,13 @@ export const webhookEndpoints = pgTable(
     url: text("url").notNull(),
     /** `whsec_` + base64 of 24 random bytes: it signs every delivery, so it is kept as is (shown once). */
     secret: text("secret").notNull(),
+    /**
+     * The secret the last rotation replaced: until `previousSecretExpiresAt` (a day after the
+     * rotation) every attempt is signed with it too, so receivers switch at their own pace. Left
+     * in place once expired (it signs nothing then); the next rotation overwrites it.
+     */
+    previousSecret: text("previous_secret"),
+    previousSecretExpiresAt: timestamptz("previous_secret_expires_at"),
     /** The event types delivered here (a JSON array of strings). */
     eventTypes: jsonb("event_types").$type<string[]>().notNull(),
     createdAt: createdAt(),

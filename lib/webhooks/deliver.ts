@@ -24,14 +24,38 @@ export function nextAttemptAt(attempts: number, now: Date, retryUntil: Date): Da
   return new Date(Math.min(now.getTime() + delay, retryUntil.getTime()));
 }
 
-/** The Standard Webhooks headers of one attempt: HMAC-SHA256 over `id.timestamp.body` with the secret. */
-export function signedHeaders(secret: string, id: string, at: Date, body: string): Record<string, string> {
+/** How long the secret a rotation replaced goes on signing beside the new one. */
+export const SECRET_OVERLAP_MS = 24 * 60 * 60 * 1000;
+
+/** An endpoint's secrets as the delivery reads them. */
+export interface EndpointSecrets {
+  secret: string;
+  /** The secret the last rotation replaced, and when it stops signing (null: never rotated). */
+  previousSecret: string | null;
+  previousSecretExpiresAt: Date | null;
+}
+
+/**
+ * The secrets that sign an attempt made at `at`: the current one, and the one the last rotation
+ * replaced until its day is over (a receiver still on it verifies; one already on the new one too).
+ */
+export function signingSecrets(endpoint: EndpointSecrets, at: Date): string[] {
+  const { secret, previousSecret, previousSecretExpiresAt: until } = endpoint;
+  return previousSecret && until && at.getTime() < until.getTime() ? [secret, previousSecret] : [secret];
+}
+
+/**
+ * The Standard Webhooks headers of one attempt: HMAC-SHA256 over `id.timestamp.body` with each
+ * secret, the signatures space-separated in `webhook-signature` (a receiver accepts any one that
+ * matches its secret).
+ */
+export function signedHeaders(secrets: string[], id: string, at: Date, body: string): Record<string, string> {
   return {
     "content-type": "application/json",
     "user-agent": "memory-service-webhooks/1",
     "webhook-id": id,
     "webhook-timestamp": String(Math.floor(at.getTime() / 1000)),
-    "webhook-signature": new Webhook(secret).sign(id, at, body),
+    "webhook-signature": secrets.map((secret) => new Webhook(secret).sign(id, at, body)).join(" "),
   };
 }
 
@@ -72,10 +96,13 @@ export interface AttemptResult {
   durationMs: number;
 }
 
-/** One attempt: the URL policy, then a signed POST with no redirects followed and a timeout. */
+/**
+ * One attempt: the URL policy, then a POST signed with the endpoint's secrets of the moment, with
+ * no redirects followed and a timeout.
+ */
 export async function attemptDelivery(
   deps: Deps,
-  endpoint: { url: string; secret: string },
+  endpoint: { url: string } & EndpointSecrets,
   id: string,
   body: string,
 ): Promise<AttemptResult> {
@@ -87,9 +114,10 @@ export async function attemptDelivery(
   if (refusal) return { statusCode: null, error: `Refused: ${refusal}`, durationMs: elapsed() };
   const timeoutMs = deps.config.webhooks.timeoutMs;
   try {
+    const at = deps.clock.now();
     const res = await fetch(endpoint.url, {
       method: "POST",
-      headers: signedHeaders(endpoint.secret, id, deps.clock.now(), body),
+      headers: signedHeaders(signingSecrets(endpoint, at), id, at, body),
       body,
       redirect: "manual",
       signal: AbortSignal.timeout(timeoutMs),
@@ -127,6 +155,8 @@ const DeliveryToAttempt = z.object({
   endpoint_id: z.string(),
   url: z.string(),
   secret: z.string(),
+  previous_secret: z.string().nullable(),
+  previous_secret_expires_at: dbTimestamp,
   disabled_at: dbTimestamp,
 });
 
@@ -193,13 +223,15 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
  * delivery's and the endpoint's new state in one statement. Returns when to try again, or null
  * when the delivery is done (succeeded, failed for good, its endpoint disabled or deleted).
  * A success clears the endpoint's failure streak; a failure while the streak is a day old
- * disables the endpoint with the reason.
+ * disables the endpoint with the reason. The endpoint's URL and secrets are read with the
+ * delivery at every attempt, so an edit or a rotation applies from the next one on.
  */
 export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Date | null> {
   const [row] = parsedRowsOf(
     DeliveryToAttempt,
     await deps.db.execute(sql`
-      SELECT d.id, d.status, d.payload, d.attempts, d.retry_until, ep.id AS endpoint_id, ep.url, ep.secret, ep.disabled_at
+      SELECT d.id, d.status, d.payload, d.attempts, d.retry_until, ep.id AS endpoint_id, ep.url, ep.secret,
+        ep.previous_secret, ep.previous_secret_expires_at, ep.disabled_at
       FROM ${webhookDeliveries} d JOIN ${webhookEndpoints} ep ON ep.id = d.endpoint_id
       WHERE d.id = ${deliveryId}`),
   );
@@ -213,7 +245,13 @@ export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Da
     return null;
   }
   const body = JSON.stringify(jsonOf(row.payload));
-  const result = await attemptDelivery(deps, row, row.id, body);
+  const endpoint = {
+    url: row.url,
+    secret: row.secret,
+    previousSecret: row.previous_secret,
+    previousSecretExpiresAt: toDate(row.previous_secret_expires_at),
+  };
+  const result = await attemptDelivery(deps, endpoint, row.id, body);
   const outcome = attemptOutcome(result, row.attempts, deps.clock.now(), toDate(row.retry_until) as Date);
   const { ok, next } = outcome;
   const [written] = parsedRowsOf(

@@ -8,7 +8,7 @@ import { conflict, notFound } from "../errors";
 import { newId } from "../ids";
 import { jobKeySql } from "../jobs/kinds";
 import { projectFoundColumn, requireProject } from "../projects";
-import { newWebhookSecret } from "./deliver";
+import { newWebhookSecret, SECRET_OVERLAP_MS } from "./deliver";
 import {
   ringWebhookJobs,
   WEBHOOK_RETRY_WINDOW_MS,
@@ -98,16 +98,22 @@ export const endpointSelect = (where: ReturnType<typeof sql>) => sql`
     (SELECT count(*) FROM ${webhookDeliveries} d WHERE d.endpoint_id = ep.id AND d.status = 'pending') AS pending
   FROM ${webhookEndpoints} ep WHERE ${where}`;
 
+/**
+ * The URL as stored, once the policy accepts it (lib/webhooks/url.ts); a refusal is the spec's
+ * validation shape with the field named, as the body's other fields are refused.
+ */
+function acceptedUrl(deps: Deps, url: string): string {
+  const decision = checkWebhookUrl(url, { allowHttp: deps.config.webhooks.allowHttp });
+  if (!decision.ok) throw new z.ZodRealError([{ code: "custom", path: ["url"], message: decision.reason, input: url }]);
+  return decision.url.toString();
+}
+
 /** Registers an endpoint; the secret is returned here and never again. */
 export async function createWebhookEndpoint(
   { deps, projectId }: ProjectContext,
   input: { url: string; eventTypes: WebhookEventType[] },
 ) {
-  const decision = checkWebhookUrl(input.url, { allowHttp: deps.config.webhooks.allowHttp });
-  // The spec's validation shape, the field named, as the body's other fields are refused.
-  if (!decision.ok) {
-    throw new z.ZodRealError([{ code: "custom", path: ["url"], message: decision.reason, input: input.url }]);
-  }
+  const url = acceptedUrl(deps, input.url);
   const eventTypes = [...new Set(input.eventTypes)];
   const secret = newWebhookSecret();
   const id = newId("whk");
@@ -117,7 +123,7 @@ export async function createWebhookEndpoint(
     await deps.db.execute(sql`
       WITH ins AS (
         INSERT INTO ${webhookEndpoints} (id, project_id, url, secret, event_types, created_at)
-        SELECT ${id}, p.id, ${decision.url.toString()}, ${secret}, ${JSON.stringify(eventTypes)}::jsonb, ${now}::timestamptz
+        SELECT ${id}, p.id, ${url}, ${secret}, ${JSON.stringify(eventTypes)}::jsonb, ${now}::timestamptz
         FROM ${projects} p WHERE p.id = ${projectId}
         RETURNING *
       )
@@ -178,6 +184,50 @@ export async function enableWebhookEndpoint(deps: Deps, { endpointId: id }: { en
     .returning({ id: webhookEndpoints.id });
   if (updated.length === 0) throw notFound("Webhook endpoint not found");
   return getEndpoint(deps, id);
+}
+
+/**
+ * Changes an endpoint's URL, its event types, or both (checked as at registration); what is left
+ * out is kept, and nothing at all changes nothing. Its deliveries and their history stay: a
+ * pending one goes to the new URL at its next attempt (each attempt reads the endpoint), whatever
+ * its event type. The failure streak and the disabled state are left as they are (enable is its
+ * own action).
+ */
+export async function updateWebhookEndpoint(
+  deps: Deps,
+  { endpointId: id, ...input }: { endpointId: string; url?: string; eventTypes?: WebhookEventType[] },
+) {
+  const set = {
+    ...(input.url === undefined ? {} : { url: acceptedUrl(deps, input.url) }),
+    ...(input.eventTypes === undefined ? {} : { eventTypes: [...new Set(input.eventTypes)] }),
+  };
+  if (Object.keys(set).length > 0) {
+    const updated = await deps.db
+      .update(webhookEndpoints)
+      .set(set)
+      .where(eq(webhookEndpoints.id, id))
+      .returning({ id: webhookEndpoints.id });
+    if (updated.length === 0) throw notFound("Webhook endpoint not found");
+  }
+  return getEndpoint(deps, id);
+}
+
+/**
+ * A new signing secret, returned here and never again. The one it replaces goes on signing beside
+ * it for SECRET_OVERLAP_MS (a day), so receivers switch when they are ready; a second rotation
+ * within that day replaces it (the secret before stops signing at once) and the day starts again.
+ */
+export async function rotateWebhookSecret(deps: Deps, { endpointId: id }: { endpointId: string }) {
+  const secret = newWebhookSecret();
+  const until = new Date(deps.clock.now().getTime() + SECRET_OVERLAP_MS);
+  const updated = await deps.db
+    .update(webhookEndpoints)
+    // Every right-hand side reads the row as it was: the previous secret is the one replaced.
+    .set({ secret, previousSecret: sql`${webhookEndpoints.secret}`, previousSecretExpiresAt: until })
+    .where(eq(webhookEndpoints.id, id))
+    .returning({ id: webhookEndpoints.id });
+  if (updated.length === 0) throw notFound("Webhook endpoint not found");
+  return { secret, previousSecretExpiresAt: until.toISOString(), endpoint: await getEndpoint(deps, id) };
 }
 
 export interface WebhookDeliveryRecord {

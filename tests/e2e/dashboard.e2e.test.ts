@@ -532,6 +532,84 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect(await heading("Endpoints", 3).evaluate((el) => el === document.activeElement)).toBe(true);
   });
 
+  it("edits a webhook endpoint's URL and events under its row, and rotates its secret (shown once)", async () => {
+    const url = "https://hooks.example.com/edit-me";
+    const registered = await asOperator("/dashboard/webhooks", {
+      json: { projectId, url, eventTypes: ["episode.completed"] },
+    });
+    expect(registered.status, await registered.clone().text()).toBe(201);
+    const { secret: first, endpoint } = (await registered.json()) as { secret: string; endpoint: { id: string } };
+    await page.reload();
+    await page.getByRole("table", { name: "Endpoints" }).getByRole("row").filter({ hasText: url }).waitFor();
+
+    // Edit opens a form under the row, its URL field focused.
+    const edit = page.getByRole("button", { name: `Edit ${url}` });
+    expect(await edit.getAttribute("aria-expanded")).toBe("false");
+    await edit.click();
+    expect(await edit.getAttribute("aria-expanded")).toBe("true");
+    const form = page.getByRole("form", { name: `Edit ${url}` });
+    const field = form.getByLabel("URL");
+    expect(await field.inputValue()).toBe(url);
+    expect(await field.evaluate((el) => el === document.activeElement)).toBe(true);
+    expect(await form.evaluate((el) => el.closest("tr")?.previousElementSibling?.textContent ?? "")).toContain(url);
+
+    // A URL registration would refuse: the server's refusal names the field, the form stays open.
+    await field.fill("https://10.0.0.1/hook");
+    await form.getByRole("button", { name: "Save endpoint" }).click();
+    const refusal = page.getByRole("alert").filter({ hasText: "Validation error" });
+    await refusal.waitFor();
+    expect(await refusal.locator("code").allTextContents()).toEqual(["url"]);
+    expect(await form.count()).toBe(1);
+    await capture(page, "webhooks-edit");
+
+    const moved = "https://hooks.example.com/edited";
+    await field.fill(moved);
+    await form.getByLabel("dataset.erased").check();
+    await form.getByLabel("episode.completed").uncheck();
+    await form.getByRole("button", { name: "Save endpoint" }).click();
+    await form.waitFor({ state: "detached" });
+    await page
+      .getByRole("status")
+      .filter({ hasText: `Endpoint ${moved} saved.` })
+      .waitFor();
+    const row = page.getByRole("table", { name: "Endpoints" }).getByRole("row").filter({ hasText: moved });
+    await row.waitFor();
+    expect(await row.textContent()).toContain("dataset.erased");
+    // The form is gone: the keyboard is back on the row's Edit button.
+    expect(
+      await page.getByRole("button", { name: `Edit ${moved}` }).evaluate((el) => el === document.activeElement),
+    ).toBe(true);
+    const listed = (await (await asOperator(`/dashboard/webhooks?projectId=${projectId}`)).json()) as {
+      endpoints: { id: string; url: string; eventTypes: string[] }[];
+    };
+    expect(listed.endpoints.find((e) => e.id === endpoint.id)).toMatchObject({
+      url: moved,
+      eventTypes: ["dataset.erased"],
+    });
+
+    // Rotate secret, behind a confirmation: the new secret is shown once, as at registration.
+    const rotate = page.getByRole("button", { name: `Rotate secret of ${moved}` });
+    await rotate.click();
+    const dialog = page.getByRole("dialog", { name: "Rotate this endpoint's secret?" });
+    await dialog.getByRole("button", { name: "Rotate secret" }).click();
+    await dialog.waitFor({ state: "hidden" });
+    const secret = page.locator('output[aria-label="Signing secret"]');
+    await secret.waitFor();
+    const second = (await secret.textContent())?.trim();
+    expect(second).toMatch(/^whsec_\S+$/);
+    expect(second).not.toBe(first);
+    // It has the focus (not the Rotate button the dialog gave it back to), and says until when the old one signs.
+    const rotatedHeading = heading(`New signing secret for ${moved}`, 3);
+    await expect.poll(() => hasFocus(rotatedHeading), { message: "focus on the new secret" }).toBe(true);
+    await page.getByText(/signed with it and with the previous secret until/).waitFor();
+    await capture(page, "webhooks-rotated");
+    await page.getByRole("button", { name: "Done" }).click();
+    expect(await secret.count()).toBe(0);
+    expect(await rotate.evaluate((el) => el === document.activeElement)).toBe(true);
+
+    expect((await asOperator(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
+  });
+
   it("pages the webhook endpoints: every one reachable, a new one on the first page", async () => {
     const urls = Array.from({ length: 21 }, (_, i) => `https://hooks.example.com/paged-${i + 1}`);
     for (const url of urls) {

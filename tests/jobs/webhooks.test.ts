@@ -2,11 +2,11 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { eraseDataset } from "../../lib/recall/dataset";
-import { DISABLE_AFTER_MS, nextAttemptAt } from "../../lib/webhooks/deliver";
+import { DISABLE_AFTER_MS, nextAttemptAt, SECRET_OVERLAP_MS } from "../../lib/webhooks/deliver";
 import { compactThread } from "../../lib/working/compaction";
 import type { ApiSchema } from "../helpers/api-types";
 import { useEpisodicService } from "../helpers/episodic-fixtures";
@@ -27,6 +27,7 @@ const { h, tenant, json } = useEpisodicService({
 });
 
 interface Received {
+  path: string;
   headers: IncomingHttpHeaders;
   body: string;
 }
@@ -44,7 +45,11 @@ beforeAll(async () => {
     const chunks: Buffer[] = [];
     req.on("data", (c: Buffer) => chunks.push(c));
     req.on("end", () => {
-      receiver.received.push({ headers: req.headers, body: Buffer.concat(chunks).toString("utf8") });
+      receiver.received.push({
+        path: req.url ?? "",
+        headers: req.headers,
+        body: Buffer.concat(chunks).toString("utf8"),
+      });
       const answer = receiver.answer();
       if (answer === "hang") return;
       res.writeHead(answer.status, answer.headers).end("ok");
@@ -510,6 +515,245 @@ describe("webhooks", () => {
     h.clock.advance(10 * DAY_MS);
     await sweep(h.svc.deps);
     expect(await deliveries(endpoint.id)).toEqual([]);
+  });
+});
+
+/** A PATCH of an endpoint through the dashboard API. */
+async function patchEndpoint(id: string, body: unknown) {
+  return h.svc.request(`/dashboard/webhooks/${id}`, { method: "PATCH", token: await session(), json: body });
+}
+
+async function rotateSecret(id: string) {
+  return h.svc.request(`/dashboard/webhooks/${id}/rotate-secret`, { method: "POST", token: await session() });
+}
+
+/**
+ * Whether a receiver holding `secret` accepts the request, as it would when it came: the library
+ * checks the timestamp against the real time, read here from the service's manual clock.
+ */
+function verifies(secret: string, got: Received): boolean {
+  const now = vi.spyOn(Date, "now").mockReturnValue(h.clock.now().getTime());
+  try {
+    new Webhook(secret).verify(got.body, {
+      "webhook-id": String(got.headers["webhook-id"]),
+      "webhook-timestamp": String(got.headers["webhook-timestamp"]),
+      "webhook-signature": String(got.headers["webhook-signature"]),
+    });
+    return true;
+  } catch {
+    return false;
+  } finally {
+    now.mockRestore();
+  }
+}
+
+/** Which of `secrets` verify the request last received (by their names). */
+function verifiedBy(secrets: Record<string, string>): string[] {
+  const got = receiver.received.at(-1) as Received;
+  return Object.entries(secrets).flatMap(([name, secret]) => (verifies(secret, got) ? [name] : []));
+}
+
+describe("editing an endpoint", () => {
+  it("changes its URL and event types, keeps its history, and its pending delivery goes to the new URL", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => ({ status: 503 });
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    let [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "pending", attempts: 1 });
+    expect(receiver.received.map((r) => r.path)).toEqual(["/hook"]);
+
+    const moved = receiver.url.replace(/\/hook$/, "/moved");
+    let res = await patchEndpoint(endpoint.id, { url: moved, eventTypes: ["episode.completed", "episode.completed"] });
+    const { endpoint: patched } = await json<{ endpoint: ApiSchema<"WebhookEndpoint"> }>(res, 200);
+    expect(patched).toMatchObject({
+      id: endpoint.id,
+      projectId: t.projectId,
+      url: moved,
+      eventTypes: ["episode.completed"],
+      pendingDeliveries: 1,
+      lastDelivery: { id: d.id, status: "pending", statusCode: 503 },
+    });
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ url: moved, eventTypes: ["episode.completed"] });
+
+    // The pending delivery (a dataset.erased, no longer subscribed) still goes, to the new URL.
+    receiver.answer = () => ({ status: 204 });
+    await runNextAttempt(endpoint.id);
+    expect(receiver.received.map((r) => r.path)).toEqual(["/hook", "/moved"]);
+    expect(receiver.received[1].headers["webhook-id"]).toBe(d.id);
+    [d] = await deliveries(endpoint.id);
+    expect(d).toMatchObject({ status: "succeeded", attempts: 2 });
+    expect(d.attemptLog.map((a) => a.statusCode)).toEqual([204, 503]);
+    // New events follow the new types.
+    await eraseEvent(t.projectId);
+    expect(await deliveries(endpoint.id)).toHaveLength(1);
+
+    // A field left out keeps its value; an empty body changes nothing.
+    res = await patchEndpoint(endpoint.id, { eventTypes: ["dataset.erased"] });
+    expect((await json<{ endpoint: ApiSchema<"WebhookEndpoint"> }>(res, 200)).endpoint).toMatchObject({
+      url: moved,
+      eventTypes: ["dataset.erased"],
+    });
+    res = await patchEndpoint(endpoint.id, { url: receiver.url });
+    expect((await json<{ endpoint: ApiSchema<"WebhookEndpoint"> }>(res, 200)).endpoint).toMatchObject({
+      url: receiver.url,
+      eventTypes: ["dataset.erased"],
+    });
+    res = await patchEndpoint(endpoint.id, {});
+    expect((await json<{ endpoint: ApiSchema<"WebhookEndpoint"> }>(res, 200)).endpoint).toEqual(
+      (await endpoints(t.projectId))[0],
+    );
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received.map((r) => r.path)).toEqual(["/hook", "/moved", "/hook"]);
+  });
+
+  it("refuses what registration refuses, naming the field; 404s an unknown or deleted endpoint; needs a session", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    const refusals: [unknown, (string | number)[]][] = [
+      [{ url: "https://10.0.0.1/hook" }, ["url"]],
+      [{ url: "https://169.254.169.254/latest" }, ["url"]],
+      [{ url: "http://example.com/hook", eventTypes: ["dataset.erased"] }, ["url"]],
+      [{ url: "" }, ["url"]],
+      [{ url: "   " }, ["url"]],
+      [{ url: 42 }, ["url"]],
+      [{ eventTypes: [] }, ["eventTypes"]],
+      [{ eventTypes: ["no.such.event"] }, ["eventTypes", 0]],
+      [{ eventTypes: "dataset.erased" }, ["eventTypes"]],
+    ];
+    for (const [body, path] of refusals) {
+      const res = await patchEndpoint(endpoint.id, body);
+      const refusal = await json<{ error: string; issues: { path: (string | number)[] }[] }>(res, 400);
+      expect({ body, error: refusal.error, paths: refusal.issues.map((i) => i.path) }).toEqual({
+        body,
+        error: "Validation error",
+        paths: [path],
+      });
+    }
+    // Nothing of a refused body was kept.
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ url: receiver.url, eventTypes: ["dataset.erased"] });
+
+    for (const id of ["whk_missing", endpoint.id]) {
+      if (id === endpoint.id) {
+        const token = await session();
+        expect((await h.svc.request(`/dashboard/webhooks/${id}`, { method: "DELETE", token })).status).toBe(204);
+      }
+      for (const res of [
+        await patchEndpoint(id, { url: receiver.url }),
+        await patchEndpoint(id, {}),
+        await rotateSecret(id),
+      ]) {
+        expect(await json<{ error: string }>(res, 404)).toEqual({ error: "Webhook endpoint not found" });
+      }
+    }
+    const { endpoint: other } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    let res = await h.svc.request(`/dashboard/webhooks/${other.id}`, { method: "PATCH", json: { url: receiver.url } });
+    expect(res.status).toBe(401);
+    res = await h.svc.request(`/dashboard/webhooks/${other.id}/rotate-secret`, { method: "POST" });
+    expect(res.status).toBe(401);
+  });
+});
+
+describe("rotating an endpoint's secret", () => {
+  it("signs with the new and the replaced secret for a day, then with the new one alone", async () => {
+    const t = await tenant("webhooks");
+    const { secret: first, endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    const rotatedAt = h.clock.now().getTime();
+    const res = await rotateSecret(endpoint.id);
+    const rotated = await json<{
+      secret: string;
+      previousSecretExpiresAt: string;
+      endpoint: ApiSchema<"WebhookEndpoint">;
+    }>(res, 200);
+    const second = rotated.secret;
+    expect(second).toMatch(/^whsec_[A-Za-z0-9+/]{32}$/);
+    expect(second).not.toBe(first);
+    expect(rotated.previousSecretExpiresAt).toBe(new Date(rotatedAt + SECRET_OVERLAP_MS).toISOString());
+    expect(rotated.endpoint).toEqual((await endpoints(t.projectId))[0]);
+    // Shown once: the list carries neither secret.
+    const listed = JSON.stringify(await endpoints(t.projectId));
+    for (const secret of [first, second]) expect(listed).not.toContain(secret);
+
+    const secrets = { first, second };
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(String(receiver.received.at(-1)?.headers["webhook-signature"]).split(" ")).toHaveLength(2);
+    expect(verifiedBy(secrets)).toEqual(["first", "second"]);
+
+    // The last moment of the day: both still sign.
+    h.clock.set(new Date(rotatedAt + SECRET_OVERLAP_MS - 1_000));
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(verifiedBy(secrets)).toEqual(["first", "second"]);
+
+    // A day after the rotation: the new secret alone.
+    h.clock.set(new Date(rotatedAt + SECRET_OVERLAP_MS));
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(String(receiver.received.at(-1)?.headers["webhook-signature"]).split(" ")).toHaveLength(1);
+    expect(verifiedBy(secrets)).toEqual(["second"]);
+    expect(receiver.received).toHaveLength(3);
+    expect((await deliveries(endpoint.id)).map((d) => d.status)).toEqual(["succeeded", "succeeded", "succeeded"]);
+  });
+
+  it("a second rotation within the day replaces the previous secret: the one before stops signing at once", async () => {
+    const t = await tenant("webhooks");
+    const { secret: first, endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    const second = (await json<{ secret: string }>(await rotateSecret(endpoint.id), 200)).secret;
+    h.clock.advance(3_600_000);
+    const rotatedAgain = h.clock.now().getTime();
+    const third = await json<{ secret: string; previousSecretExpiresAt: string }>(await rotateSecret(endpoint.id), 200);
+    // The day starts again from the second rotation.
+    expect(third.previousSecretExpiresAt).toBe(new Date(rotatedAgain + SECRET_OVERLAP_MS).toISOString());
+    const secrets = { first, second, third: third.secret };
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(verifiedBy(secrets)).toEqual(["second", "third"]);
+    h.clock.set(new Date(rotatedAgain + SECRET_OVERLAP_MS));
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(verifiedBy(secrets)).toEqual(["third"]);
+  });
+
+  it("a replayed delivery and a pending retry are signed with the secrets of their attempt's moment", async () => {
+    const t = await tenant("webhooks");
+    const { secret: first, endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(verifiedBy({ first })).toEqual(["first"]);
+    const [d] = await deliveries(endpoint.id);
+
+    const rotatedAt = h.clock.now().getTime();
+    const second = (await json<{ secret: string }>(await rotateSecret(endpoint.id), 200)).secret;
+    const secrets = { first, second };
+    const replay = async () => {
+      const res = await h.svc.request(`/dashboard/webhooks/deliveries/${d.id}/replay`, {
+        method: "POST",
+        token: await session(),
+      });
+      await json(res, 200);
+      await runDueJobs(h.svc.deps);
+      expect(receiver.received.at(-1)?.headers["webhook-id"]).toBe(d.id);
+    };
+    await replay();
+    expect(verifiedBy(secrets)).toEqual(["first", "second"]);
+
+    // A retry waiting across the day's end: its attempt after it is signed with the new secret alone.
+    receiver.answer = () => ({ status: 503 });
+    h.clock.set(new Date(rotatedAt + SECRET_OVERLAP_MS - 10_000));
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect(verifiedBy(secrets)).toEqual(["first", "second"]);
+    receiver.answer = () => ({ status: 204 });
+    await runNextAttempt(endpoint.id);
+    expect(h.clock.now().getTime()).toBeGreaterThanOrEqual(rotatedAt + SECRET_OVERLAP_MS);
+    expect(verifiedBy(secrets)).toEqual(["second"]);
+
+    await replay();
+    expect(verifiedBy(secrets)).toEqual(["second"]);
+    expect(receiver.received).toHaveLength(5);
   });
 });
 

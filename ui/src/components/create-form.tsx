@@ -108,6 +108,8 @@ export function TextField({
 /**
  * What a create returns once and never again (an API key, a webhook's signing secret): it takes
  * the focus when shown, so a screen reader announces it and Copy is one Tab away; Done hides it.
+ * `headingRef` lets the caller focus its heading again (after a dialog that gave the focus back
+ * to the button that opened it).
  */
 export function ShownOnce({
   title,
@@ -117,6 +119,7 @@ export function ShownOnce({
   copyLabel,
   note,
   onDone,
+  headingRef,
   children,
 }: {
   title: string;
@@ -128,10 +131,12 @@ export function ShownOnce({
   /** After "Copy it now: it will not be shown again.": what to do with it, and if it is lost. */
   note: ComponentChildren;
   onDone: () => void;
+  headingRef?: { current: HTMLHeadingElement | null };
   children?: ComponentChildren;
 }) {
   const id = useId();
-  const heading = useRef<HTMLHeadingElement>(null);
+  const own = useRef<HTMLHeadingElement>(null);
+  const heading = headingRef ?? own;
   useEffect(() => {
     heading.current?.focus();
   }, [secret]);

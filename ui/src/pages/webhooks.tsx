@@ -20,6 +20,25 @@ const EVENT_TYPES: EventType[] = [
   "usage.budget_exhausted",
 ];
 
+/** The event checkboxes of the register and edit forms. */
+function EventTypesField({ types, onChange }: { types: EventType[]; onChange: (types: EventType[]) => void }) {
+  return (
+    <fieldset class="field">
+      <legend>Events</legend>
+      {EVENT_TYPES.map((t) => (
+        <label key={t}>
+          <input
+            type="checkbox"
+            checked={types.includes(t)}
+            onChange={(e) => onChange(e.currentTarget.checked ? [...types, t] : types.filter((x) => x !== t))}
+          />{" "}
+          <code>{t}</code>
+        </label>
+      ))}
+    </fieldset>
+  );
+}
+
 function StatusBadge({ status }: { status: string }) {
   const tone = status === "succeeded" ? "ok" : status === "failed" ? "danger" : "";
   return <span class={`badge ${tone}`}>{status}</span>;
@@ -28,7 +47,8 @@ function StatusBadge({ status }: { status: string }) {
 /**
  * A project's webhooks: register an endpoint (its signing secret is shown once, here), list them
  * newest first, a page at a time, with the last delivery and the next attempt, a disabled one's
- * reason, its deliveries with every attempt and a replay button.
+ * reason, its deliveries with every attempt and a replay button. An endpoint's URL and events
+ * are edited under its row; rotating its secret shows the new one once, as registering does.
  */
 export function WebhooksPage({ projectId }: { projectId: string }) {
   const list = usePagedList(
@@ -41,10 +61,18 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   );
   const [url, setUrl] = useState("");
   const [types, setTypes] = useState<EventType[]>(["episode.completed"]);
-  const [fresh, setFresh] = useState<{ secret: string; url: string } | null>(null);
+  // A secret shown once: a new endpoint's, or a rotated one's (with when the one it replaced stops signing).
+  const [fresh, setFresh] = useState<{
+    secret: string;
+    url: string;
+    rotated?: { endpointId: string; previousUntil: string };
+  } | null>(null);
   const [open, setOpen] = useState<string | null>(null);
-  const [enabled, setEnabled] = useState<string | null>(null);
+  const [editing, setEditing] = useState<string | null>(null);
+  // What the last enable or edit did, for the status line under the list.
+  const [notice, setNotice] = useState<string | null>(null);
   const urlInput = useRef<HTMLInputElement>(null);
+  const freshHeading = useRef<HTMLHeadingElement>(null);
 
   const create = useAction(async () => {
     const body = await unwrap(api.POST("/dashboard/webhooks", { body: { projectId, url, eventTypes: types } }));
@@ -56,29 +84,47 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
   // The Delete button goes with its row: the list's heading takes the focus.
   const listHeading = useRef<HTMLHeadingElement>(null);
   const remove = useConfirm(async (endpoint: Endpoint) => {
-    setEnabled(null);
+    setNotice(null);
     try {
       await unwrap(api.DELETE("/dashboard/webhooks/{id}", { params: { path: { id: endpoint.id } } }));
     } finally {
       // Refused too (404: deleted elsewhere): the list shows what is left either way.
       if (open === endpoint.id) setOpen(null);
+      if (editing === endpoint.id) setEditing(null);
       list.reload();
     }
   });
   const enable = useAction(async (endpoint: Endpoint) => {
-    setEnabled(null);
+    setNotice(null);
     await unwrap(api.POST("/dashboard/webhooks/{id}/enable", { params: { path: { id: endpoint.id } } }));
-    setEnabled(endpoint.url);
+    setNotice(`Endpoint ${endpoint.url} enabled.`);
     // The Enable button goes with the disabled state: the keyboard stays on the endpoint's row.
     document.getElementById(toggleId(endpoint.id))?.focus();
     list.reload();
+  });
+  const rotate = useConfirm(async (endpoint: Endpoint) => {
+    setNotice(null);
+    setFresh(null);
+    try {
+      const body = await unwrap(
+        api.POST("/dashboard/webhooks/{id}/rotate-secret", { params: { path: { id: endpoint.id } } }),
+      );
+      setFresh({
+        secret: body.secret,
+        url: body.endpoint.url,
+        rotated: { endpointId: endpoint.id, previousUntil: body.previousSecretExpiresAt },
+      });
+    } finally {
+      list.reload();
+    }
   });
 
   // Another project: nothing of the previous one stays on screen.
   useEffect(() => {
     setFresh(null);
     setOpen(null);
-    setEnabled(null);
+    setEditing(null);
+    setNotice(null);
   }, [projectId]);
 
   return (
@@ -118,31 +164,27 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
           placeholder="https://example.com/webhooks/memory"
           onInput={(e) => setUrl(e.currentTarget.value)}
         />
-        <fieldset class="field">
-          <legend>Events</legend>
-          {EVENT_TYPES.map((t) => (
-            <label key={t}>
-              <input
-                type="checkbox"
-                checked={types.includes(t)}
-                onChange={(e) => setTypes(e.currentTarget.checked ? [...types, t] : types.filter((x) => x !== t))}
-              />{" "}
-              <code>{t}</code>
-            </label>
-          ))}
-        </fieldset>
+        <EventTypesField types={types} onChange={setTypes} />
       </CreateForm>
 
       {fresh && (
         <ShownOnce
-          title={`Signing secret for ${fresh.url}`}
+          title={`${fresh.rotated ? "New signing secret" : "Signing secret"} for ${fresh.url}`}
           secret={fresh.secret}
           secretLabel="Signing secret"
           copyLabel="Copy secret"
-          note="Verify each request with it (any Standard Webhooks library). If it is lost, delete the endpoint and register it again."
+          headingRef={freshHeading}
+          note={
+            fresh.rotated
+              ? `Each request is signed with it and with the previous secret until ${formatDateTime(fresh.rotated.previousUntil)}, then with it alone: move your receiver to it before then. If it is lost, rotate again.`
+              : "Verify each request with it (any Standard Webhooks library). If it is lost, rotate the endpoint's secret."
+          }
           onDone={() => {
+            const rotated = fresh.rotated;
             setFresh(null);
-            urlInput.current?.focus();
+            // Back where it was asked for: the form, or the endpoint's Rotate button.
+            if (rotated) document.getElementById(rotateId(rotated.endpointId))?.focus();
+            else urlInput.current?.focus();
           }}
         />
       )}
@@ -152,7 +194,7 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
         headingLevel={3}
         headingRef={listHeading}
         list={list}
-        error={remove.error ?? enable.error}
+        error={remove.error ?? enable.error ?? rotate.error}
         loadingLabel="Loading webhooks"
         pagerLabel="Endpoint pages"
         empty="No endpoints yet. Register one above."
@@ -199,21 +241,63 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
               {open === ep.id ? "Hide deliveries" : "Deliveries"}
               <span class="visually-hidden"> of {ep.url}</span>
             </button>{" "}
+            <button
+              type="button"
+              id={editToggleId(ep.id)}
+              aria-expanded={editing === ep.id}
+              aria-controls={editing === ep.id ? editId(ep.id) : undefined}
+              onClick={() => {
+                setNotice(null);
+                setEditing(editing === ep.id ? null : ep.id);
+              }}
+            >
+              {editing === ep.id ? "Cancel edit" : "Edit"}
+              <span class="visually-hidden"> {ep.url}</span>
+            </button>{" "}
             {ep.disabledAt && (
               <Button onClick={() => void enable.run(ep)} disabled={enable.pending}>
                 Enable<span class="visually-hidden"> {ep.url}</span>
               </Button>
             )}{" "}
+            <button type="button" id={rotateId(ep.id)} onClick={() => rotate.ask(ep)}>
+              Rotate secret<span class="visually-hidden"> of {ep.url}</span>
+            </button>{" "}
             <button type="button" class="danger" onClick={() => remove.ask(ep)}>
               Delete<span class="visually-hidden"> {ep.url}</span>
             </button>
           </>
         )}
-        detail={(ep) => open === ep.id && <Deliveries endpointId={ep.id} onReplayed={list.reload} />}
+        detail={(ep) =>
+          (editing === ep.id || open === ep.id) && (
+            <>
+              {editing === ep.id && (
+                <EditEndpoint
+                  endpoint={ep}
+                  onSaved={(saved) => {
+                    setEditing(null);
+                    setNotice(`Endpoint ${saved.url} saved.`);
+                    // The form goes: the keyboard goes back to the Edit button that opened it.
+                    document.getElementById(editToggleId(ep.id))?.focus();
+                    list.reload();
+                  }}
+                />
+              )}
+              {open === ep.id && <Deliveries endpointId={ep.id} onReplayed={list.reload} />}
+            </>
+          )
+        }
       />
       <p role="status" class="create-status">
-        {enabled && !enable.pending && !enable.error ? `Endpoint ${enabled} enabled.` : ""}
+        {notice && !enable.pending && !enable.error ? notice : ""}
       </p>
+
+      <ConfirmDialog
+        {...rotate.dialog}
+        title="Rotate this endpoint's secret?"
+        message={`${rotate.target?.url ?? ""} gets a new signing secret, shown once. For 24 hours each request is signed with the new secret and the current one, so its receiver can switch when ready; then with the new one alone. A secret replaced less than 24 hours ago stops signing now.`}
+        confirmLabel="Rotate secret"
+        focusAfterConfirm={freshHeading}
+      />
 
       <ConfirmDialog
         {...remove.dialog}
@@ -231,6 +315,58 @@ const REPLAY_SETTLE_MS = 2000;
 
 const toggleId = (endpointId: string) => `deliveries-toggle-${endpointId}`;
 const panelId = (endpointId: string) => `deliveries-${endpointId}`;
+const editToggleId = (endpointId: string) => `edit-toggle-${endpointId}`;
+const editId = (endpointId: string) => `edit-${endpointId}`;
+const rotateId = (endpointId: string) => `rotate-${endpointId}`;
+
+/**
+ * An endpoint's URL and events, edited under its row and saved with one PATCH (checked as at
+ * registration: a refusal is shown under the form, which stays open). Its deliveries and their
+ * history stay; a pending one goes to the new URL at its next attempt.
+ */
+function EditEndpoint({ endpoint, onSaved }: { endpoint: Endpoint; onSaved: (saved: Endpoint) => void }) {
+  const [url, setUrl] = useState(endpoint.url);
+  const [types, setTypes] = useState<EventType[]>(EVENT_TYPES.filter((t) => endpoint.eventTypes.includes(t)));
+  const urlInput = useRef<HTMLInputElement>(null);
+  // Opened from its row's Edit button: the keyboard goes to the first field.
+  useEffect(() => {
+    urlInput.current?.focus();
+  }, []);
+  const save = useAction(async () => {
+    const body = await unwrap(
+      api.PATCH("/dashboard/webhooks/{id}", {
+        params: { path: { id: endpoint.id } },
+        body: { url, eventTypes: types },
+      }),
+    );
+    onSaved(body.endpoint);
+  });
+  return (
+    <section id={editId(endpoint.id)} class="row-form" aria-label={`Edit ${endpoint.url}`}>
+      <CreateForm
+        label={`Edit ${endpoint.url}`}
+        action={save}
+        submitLabel="Save endpoint"
+        pendingLabel="Saving…"
+        disabled={types.length === 0}
+      >
+        <TextField
+          label="URL"
+          hint="Pending deliveries go to the new URL at their next attempt; the delivery history stays."
+          inputRef={urlInput}
+          name="webhook-edit-url"
+          type="url"
+          autoComplete="off"
+          value={url}
+          required
+          maxLength={2000}
+          onInput={(e) => setUrl(e.currentTarget.value)}
+        />
+        <EventTypesField types={types} onChange={setTypes} />
+      </CreateForm>
+    </section>
+  );
+}
 
 /** An endpoint's deliveries, newest first, a page at a time, each with its attempts and a replay. */
 function Deliveries({ endpointId, onReplayed }: { endpointId: string; onReplayed: () => void }) {
