@@ -2,11 +2,12 @@ import { systemClock } from "../lib/clock";
 import { type Config, ConfigError, parseConfig } from "../lib/config";
 import { DirectoryInUseError } from "../lib/db/dir-lock";
 import { migrateDatabase } from "../lib/db/migrate";
+import { databaseName } from "../lib/db/name";
 import { createDatabase } from "../lib/db/node";
 import type { Database } from "../lib/db/types";
 import type { DbDeps } from "../lib/deps";
-import { failureText } from "../lib/errors";
 import { databaseEmbeddingSizes, databaseMismatch } from "../lib/llm/embedding-check";
+import { driverReason } from "../lib/start-failure";
 import { CliError } from "./errors";
 
 /** The environment, read as `npm start` reads it; a bad variable is named (as the server names it). */
@@ -16,17 +17,6 @@ export function configFrom(env: NodeJS.ProcessEnv): Config {
   } catch (err) {
     if (err instanceof ConfigError) throw new CliError(err.message, 2);
     throw err;
-  }
-}
-
-/** Where the command works, for messages: never the URL's password. */
-export function databaseName(config: Config): string {
-  if (!config.databaseUrl) return `the embedded database at ${config.pgliteDir}`;
-  try {
-    const url = new URL(config.databaseUrl);
-    return `the database at DATABASE_URL (${url.host}${url.pathname})`;
-  } catch {
-    return "the database at DATABASE_URL";
   }
 }
 
@@ -74,8 +64,5 @@ async function prepare(database: Database, config: Config): Promise<void> {
 
 /** A driver's error as one line (a refused connection is an AggregateError with no message). */
 function reason(err: unknown): string {
-  const inner = (err as { errors?: unknown[] }).errors?.[0] ?? err;
-  const text = failureText(inner);
-  const code = (inner as { code?: unknown }).code;
-  return text || (typeof code === "string" ? code : String(inner));
+  return driverReason((err as { errors?: unknown[] }).errors?.[0] ?? err);
 }

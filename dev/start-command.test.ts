@@ -9,11 +9,14 @@ describe("the start command", () => {
       "--optimize-for-size",
       "--liftoff-only",
     ]);
+    expect(startScriptNodeFlags("exec node --liftoff-only --import tsx functions/server.ts")).toEqual([
+      "--liftoff-only",
+    ]);
     expect(() => startScriptNodeFlags("tsx functions/server.ts")).toThrow(/does not run node/);
   });
 
   it("is package.json's start script without its leading node", () => {
     const pkg = JSON.parse(readFileSync(`${REPO_ROOT}/package.json`, "utf8")) as { scripts: { start: string } };
-    expect(["node", ...npmStartArgs()].join(" ")).toBe(pkg.scripts.start);
+    expect(["exec", "node", ...npmStartArgs()].join(" ")).toBe(pkg.scripts.start);
   });
 });

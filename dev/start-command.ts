@@ -5,11 +5,13 @@ import { fileURLToPath } from "node:url";
 export const REPO_ROOT = fileURLToPath(new URL("..", import.meta.url));
 
 /**
- * The Node.js flags in a start script (`node <flags> --import tsx functions/server.ts`): what
- * comes between `node` and `--import`.
+ * The Node.js flags in a start script (`exec node <flags> --import tsx functions/server.ts`): what
+ * comes between `node` and `--import`. (`exec` makes the shell npm runs the script in become
+ * node, so a signal npm forwards reaches the server rather than ending the shell above it.)
  */
 export function startScriptNodeFlags(startScript: string): string[] {
   const words = startScript.trim().split(/\s+/);
+  if (words[0] === "exec") words.shift();
   if (words[0] !== "node") throw new Error(`the start script does not run node: ${startScript}`);
   const end = words.indexOf("--import");
   return words.slice(1, end === -1 ? undefined : end);

@@ -1,4 +1,4 @@
-import { parseConfig } from "../lib/config";
+import { type Config, parseConfig } from "../lib/config";
 import { consoleLogger, createLogger, errorFields } from "../lib/log";
 import { settledWithin } from "../lib/settled-within";
 import { startFailureMessage } from "../lib/start-failure";
@@ -19,8 +19,11 @@ import { createNodeServer } from "./node-host";
  * resident in the allocator). That takes the peak from ~289 MiB to ~240, with recall's and add
  * message's CPU per request unchanged (bench/RESULTS.md, `npm run bench -- --only server-rss`).
  */
+/** The configuration, once read: a start failure's sentence names the database from it. */
+let config: Config | undefined;
+
 async function main() {
-  const config = parseConfig(process.env);
+  config = parseConfig(process.env);
   const log = createLogger({ level: config.logLevel });
   const service = await createNodeService({ config, log });
   if (service.admin.generatedPassword) {
@@ -65,7 +68,7 @@ async function main() {
 
 main().catch((err) => {
   // A cause the operator fixes (a variable, the port, the data directory) is one plain sentence.
-  const message = startFailureMessage(err);
+  const message = startFailureMessage(err, config);
   if (message) console.error(message);
   else consoleLogger.error("failed to start", errorFields(err));
   process.exit(1);

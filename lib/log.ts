@@ -1,3 +1,4 @@
+import { DrizzleQueryError } from "drizzle-orm";
 import { HttpError, ProviderError } from "./errors";
 
 /** Structured one-line JSON logs: readable by Workers Logs and any log shipper. */
@@ -46,8 +47,22 @@ export function errorFields(err: unknown): Record<string, unknown> {
   if (!(err instanceof Error)) return { error: String(err) };
   if (isExpectedError(err)) return { error: err.message };
   // A driver's error wrapped by the query builder ("Failed query: ...") says why in its cause.
-  const cause = err.cause instanceof Error ? { cause: err.cause.message } : {};
-  return { error: err.message, ...cause, stack: err.stack };
+  const cause = err.cause instanceof Error ? { cause: loggableMessage(err.cause) } : {};
+  const message = loggableMessage(err);
+  const stack = err.stack?.startsWith(`${err.name}: ${err.message}`)
+    ? `${err.name}: ${message}${err.stack.slice(err.name.length + 2 + err.message.length)}`
+    : err.stack;
+  return { error: message, ...cause, stack: message === err.message ? err.stack : stack };
+}
+
+/**
+ * An error's message fit for the logs. The query builder's own message lists the statement's
+ * parameters, which are the request's data (a message's text, a credential's hash, a username):
+ * the logs keep the statement and how many parameters it had, never their values.
+ */
+function loggableMessage(err: Error): string {
+  if (!(err instanceof DrizzleQueryError)) return err.message;
+  return `Failed query: ${err.query}\n(${err.params.length} parameters, not logged)`;
 }
 
 /** Failures the service expects and reports as they are: no stack trace in the logs. */

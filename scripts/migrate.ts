@@ -1,6 +1,6 @@
 import { bootstrapAdmin } from "../lib/auth";
 import { systemClock } from "../lib/clock";
-import { parseConfig } from "../lib/config";
+import { type Config, parseConfig } from "../lib/config";
 import { migrateDatabase } from "../lib/db/migrate";
 import { createDatabase } from "../lib/db/node";
 import { createLlm } from "../lib/llm/client";
@@ -15,8 +15,11 @@ import { startFailureMessage } from "../lib/start-failure";
  * first, against the database and the embedding model, as the Node.js host does at start: with the
  * Worker's own settings, this is the edge deployment's start-up check.
  */
+/** The configuration, once read: a failure's sentence names the database from it. */
+let config: Config | undefined;
+
 async function main() {
-  const config = parseConfig(process.env);
+  config = parseConfig(process.env);
   const database = await createDatabase(config);
   try {
     warnIfNoProvider(config, consoleLogger);
@@ -33,7 +36,7 @@ async function main() {
 
 main().catch((err) => {
   // As `npm start` says it: a cause the operator fixes is one plain sentence, anything else a stack.
-  const message = startFailureMessage(err);
+  const message = startFailureMessage(err, config);
   if (message) console.error(message);
   else consoleLogger.error("migration failed", errorFields(err));
   process.exit(1);

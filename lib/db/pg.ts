@@ -33,8 +33,16 @@ export function createPgDatabase(url: string, options: { onQuery?: QueryHook } =
   // The pool discards that connection and opens another for the next query, and a query in
   // flight gets the error itself, so a warning is all there is to do.
   // (console: lib/log sits above lib/db in the folders' import order.)
+  // The line has lib/log's shape (level, message, fields, time), so log shippers parse it alike.
   pool.on("error", (err) =>
-    console.warn(JSON.stringify({ level: "warn", msg: "database connection lost while idle", error: err.message })),
+    console.log(
+      JSON.stringify({
+        level: "warn",
+        message: "database connection lost while idle",
+        error: err.message,
+        time: new Date().toISOString(),
+      }),
+    ),
   );
   // A span per statement when tracing is on; the request views below call this one too.
   pool.query = tracedQuery(pool.query) as pg.Pool["query"];

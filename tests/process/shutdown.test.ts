@@ -1,8 +1,11 @@
+import { spawn } from "node:child_process";
+import { connect } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
+import { REPO_ROOT } from "../../dev/start-command";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { callJson, provisionApiKey } from "../helpers/http-tenant";
-import { startServerProcess } from "../helpers/process";
+import { freePort, startServerProcess } from "../helpers/process";
 
 /**
  * SIGTERM to `npm start`'s process: a request in flight is answered before the process exits
@@ -42,6 +45,45 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
       expect(server.output()).toContain("shutting down");
     } finally {
       if (server.child.exitCode === null) server.child.kill("SIGKILL");
+    }
+  });
+
+  it("reaches the server through npm: SIGTERM to `npm start` stops it, and npm exits 0", async () => {
+    // npm runs the script in a shell; without `exec` the shell died of the signal and left the
+    // server running, orphaned, on its port and its data directory.
+    const port = await freePort();
+    const npm = spawn("npm", ["start"], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, PGLITE_DIR: "memory://", ADMIN_PASSWORD, PORT: String(port), LOG_LEVEL: "info" },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    let output = "";
+    npm.stdout.on("data", (chunk) => {
+      output += chunk;
+    });
+    npm.stderr.on("data", (chunk) => {
+      output += chunk;
+    });
+    const exited = new Promise<number | null>((resolve) => npm.once("exit", (code) => resolve(code)));
+    try {
+      await expect
+        .poll(() => output, { timeout: 60_000, interval: 50 })
+        .toContain(`Listening on http://127.0.0.1:${port}`);
+      npm.kill("SIGTERM");
+      expect(await exited).toBe(0);
+      expect(output).toContain('"message":"shutting down"');
+      // Nothing listens on the port any more: the server went with npm.
+      const refused = await new Promise<boolean>((resolve) => {
+        const socket = connect(port, "127.0.0.1");
+        socket.once("connect", () => {
+          socket.destroy();
+          resolve(false);
+        });
+        socket.once("error", () => resolve(true));
+      });
+      expect(refused).toBe(true);
+    } finally {
+      if (npm.exitCode === null) npm.kill("SIGKILL");
     }
   });
 });

@@ -67,6 +67,23 @@ describe("npm start, refusing to start", () => {
       `The embedded database at ${busyDir} is in use by process ${process.pid}, another server on the same data directory: stop it, or set PGLITE_DIR to another directory.`,
     );
   });
+
+  it("a database it cannot open: names it (never the URL's password) and what to check", async () => {
+    const closed = await freePort();
+    const url = `postgres://memory:hunter2@127.0.0.1:${closed}/nope`;
+    const result = await runServerToExit({ ...base, PORT: String(await freePort()), DATABASE_URL: url });
+    const line = oneSentence(result);
+    expect(line).toMatch(
+      new RegExp(
+        `^Cannot open the database at DATABASE_URL \\(127\\.0\\.0\\.1:${closed}/nope\\): .*ECONNREFUSED.*; check that the server is running`,
+      ),
+    );
+    expect(line).not.toContain("hunter2");
+    const unwritable = await runServerToExit({ ...base, PORT: String(await freePort()), PGLITE_DIR: "/proc/nope" });
+    expect(oneSentence(unwritable)).toMatch(
+      /^Cannot open the embedded database at \/proc\/nope: .*; check that PGLITE_DIR names a directory this process can write\.$/,
+    );
+  });
 });
 
 describe("npm run db:migrate, refusing to migrate", () => {
@@ -87,7 +104,10 @@ describe("npm run db:migrate, refusing to migrate", () => {
     expect(other.code, other.output).toBe(1);
     expect(other.output).toContain("EMBEDDING_DIMENSIONS is 128");
     expect(other.output).toContain("Set EMBEDDING_DIMENSIONS=64");
-    for (const { output } of [tooBig, other]) {
+    const unreachable = await migrate({ DATABASE_URL: `postgres://127.0.0.1:${await freePort()}/db` });
+    expect(unreachable.code, unreachable.output).toBe(1);
+    expect(unreachable.output).toContain("Cannot open the database at DATABASE_URL");
+    for (const { output } of [tooBig, other, unreachable]) {
       expect(output).not.toMatch(/"level":"error"|\bat .*:\d+:\d+/);
     }
   }, 120_000);
