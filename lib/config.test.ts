@@ -58,6 +58,17 @@ describe("observability configuration", () => {
     expect(() => parseConfig({ OTEL_TRACES_SAMPLER: "sometimes" })).toThrow(/OTEL_TRACES_SAMPLER/);
     expect(() => parseConfig({ OTEL_TRACES_SAMPLER_ARG: "2" })).toThrow(/OTEL_TRACES_SAMPLER_ARG/);
     expect(() => parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "not a url" })).toThrow(/OTEL_EXPORTER_OTLP_ENDPOINT/);
+    // A host and port without a scheme parses as a URL of scheme "localhost:", and exported nothing.
+    expect(() => parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "localhost:4318" })).toThrow(
+      /OTEL_EXPORTER_OTLP_ENDPOINT: an http:\/\/ or https:\/\/ URL/,
+    );
+    expect(() => parseConfig({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "ftp://c/v1/traces" })).toThrow(
+      /OTEL_EXPORTER_OTLP_TRACES_ENDPOINT/,
+    );
+    // OpenTelemetry reads it in any case.
+    expect(parseConfig({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318", OTEL_SDK_DISABLED: "TRUE" }).tracing).toBe(
+      undefined,
+    );
   });
 
   it("reads OTLP headers as key=value pairs with percent-encoded values", () => {
@@ -83,6 +94,25 @@ describe("webhook delivery retention", () => {
     expect(parseConfig({ WEBHOOK_RETENTION_DAYS: "90" }).webhooks.retentionDays).toBe(90);
     expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "-1" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
     expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "1.5" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
+  });
+});
+
+describe("limits", () => {
+  it("refuses a port past 65535, and a delay no timer can take (2^31 ms and more), naming the variable", () => {
+    expect(parseConfig({ PORT: "65535" }).port).toBe(65_535);
+    expect(() => parseConfig({ PORT: "70000" })).toThrow(/PORT/);
+    for (const name of [
+      "RETRY_INTERVAL_MS",
+      "IDEMPOTENCY_TTL_MS",
+      "WEBHOOK_TIMEOUT_MS",
+      "KEEP_ALIVE_TIMEOUT_MS",
+      "HEADERS_TIMEOUT_MS",
+    ]) {
+      expect(() => parseConfig({ [name]: "2147483647" }), name).not.toThrow();
+      expect(() => parseConfig({ [name]: "3000000000" }), name).toThrow(new RegExp(name));
+    }
+    expect(parseConfig({ WEBHOOK_RETENTION_DAYS: "36500" }).webhooks.retentionDays).toBe(36_500);
+    expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "1000000" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
   });
 });
 

@@ -7,6 +7,12 @@ const optionalString = z
   .optional()
   .transform((v) => (v === undefined || v.trim() === "" ? undefined : v.trim()));
 
+/**
+ * The longest delay a Node.js or Workers timer takes (2^31 - 1 ms, about 24.8 days): a longer one
+ * fires after 1 ms, so a sweep interval above it would run the sweep continuously.
+ */
+const TIMER_MAX_MS = 2_147_483_647;
+
 const intFromEnv = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
   z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min).max(max));
 
@@ -26,9 +32,11 @@ const otlpProtocol = optionalString.pipe(
   z.enum(["http/protobuf", "http/json"], { message: "http/protobuf or http/json (gRPC is not supported)" }).optional(),
 );
 
+const otlpEndpoint = z.url({ protocol: /^https?$/, message: "an http:// or https:// URL" });
+
 /** Every environment variable the service reads, parsed once at the host's entry. */
 export const configSchema = z.object({
-  PORT: intFromEnv(8787, 0),
+  PORT: intFromEnv(8787, 0, 65_535),
   // A postgres:// (or postgresql://) URL: anything else would only fail at the first connection.
   DATABASE_URL: optionalString.pipe(
     z
@@ -64,9 +72,9 @@ export const configSchema = z.object({
   RERANK_API_KEY: optionalString,
   RERANK_MODEL: optionalString,
   CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
-  RETRY_INTERVAL_MS: intFromEnv(120_000, 1000),
+  RETRY_INTERVAL_MS: intFromEnv(120_000, 1000, TIMER_MAX_MS),
   // How long a stored Idempotency-Key answer is replayed (default 24 hours; at least a minute).
-  IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000),
+  IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000, TIMER_MAX_MS),
   QSTASH_TOKEN: optionalString,
   QSTASH_URL: optionalString,
   QSTASH_CURRENT_SIGNING_KEY: optionalString,
@@ -82,23 +90,25 @@ export const configSchema = z.object({
     z.boolean(),
   ),
   // How long one webhook attempt may take (default 10 s).
-  WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 50),
-  // How many days a finished webhook delivery and its attempts are kept (default 30; 0 keeps them).
-  WEBHOOK_RETENTION_DAYS: intFromEnv(30, 0),
+  WEBHOOK_TIMEOUT_MS: intFromEnv(10_000, 50, TIMER_MAX_MS),
+  // How many days a finished webhook delivery and its attempts are kept (default 30; 0 keeps them;
+  // at most 100 years: the cut-off date must be one Postgres and JavaScript can hold).
+  WEBHOOK_RETENTION_DAYS: intFromEnv(30, 0, 36_500),
   // The Node.js host's HTTP timeouts. Node's own keep-alive default (5 s) is below the idle
   // timeout of common proxies and load balancers (60 s and more): the proxy would reuse a
   // connection the server is closing at that moment.
-  KEEP_ALIVE_TIMEOUT_MS: intFromEnv(65_000, 1000),
+  KEEP_ALIVE_TIMEOUT_MS: intFromEnv(65_000, 1000, TIMER_MAX_MS),
   HEADERS_TIMEOUT_MS: z.preprocess(
     (v) => (v === undefined || v === "" ? undefined : Number(v)),
-    z.number().int().min(1000).optional(),
+    z.number().int().min(1000).max(TIMER_MAX_MS).optional(),
   ),
   // The Node.js host: GET /metrics (Prometheus) behind this bearer token; off when unset.
   METRICS_TOKEN: optionalString.pipe(z.string().min(16, "at least 16 characters").optional()),
   // The Node.js host: OpenTelemetry traces over OTLP/HTTP, OpenTelemetry's standard variables
   // (the traces-specific one wins over the general one). Off when neither endpoint is set.
-  OTEL_EXPORTER_OTLP_ENDPOINT: optionalString.pipe(z.url().optional()),
-  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString.pipe(z.url().optional()),
+  // An http(s) URL: "localhost:4318" parses as a URL of scheme "localhost:", and exports nothing.
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalString.pipe(otlpEndpoint.optional()),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalString.pipe(otlpEndpoint.optional()),
   OTEL_EXPORTER_OTLP_PROTOCOL: otlpProtocol,
   OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: otlpProtocol,
   OTEL_EXPORTER_OTLP_HEADERS: optionalString,
@@ -112,7 +122,14 @@ export const configSchema = z.object({
       .pipe(z.number({ message: "a ratio from 0 to 1" }).min(0, "a ratio from 0 to 1").max(1, "a ratio from 0 to 1"))
       .optional(),
   ),
-  OTEL_SDK_DISABLED: optionalString.pipe(z.enum(["true", "false"]).optional()),
+  // Case-insensitive, as OpenTelemetry's SDKs read it.
+  OTEL_SDK_DISABLED: optionalString.pipe(
+    z
+      .string()
+      .transform((v) => v.toLowerCase())
+      .pipe(z.enum(["true", "false"]))
+      .optional(),
+  ),
   // Both hosts: the least severe level written (error, warn, info, debug); any case, blank is info.
   LOG_LEVEL: z.preprocess(
     (v) => (typeof v === "string" ? v.trim().toLowerCase() || undefined : v),

@@ -146,7 +146,8 @@ export interface SweepReport {
  * One sweep (cron every minute on the edge, an interval on Node.js): the registry's backstops
  * queue work again (failed episodes and extractions under their retry caps, missed idle timers),
  * then every due job runs (expired leases included: claiming takes them, so work a dead worker
- * left needs no backstop), then its cleanups delete what has outlived its time.
+ * left needs no backstop), then its cleanups delete what has outlived its time. A step that fails
+ * is logged (`sweep step failed`, with its name) and counts 0; the others still run.
  */
 export async function sweep(
   deps: Deps,
@@ -155,15 +156,25 @@ export async function sweep(
   // Without a provider every model step fails alike: one line for the sweep, not one per job.
   const quiet = providerConfigured(deps.config) ? undefined : withoutNoProviderLines(deps.log);
   if (quiet) deps = { ...deps, log: quiet.log };
+  // Each step on its own: one that fails (its statement refused, a bug) is logged with its name,
+  // and the steps after it still run (a failing backstop must not stop the cleanups).
+  const step = async (name: string, run: (deps: Deps) => Promise<number>) => {
+    try {
+      return await run(deps);
+    } catch (err) {
+      deps.log.error("sweep step failed", { step: name, ...errorFields(err) });
+      return 0;
+    }
+  };
   const queued: Record<string, number> = {};
-  for (const [name, backstop] of Object.entries(deps.jobs.backstops)) queued[name] = await backstop(deps);
+  for (const [name, backstop] of Object.entries(deps.jobs.backstops)) queued[name] = await step(name, backstop);
   // "background" (the Node.js host's periodic sweep): the jobs run on in their slots while the
   // sweep ends, so a job stuck on a hung provider never holds back the next sweep's backstops.
   let ran = 0;
   if (jobs === "await") ran = await runDueJobs(deps);
   else deps.defer(runDueJobs(deps).then((n) => n > 0 && deps.log.info("sweep: due jobs ran", { ran: n })));
   const deleted: Record<string, number> = {};
-  for (const [name, cleanup] of Object.entries(deps.jobs.cleanups)) deleted[name] = await cleanup(deps);
+  for (const [name, cleanup] of Object.entries(deps.jobs.cleanups)) deleted[name] = await step(name, cleanup);
   const report: SweepReport = { ...queued, ran, ...deleted };
   if (Object.values(report).some((n) => n > 0)) deps.log.info("sweep", report);
   if (quiet?.dropped()) {

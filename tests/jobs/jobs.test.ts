@@ -169,6 +169,37 @@ describe("runner", () => {
     expect(h.fake.chatCalls("episode_summary")).toHaveLength(1);
   });
 
+  it("runs every sweep step when one fails: the failure is logged with its step's name, the rest still run", async () => {
+    const t = await tenant();
+    const episodeId = await pendingEpisode(t, "a step failed before");
+    const lines: { message: string; fields?: Record<string, unknown> }[] = [];
+    const capture = (message: string, fields?: Record<string, unknown>) => void lines.push({ message, fields });
+    const { jobs } = h.svc.deps;
+    const broken = async () => {
+      throw new Error("statement refused");
+    };
+    const deps: Deps = {
+      ...h.svc.deps,
+      log: { ...silentLogger, error: capture },
+      // A failing backstop first and a failing cleanup first: before, either stopped the sweep there.
+      jobs: {
+        ...jobs,
+        backstops: { brokenBackstop: broken, ...jobs.backstops },
+        cleanups: { brokenCleanup: broken, ...jobs.cleanups },
+      },
+    };
+    const report = await sweep(deps);
+    expect(report).toMatchObject({ brokenBackstop: 0, brokenCleanup: 0, ran: 1 });
+    for (const name of [...Object.keys(jobs.backstops), ...Object.keys(jobs.cleanups)]) {
+      expect(report[name], name).toEqual(expect.any(Number));
+    }
+    expect(lines.map((l) => [l.message, l.fields?.step, l.fields?.error])).toEqual([
+      ["sweep step failed", "brokenBackstop", "statement refused"],
+      ["sweep step failed", "brokenCleanup", "statement refused"],
+    ]);
+    expect((await t.episode(episodeId)).status).toBe("completed");
+  });
+
   it("recovers an expired lease: a worker that crashed while the episode was processing", async () => {
     const t = await tenant();
     const episodeId = await pendingEpisode(t, "crash during");
