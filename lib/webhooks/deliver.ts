@@ -220,13 +220,17 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
 
 /**
  * The `webhook` job: one attempt of one delivery, recorded (status, error, duration) with the
- * delivery's and the endpoint's new state in one statement. Returns when to try again, or null
- * when the delivery is done (succeeded, failed for good, its endpoint disabled or deleted).
+ * delivery's and the endpoint's new state in one statement. Returns when to try again and why
+ * (the failed attempt's error), or null when the delivery is done (succeeded, failed for good, its
+ * endpoint disabled or deleted).
  * A success clears the endpoint's failure streak; a failure while the streak is a day old
  * disables the endpoint with the reason. The endpoint's URL and secrets are read with the
  * delivery at every attempt, so an edit or a rotation applies from the next one on.
  */
-export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Date | null> {
+export async function deliverWebhook(
+  deps: Deps,
+  deliveryId: string,
+): Promise<{ retryAt: Date; error: string } | null> {
   const [row] = parsedRowsOf(
     DeliveryToAttempt,
     await deps.db.execute(sql`
@@ -259,5 +263,6 @@ export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<Da
     await deps.db.execute(recordAttemptSql(deliveryId, row.endpoint_id, result, outcome)),
   );
   if (!ok) deps.log.info("webhook attempt failed", { deliveryId, error: result.error, next: next?.toISOString() });
-  return written?.status === "pending" ? toDate(written.next_attempt_at) : null;
+  if (written?.status !== "pending") return null;
+  return { retryAt: toDate(written.next_attempt_at) as Date, error: result.error ?? "The attempt failed" };
 }

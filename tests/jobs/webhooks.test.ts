@@ -267,6 +267,33 @@ describe("webhooks", () => {
     expect((await endpoints(t.projectId))[0]).toMatchObject({ failingSince: null, disabledAt: null });
   });
 
+  it("lists a failing delivery among the project's jobs retrying, with its error; Retry now delivers it at once", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => ({ status: 500 });
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    const token = await session();
+    const listed = await json<{ jobs: ApiSchema<"FailingJob">[] }>(
+      await h.svc.request(`/dashboard/projects/${t.projectId}/failing-jobs`, { token }),
+      200,
+    );
+    const [d] = await deliveries(endpoint.id);
+    expect(listed.jobs).toEqual([
+      expect.objectContaining({ kind: "webhook", error: "HTTP 500", attempts: 1, nextRunAt: d.nextAttemptAt }),
+    ]);
+
+    receiver.answer = () => ({ status: 204 });
+    const retried = await h.svc.request(
+      `/dashboard/projects/${t.projectId}/failing-jobs/${listed.jobs[0].jobId}/retry`,
+      { method: "POST", token },
+    );
+    expect(retried.status).toBe(200);
+    await runDueJobs(h.svc.deps);
+    expect((await deliveries(endpoint.id))[0]).toMatchObject({ status: "succeeded", attempts: 2 });
+    expect(receiver.received).toHaveLength(2);
+  });
+
   it("records a hanging receiver's timeout and a redirect as failed attempts", async () => {
     const t = await tenant("webhooks");
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
