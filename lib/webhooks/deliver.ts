@@ -227,10 +227,7 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
  * disables the endpoint with the reason. The endpoint's URL and secrets are read with the
  * delivery at every attempt, so an edit or a rotation applies from the next one on.
  */
-export async function deliverWebhook(
-  deps: Deps,
-  deliveryId: string,
-): Promise<{ retryAt: Date; error: string } | null> {
+export async function deliverWebhook(deps: Deps, deliveryId: string): Promise<{ retryAt: Date; error: string } | null> {
   const [row] = parsedRowsOf(
     DeliveryToAttempt,
     await deps.db.execute(sql`
