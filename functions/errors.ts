@@ -2,7 +2,7 @@ import type { Context } from "hono";
 import { HTTPException } from "hono/http-exception";
 import type { ContentfulStatusCode } from "hono/utils/http-status";
 import { ZodError } from "zod";
-import { httpErrorOf, NoProviderError } from "../lib/errors";
+import { httpErrorOf, NoProviderError, ProviderError } from "../lib/errors";
 import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
 import { declaredFailure } from "./failures";
@@ -63,7 +63,10 @@ export function onError(err: Error, c: Context<AppEnv>) {
   if (known && refusedInput(err)) c.set("inputRefused", true);
   if (known) return c.json(known.body, known.status);
   const log = c.get("deps")?.log ?? consoleLogger;
-  log.error("unhandled error", { method: c.req.method, path: c.req.path, ...errorFields(err) });
+  const where = { method: c.req.method, path: c.req.path, ...errorFields(err) };
+  // The provider failing (chat's documented 500) is the provider's trouble, not a bug here.
+  if (err instanceof ProviderError) log.warn("request failed: the model call failed", where);
+  else log.error("unhandled error", where);
   return c.json({ error: failureMessage(c) }, 500);
 }
 

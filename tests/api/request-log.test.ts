@@ -2,6 +2,7 @@ import { afterAll, beforeEach, describe, expect, it } from "vitest";
 import { parseConfig } from "../../lib/config";
 import { HttpError, ProviderError } from "../../lib/errors";
 import { createLogger, errorFields, type LogLevel } from "../../lib/log";
+import { startFakeOpenAI } from "../helpers/fake-openai";
 import { startServerProcess } from "../helpers/process";
 import { adminSession, createTestService, newTenant } from "../helpers/service";
 
@@ -135,6 +136,35 @@ describe("stack traces only for the unexpected", () => {
     expect(withStack()[0].stack).toContain("injected database failure");
     expect(requestLines()).toEqual([expect.objectContaining({ route: "/v1/threads", status: 500 })]);
     expect(requestLines()[0]).not.toHaveProperty("stack");
+  });
+
+  it("a chat whose model call fails logs a warning naming the provider, not an unhandled error", async () => {
+    const fake = await startFakeOpenAI();
+    const withProvider = await createTestService({ log: capture, provider: fake });
+    try {
+      const t = await newTenant(withProvider, "request-log-provider");
+      const thread = await withProvider.request("/v1/threads", {
+        method: "POST",
+        token: t.key,
+        json: { dataset: "d" },
+      });
+      const { threadId } = (await thread.json()) as { threadId: string };
+      fake.fail({ status: 400, times: 1, endpoint: "chat" });
+      lines.length = 0;
+      const res = await withProvider.request(`/v1/memory/working/threads/${threadId}/chat`, {
+        method: "POST",
+        token: t.key,
+        json: { content: "hello", recall: false },
+      });
+      expect(res.status).toBe(500);
+      expect(lines.filter((l) => l.level === "error")).toEqual([]);
+      expect(lines).toContainEqual(
+        expect.objectContaining({ level: "warn", message: "request failed: the model call failed" }),
+      );
+    } finally {
+      await withProvider.close();
+      await fake.close();
+    }
   });
 
   it("errorFields keeps the stack of an unknown error, not of a client error or a provider failure", () => {
