@@ -44,7 +44,10 @@ export const conflict = (message: string) => new HttpError(409, message);
  * its parameters (the summary, the user's words, a vector of a thousand numbers).
  */
 export function failureText(err: unknown): string {
-  if (err instanceof DrizzleQueryError && err.cause instanceof Error) return `Database error: ${err.cause.message}`;
+  // Never the query builder's own message: it lists the statement's parameters (the request's data).
+  if (err instanceof DrizzleQueryError) {
+    return `Database error: ${err.cause instanceof Error ? err.cause.message : "the statement failed"}`;
+  }
   if (err instanceof Error) return err.message;
   const errno = (err as { errno?: unknown } | null)?.errno;
   if (typeof errno === "number") return fileSystemErrorText(errno);

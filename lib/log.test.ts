@@ -1,5 +1,6 @@
 import { DrizzleQueryError } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { failureText } from "./errors";
 import { errorFields } from "./log";
 
 describe("errorFields", () => {
@@ -24,6 +25,16 @@ describe("errorFields", () => {
     // A wrapped one is redacted too.
     const wrapper = new Error("could not store", { cause: err });
     expect(JSON.stringify(errorFields(wrapper))).not.toContain("4321");
+  });
+
+  it("leaves out a stack it cannot redact, and a stored failure names no parameter either", () => {
+    const err = new DrizzleQueryError("select $1", ["secret words"]);
+    err.stack = "some other header\nparams: secret words\n    at somewhere";
+    expect(JSON.stringify(errorFields(err))).not.toContain("secret");
+    // What a job stores as its last error (shown in the dashboard), with a cause or without one.
+    expect(failureText(err)).toBe("Database error: the statement failed");
+    const withCause = new DrizzleQueryError("select $1", ["secret words"], new Error("deadlock detected"));
+    expect(failureText(withCause)).toBe("Database error: deadlock detected");
   });
 
   it("keeps any other error's message and stack as they are", () => {

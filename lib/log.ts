@@ -49,18 +49,19 @@ export function errorFields(err: unknown): Record<string, unknown> {
   // A driver's error wrapped by the query builder ("Failed query: ...") says why in its cause.
   const cause = err.cause instanceof Error ? { cause: loggableMessage(err.cause) } : {};
   const message = loggableMessage(err);
-  const stack = err.stack?.startsWith(`${err.name}: ${err.message}`)
-    ? `${err.name}: ${message}${err.stack.slice(err.name.length + 2 + err.message.length)}`
-    : err.stack;
-  return { error: message, ...cause, stack: message === err.message ? err.stack : stack };
+  if (message === err.message) return { error: message, ...cause, stack: err.stack };
+  // The stack repeats the message: redacted the same way, or left out when it cannot be.
+  const header = `${err.name}: ${err.message}`;
+  const stack = err.stack?.startsWith(header) ? `${err.name}: ${message}${err.stack.slice(header.length)}` : undefined;
+  return { error: message, ...cause, ...(stack ? { stack } : {}) };
 }
 
 /**
- * An error's message fit for the logs. The query builder's own message lists the statement's
- * parameters, which are the request's data (a message's text, a credential's hash, a username):
- * the logs keep the statement and how many parameters it had, never their values.
+ * An error's message fit for the logs and traces. The query builder's own message lists the
+ * statement's parameters, which are the request's data (a message's text, a credential's hash, a
+ * username): they keep the statement and how many parameters it had, never their values.
  */
-function loggableMessage(err: Error): string {
+export function loggableMessage(err: Error): string {
   if (!(err instanceof DrizzleQueryError)) return err.message;
   return `Failed query: ${err.query}\n(${err.params.length} parameters, not logged)`;
 }

@@ -9,6 +9,7 @@ import {
   trace,
 } from "@opentelemetry/api";
 import type { TracingConfig } from "../../lib/config";
+import { loggableMessage } from "../../lib/log";
 import { type Attributes, errorTypeOf, type ModelCall, type SpanOptions, type Telemetry } from "../../lib/telemetry";
 
 /**
@@ -135,10 +136,12 @@ function annotate(span: Span, attributes: Attributes) {
   if (attributes["error.type"] !== undefined) span.setStatus({ code: SpanStatusCode.ERROR });
 }
 
+/** The exception as the logs keep it: a failed statement without its parameters' values. */
 function fail(span: Span, err: unknown) {
-  span.recordException(err instanceof Error ? err : String(err));
+  const message = err instanceof Error ? loggableMessage(err) : String(err);
+  span.recordException(err instanceof Error && message === err.message ? err : { name: errorTypeOf(err), message });
   span.setAttribute("error.type", errorTypeOf(err));
-  span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+  span.setStatus({ code: SpanStatusCode.ERROR, message });
 }
 
 function defined(attributes: Attributes | undefined): OtelAttributes {

@@ -1,6 +1,6 @@
 import { Client } from "@upstash/qstash";
 import type { Clock } from "../clock";
-import type { Logger } from "../log";
+import { errorFields, type Logger } from "../log";
 
 /** A job that should run at `runAt`; ringing is a latency hint, never the truth (the jobs table is). */
 export interface DueJob {
@@ -37,7 +37,7 @@ export function timerDoorbell(clock: Clock, run: (key: string) => Promise<void>,
     const timer = setTimeout(() => {
       if (job.runAt.getTime() > clock.now().getTime()) return arm(job);
       timers.delete(job.key);
-      run(job.key).catch((err) => log.error("job run failed", { key: job.key, error: String(err) }));
+      run(job.key).catch((err) => log.error("job run failed", { key: job.key, ...errorFields(err) }));
     }, delay);
     timer.unref?.();
     timers.set(job.key, timer);

@@ -1,6 +1,6 @@
 import { providerConfigured } from "../config";
 import type { Deps } from "../deps";
-import { NO_PROVIDER_MESSAGE } from "../errors";
+import { failureText, NO_PROVIDER_MESSAGE } from "../errors";
 import { heartbeat } from "../heartbeat";
 import { errorFields, type Logger } from "../log";
 import { observeJob } from "../telemetry";
@@ -35,7 +35,8 @@ async function runJobUntraced(deps: Deps, job: Job, handler?: JobHandler): Promi
     // Rung for its time: otherwise the retry waits for the sweep (RETRY_INTERVAL_MS, a minute's
     // cron on the edge), whatever the backoff says.
     const runAt = new Date(deps.clock.now().getTime() + backoff);
-    result = { next: "later", runAt, error: String(err), ring: true };
+    // Stored and shown in the dashboard's jobs retrying: never a statement's parameters.
+    result = { next: "later", runAt, error: failureText(err), ring: true };
   } finally {
     await lease.stop();
   }

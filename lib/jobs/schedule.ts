@@ -2,6 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { jsonOf, toDate } from "../db/rows";
 import { jobs } from "../db/schema";
 import type { Deps } from "../deps";
+import { errorFields } from "../log";
 import { currentTraceparent } from "../telemetry";
 import type { DueJob } from "./doorbell";
 import { JOB_KINDS, type JobKind, jobKeySql } from "./kinds";
@@ -129,8 +130,6 @@ export function dueJobsFrom(rows: { key: string; run_at: unknown }[]): DueJob[] 
 export function ringLater(deps: Deps, due: DueJob[], then = "run the job") {
   if (due.length === 0) return;
   deps.defer(
-    deps.doorbell
-      .ring(due)
-      .catch((err) => deps.log.warn(`doorbell failed; the sweep will ${then}`, { error: String(err) })),
+    deps.doorbell.ring(due).catch((err) => deps.log.warn(`doorbell failed; the sweep will ${then}`, errorFields(err))),
   );
 }
