@@ -84,6 +84,12 @@ export function episodeCut(row: CutRow | undefined, trigger: EpisodeTrigger, now
  * episodes: a cut that waited for the row's lock reads the row as the cut before it left it, but
  * its snapshot predates that cut's episode (READ COMMITTED on a server), so on a server an end that
  * waited behind an idle cut read the cut before as the latest and took the whole thread again.
+ *
+ * For the same reason the range ends at the last message the statement can see (`seen`), not at
+ * the row's `last_seq`: a cut that waited behind a message's insert reads the row's new
+ * `last_seq`, but not the message, which its snapshot predates. Taking `last_seq` covered messages
+ * no episode held (and an empty cut covered them all). Messages numbered in the same transaction
+ * commit with their number, so what the snapshot sees is a prefix of the thread.
  */
 function cutRangeCtes(trigger: EpisodeTrigger): SQL {
   const repeatedEnd =
@@ -91,17 +97,20 @@ function cutRangeCtes(trigger: EpisodeTrigger): SQL {
       ? sql`(th.last_cut_trigger IS NULL OR th.last_cut_trigger = 'end' OR th.ended_at > th.last_cut_at)`
       : sql`FALSE`;
   return sql`
+    seen AS (
+      SELECT coalesce(max(m.seq), 0) AS last_seq FROM ${messages} m JOIN th ON m.thread_id = th.id
+    ),
     covered AS (
       SELECT GREATEST(th.episode_seq, coalesce(max(e.to_seq), 0)) AS to_seq
       FROM th LEFT JOIN ${episodes} e ON e.thread_id = th.id AND e.status NOT IN ('archived', 'deleted')
       GROUP BY th.episode_seq
     ),
     cut AS (
-      SELECT th.id, th.project_id, th.dataset, th.last_seq AS to_seq,
-        CASE WHEN th.last_seq > covered.to_seq THEN covered.to_seq + 1 ELSE 1 END AS from_seq
-      FROM th JOIN ${projects} p ON p.id = th.project_id, covered
-      WHERE th.last_seq > 0 AND ${threadSetting("enabled", "boolean")}
-        AND (th.last_seq > covered.to_seq OR ${repeatedEnd})
+      SELECT th.id, th.project_id, th.dataset, seen.last_seq AS to_seq,
+        CASE WHEN seen.last_seq > covered.to_seq THEN covered.to_seq + 1 ELSE 1 END AS from_seq
+      FROM th JOIN ${projects} p ON p.id = th.project_id, covered, seen
+      WHERE seen.last_seq > 0 AND ${threadSetting("enabled", "boolean")}
+        AND (seen.last_seq > covered.to_seq OR ${repeatedEnd})
     )`;
 }
 
@@ -127,11 +136,11 @@ export function cutEpisodeSql(input: {
       WHERE NOT m.is_summary
     ),
     moved AS (
-      UPDATE ${threads} t SET episode_seq = th.last_seq, updated_at = ${now}::timestamptz,
+      UPDATE ${threads} t SET episode_seq = GREATEST(th.episode_seq, seen.last_seq), updated_at = ${now}::timestamptz,
         last_cut_trigger = CASE WHEN span.n > 0 THEN ${trigger} ELSE th.last_cut_trigger END,
         last_cut_at = CASE WHEN span.n > 0 THEN ${now}::timestamptz ELSE th.last_cut_at END
         ${trigger === "end" ? sql`, ended_at = ${now}::timestamptz` : sql``}
-      FROM th, span WHERE t.id = th.id
+      FROM th, span, seen WHERE t.id = th.id
       RETURNING t.id
     ),
     ep AS (

@@ -45,10 +45,10 @@ describe.runIf(testPgUrl())("two cuts of one thread at once (PostgreSQL server)"
     return { projectId, threadId };
   }
 
-  async function say(thread: Thread, n: number) {
+  async function say(thread: Thread, n: number, client = observer) {
     for (let i = 0; i < n; i++) {
       await run(
-        observer,
+        client,
         sql`WITH t AS (UPDATE threads SET last_seq = last_seq + 1, last_message_at = ${tick()}::timestamptz
             WHERE id = ${thread.threadId} RETURNING last_seq, last_message_at)
           INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
@@ -104,5 +104,51 @@ describe.runIf(testPgUrl())("two cuts of one thread at once (PostgreSQL server)"
     await say(thread, 1);
     await race(thread, "end", "idle");
     expect(await ranges(thread)).toEqual(["1-2 end", "1-2 end", "3-3 end"]);
+  });
+
+  it("a cut behind a message's insert ends at the messages it can see: the new one waits for the next cut", async () => {
+    // The insert's transaction holds the thread's row; the end waits for it, then reads the row's
+    // new last_seq, but its snapshot predates the message. It covered the message all the same,
+    // and with nothing new to see, cut no episode yet covered them all: no episode ever held them.
+    const thread = await newThread();
+    await say(thread, 1);
+    await cut(observer, thread, "end");
+    const waiting = await waitsForLock(second);
+    await first.query("BEGIN");
+    await say(thread, 2, first);
+    const behind = cut(second, thread, "end");
+    await waiting();
+    await first.query("COMMIT");
+    const ended = await behind;
+    // An end behind an end with nothing new: the whole thread it can see again (the repeat rule).
+    expect(await ranges(thread)).toEqual(["1-1 end", "1-1 end"]);
+    expect(ended.rows[0].episode_id).not.toBeNull();
+    const [row] = (await run(observer, sql`SELECT episode_seq, last_seq FROM threads WHERE id = ${thread.threadId}`))
+      .rows;
+    expect([row.episode_seq, row.last_seq]).toEqual([1, 3]);
+    // The messages it could not see are the next cut's.
+    await cut(observer, thread, "idle");
+    expect(await ranges(thread)).toEqual(["1-1 end", "1-1 end", "2-3 idle"]);
+  });
+
+  it("a first cut behind a message's insert takes the messages before it, and leaves the new one", async () => {
+    const thread = await newThread();
+    await say(thread, 2);
+    const waiting = await waitsForLock(second);
+    await first.query("BEGIN");
+    await say(thread, 1, first);
+    const behind = cut(second, thread, "idle");
+    await waiting();
+    await first.query("COMMIT");
+    await behind;
+    const [episode] = (
+      await run(
+        observer,
+        sql`SELECT from_seq, to_seq, message_count FROM episodes WHERE thread_id = ${thread.threadId}`,
+      )
+    ).rows;
+    expect([episode.from_seq, episode.to_seq, episode.message_count]).toEqual([1, 2, 2]);
+    await cut(observer, thread, "idle");
+    expect(await ranges(thread)).toEqual(["1-2 idle", "3-3 idle"]);
   });
 });
