@@ -34,6 +34,7 @@ export const PG_SUITES = [
   "tests/episodic/episodic-api.test.ts",
   "tests/episodic/episode-triggers.test.ts",
   "tests/episodic/cut-race.test.ts",
+  "tests/recall/erase-race.test.ts",
   "tests/episodic/idle-backstop-scale.test.ts",
   "tests/semantic/semantic-api.test.ts",
   "tests/semantic/semantic-rules.test.ts",

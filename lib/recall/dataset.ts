@@ -210,20 +210,30 @@ function threadMessagePage(projectId: ProjectRef, dataset: string, last?: Thread
 }
 
 /**
- * Hard-erases the dataset in one statement (so one transaction on every driver): threads (their
+ * Hard-erases the dataset in one transaction on every driver: threads (their
  * messages cascade), episodes, facts (their entity links cascade), entities and the dataset's
  * pending jobs. Also what holds copies of its text elsewhere: the stored `Idempotency-Key` answers
  * of requests that named it (a chat's reply, a recall's facts), and its webhook deliveries (an
  * episode's summary), pending or done, with their attempts and jobs, so none is sent again.
  * Work already running for the dataset finds its rows gone and writes nothing: its final write is
  * conditional on the episode it claimed.
+ *
+ * Two statements in one transaction (one round trip over Neon's HTTP driver). The first locks the
+ * dataset's threads and episodes, so it waits for the writes holding them (a message's insert, an
+ * episode's cut, an extraction's fact batch, which locks its episode) to commit. The second then
+ * erases with a snapshot that holds what they wrote. In one statement, a write that committed
+ * while the erase waited for its lock was missed: on a server, an extraction's facts, or the
+ * episode a cut had just made, outlived the erase.
  */
 export async function eraseDataset({ deps, projectId }: ProjectContext, { dataset }: { dataset: string }) {
   const scope = (table: typeof threads | typeof episodes | typeof facts | typeof entities | typeof jobs) =>
     sql`${table.projectId} = ${projectId} AND ${table.dataset} = ${dataset}`;
-  const [row] = parsedRowsOf(
-    z.object({ threads: dbInt, episodes: dbInt, facts: dbInt, entities: dbInt, webhook_jobs: z.unknown() }),
-    await deps.db.execute(sql`
+  const lockWriters = sql`
+    SELECT (SELECT count(*) FROM (SELECT 1 FROM ${threads} WHERE ${scope(threads)} ORDER BY id FOR UPDATE) th) AS threads,
+      (SELECT count(*) FROM (SELECT 1 FROM ${episodes} WHERE ${scope(episodes)} ORDER BY id FOR UPDATE) ep) AS episodes`;
+  const [, erased] = await deps.database.batch((db) => [
+    db.execute(lockWriters),
+    db.execute(sql`
       WITH t AS (DELETE FROM ${threads} WHERE ${scope(threads)} RETURNING 1),
         e AS (DELETE FROM ${episodes} WHERE ${scope(episodes)} RETURNING 1),
         f AS (DELETE FROM ${facts} WHERE ${scope(facts)} RETURNING 1),
@@ -249,6 +259,10 @@ export async function eraseDataset({ deps, projectId }: ProjectContext, { datase
       SELECT (SELECT count(*) FROM t) AS threads, (SELECT count(*) FROM e) AS episodes,
         (SELECT count(*) FROM f) AS facts, (SELECT count(*) FROM n) AS entities,
         (SELECT count(*) FROM j) AS jobs, ${webhookJobsColumn} AS webhook_jobs`),
+  ]);
+  const [row] = parsedRowsOf(
+    z.object({ threads: dbInt, episodes: dbInt, facts: dbInt, entities: dbInt, webhook_jobs: z.unknown() }),
+    erased,
   );
   ringWebhookJobs(deps, row.webhook_jobs);
   return {

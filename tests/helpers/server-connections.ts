@@ -14,10 +14,12 @@ export function useServerConnections(count: number) {
   const dialect = new PgDialect();
   const clients: pg.Client[] = [];
   let name: string | undefined;
+  let url: string | undefined;
 
   beforeAll(async () => {
     const database = await newServerDatabase();
     name = database.name;
+    url = database.url;
     for (let i = 0; i < count; i++) {
       const client = new pg.Client({ connectionString: database.url });
       await client.connect();
@@ -48,5 +50,8 @@ export function useServerConnections(count: number) {
     };
   }
 
-  return { clients, run, waitsForLock };
+  /** The database's URL, for a pool of the service's own beside the clients. */
+  const databaseUrl = () => url as string;
+
+  return { clients, run, waitsForLock, databaseUrl };
 }
