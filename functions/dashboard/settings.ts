@@ -69,6 +69,7 @@ export const settingOperations = {
         400: errorResponses[400],
         401: errorResponses[401],
         404: errorResponses[404],
+        409: jsonResponse(ErrorSchema, "Other changes kept landing first (many at once): try again"),
       },
     }),
     async (c) =>
@@ -124,6 +125,7 @@ export const settingOperations = {
         400: errorResponses[400],
         401: errorResponses[401],
         404: jsonResponse(ErrorSchema, "Project not found / Setting not found"),
+        409: jsonResponse(ErrorSchema, "Other changes kept landing first (many at once): try again"),
       },
     }),
     async (c) => {

@@ -3,7 +3,7 @@ import { z } from "zod";
 import type { ProjectContext } from "../context";
 import { projects } from "../db/schema";
 import type { Deps } from "../deps";
-import { notFound } from "../errors";
+import { conflict, notFound } from "../errors";
 import {
   BAND_RULE_KEYS,
   crossFieldIssues,
@@ -34,8 +34,17 @@ export async function getProjectSettings({ deps, projectId }: ProjectContext): P
   return resolveProjectSettings(await storedSettings(deps, projectId));
 }
 
-/** How many times a settings change is re-applied when another change lands between read and write. */
-const SETTINGS_ATTEMPTS = 5;
+/**
+ * How many times a settings change is re-applied when another change lands between read and
+ * write. Each round lands one of the changes racing it, so N changes at once need up to N rounds
+ * (a review saw 4 of 30 parallel changes fail at 5); a short random pause between rounds spreads
+ * them out.
+ */
+const SETTINGS_ATTEMPTS = 50;
+const SETTINGS_RETRY_PAUSE_MS = 20;
+
+/** What a change that lost every round answers: the client retries it (409, not a 500). */
+export const SETTINGS_CONFLICT = "The project's settings were changed by other requests meanwhile; try again";
 
 /**
  * Applies `change` to the project's stored partial settings and checks the merged result's
@@ -67,8 +76,9 @@ export async function changeProjectSettings(
       .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
       .returning({ settings: projects.settings });
     if (updated.length > 0) return updated[0].settings ?? {};
+    await new Promise((resolve) => setTimeout(resolve, Math.random() * SETTINGS_RETRY_PAUSE_MS));
   }
-  throw new Error(`settings of project ${projectId} changed concurrently ${SETTINGS_ATTEMPTS} times in a row`);
+  throw conflict(SETTINGS_CONFLICT);
 }
 
 /**

@@ -737,6 +737,23 @@ describe("project settings", () => {
     expect(stored.semantic).toEqual({ factsInContext: 20, anchorVectorTopK: 5 });
   });
 
+  it("lands every one of many changes made at once (each re-applied until it lands), none lost", async () => {
+    const token = await adminSession(svc);
+    const t = await newTenant(svc);
+    // 30 changes at once, each of its own value: every round lands one of them, the others retry.
+    const values = Array.from({ length: 30 }, (_, i) => 10 + i);
+    const answers = await Promise.all(
+      values.map((n, i) =>
+        patch(token, t.projectId, i % 2 ? { episodic: { maxMessages: n } } : { semantic: { factsInContext: n } }),
+      ),
+    );
+    expect(answers.map((r) => r.status)).toEqual(values.map(() => 200));
+    const settings = await settingsOf(token, t.projectId);
+    // The last change to land wins its field; each field holds one of the values sent to it.
+    expect(values.filter((_, i) => i % 2)).toContain(settings.episodic.maxMessages);
+    expect(values.filter((_, i) => i % 2 === 0)).toContain(settings.semantic.factsInContext);
+  });
+
   it("keeps projects' settings apart", async () => {
     const token = await adminSession(svc);
     const a = await newTenant(svc);

@@ -752,6 +752,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Other changes kept landing first (many at once): try again */
+                409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         trace?: never;
@@ -1252,6 +1261,15 @@ export interface paths {
                 };
                 /** @description Project not found / Setting not found */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Other changes kept landing first (many at once): try again */
+                409: {
                     headers: {
                         [name: string]: unknown;
                     };
