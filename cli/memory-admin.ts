@@ -4,7 +4,7 @@ import { keyRefProblem, randomPassword } from "../lib/crypto";
 import type { DbDeps } from "../lib/deps";
 import { PASSWORD_LENGTH, passwordInput, text } from "../lib/inputs";
 import { CliError } from "./errors";
-import { type Column, note, type Output, print, table, when } from "./output";
+import { type Column, note, type Output, print, printable, table, when } from "./output";
 
 /**
  * `memory-admin`: the operator's command line over the database the server uses (DATABASE_URL, or
@@ -112,7 +112,7 @@ keys
       const created = await createApiKey({ deps, projectId: project.id }, { name: opts.name });
       note(
         out,
-        `API key ${created.apiKey.id} ("${opts.name}") for project "${project.name}" (${project.id}).\n` +
+        `API key ${created.apiKey.id} ("${printable(opts.name)}") for project "${printable(project.name)}" (${project.id}).\n` +
           "It is shown only this once: store it now.",
       );
       print(out, created, created.key);
@@ -160,7 +160,7 @@ keys
       const { findApiKey, revokeApiKey } = await import("../lib/api-keys");
       const found = await findApiKey(deps, { ref });
       const { apiKey } = await revokeApiKey(deps, { apiKeyId: found.id });
-      const named = `API key ${apiKey.id} (${apiKey.keyPreview}, "${apiKey.name}")`;
+      const named = `API key ${apiKey.id} (${apiKey.keyPreview}, "${printable(apiKey.name)}")`;
       if (found.revokedAt) return print(out, { apiKey }, `${named} was already revoked at ${apiKey.revokedAt}.`);
       note(out, "Requests with it now get 401.");
       print(out, { apiKey }, `Revoked ${named}.`);

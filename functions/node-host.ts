@@ -79,9 +79,12 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Duplex) {
   }
   const { status, error } = clientErrorAnswer(err.code);
   const body = JSON.stringify({ error });
+  // Closed once written, as Node's own answer is: a client that never closes its side would
+  // otherwise hold the refused socket open.
   socket.end(
     `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    () => socket.destroy(),
   );
 }
 

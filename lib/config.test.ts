@@ -101,16 +101,13 @@ describe("limits", () => {
   it("refuses a port past 65535, and a delay no timer can take (2^31 ms and more), naming the variable", () => {
     expect(parseConfig({ PORT: "65535" }).port).toBe(65_535);
     expect(() => parseConfig({ PORT: "70000" })).toThrow(/PORT/);
-    for (const name of [
-      "RETRY_INTERVAL_MS",
-      "IDEMPOTENCY_TTL_MS",
-      "WEBHOOK_TIMEOUT_MS",
-      "KEEP_ALIVE_TIMEOUT_MS",
-      "HEADERS_TIMEOUT_MS",
-    ]) {
+    for (const name of ["RETRY_INTERVAL_MS", "WEBHOOK_TIMEOUT_MS", "KEEP_ALIVE_TIMEOUT_MS", "HEADERS_TIMEOUT_MS"]) {
       expect(() => parseConfig({ [name]: "2147483647" }), name).not.toThrow();
       expect(() => parseConfig({ [name]: "3000000000" }), name).toThrow(new RegExp(name));
     }
+    // Not a timer: an expiry date, up to a year away (30 days was taken before, and still is).
+    expect(() => parseConfig({ IDEMPOTENCY_TTL_MS: String(30 * 86_400_000) })).not.toThrow();
+    expect(() => parseConfig({ IDEMPOTENCY_TTL_MS: String(367 * 86_400_000) })).toThrow(/IDEMPOTENCY_TTL_MS/);
     expect(parseConfig({ WEBHOOK_RETENTION_DAYS: "36500" }).webhooks.retentionDays).toBe(36_500);
     expect(() => parseConfig({ WEBHOOK_RETENTION_DAYS: "1000000" })).toThrow(/WEBHOOK_RETENTION_DAYS/);
   });

@@ -73,8 +73,9 @@ export const configSchema = z.object({
   RERANK_MODEL: optionalString,
   CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
   RETRY_INTERVAL_MS: intFromEnv(120_000, 1000, TIMER_MAX_MS),
-  // How long a stored Idempotency-Key answer is replayed (default 24 hours; at least a minute).
-  IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000, TIMER_MAX_MS),
+  // How long a stored Idempotency-Key answer is replayed (default 24 hours; a minute to a year:
+  // not a timer, an expiry date the database must hold).
+  IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000, 366 * 86_400_000),
   QSTASH_TOKEN: optionalString,
   QSTASH_URL: optionalString,
   QSTASH_CURRENT_SIGNING_KEY: optionalString,

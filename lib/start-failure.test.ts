@@ -51,4 +51,28 @@ describe("startFailureMessage", () => {
     expect(startFailureMessage(Object.assign(new Error("x"), { code: "ECONNREFUSED" }))).toBeNull();
     expect(startFailureMessage(undefined)).toBeNull();
   });
+
+  it("a database it cannot reach or open: named, with what to check; another file's error is not one", () => {
+    const server = { databaseUrl: "postgres://u:secret@db.example:5432/memory", pgliteDir: ".data/pglite" };
+    const refused = new AggregateError([Object.assign(new Error(""), { code: "ECONNREFUSED" })], "");
+    const wrapped = new Error("Failed query", { cause: refused });
+    expect(startFailureMessage(wrapped, server)).toBe(
+      "Cannot open the database at DATABASE_URL (db.example:5432/memory): ECONNREFUSED; check that the server is running and that DATABASE_URL names it, its database and credentials.",
+    );
+    const noDatabase = Object.assign(new Error('database "memory" does not exist'), { code: "3D000" });
+    expect(startFailureMessage(noDatabase, server)).toMatch(
+      /^Cannot open the database at DATABASE_URL .*does not exist;/,
+    );
+    const embedded = { databaseUrl: undefined, pgliteDir: "/proc/nope" };
+    const lock = Object.assign(new Error("ENOENT: no such file or directory, open '/proc/nope.lock'"), {
+      code: "ENOENT",
+      path: "/proc/nope.lock",
+    });
+    expect(startFailureMessage(lock, embedded)).toMatch(/^Cannot open the embedded database at \/proc\/nope: /);
+    // A file of the service's own (a migration), or a network code for the embedded database: a bug, with its stack.
+    const migration = Object.assign(new Error("ENOENT"), { code: "ENOENT", path: "/app/migrations/0001.sql" });
+    expect(startFailureMessage(migration, embedded)).toBeNull();
+    expect(startFailureMessage(migration, server)).toBeNull();
+    expect(startFailureMessage(Object.assign(new Error("x"), { code: "ECONNREFUSED" }), embedded)).toBeNull();
+  });
 });

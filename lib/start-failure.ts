@@ -21,7 +21,7 @@ export function startFailureMessage(err: unknown, config?: Pick<Config, "databas
   if (code === "EACCES" && port !== undefined) {
     return `Port ${port} needs privileges this process does not have: set PORT to a port above 1023.`;
   }
-  const unreachable = config ? connectionFailure(err) : undefined;
+  const unreachable = config ? connectionFailure(err, config) : undefined;
   if (config && unreachable) {
     const what = config.databaseUrl
       ? "check that the server is running and that DATABASE_URL names it, its database and credentials"
@@ -32,11 +32,12 @@ export function startFailureMessage(err: unknown, config?: Pick<Config, "databas
 }
 
 /**
- * Errors that say the database cannot be reached or opened, not that a statement is wrong: the
- * network's and the file system's codes, and Postgres's connection (08), authorisation (28),
- * unknown database (3D000), starting-up (57P03) and too-many-connections (53300) SQLSTATEs.
+ * Errors that say the database cannot be reached, not that a statement is wrong: the network's
+ * codes, and Postgres's connection (08), authorisation (28), unknown database (3D000), starting-up
+ * (57P03) and too-many-connections (53300) SQLSTATEs. For the embedded database: a file system
+ * error on a path in its data directory (its lock file included), not on any other file.
  */
-const CONNECTION_CODES = new Set([
+const NETWORK_CODES = new Set([
   "ECONNREFUSED",
   "ECONNRESET",
   "ENOTFOUND",
@@ -44,24 +45,25 @@ const CONNECTION_CODES = new Set([
   "ETIMEDOUT",
   "EHOSTUNREACH",
   "ENETUNREACH",
-  "ENOENT",
-  "ENOTDIR",
-  "EACCES",
-  "EPERM",
-  "EROFS",
   "3D000",
   "57P03",
   "53300",
 ]);
-const isConnectionCode = (code: unknown) =>
-  typeof code === "string" && (CONNECTION_CODES.has(code) || /^(08|28)[0-9A-Z]{3}$/.test(code));
+const FILE_CODES = new Set(["ENOENT", "ENOTDIR", "EACCES", "EPERM", "EROFS", "ENOSPC"]);
+
+function saysUnreachable(err: object, config: Pick<Config, "databaseUrl" | "pgliteDir">): boolean {
+  const { code, path } = err as { code?: unknown; path?: unknown };
+  if (typeof code !== "string") return false;
+  if (config.databaseUrl) return NETWORK_CODES.has(code) || /^(08|28)[0-9A-Z]{3}$/.test(code);
+  return FILE_CODES.has(code) && typeof path === "string" && path.startsWith(config.pgliteDir);
+}
 
 /** The error in `err`'s chain (causes, an AggregateError's errors) that says so, if any. */
-export function connectionFailure(err: unknown, depth = 0): unknown {
+export function connectionFailure(err: unknown, config: Pick<Config, "databaseUrl" | "pgliteDir">, depth = 0): unknown {
   if (!err || typeof err !== "object" || depth > 5) return undefined;
-  if (isConnectionCode((err as { code?: unknown }).code)) return err;
+  if (saysUnreachable(err, config)) return err;
   for (const inner of [(err as { cause?: unknown }).cause, ...((err as { errors?: unknown[] }).errors ?? [])]) {
-    const found = connectionFailure(inner, depth + 1);
+    const found = connectionFailure(inner, config, depth + 1);
     if (found) return found;
   }
   return undefined;

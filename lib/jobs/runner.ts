@@ -172,7 +172,7 @@ export async function sweep(
   // "background" (the Node.js host's periodic sweep): the jobs run on in their slots while the
   // sweep ends, so a job stuck on a hung provider never holds back the next sweep's backstops.
   let ran = 0;
-  if (jobs === "await") ran = await runDueJobs(deps);
+  if (jobs === "await") ran = await step("ran", runDueJobs);
   else deps.defer(runDueJobs(deps).then((n) => n > 0 && deps.log.info("sweep: due jobs ran", { ran: n })));
   const deleted: Record<string, number> = {};
   for (const [name, cleanup] of Object.entries(deps.jobs.cleanups)) deleted[name] = await step(name, cleanup);

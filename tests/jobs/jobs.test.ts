@@ -393,7 +393,7 @@ describe("runner", () => {
       runAt: new Date(h.clock.now().getTime() + 30_000).toISOString(),
       lockedUntil: null,
       attempts: 1,
-      lastError: "Error: connection reset by peer",
+      lastError: "connection reset by peer",
     });
     // Its doorbell rung for the retry's time, so the retry does not wait for the next sweep.
     expect(h.svc.rings.slice(rung)).toEqual([{ key, runAt: new Date(h.clock.now().getTime() + 30_000) }]);

@@ -176,7 +176,7 @@ export function WebhooksPage({ projectId }: { projectId: string }) {
           headingRef={freshHeading}
           note={
             fresh.rotated
-              ? `Each request is signed with it and with the previous secret until ${formatDateTime(fresh.rotated.previousUntil)}, then with it alone: move your receiver to it before then. If it is lost, rotate again.`
+              ? `Each request is signed with it and with the previous secret until ${formatDateTime(fresh.rotated.previousUntil)}, then with it alone: move your receiver to it before then. If it is lost, rotate again, knowing that the previous secret then stops signing at once.`
               : "Verify each request with it (any Standard Webhooks library). If it is lost, rotate the endpoint's secret."
           }
           onDone={() => {
@@ -336,7 +336,9 @@ function EditEndpoint({ endpoint, onSaved }: { endpoint: Endpoint; onSaved: (sav
     const body = await unwrap(
       api.PATCH("/dashboard/webhooks/{id}", {
         params: { path: { id: endpoint.id } },
-        body: { url, eventTypes: types },
+        // The URL only when it changed: an endpoint registered under a policy since tightened
+        // (WEBHOOKS_ALLOW_HTTP turned off) can still have its events changed.
+        body: url === endpoint.url ? { eventTypes: types } : { url, eventTypes: types },
       }),
     );
     onSaved(body.endpoint);
