@@ -163,6 +163,18 @@ describe("takeChunk and streamEndProblem (streaming)", () => {
   });
 });
 
+/** A stream's state before its first chunk. */
+const freshStream = (): StreamState => ({
+  text: "",
+  model: "",
+  usage: undefined,
+  finished: false,
+  complete: false,
+  aborted: false,
+  stalled: false,
+  consumed: false,
+});
+
 describe("NUL characters in a model's text", () => {
   const NUL = String.fromCharCode(0);
 
@@ -179,16 +191,7 @@ describe("NUL characters in a model's text", () => {
       ],
     });
     expect(reply.text).toBe("ab");
-    const state: StreamState = {
-      text: "",
-      model: "",
-      usage: undefined,
-      finished: false,
-      complete: false,
-      aborted: false,
-      stalled: false,
-      consumed: false,
-    };
+    const state = freshStream();
     const chunk = { choices: [{ index: 0, delta: { content: `c${NUL}` }, finish_reason: null }] };
     expect(takeChunk(state, chunk as OpenAI.ChatCompletionChunk)).toBe("c");
     const schema = z.object({ summary: z.string(), items: z.array(z.string()) });
@@ -236,16 +239,7 @@ describe("lone surrogates in a model's text", () => {
   });
 
   it("keep a pair split across two streamed chunks whole", () => {
-    const state: StreamState = {
-      text: "",
-      model: "",
-      usage: undefined,
-      finished: false,
-      complete: false,
-      aborted: false,
-      stalled: false,
-      consumed: false,
-    };
+    const state = freshStream();
     const chunk = (content: string) =>
       ({ choices: [{ index: 0, delta: { content }, finish_reason: null }] }) as OpenAI.ChatCompletionChunk;
     expect(takeChunk(state, chunk(`smile ${high}`))).toBe(`smile ${high}`);
