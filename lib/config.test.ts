@@ -113,6 +113,15 @@ describe("limits", () => {
   });
 });
 
+describe("PGLITE_DURABILITY", () => {
+  it("is full when unset or blank, read in any case, and refuses anything else", () => {
+    for (const value of [undefined, "", " ", "FULL"])
+      expect(parseConfig({ PGLITE_DURABILITY: value }).pgliteDurability).toBe("full");
+    expect(parseConfig({ PGLITE_DURABILITY: "Fast" }).pgliteDurability).toBe("fast");
+    expect(() => parseConfig({ PGLITE_DURABILITY: "sometimes" })).toThrow(/PGLITE_DURABILITY/);
+  });
+});
+
 describe("DATABASE_URL", () => {
   it("takes a postgres:// or postgresql:// URL, a Unix socket's too, and refuses anything else", () => {
     for (const url of [

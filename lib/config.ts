@@ -47,7 +47,14 @@ export const configSchema = z.object({
   NEON_FETCH_ENDPOINT: optionalString,
   // Blank is the default, as for every other variable.
   PGLITE_DIR: optionalString.transform((v) => v ?? ".data/pglite"),
-  PGLITE_DURABILITY: z.enum(["full", "fast"]).default("full"),
+  // Blank is the default, as for the other variables; any case.
+  PGLITE_DURABILITY: optionalString.pipe(
+    z
+      .string()
+      .transform((v) => v.toLowerCase())
+      .pipe(z.enum(["full", "fast"]))
+      .default("full"),
+  ),
   // The embedded database's shared_buffers (lib/db/pglite.ts's default when unset): most of its RSS.
   PGLITE_SHARED_BUFFERS: optionalString.pipe(
     z

@@ -399,6 +399,9 @@ function lazyClient({ apiKey, baseUrl }: ProviderEndpoint, options: LlmOptions):
       baseURL: baseUrl,
       timeout: options.timeoutMs ?? 60_000,
       maxRetries: options.maxRetries ?? 2,
+      // The SDK's own log lines (OPENAI_LOG) are not the service's JSON lines: its failures reach
+      // the logs as the service reports them instead.
+      logLevel: "off",
       // Called as a plain function: the Worker's fetch refuses any other `this`.
       fetch: attemptsObserved((input, init) => (options.fetch ?? fetch)(input, init)),
     });
