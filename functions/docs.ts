@@ -1,7 +1,7 @@
 import type { OpenAPIHono } from "@hono/zod-openapi";
 import { Scalar } from "@scalar/hono-api-reference";
 import type { MiddlewareHandler } from "hono";
-import { devDependencies } from "../package.json";
+import { devDependencies, version } from "../package.json";
 import { DOCS_ASSETS_PREFIX, DOCS_RENDERER_FILE } from "./docs-renderer";
 import type { AppEnv } from "./env";
 import { createRouter } from "./router";
@@ -71,7 +71,7 @@ export const OPENAPI_INFO = {
   openapi: "3.1.0",
   info: {
     title: "Conversational Memory Service",
-    version: "0.1.0",
+    version,
     description:
       "Memory for chat applications: threads and messages, episodes, facts and recall. `/v1/*` is the integration surface (API key, `Authorization: Bearer mk_…`); the internal routes serve the dashboard (session token from `POST /auth/login`) and may change without notice.",
   },

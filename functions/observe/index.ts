@@ -4,6 +4,7 @@ import type { Config } from "../../lib/config";
 import type { Database } from "../../lib/db/types";
 import type { Logger } from "../../lib/log";
 import { installTelemetry } from "../../lib/telemetry";
+import { version } from "../../package.json";
 import type { AppEnv } from "../env";
 import type { Tracing } from "./tracing";
 
@@ -36,7 +37,8 @@ export async function startObservability(options: {
   let tracing: Tracing | undefined;
   if (config.tracing) {
     const [{ startTracing }, { requestSpan }] = await Promise.all([import("./tracing"), import("./request-span")]);
-    tracing = await startTracing(config.tracing, process.env.npm_package_version ?? "0.0.0");
+    // package.json's, however the process was started (npm sets npm_package_version; node alone does not).
+    tracing = await startTracing(config.tracing, version);
     uninstall.push(installTelemetry(tracing.telemetry));
     middleware.push(requestSpan);
   }
