@@ -3,6 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { memoryOperationOf, routeParams } from "../../functions/observe/memory-operations";
 import { jsonOf, rowsOf } from "../../lib/db/rows";
 import { runDueJobs } from "../../lib/jobs/runner";
+import pkg from "../../package.json";
 import { type FakeOpenAI, reportedUsage, startFakeOpenAI } from "../helpers/fake-openai";
 import { type OtlpReceiver, type ReceivedSpan, startOtlpReceiver } from "../helpers/otlp-receiver";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
@@ -91,7 +92,8 @@ describe("OTLP over HTTP as JSON", () => {
         "http.route": "/v1/memory/working/threads/:threadId/messages",
         "http.response.status_code": 201,
       }),
-      resource: expect.objectContaining({ "service.name": "memory-test" }),
+      // package.json's version, though vitest (not npm) started this process.
+      resource: expect.objectContaining({ "service.name": "memory-test", "service.version": pkg.version }),
     });
     const memory = spans.find((s) => s.name === "create_memory");
     expect(memory?.parentSpanId).toBe(request?.spanId);
