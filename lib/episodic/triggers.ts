@@ -97,8 +97,12 @@ function cutRangeCtes(trigger: EpisodeTrigger): SQL {
       ? sql`(th.last_cut_trigger IS NULL OR th.last_cut_trigger = 'end' OR th.ended_at > th.last_cut_at)`
       : sql`FALSE`;
   return sql`
+    -- The thread's last message by its index, backwards (one entry; a max() over a join with th
+    -- read every message of the thread, under the row's lock).
     seen AS (
-      SELECT coalesce(max(m.seq), 0) AS last_seq FROM ${messages} m JOIN th ON m.thread_id = th.id
+      SELECT coalesce(
+        (SELECT m.seq FROM ${messages} m WHERE m.thread_id = (SELECT id FROM th) ORDER BY m.seq DESC LIMIT 1), 0
+      ) AS last_seq
     ),
     covered AS (
       SELECT GREATEST(th.episode_seq, coalesce(max(e.to_seq), 0)) AS to_seq

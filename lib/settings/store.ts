@@ -38,9 +38,9 @@ export async function getProjectSettings({ deps, projectId }: ProjectContext): P
  * How many times a settings change is re-applied when another change lands between read and
  * write. Each round lands one of the changes racing it, so N changes at once need up to N rounds
  * (a review saw 4 of 30 parallel changes fail at 5); a short random pause between rounds spreads
- * them out.
+ * them out. 20 rounds are 40 statements: within a Worker's subrequest limit (50 on the free plan).
  */
-const SETTINGS_ATTEMPTS = 50;
+const SETTINGS_ATTEMPTS = 20;
 const SETTINGS_RETRY_PAUSE_MS = 20;
 
 /** What a change that lost every round answers: the client retries it (409, not a 500). */

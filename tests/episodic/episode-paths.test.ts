@@ -4,6 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { vectorIndexName } from "../../lib/db/vector-indexes";
 import { listEpisodes, listEpisodesSql } from "../../lib/episodic/episodes";
+import { cutEpisodeSql } from "../../lib/episodic/triggers";
 import { type Retrieval, recallSql, retrieve } from "../../lib/recall/retrieve";
 import { type FakeOpenAI, fakeEmbedding, startFakeOpenAI } from "../helpers/fake-openai";
 import { type PlanNode, planNodes, planOf } from "../helpers/plan";
@@ -166,5 +167,40 @@ describe("the episode list of a dataset of many episodes", { timeout: 120_000 },
       "zucchini",
       ...Array.from({ length: 9 }, (_, g) => `topic ${g}`),
     ]);
+  });
+});
+
+describe("an episode cut of a long thread", { timeout: 120_000 }, () => {
+  it("finds the thread's last message from the index, not by reading every message", async () => {
+    const t = await newTenant(svc, "long-thread-cut");
+    const threadId = `thr_cut_${randomUUID().slice(0, 8)}`;
+    // 3,000 messages, all but the last already in an episode: the cut's range is one message.
+    await svc.deps.db.execute(sql`
+      INSERT INTO threads (id, project_id, dataset, last_seq, episode_seq) VALUES (${threadId}, ${t.projectId}, 'ds', 3000, 2999)`);
+    await svc.deps.db.execute(sql`
+      INSERT INTO messages (id, project_id, thread_id, seq, role, content, created_at)
+      SELECT 'msg_cut_' || ${threadId} || '_' || g, ${t.projectId}, ${threadId}, g, 'user', 'words', now()
+      FROM generate_series(1, 3000) AS g`);
+    await svc.deps.db.execute(sql`ANALYZE messages`);
+    const statement = cutEpisodeSql({
+      projectId: t.projectId,
+      threadId,
+      trigger: "idle",
+      episodeId: `epi_cut_${randomUUID().slice(0, 8)}`,
+      now: svc.deps.clock.now().toISOString(),
+    });
+    const plan = planOf(await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${statement}`));
+    const read = planNodes(plan.Plan)
+      .filter((n) => n["Relation Name"] === "messages")
+      .reduce(
+        (sum, n) => sum + ((n["Actual Rows"] ?? 0) + (n["Rows Removed by Filter"] ?? 0)) * (n["Actual Loops"] ?? 0),
+        0,
+      );
+    // The last message (seen) and the one of the range (span); a max() over a join read all 3,000.
+    expect(read).toBeLessThanOrEqual(4);
+    const [episode] = rowsOf<{ from_seq: number; to_seq: number }>(
+      await svc.deps.db.execute(sql`SELECT from_seq, to_seq FROM episodes WHERE thread_id = ${threadId}`),
+    );
+    expect([episode.from_seq, episode.to_seq]).toEqual([3000, 3000]);
   });
 });
