@@ -1,6 +1,7 @@
 import type { ApiKeyPrincipal, SessionPrincipal } from "../lib/auth";
 import type { ProjectRef } from "../lib/db/types";
 import type { Deps } from "../lib/deps";
+import type { Claim } from "../lib/idempotency";
 
 /** Hono context variables shared by every sub-app. */
 export type AppEnv = {
@@ -16,5 +17,7 @@ export type AppEnv = {
     inputRefused: boolean;
     /** Set when the request wrote before it failed (chat's user message): its 5xx is kept under an `Idempotency-Key`. */
     wroteBeforeFailing: boolean;
+    /** The request's claim on its `Idempotency-Key`, while it runs (functions/idempotency.ts); else unset. */
+    idempotencyClaim: Claim;
   };
 };

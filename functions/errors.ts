@@ -87,7 +87,7 @@ function isUnstorableText(err: unknown): boolean {
  * The spec names the 500 message of some routes: each declares it with its 500 response
  * (`failureResponse`, functions/schemas/errors.ts); the rest say INTERNAL_ERROR.
  */
-function failureMessage(c: Context<AppEnv>): string {
+export function failureMessage(c: Context<AppEnv>): string {
   return declaredFailure(c) ?? INTERNAL_ERROR;
 }
 

@@ -21,6 +21,7 @@ import {
 } from "../lib/idempotency";
 import { errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
+import { failureMessage } from "./errors";
 import { ErrorSchema, errorResponses } from "./schemas/errors";
 import { jsonResponse } from "./schemas/http";
 
@@ -40,6 +41,9 @@ const RUNNING = `A request with this ${IDEMPOTENCY_HEADER} is still being proces
  *   (a validation error, malformed JSON, a wrong content type: it never ran) releases the key,
  *   so a retry, or the corrected request, runs. A 5xx after the request wrote (chat, whose user
  *   message is stored before the model call) is stored too: run again, it would write twice.
+ * - A chat stores its user message before its model call and records it on the claim: if its
+ *   process dies, the request that takes the claim over (after the lease) answers the chat's 500
+ *   and keeps it, instead of storing the message again.
  * - A repeat with the same method, path and body gets the stored status and body with
  *   `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422; a
  *   repeat while the first runs is 409 with `Retry-After: 1`.
@@ -76,6 +80,14 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
 
   const { claim } = outcome;
   if (outcome.takenOver) deps.log.info("idempotency key taken over (expired, or its holder died)", { key });
+  if (outcome.holderWrote) {
+    // Its holder died after writing (a chat's user message): run again, the request would write
+    // twice. It answers what the holder would have answered on failing, kept like it.
+    const failed = { status: 500, body: JSON.stringify({ error: failureMessage(c) }), contentType: "application/json" };
+    await storeResponse(deps, claim, failed);
+    return c.body(failed.body, 500, { "Content-Type": failed.contentType });
+  }
+  c.set("idempotencyClaim", claim);
   const lease = keepClaim(deps, claim);
   // Frees the key so a retry runs anew; a failure to free it only delays that to the lease's end.
   const release = () =>
@@ -137,7 +149,7 @@ const headerSchema = z.object({
     .max(MAX_KEY_LENGTH)
     .optional()
     .openapi({
-      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with \`Retry-After: 1\` (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (\`text/event-stream\`) are not kept.`,
+      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with \`Retry-After: 1\` (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s; a chat's that had stored its user message then answers its 500, kept). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (\`text/event-stream\`) are not kept.`,
       example: "3f1c9a52-7d1e-4b8a-9c5e-0a2b6d4e8f10",
     }),
 });

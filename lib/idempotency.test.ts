@@ -11,8 +11,21 @@ const row = (outcome: ClaimRow["outcome"], status: number | null = null): ClaimR
 
 describe("claimOutcome", () => {
   it("claims a fresh key and a taken-over one, saying which", () => {
-    expect(claimOutcome(row("claimed"), claim)).toEqual({ kind: "claimed", claim, takenOver: false });
-    expect(claimOutcome(row("taken-over"), claim)).toEqual({ kind: "claimed", claim, takenOver: true });
+    expect(claimOutcome(row("claimed"), claim)).toEqual({
+      kind: "claimed",
+      claim,
+      takenOver: false,
+      holderWrote: false,
+    });
+    expect(claimOutcome(row("taken-over"), claim)).toEqual({
+      kind: "claimed",
+      claim,
+      takenOver: true,
+      holderWrote: false,
+    });
+    // A holder that died after writing: the new claim must not write again.
+    expect(claimOutcome({ ...row("taken-over"), holder_wrote: true }, claim)).toMatchObject({ holderWrote: true });
+    expect(claimOutcome({ ...row("claimed"), holder_wrote: true }, claim)).toMatchObject({ holderWrote: false });
   });
 
   it("replays the stored answer", () => {

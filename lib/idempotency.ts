@@ -144,8 +144,11 @@ export interface StoredResponse {
 }
 
 export type ClaimOutcome =
-  /** The key is this request's: run it, then store or release. `takenOver`: it had expired or its holder died. */
-  | { kind: "claimed"; claim: Claim; takenOver: boolean }
+  /**
+   * The key is this request's: run it, then store or release. `takenOver`: it had expired or its
+   * holder died; `holderWrote`: that holder had written before it died (`markClaimWrote`).
+   */
+  | { kind: "claimed"; claim: Claim; takenOver: boolean; holderWrote: boolean }
   /** The same request already answered: send this again. */
   | { kind: "replay"; response: StoredResponse }
   /** The key was used for a different request. */
@@ -158,6 +161,7 @@ const ClaimRow = z.object({
   response_status: dbInt.nullable(),
   response_body: z.string().nullable(),
   response_content_type: z.string().nullable(),
+  holder_wrote: z.boolean().nullable().optional(),
 });
 export type ClaimRow = z.output<typeof ClaimRow>;
 
@@ -190,7 +194,12 @@ export function claimOutcome(row: ClaimRow | undefined, claim: Claim): ClaimOutc
   switch (row?.outcome) {
     case "claimed":
     case "taken-over":
-      return { kind: "claimed", claim, takenOver: row.outcome === "taken-over" };
+      return {
+        kind: "claimed",
+        claim,
+        takenOver: row.outcome === "taken-over",
+        holderWrote: row.outcome === "taken-over" && row.holder_wrote === true,
+      };
     case "replay":
       return {
         kind: "replay",
@@ -226,7 +235,7 @@ function claimSql(
       taken AS (
         UPDATE ${idempotencyKeys} k SET fingerprint = ${fingerprint}, claim_id = ${claimId},
           locked_until = ${lockedUntil}::timestamptz, response_status = NULL, response_body = NULL,
-          response_content_type = NULL, datasets = ${datasets}, created_at = ${at}::timestamptz,
+          response_content_type = NULL, wrote_at = NULL, datasets = ${datasets}, created_at = ${at}::timestamptz,
           expires_at = ${expiresAt}::timestamptz
         WHERE k.project_id = ${projectId} AND k.key = ${key} AND ${free("k")}
         RETURNING 1
@@ -249,6 +258,8 @@ function claimSql(
           ELSE 'replay'
         END AS outcome,
         p.response_status, p.response_body, p.response_content_type,
+        -- A running claim whose holder died after writing (an expired answer is no such claim).
+        (p.response_status IS NULL AND p.wrote_at IS NOT NULL) AS holder_wrote,
         ${commitWithoutFlush} AS _sync
       FROM (SELECT 1) one LEFT JOIN prior p ON true`;
 }
@@ -262,6 +273,17 @@ export async function storeResponse(deps: Pick<Deps, "db">, claim: Claim, respon
   await deps.db.execute(sql`
     UPDATE ${idempotencyKeys} SET response_status = ${response.status}, response_body = ${response.body},
       response_content_type = ${response.contentType}, locked_until = NULL
+    WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}`);
+}
+
+/**
+ * Records that the claim's request wrote and must not run again (chat: its user message is
+ * stored). Durable before the request goes on: a takeover after a crash then answers the failure
+ * instead of writing twice.
+ */
+export async function markClaimWrote(deps: Pick<Deps, "db" | "clock">, claim: Claim): Promise<void> {
+  await deps.db.execute(sql`
+    UPDATE ${idempotencyKeys} SET wrote_at = ${deps.clock.now().toISOString()}::timestamptz
     WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}`);
 }
 

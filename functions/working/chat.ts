@@ -1,5 +1,6 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
+import { markClaimWrote } from "../../lib/idempotency";
 import { errorFields } from "../../lib/log";
 import { integerIn } from "../../lib/numbers";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
@@ -117,8 +118,15 @@ export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   const ctx = projectContext(c);
   const { threadId } = c.req.valid("param");
   // Once the user message is stored, a failure is this turn's answer: replayed under its key,
-  // not run again (which would store the message twice).
-  const input = { threadId, ...c.req.valid("json"), onStored: () => c.set("wroteBeforeFailing", true) };
+  // not run again (which would store the message twice). The claim records it before the model
+  // call (markClaimWrote): if this process dies, the retry that takes the claim over answers the
+  // 500 instead of storing the message again.
+  const onStored = async () => {
+    c.set("wroteBeforeFailing", true);
+    const claim = c.get("idempotencyClaim");
+    if (claim) await markClaimWrote(ctx.deps, claim);
+  };
+  const input = { threadId, ...c.req.valid("json"), onStored };
   if (!c.req.header("accept")?.includes("text/event-stream")) {
     return c.json(await chat(ctx, input), 200);
   }

@@ -464,6 +464,12 @@ export const idempotencyKeys = pgTable(
      * (lib/idempotency.ts `answerScope`): erasing one deletes the answers that may quote it.
      */
     datasets: text("datasets").array(),
+    /**
+     * When the running request wrote before it could fail (chat stores the user's message before
+     * its model call). A request taking over the claim after the holder died answers as the
+     * holder would have on failing (its kept 5xx) instead of writing again.
+     */
+    wroteAt: timestamptz("wrote_at"),
     createdAt: createdAt(),
     /** After this the key is free again (a repeat runs anew) and the sweep deletes the row. */
     expiresAt: timestamptz("expires_at").notNull(),

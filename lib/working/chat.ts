@@ -27,7 +27,7 @@ export interface ChatInput {
    * Called once the user's message is stored: whatever fails after it, the turn has written, so
    * a retry must not run it again (the route keeps even its 5xx under an Idempotency-Key).
    */
-  onStored?: () => void;
+  onStored?: () => void | Promise<void>;
 }
 
 export interface ChatResult {
@@ -174,7 +174,7 @@ interface Turn {
 async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
   const { threadId } = input;
   const user = await addMessage(ctx, { threadId, role: "user", content: input.content });
-  input.onStored?.();
+  await input.onStored?.();
   const window = await prepareContext(ctx, { threadId, messageLimit: input.messageLimit, budget: true });
   if (window.budgetSpent) throw budgetExhausted();
   const facts = input.recall ? await recallFacts(ctx, window.dataset, input.content) : { context: "", factCount: 0 };

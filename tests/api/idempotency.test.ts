@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
-import { CLAIM_LEASE_MS, claimKey, requestFingerprint } from "../../lib/idempotency";
+import { CLAIM_LEASE_MS, claimKey, markClaimWrote, requestFingerprint } from "../../lib/idempotency";
 import { sweep } from "../../lib/jobs/runner";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { documentedRoutes } from "../helpers/openapi";
@@ -336,6 +336,46 @@ describe("Idempotency-Key on /v1 writes", () => {
     const again = await send(`${W}/${threadId}/chat`, { ...chat, key: "chat-2" });
     expect([again.status, again.replayed]).toEqual([200, null]);
     expect(await messageCount(threadId)).toBe(3);
+  });
+
+  it("a chat whose process died after storing its user message: the retry taking the claim over answers its 500, once", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    const path = `${W}/${threadId}/chat`;
+    const json = { content: "hello", recall: false };
+    // A keyed chat that runs records on its claim that it wrote.
+    const ran = await send(path, { token: t.key, key: "ran", json });
+    expect(ran.status).toBe(200);
+    const [marked] = rowsOf<{ wrote: boolean }>(
+      await svc.deps.db.execute(
+        sql`SELECT wrote_at IS NOT NULL AS wrote FROM idempotency_keys WHERE project_id = ${t.projectId} AND key = 'ran'`,
+      ),
+    );
+    expect(marked.wrote).toBe(true);
+
+    // Another one's process died after storing its user message: its claim is left, marked.
+    const body = new TextEncoder().encode(JSON.stringify(json));
+    const fingerprint = requestFingerprint("POST", path, body);
+    const holder = await claimKey(svc.deps, { projectId: t.projectId, key: "died", fingerprint });
+    if (holder.kind !== "claimed") throw new Error(`not claimed: ${holder.kind}`);
+    expect(
+      (await send(`${W}/${threadId}/messages`, { token: t.key, json: { role: "user", content: "hello" } })).status,
+    ).toBe(201);
+    await markClaimWrote(svc.deps, holder.claim);
+    expect(await messageCount(threadId)).toBe(3);
+    // While its lease runs: 409. After it (run out here, not by the suite's shared clock, whose
+    // time the expiry tests count on): the retry takes the claim over and answers the 500.
+    expect((await send(path, { token: t.key, key: "died", json })).status).toBe(409);
+    await svc.deps.db.execute(sql`
+      UPDATE idempotency_keys SET locked_until = ${new Date(clock.now().getTime() - 1).toISOString()}::timestamptz
+      WHERE project_id = ${t.projectId} AND key = 'died'`);
+    const calls = fake.chatCalls().length;
+    const retry = await send(path, { token: t.key, key: "died", json });
+    expect([retry.status, retry.body.error, retry.replayed]).toEqual([500, "Failed to generate reply", null]);
+    const again = await send(path, { token: t.key, key: "died", json });
+    expect([again.status, again.replayed]).toEqual([500, "true"]);
+    expect(await messageCount(threadId)).toBe(3);
+    expect(fake.chatCalls()).toHaveLength(calls);
   });
 
   it("a chat whose reply carries a NUL character stores it without one, once, and replays it", async () => {
