@@ -13,6 +13,7 @@ import { rowsOf } from "../../lib/db/rows";
 import type { Database } from "../../lib/db/types";
 import { silentLogger } from "../../lib/log";
 import { createProject } from "../../lib/projects";
+import { createUser } from "../../lib/users";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { type FakeQStash, type PublishedMessage, startFakeQStash, type Transport } from "../helpers/fake-qstash";
@@ -51,6 +52,8 @@ let embeddingServer: FakeOpenAI;
 let qstash: FakeQStash;
 let mf: Miniflare;
 let node: Awaited<ReturnType<typeof createNodeService>>;
+/** Statements of each SQL-over-HTTP request the Workers made, in order (each one a round trip). */
+const sqlRequests: string[][] = [];
 
 beforeAll(async () => {
   buildDir = mkdtempSync(join(tmpdir(), "memsvc-worker-jobs-"));
@@ -65,7 +68,7 @@ beforeAll(async () => {
     log: silentLogger,
     sweepIntervalMs: false,
   });
-  endpoint = await startNeonHttpEndpoint({ database });
+  endpoint = await startNeonHttpEndpoint({ database, onRequest: (queries) => sqlRequests.push(queries) });
   provider = await startFakeOpenAI();
   embeddingServer = await startFakeOpenAI();
   provider.onStructured("episode_summary", (request) => ({
@@ -412,6 +415,38 @@ describe("recall, export and erase on the Worker", () => {
     const after = await call(CRON_ONLY, "/v1/memory/recall", { token: key, json: { dataset: "edge-jobs" } });
     expect(after.body).toMatchObject({ context: "", factCount: 0 });
   });
+
+  it("recalls a message by a shared word right after its 201 (include messages), before its embedding", async () => {
+    const key = await newTenant("edge-recall-words");
+    const statement = "I moved to Lisbon last spring and I work as a nurse.";
+    const say = async (threadId: string, content: string) => {
+      const res = await call(CRON_ONLY, `/v1/memory/working/threads/${threadId}/messages`, {
+        token: key,
+        json: { role: "user", content },
+      });
+      expect(res.status).toBe(201);
+      return res.body.messageId as string;
+    };
+    const created = await call(CRON_ONLY, "/v1/threads", { token: key, json: { dataset: "edge-words" } });
+    const threadId: string = created.body.threadId;
+    await say(threadId, "My favourite colour is green.");
+    const said = await say(threadId, statement);
+
+    const recalled = await call(CRON_ONLY, "/v1/memory/recall", {
+      token: key,
+      json: { dataset: "edge-words", query: "What do you know about Lisbon?", include: ["messages"] },
+    });
+    expect(recalled.status).toBe(200);
+    const messages = recalled.body.messages as { messageId: string }[];
+    expect(messages[0]).toMatchObject({ messageId: said, threadId, role: "user", content: statement });
+    expect(messages.map((m) => m.messageId)).not.toContain(undefined);
+    expect(recalled.body.context).toContain(`] user: ${statement}`);
+    // Found by its keyword index, written with it: no embedding of it has been asked for yet.
+    const embedded = provider.requests.filter(
+      (r) => r.endpoint === "embeddings" && JSON.stringify(r.body.input).includes(statement),
+    );
+    expect(embedded).toEqual([]);
+  });
 });
 
 describe("the request log on the Worker", () => {
@@ -475,5 +510,79 @@ describe("a separate embedding server on the Worker (EMBEDDING_BASE_URL, EMBEDDI
     expect(chat.status).toBe(200);
     expect(provider.requests.slice(chatBefore)).toMatchObject([{ endpoint: "chat", authorization: "Bearer test-key" }]);
     expect(embeddingServer.requests).toHaveLength(1);
+  });
+});
+
+describe("the dashboard's failing jobs on the Worker", () => {
+  it("lists a message-embed job that failed on the provider; retry makes it due, rings QStash and it runs", async () => {
+    const project = await createProject(node.deps, { name: uniqueProjectName("edge-failing") });
+    const { key } = await createApiKey({ deps: node.deps, projectId: project.id }, { name: "edge-failing-key" });
+    const password = "edge-failing-jobs-password";
+    await createUser(node.deps, { username: "edge-operator", password });
+    const login = await call(CRON_ONLY, "/auth/login", { json: { username: "edge-operator", password } });
+    expect(login.status).toBe(200);
+    const session: string = login.body.token;
+    const failingJobs = `/dashboard/projects/${project.id}/failing-jobs`;
+
+    // Written on the Worker without QStash: the embedding job is not rung, only stored.
+    const created = await call(CRON_ONLY, "/v1/threads", { token: key, json: { dataset: "edge-failing" } });
+    const threadId: string = created.body.threadId;
+    const said = await call(CRON_ONLY, `/v1/memory/working/threads/${threadId}/messages`, {
+      token: key,
+      json: { role: "user", content: "I moved to Lisbon last spring." },
+    });
+    expect(said.status).toBe(201);
+    const [armed] = rowsOf<{ run_at: string }>(
+      await node.deps.db.execute(sql`SELECT run_at::text FROM jobs WHERE key = ${`embed:${threadId}`}`),
+    );
+    // Due after the thread's quiet time (EMBED_DEBOUNCE_MS, on the real clock here).
+    await new Promise((r) => setTimeout(r, Math.max(0, Date.parse(armed.run_at) - Date.now()) + 50));
+
+    provider.fail({ status: 503, times: Number.POSITIVE_INFINITY, endpoint: "embeddings" });
+    try {
+      expect((await scheduled(CRON_ONLY, "* * * * *")).outcome).toBe("ok");
+    } finally {
+      provider.clearFailures();
+    }
+
+    const before = sqlRequests.length;
+    const listed = await call(CRON_ONLY, failingJobs, { token: session });
+    expect(listed.status).toBe(200);
+    expect(sqlRequests.length - before).toBe(2); // the session, then one statement
+    expect(listed.body.total).toBe(1);
+    const [job] = listed.body.jobs;
+    expect(job).toMatchObject({
+      kind: "message-embed",
+      subject: threadId,
+      dataset: "edge-failing",
+      attempts: 1,
+      running: false,
+    });
+    expect(job.error).toMatch(/503/);
+    // Backed off 30 s from its failure, not due now.
+    expect(Date.parse(job.nextRunAt)).toBeGreaterThan(Date.now() + 20_000);
+    expect(Date.parse(job.nextRunAt)).toBeLessThanOrEqual(Date.now() + 30_000);
+
+    // Retry now, on the Worker with QStash: due at once, and its doorbell rung (after the response).
+    const asked = Date.now();
+    const retried = await call(WITH_QSTASH, `${failingJobs}/${job.jobId}/retry`, { method: "POST", token: session });
+    expect(retried.status).toBe(200);
+    expect(retried.body.job).toMatchObject({ jobId: job.jobId, kind: "message-embed", subject: threadId });
+    expect(Date.parse(retried.body.job.nextRunAt)).toBeGreaterThanOrEqual(asked - 1_000);
+    expect(Date.parse(retried.body.job.nextRunAt)).toBeLessThanOrEqual(Date.now());
+    const rung = await messageFor(`embed:${threadId}`);
+    expect(rung).toMatchObject({ destination: CALLBACK_URL, notBefore: undefined });
+
+    const delivered = await qstash.deliver(rung, await transportTo(WITH_QSTASH));
+    expect(await delivered.json()).toEqual({ ran: true, key: `embed:${threadId}` });
+    expect((await call(CRON_ONLY, failingJobs, { token: session })).body).toEqual({ jobs: [], total: 0 });
+    const [vectors] = rowsOf<{ n: number }>(
+      await node.deps.db.execute(
+        sql`SELECT count(*)::int AS n FROM message_vectors v JOIN messages m ON m.id = v.message_id WHERE m.thread_id = ${threadId}`,
+      ),
+    );
+    expect(Number(vectors.n)).toBe(1);
+    const again = await call(CRON_ONLY, `${failingJobs}/${job.jobId}/retry`, { method: "POST", token: session });
+    expect([again.status, again.body]).toEqual([404, { error: "Job not found" }]);
   });
 });
