@@ -163,6 +163,19 @@ describe("takeChunk and streamEndProblem (streaming)", () => {
   });
 });
 
+/** A provider's answer whose reply is `content`. */
+const replyOf = (content: string) => ({
+  model: "m",
+  choices: [
+    {
+      index: 0,
+      finish_reason: "stop" as const,
+      logprobs: null,
+      message: { role: "assistant" as const, content, refusal: null },
+    },
+  ],
+});
+
 /** A stream's state before its first chunk. */
 const freshStream = (): StreamState => ({
   text: "",
@@ -179,17 +192,7 @@ describe("NUL characters in a model's text", () => {
   const NUL = String.fromCharCode(0);
 
   it("are dropped from a reply, a streamed delta and a structured answer's strings (Postgres stores none)", () => {
-    const reply = completionOf({
-      model: "m",
-      choices: [
-        {
-          index: 0,
-          finish_reason: "stop",
-          logprobs: null,
-          message: { role: "assistant", content: `a${NUL}b`, refusal: null },
-        },
-      ],
-    });
+    const reply = completionOf(replyOf(`a${NUL}b`));
     expect(reply.text).toBe("ab");
     const state = freshStream();
     const chunk = { choices: [{ index: 0, delta: { content: `c${NUL}` }, finish_reason: null }] };
@@ -222,17 +225,7 @@ describe("lone surrogates in a model's text", () => {
   const low = String.fromCharCode(0xde00);
 
   it("become U+FFFD in a reply and a structured answer's strings (jsonb refuses them)", () => {
-    const reply = completionOf({
-      model: "m",
-      choices: [
-        {
-          index: 0,
-          finish_reason: "stop",
-          logprobs: null,
-          message: { role: "assistant", content: `a${high}b${low}${high}${low}`, refusal: null },
-        },
-      ],
-    });
+    const reply = completionOf(replyOf(`a${high}b${low}${high}${low}`));
     expect(reply.text).toBe("a\ufffdb\ufffd😀");
     const schema = z.object({ summary: z.string() });
     expect(checkJson(schema, '{"summary":"x\\ud800y"}')).toEqual({ ok: true, data: { summary: "x\ufffdy" } });
