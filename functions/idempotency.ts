@@ -128,7 +128,8 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
       contentType,
     });
   } catch (err) {
-    // The write itself is done and answered; a retry after the lease runs out would run it again.
+    // The write itself is done and answered; a retry after the lease runs out would run it again
+    // (a chat's, having recorded its stored message, would answer the chat's 500).
     deps.log.error("could not store an idempotent response", { key, ...errorFields(err) });
   }
 });

@@ -14,8 +14,9 @@ import { withoutLoneSurrogates } from "./inputs";
  * fingerprint of the request, and a repeat gets that answer again instead of a second write.
  *
  * Statements: a keyed request that runs costs two beyond its own (the claim before it, the stored
- * answer after it); a replay, a mismatch (422) or a repeat while the first runs (409) costs the
- * claim alone and writes nothing.
+ * answer after it), a keyed chat three (its stored user message is recorded on the claim); a
+ * replay, a mismatch (422) or a repeat while the first runs (409) costs the claim alone and
+ * writes nothing.
  */
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
@@ -223,6 +224,11 @@ function claimSql(
   const { projectId, key, fingerprint, claimId } = input;
   const datasets = input.scope ? scopeDatasetsSql(projectId, input.scope) : sql`NULL::text[]`;
   const { now: at, lockedUntil, expiresAt } = times;
+  /** The row is a running claim (no answer stored) of this same request. */
+  const sameRunningRequest = (alias: string) => {
+    const r = sql.raw(alias);
+    return sql`(${r}.response_status IS NULL AND ${r}.fingerprint = ${fingerprint})`;
+  };
   /** The row is free to take: expired, or running under a lease that ran out (its holder died). */
   const free = (alias: string) => {
     const r = sql.raw(alias);
@@ -235,7 +241,10 @@ function claimSql(
       taken AS (
         UPDATE ${idempotencyKeys} k SET fingerprint = ${fingerprint}, claim_id = ${claimId},
           locked_until = ${lockedUntil}::timestamptz, response_status = NULL, response_body = NULL,
-          response_content_type = NULL, wrote_at = NULL, datasets = ${datasets}, created_at = ${at}::timestamptz,
+          response_content_type = NULL, datasets = ${datasets}, created_at = ${at}::timestamptz,
+          -- Kept for the same request taking over a running claim: if it dies too before storing
+          -- the holder's answer, the next one still knows the holder wrote.
+          wrote_at = CASE WHEN ${sameRunningRequest("k")} THEN k.wrote_at END,
           expires_at = ${expiresAt}::timestamptz
         WHERE k.project_id = ${projectId} AND k.key = ${key} AND ${free("k")}
         RETURNING 1
@@ -258,8 +267,9 @@ function claimSql(
           ELSE 'replay'
         END AS outcome,
         p.response_status, p.response_body, p.response_content_type,
-        -- A running claim whose holder died after writing (an expired answer is no such claim).
-        (p.response_status IS NULL AND p.wrote_at IS NOT NULL) AS holder_wrote,
+        -- A running claim of this same request whose holder died after writing (an expired
+        -- answer is no such claim; another request under the key runs as it would have).
+        (${sameRunningRequest("p")} AND p.wrote_at IS NOT NULL) AS holder_wrote,
         ${commitWithoutFlush} AS _sync
       FROM (SELECT 1) one LEFT JOIN prior p ON true`;
 }

@@ -124,7 +124,12 @@ export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   const onStored = async () => {
     c.set("wroteBeforeFailing", true);
     const claim = c.get("idempotencyClaim");
-    if (claim) await markClaimWrote(ctx.deps, claim);
+    // Bookkeeping for a crash: its own failure must not fail a healthy turn.
+    if (claim) {
+      await markClaimWrote(ctx.deps, claim).catch((err) =>
+        ctx.deps.log.warn("could not record a chat's stored message on its idempotency key", errorFields(err)),
+      );
+    }
   };
   const input = { threadId, ...c.req.valid("json"), onStored };
   if (!c.req.header("accept")?.includes("text/event-stream")) {

@@ -376,6 +376,29 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect([again.status, again.replayed]).toEqual([500, "true"]);
     expect(await messageCount(threadId)).toBe(3);
     expect(fake.chatCalls()).toHaveLength(calls);
+
+    const expire = (key: string) =>
+      svc.deps.db.execute(sql`
+        UPDATE idempotency_keys SET locked_until = ${new Date(clock.now().getTime() - 1).toISOString()}::timestamptz
+        WHERE project_id = ${t.projectId} AND key = ${key}`);
+    const diedHolding = async (key: string) => {
+      const held = await claimKey(svc.deps, { projectId: t.projectId, key, fingerprint });
+      if (held.kind !== "claimed") throw new Error(`not claimed: ${held.kind}`);
+      await markClaimWrote(svc.deps, held.claim);
+      await expire(key);
+    };
+    // A retry that took such a claim over and died too before storing the 500: the next still knows.
+    await diedHolding("twice");
+    const taker = await claimKey(svc.deps, { projectId: t.projectId, key: "twice", fingerprint });
+    expect(taker).toMatchObject({ kind: "claimed", takenOver: true, holderWrote: true });
+    await expire("twice");
+    const third = await send(path, { token: t.key, key: "twice", json });
+    expect([third.status, third.body.error]).toEqual([500, "Failed to generate reply"]);
+    // Another request under a dead chat's key is not that chat: it runs.
+    await diedHolding("reused");
+    const other = await send("/v1/threads", { token: t.key, key: "reused", json: { dataset: "idem" } });
+    expect(other.status).toBe(201);
+    expect(await messageCount(threadId)).toBe(3);
   });
 
   it("a chat whose reply carries a NUL character stores it without one, once, and replays it", async () => {
