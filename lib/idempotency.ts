@@ -1,5 +1,5 @@
 import { createHash, randomBytes } from "node:crypto";
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { countDeleted, drainInBatches } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
@@ -14,9 +14,9 @@ import { withoutLoneSurrogates } from "./inputs";
  * fingerprint of the request, and a repeat gets that answer again instead of a second write.
  *
  * Statements: a keyed request that runs costs two beyond its own (the claim before it, the stored
- * answer after it), a keyed chat three (its stored user message is recorded on the claim); a
- * replay, a mismatch (422) or a repeat while the first runs (409) costs the claim alone and
- * writes nothing.
+ * answer after it); a replay, a mismatch (422) or a repeat while the first runs (409) costs the
+ * claim alone and writes nothing. A keyed chat records its stored user message on the claim in
+ * the message's own statement (`claimWroteSql`).
  */
 
 export const IDEMPOTENCY_HEADER = "Idempotency-Key";
@@ -147,7 +147,7 @@ export interface StoredResponse {
 export type ClaimOutcome =
   /**
    * The key is this request's: run it, then store or release. `takenOver`: it had expired or its
-   * holder died; `holderWrote`: that holder had written before it died (`markClaimWrote`).
+   * holder died; `holderWrote`: that holder had written before it died (`claimWroteSql`).
    */
   | { kind: "claimed"; claim: Claim; takenOver: boolean; holderWrote: boolean }
   /** The same request already answered: send this again. */
@@ -287,14 +287,14 @@ export async function storeResponse(deps: Pick<Deps, "db">, claim: Claim, respon
 }
 
 /**
- * Records that the claim's request wrote and must not run again (chat: its user message is
- * stored). Durable before the request goes on: a takeover after a crash then answers the failure
- * instead of writing twice.
+ * SQL recording that the claim's request wrote and must not run again (chat: its user message),
+ * when `wrote` holds; for the statement that writes, so both commit together and cost no round
+ * trip. A takeover after a crash then answers the failure instead of writing twice.
  */
-export async function markClaimWrote(deps: Pick<Deps, "db" | "clock">, claim: Claim): Promise<void> {
-  await deps.db.execute(sql`
-    UPDATE ${idempotencyKeys} SET wrote_at = ${deps.clock.now().toISOString()}::timestamptz
-    WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId}`);
+export function claimWroteSql(claim: Claim, now: string, wrote: SQL): SQL {
+  return sql`
+    UPDATE ${idempotencyKeys} SET wrote_at = ${now}::timestamptz
+    WHERE project_id = ${claim.projectId} AND key = ${claim.key} AND claim_id = ${claim.claimId} AND ${wrote}`;
 }
 
 /**

@@ -1,6 +1,5 @@
 import { createRoute, z } from "@hono/zod-openapi";
 import { streamSSE } from "hono/streaming";
-import { markClaimWrote } from "../../lib/idempotency";
 import { errorFields } from "../../lib/log";
 import { integerIn } from "../../lib/numbers";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
@@ -118,20 +117,15 @@ export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   const ctx = projectContext(c);
   const { threadId } = c.req.valid("param");
   // Once the user message is stored, a failure is this turn's answer: replayed under its key,
-  // not run again (which would store the message twice). The claim records it before the model
-  // call (markClaimWrote): if this process dies, the retry that takes the claim over answers the
+  // not run again (which would store the message twice). The message's statement records it on
+  // the key's claim too: if this process dies, the retry that takes the claim over answers the
   // 500 instead of storing the message again.
-  const onStored = async () => {
-    c.set("wroteBeforeFailing", true);
-    const claim = c.get("idempotencyClaim");
-    // Bookkeeping for a crash: its own failure must not fail a healthy turn.
-    if (claim) {
-      await markClaimWrote(ctx.deps, claim).catch((err) =>
-        ctx.deps.log.warn("could not record a chat's stored message on its idempotency key", errorFields(err)),
-      );
-    }
+  const input = {
+    threadId,
+    ...c.req.valid("json"),
+    onStored: () => c.set("wroteBeforeFailing", true),
+    claim: c.get("idempotencyClaim"),
   };
-  const input = { threadId, ...c.req.valid("json"), onStored };
   if (!c.req.header("accept")?.includes("text/event-stream")) {
     return c.json(await chat(ctx, input), 200);
   }

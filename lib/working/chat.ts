@@ -1,6 +1,7 @@
 import { providerConfigured } from "../config";
 import type { ProjectContext } from "../context";
 import { NoProviderError } from "../errors";
+import type { Claim } from "../idempotency";
 import type { ChatMessage, Completion } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
 import { errorFields } from "../log";
@@ -27,7 +28,12 @@ export interface ChatInput {
    * Called once the user's message is stored: whatever fails after it, the turn has written, so
    * a retry must not run it again (the route keeps even its 5xx under an Idempotency-Key).
    */
-  onStored?: () => void | Promise<void>;
+  onStored?: () => void;
+  /**
+   * The request's claim on its Idempotency-Key: the user message's statement records on it that
+   * the message is stored, so a retry taking the claim over after a crash answers the turn's 500.
+   */
+  claim?: Claim;
 }
 
 export interface ChatResult {
@@ -173,8 +179,8 @@ interface Turn {
  */
 async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
   const { threadId } = input;
-  const user = await addMessage(ctx, { threadId, role: "user", content: input.content });
-  await input.onStored?.();
+  const user = await addMessage(ctx, { threadId, role: "user", content: input.content, claim: input.claim });
+  input.onStored?.();
   const window = await prepareContext(ctx, { threadId, messageLimit: input.messageLimit, budget: true });
   if (window.budgetSpent) throw budgetExhausted();
   const facts = input.recall ? await recallFacts(ctx, window.dataset, input.content) : { context: "", factCount: 0 };

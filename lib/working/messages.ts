@@ -6,6 +6,7 @@ import { messages, threads } from "../db/schema";
 import { dueJobsFrom, idleJobSql, ringLater } from "../episodic/triggers";
 import { notFound } from "../errors";
 import { indexMessagesCtes } from "../evidence/write";
+import { type Claim, claimWroteSql } from "../idempotency";
 import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson } from "../jobs/schedule";
 import { MESSAGE_ROLES, type MessageRole, messageRole, perRole } from "../roles";
@@ -30,7 +31,17 @@ export interface MessageInput {
  */
 export async function addMessage(
   ctx: ProjectContext,
-  { threadId, usage, ...input }: MessageInput & { threadId: string; usage?: UsageCollector },
+  {
+    threadId,
+    usage,
+    claim,
+    ...input
+  }: MessageInput & {
+    threadId: string;
+    usage?: UsageCollector;
+    /** A keyed chat's claim: the statement records on it that the message is stored. */
+    claim?: Claim;
+  },
 ) {
   const { deps, projectId } = ctx;
   const now = deps.clock.now().toISOString();
@@ -55,7 +66,7 @@ export async function addMessage(
       RETURNING id, thread_id, seq, role, content, created_at
     )${withUsage(usage, { projectId, dataset: sql`(SELECT dataset FROM th)` }, now)},
     ${indexMessagesCtes(now)},
-    timer AS (${idleJobSql(now)})
+    timer AS (${idleJobSql(now)})${claim ? sql`, wrote AS (${claimWroteSql(claim, now, sql`EXISTS (SELECT 1 FROM msg)`)})` : sql``}
     SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,
       (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
       ${dueJobsJson("embed_job")} AS embed_jobs,

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
-import { CLAIM_LEASE_MS, claimKey, markClaimWrote, requestFingerprint } from "../../lib/idempotency";
+import { CLAIM_LEASE_MS, type Claim, claimKey, requestFingerprint } from "../../lib/idempotency";
 import { sweep } from "../../lib/jobs/runner";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { documentedRoutes } from "../helpers/openapi";
@@ -73,6 +73,12 @@ const messageCount = async (threadId: string) =>
     rowsOf<{ n: number }>(
       await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE thread_id = ${threadId}`),
     )[0].n,
+  );
+
+/** What a keyed chat's message statement records on its claim (the chat's own test checks it does). */
+const markWrote = (claim: Claim) =>
+  svc.deps.db.execute(
+    sql`UPDATE idempotency_keys SET wrote_at = now() WHERE project_id = ${claim.projectId} AND key = ${claim.key}`,
   );
 
 async function newThread(token: string) {
@@ -361,7 +367,7 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(
       (await send(`${W}/${threadId}/messages`, { token: t.key, json: { role: "user", content: "hello" } })).status,
     ).toBe(201);
-    await markClaimWrote(svc.deps, holder.claim);
+    await markWrote(holder.claim);
     expect(await messageCount(threadId)).toBe(3);
     // While its lease runs: 409. After it (run out here, not by the suite's shared clock, whose
     // time the expiry tests count on): the retry takes the claim over and answers the 500.
@@ -384,7 +390,7 @@ describe("Idempotency-Key on /v1 writes", () => {
     const diedHolding = async (key: string) => {
       const held = await claimKey(svc.deps, { projectId: t.projectId, key, fingerprint });
       if (held.kind !== "claimed") throw new Error(`not claimed: ${held.kind}`);
-      await markClaimWrote(svc.deps, held.claim);
+      await markWrote(held.claim);
       await expire(key);
     };
     // A retry that took such a claim over and died too before storing the 500: the next still knows.
