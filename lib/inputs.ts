@@ -12,6 +12,9 @@ const LONE_SURROGATE = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[
 /** Whether Postgres `text` and `jsonb` can hold `s` as it is: no NUL, no unpaired surrogate. */
 export const storable = (s: string) => !s.includes("\u0000") && s.search(LONE_SURROGATE) === -1;
 
+/** Client text as `text()` stores it: lone surrogates as U+FFFD (a NUL is refused there). */
+export const withoutLoneSurrogates = (s: string) => s.replace(LONE_SURROGATE, "\ufffd");
+
 /**
  * A model's text as Postgres `text` and `jsonb` can hold it: without NUL characters, and with
  * lone surrogates (a JSON escape like `\ud800` in its answer) as U+FFFD. Either would fail the
@@ -19,11 +22,8 @@ export const storable = (s: string) => !s.includes("\u0000") && s.search(LONE_SU
  * refused instead: `text()` below.)
  */
 export function storableModelText(s: string): string {
-  return storable(s) ? s : s.replaceAll("\u0000", "").replace(LONE_SURROGATE, "\ufffd");
+  return storable(s) ? s : withoutLoneSurrogates(s.replaceAll("\u0000", ""));
 }
-
-/** Client text as `text()` stores it: lone surrogates as U+FFFD (a NUL is refused there). */
-export const withoutLoneSurrogates = (s: string) => s.replace(LONE_SURROGATE, "\ufffd");
 
 /**
  * A string the database can store. Postgres `text` and `jsonb` cannot hold U+0000, so a NUL would

@@ -7,6 +7,7 @@ import {
   checkJson,
   completionOf,
   isRefusal,
+  newStreamState,
   recordedModel,
   repairTurn,
   reportedTokens,
@@ -122,16 +123,7 @@ describe("isRefusal", () => {
 });
 
 describe("takeChunk and streamEndProblem (streaming)", () => {
-  const start = (): StreamState => ({
-    text: "",
-    model: "asked",
-    usage: undefined,
-    finished: false,
-    complete: false,
-    aborted: false,
-    stalled: false,
-    consumed: true,
-  });
+  const start = (): StreamState => ({ ...newStreamState("asked"), consumed: true });
   const chunk = (content: string | undefined, extra: Record<string, unknown> = {}) =>
     ({
       id: "c",
@@ -176,25 +168,13 @@ const replyOf = (content: string) => ({
   ],
 });
 
-/** A stream's state before its first chunk. */
-const freshStream = (): StreamState => ({
-  text: "",
-  model: "",
-  usage: undefined,
-  finished: false,
-  complete: false,
-  aborted: false,
-  stalled: false,
-  consumed: false,
-});
-
 describe("NUL characters in a model's text", () => {
   const NUL = String.fromCharCode(0);
 
   it("are dropped from a reply, a streamed delta and a structured answer's strings (Postgres stores none)", () => {
     const reply = completionOf(replyOf(`a${NUL}b`));
     expect(reply.text).toBe("ab");
-    const state = freshStream();
+    const state = newStreamState("");
     const chunk = { choices: [{ index: 0, delta: { content: `c${NUL}` }, finish_reason: null }] };
     expect(takeChunk(state, chunk as OpenAI.ChatCompletionChunk)).toBe("c");
     const schema = z.object({ summary: z.string(), items: z.array(z.string()) });
@@ -232,7 +212,7 @@ describe("lone surrogates in a model's text", () => {
   });
 
   it("keep a pair split across two streamed chunks whole", () => {
-    const state = freshStream();
+    const state = newStreamState("");
     const chunk = (content: string) =>
       ({ choices: [{ index: 0, delta: { content }, finish_reason: null }] }) as OpenAI.ChatCompletionChunk;
     expect(takeChunk(state, chunk(`smile ${high}`))).toBe(`smile ${high}`);

@@ -726,6 +726,20 @@ export interface StreamState {
   consumed: boolean;
 }
 
+/** A stream's state before its first chunk: the model asked for until a chunk names the one served. */
+export function newStreamState(model: string): StreamState {
+  return {
+    text: "",
+    model,
+    usage: undefined,
+    finished: false,
+    complete: false,
+    aborted: false,
+    stalled: false,
+    consumed: false,
+  };
+}
+
 /** Folds one chunk into the state; returns the text it adds, if any. */
 export function takeChunk(state: StreamState, chunk: ChatCompletionChunk): string | undefined {
   if (chunk.model) state.model = chunk.model;
@@ -759,16 +773,7 @@ function completionStream(
   idleMs: number,
   meter: Meter | undefined,
 ) {
-  const state: StreamState = {
-    text: "",
-    model: requestedModel,
-    usage: undefined,
-    finished: false,
-    complete: false,
-    aborted: false,
-    stalled: false,
-    consumed: false,
-  };
+  const state = newStreamState(requestedModel);
   const result: CompletionStream = {
     async *[Symbol.asyncIterator]() {
       if (state.consumed) throw new Error("A completion stream can be read only once");

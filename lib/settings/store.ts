@@ -44,7 +44,7 @@ const SETTINGS_ATTEMPTS = 20;
 const SETTINGS_RETRY_PAUSE_MS = 20;
 
 /** What a change that lost every round answers: the client retries it (409, not a 500). */
-export const SETTINGS_CONFLICT = "The project's settings were changed by other requests meanwhile; try again";
+const SETTINGS_CONFLICT = "The project's settings were changed by other requests meanwhile; try again";
 
 /**
  * Applies `change` to the project's stored partial settings and checks the merged result's

@@ -36,22 +36,31 @@ export function useServerConnections(count: number) {
     return client.query(text, params);
   };
 
+  /** Polls through the observer until a backend that `where` picks waits for a lock. */
+  async function untilLockWait(where: string, params: unknown[]) {
+    const observer = clients[clients.length - 1];
+    for (let i = 0; i < 500; i++) {
+      const { rows } = await observer.query(
+        `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND ${where} LIMIT 1`,
+        params,
+      );
+      if (rows.length > 0) return;
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+    throw new Error("the statement never waited for a lock");
+  }
+
   /** Waits until `client`'s backend waits for a lock (its statement is blocked, not finished). */
   async function waitsForLock(client: pg.Client) {
     const pid = (await client.query("SELECT pg_backend_pid() AS pid")).rows[0].pid;
-    const observer = clients[clients.length - 1];
-    return async () => {
-      for (let i = 0; i < 500; i++) {
-        const { rows } = await observer.query("SELECT wait_event_type FROM pg_stat_activity WHERE pid = $1", [pid]);
-        if (rows[0]?.wait_event_type === "Lock") return;
-        await new Promise((resolve) => setTimeout(resolve, 10));
-      }
-      throw new Error("the statement never waited for a lock");
-    };
+    return () => untilLockWait("pid = $1", [pid]);
   }
+
+  /** Waits until some backend of the database waits for a lock (a pool's statement, whose pid is unknown). */
+  const someoneWaitsForLock = () => untilLockWait("datname = current_database()", []);
 
   /** The database's URL, for a pool of the service's own beside the clients. */
   const databaseUrl = () => url as string;
 
-  return { clients, run, waitsForLock, databaseUrl };
+  return { clients, run, waitsForLock, someoneWaitsForLock, databaseUrl };
 }

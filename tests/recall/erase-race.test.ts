@@ -20,7 +20,7 @@ import { testPgUrl } from "../helpers/test-database";
  * erase racing an end left the episode the end had cut.)
  */
 describe.runIf(testPgUrl())("erasing a dataset while it is written (PostgreSQL server)", () => {
-  const { clients, run, databaseUrl } = useServerConnections(2);
+  const { clients, run, someoneWaitsForLock, databaseUrl } = useServerConnections(2);
   let writer: pg.Client;
   let observer: pg.Client;
   let database: Database;
@@ -64,18 +64,6 @@ describe.runIf(testPgUrl())("erasing a dataset while it is written (PostgreSQL s
     return { projectId, threadId, episodeId };
   }
 
-  /** Waits until some backend of the database waits for a lock (the erase, behind the writer). */
-  async function eraseWaits() {
-    for (let i = 0; i < 500; i++) {
-      const { rows } = await observer.query(
-        "SELECT count(*)::int AS n FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'",
-      );
-      if (rows[0].n > 0) return;
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    throw new Error("the erase never waited for a lock");
-  }
-
   const left = async (projectId: string) =>
     (
       await run(
@@ -97,7 +85,7 @@ describe.runIf(testPgUrl())("erasing a dataset while it is written (PostgreSQL s
         VALUES (${newId("fct")}, ${projectId}, 'ds', ${episodeId}, 'user', 'lives_in', 'Lisbon', 0.9, 'I live in Lisbon', now())`,
     );
     const erasing = erase(projectId);
-    await eraseWaits();
+    await someoneWaitsForLock();
     await writer.query("COMMIT");
     const erased = await erasing;
     expect(erased.deleted).toEqual({ threads: 1, episodes: 1, facts: 1, entities: 0 });
@@ -114,7 +102,7 @@ describe.runIf(testPgUrl())("erasing a dataset while it is written (PostgreSQL s
         VALUES (${newId("epi")}, ${projectId}, ${threadId}, 'ds', 'pending', 1, 1, 1, now(), now())`,
     );
     const erasing = erase(projectId);
-    await eraseWaits();
+    await someoneWaitsForLock();
     await writer.query("COMMIT");
     expect((await erasing).deleted).toMatchObject({ threads: 1, episodes: 2 });
     expect(await left(projectId)).toEqual({ facts: 0, episodes: 0, threads: 0 });
