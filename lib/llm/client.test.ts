@@ -5,7 +5,9 @@ import { ProviderError } from "../errors";
 import {
   chatParams,
   checkJson,
+  clientText,
   completionOf,
+  heldAtEnd,
   isRefusal,
   newStreamState,
   recordedModel,
@@ -146,6 +148,19 @@ describe("takeChunk and streamEndProblem (streaming)", () => {
     expect(streamEndProblem(state, 100)).toBeNull();
   });
 
+  it("holds a high surrogate back for its low half in the next chunk; a lone one is U+FFFD", () => {
+    const state = start();
+    expect(takeChunk(state, chunk("a\ud83d"))).toBe("a");
+    expect(takeChunk(state, chunk("\ude00b\udc00"))).toBe("\ud83d\ude00b\ufffd");
+    expect(takeChunk(state, chunk("\ud800"))).toBeUndefined();
+    expect(takeChunk(state, chunk("\ud800c"))).toBe("\ufffd\ufffdc");
+    expect(takeChunk(state, chunk("\ud800"))).toBeUndefined();
+    expect(heldAtEnd(state)).toBe("\ufffd");
+    expect(heldAtEnd(state)).toBeUndefined();
+    expect(state.text).toBe("a\ud83d\ude00b\ufffd\ufffd\ufffdc\ufffd");
+    expect(clientText("", "\udc00\ud800")).toEqual({ text: "\ufffd", held: "\ud800" });
+  });
+
   it("a stall, an end before the finish and an empty reply are problems, a stall first", () => {
     expect(streamEndProblem({ ...start(), stalled: true, finished: true, text: "x" }, 100)).toBe(
       "Model stream stalled: no data for 100 ms",
@@ -211,12 +226,12 @@ describe("lone surrogates in a model's text", () => {
     expect(checkJson(schema, '{"summary":"x\\ud800y"}')).toEqual({ ok: true, data: { summary: "x\ufffdy" } });
   });
 
-  it("keep a pair split across two streamed chunks whole", () => {
+  it("keep a pair split across two streamed chunks whole (the delta waits for its low half)", () => {
     const state = newStreamState("");
     const chunk = (content: string) =>
       ({ choices: [{ index: 0, delta: { content }, finish_reason: null }] }) as OpenAI.ChatCompletionChunk;
-    expect(takeChunk(state, chunk(`smile ${high}`))).toBe(`smile ${high}`);
-    expect(takeChunk(state, chunk(low))).toBe(low);
+    expect(takeChunk(state, chunk(`smile ${high}`))).toBe("smile ");
+    expect(takeChunk(state, chunk(low))).toBe("😀");
     expect(state.text).toBe("smile 😀");
   });
 });

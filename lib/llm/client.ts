@@ -4,7 +4,7 @@ import type { Stream } from "openai/streaming";
 import { z } from "zod";
 import type { Config, ProviderEndpoint } from "../config";
 import { NoProviderError, ProviderError } from "../errors";
-import { storable, storableModelText } from "../inputs";
+import { storable, storableModelText, withoutLoneSurrogates } from "../inputs";
 import { type ModelCall, observeModelCall } from "../telemetry";
 
 /**
@@ -724,6 +724,8 @@ export interface StreamState {
   aborted: boolean;
   stalled: boolean;
   consumed: boolean;
+  /** A high surrogate that ended the last delta: its low half may be the next chunk's first. */
+  held: string;
 }
 
 /** A stream's state before its first chunk: the model asked for until a chunk names the one served. */
@@ -737,6 +739,7 @@ export function newStreamState(model: string): StreamState {
     aborted: false,
     stalled: false,
     consumed: false,
+    held: "",
   };
 }
 
@@ -746,12 +749,32 @@ export function takeChunk(state: StreamState, chunk: ChatCompletionChunk): strin
   if (chunk.usage) state.usage = chunk.usage;
   const choice = chunk.choices[0];
   if (choice?.finish_reason) state.finished = true;
-  // Surrogates are left as they are here: a pair can be split across two chunks. The stored text
-  // is made storable as a whole (`completion()`).
   const raw = choice?.delta?.content;
-  const delta = raw?.includes("\u0000") ? raw.replaceAll("\u0000", "") : raw;
-  if (delta) state.text += delta;
-  return delta || undefined;
+  if (!raw) return undefined;
+  const { text, held } = clientText(state.held, raw.replaceAll("\u0000", ""));
+  state.held = held;
+  state.text += text;
+  return text || undefined;
+}
+
+/**
+ * A delta as a client can show it and the database store it: what was held back from the last
+ * one first, without NUL characters or lone surrogates (U+FFFD, as in the stored reply). A pair
+ * can be split across two chunks, so a high surrogate ending the delta is held for the next.
+ */
+export function clientText(held: string, raw: string): { text: string; held: string } {
+  const s = held + raw;
+  const last = s.charCodeAt(s.length - 1);
+  const keep = last >= 0xd800 && last <= 0xdbff ? 1 : 0;
+  return { text: withoutLoneSurrogates(s.slice(0, s.length - keep)), held: s.slice(s.length - keep) };
+}
+
+/** A high surrogate still held when the stream ended: it had no low half (U+FFFD). */
+export function heldAtEnd(state: StreamState): string | undefined {
+  if (!state.held) return undefined;
+  state.held = "";
+  state.text += "\ufffd";
+  return "\ufffd";
 }
 
 /** Why a stream that ended without an abort is not a reply (null: it is one). */
@@ -829,6 +852,8 @@ async function* readChunks(stream: Stream<ChatCompletionChunk>, state: StreamSta
       if (delta) yield delta;
       arm();
     }
+    const rest = state.aborted ? undefined : heldAtEnd(state);
+    if (rest) yield rest;
   } catch (err) {
     if (state.aborted) return;
     if (state.stalled) throw new ProviderError(streamEndProblem(state, idleMs) as string);

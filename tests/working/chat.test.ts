@@ -497,6 +497,21 @@ describe("chat (server-sent events)", () => {
     expect(fake.embeddingCalls()).toHaveLength(1);
   });
 
+  it("a model's lone surrogates reach the client as U+FFFD, as the reply is stored; a pair stays whole", async () => {
+    const t = await tenantWithThread();
+    // One chunk per word: the lone half is a chunk of its own, the pair is split across two.
+    fake.onText(() => "bad \ud800 pair \ud83d\ude00 end \ud83d \ude00");
+    const res = await t.chat({ content: "Say something odd", recall: false }, SSE);
+    const deltas = (await readEvents(res))
+      .filter((e) => e.event === "delta")
+      .map((e) => (e.data as { content: string }).content);
+    const streamed = deltas.join("");
+    expect(streamed).toBe("bad \ufffd pair \ud83d\ude00 end \ufffd \ufffd");
+    expect(deltas.every((d) => d.isWellFormed())).toBe(true);
+    const [, reply] = await t.messages();
+    expect(reply.content).toBe(streamed);
+  });
+
   it("a provider refusing the call is a plain JSON 500, and the user message stays", async () => {
     const t = await tenantWithThread();
     fake.fail({ status: 500, times: 1, endpoint: "chat" });
