@@ -7,6 +7,7 @@ import type { Deps } from "../lib/deps";
 import { HttpError } from "../lib/errors";
 import { authRoutes } from "./auth";
 import { authenticateFirst, unknownRouteIsNotFound } from "./auth-first";
+import { utf8Bodies } from "./charset";
 import { dashboardRoutes } from "./dashboard/routes";
 import { docsRoutes, registerOpenApi } from "./docs";
 import type { AppEnv } from "./env";
@@ -76,7 +77,8 @@ export function createApp(options: {
   );
   // The order is the contract: an unknown method and path is 404 for everyone; on a known route
   // the credential comes first (a request without a valid one gets its 401 and nothing else);
-  // then NUL characters in the path or query, the body limit, validation and the route itself.
+  // then NUL characters in the path or query, the body limit, a body in another charset than
+  // UTF-8 read as declared, validation and the route itself.
   app.use("*", unknownRouteIsNotFound);
   app.use(
     "*",
@@ -97,6 +99,7 @@ export function createApp(options: {
   app.use("*", (c, next) =>
     (BATCH_PATH.test(new URL(c.req.url).pathname) ? batchBodyLimit : defaultBodyLimit)(c, next),
   );
+  app.use("*", utf8Bodies);
   // Last before the routes: an Idempotency-Key on a /v1 write claims, replays or refuses (409, 422).
   app.use("/v1/*", idempotencyKeys);
 

@@ -139,6 +139,51 @@ describe("request bodies", () => {
     expect(await messageCount(t.projectId)).toBe(0);
   });
 
+  it("reads a body in the charset its Content-Type declares (latin1's é stays é), and answers 415/400 for one it cannot read", async () => {
+    const t = await tenantWithThread();
+    const path = `${W}/${t.threadId}/messages`;
+    const latin1 = Uint8Array.from(
+      [...'{"role":"user","content":"Caf\u00e9 in S\u00e3o Paulo"}'].map((ch) => ch.charCodeAt(0)),
+    );
+    for (const ct of ["application/json; charset=latin1", "application/json; charset=ISO-8859-1"]) {
+      const res = await raw(path, { token: t.key, headers: { "content-type": ct }, body: latin1 });
+      expect(res.status, ct).toBe(201);
+    }
+    const stored = await svc.deps.db
+      .select({ content: messages.content })
+      .from(messages)
+      .where(eq(messages.projectId, t.projectId));
+    expect(stored.map((m) => m.content)).toEqual(["Caf\u00e9 in S\u00e3o Paulo", "Caf\u00e9 in S\u00e3o Paulo"]);
+
+    const unknown = await raw(path, {
+      token: t.key,
+      headers: { "content-type": "application/json; charset=klingon" },
+      body: latin1,
+    });
+    expect(unknown.status).toBe(415);
+    expect(await errorBody(unknown)).toEqual({
+      error: 'Unsupported charset "klingon" in Content-Type: send the body as UTF-8',
+    });
+    // A lone low surrogate is not UTF-16.
+    const notUtf16 = await raw(path, {
+      token: t.key,
+      headers: { "content-type": "application/json; charset=utf-16le" },
+      body: Uint8Array.from([0x7b, 0x00, 0x00, 0xdc]),
+    });
+    expect(notUtf16.status).toBe(400);
+    expect(await errorBody(notUtf16)).toEqual({
+      error: "Request body is not valid utf-16le, as its Content-Type says",
+    });
+    // Another media type is still refused as before.
+    const text = await raw(path, {
+      token: t.key,
+      headers: { "content-type": "text/plain; charset=latin1" },
+      body: latin1,
+    });
+    expect(text.status).toBe(415);
+    expect(await messageCount(t.projectId)).toBe(2);
+  });
+
   it("answers 415 for a body without any content type", async () => {
     const t = await tenantWithThread();
     const bytes = new TextEncoder().encode('{"role":"user","content":"x"}');

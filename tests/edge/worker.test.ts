@@ -389,6 +389,20 @@ describe("the Worker under workerd, Neon driver over HTTP", () => {
     expect(list.body.total).toBe(0);
   });
 
+  it("reads a latin1 body as latin1 under workerd, as on Node.js", async () => {
+    const { key } = await newTenant(await adminSession(), "edge-charset");
+    const threadId = await newThread(key);
+    const body = Uint8Array.from([...'{"role":"user","content":"Caf\u00e9"}'].map((ch) => ch.charCodeAt(0)));
+    const res = await mf.dispatchFetch(`http://localhost/v1/memory/working/threads/${threadId}/messages`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json; charset=latin1" },
+      body,
+    });
+    expect(res.status).toBe(201);
+    const listed = await call(`/v1/memory/working/threads/${threadId}/messages`, { token: key });
+    expect(listed.body.messages.map((m: { content: string }) => m.content)).toEqual(["Caf\u00e9"]);
+  });
+
   it("answers a validation error with the spec's shape", async () => {
     const { key } = await newTenant(await adminSession(), "edge-validation");
     const threadId = await newThread(key);
