@@ -58,7 +58,7 @@ export const jobOperations = {
         401: errorResponses[401],
         404: jsonResponse(
           ErrorSchema,
-          "Job not found: no such failing job (it ran and succeeded meanwhile, or never failed)",
+          "Project not found, or Job not found: no such failing job in the project (it ran and succeeded meanwhile, or never failed)",
         ),
         409: jsonResponse(ErrorSchema, "The job is running"),
       },

@@ -34,13 +34,13 @@ export async function failingJobs({ deps, projectId }: ProjectContext, page: { l
 /**
  * Runs a failing job now instead of at the end of its backoff: its due time is set to now and
  * its doorbell rung. 404 when it is gone (it ran and succeeded meanwhile) or has not failed (an
- * idle timer moved to now would end a live thread's episode early), 409 while it runs. One
- * statement.
+ * idle timer moved to now would end a live thread's episode early), 409 while it runs, and 404
+ * Project not found for a project that does not exist. One statement.
  */
 export async function retryJobNow({ deps, projectId }: ProjectContext, { jobId }: { jobId: string }) {
   const now = deps.clock.now().toISOString();
   const [row] = parsedRowsOf(
-    z.object({ job: dbJson(FailingJobRow.nullable()), running: z.boolean() }),
+    z.object({ found: dbInt, job: dbJson(FailingJobRow.nullable()), running: z.boolean() }),
     await deps.db.execute(sql`
       WITH target AS (
         SELECT id, locked_until FROM ${jobs} WHERE id = ${jobId} AND project_id = ${projectId} AND last_error IS NOT NULL),
@@ -49,11 +49,12 @@ export async function retryJobNow({ deps, projectId }: ProjectContext, { jobId }
         WHERE id = (SELECT id FROM target)
           AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
         RETURNING id, kind, key, payload, dataset, attempts, last_error, run_at, updated_at, locked_until)
-      SELECT (SELECT row_to_json(moved) FROM moved) AS job,
+      SELECT ${projectFoundColumn(projectId)}, (SELECT row_to_json(moved) FROM moved) AS job,
         EXISTS (SELECT 1 FROM target) AND NOT EXISTS (SELECT 1 FROM moved) AS running`),
   );
-  if (row?.running) throw conflict("The job is running");
-  if (!row?.job?.key) throw notFound("Job not found");
+  requireProject(row);
+  if (row.running) throw conflict("The job is running");
+  if (!row.job?.key) throw notFound("Job not found");
   ringLater(deps, dueJobsFrom([{ key: row.job.key, run_at: row.job.run_at }]));
   return failingJobRecord(row.job, deps.clock.now().getTime());
 }

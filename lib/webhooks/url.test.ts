@@ -48,6 +48,14 @@ describe("webhook URL policy (SSRF)", () => {
       "[2002:7f00:1::]",
       "[2002:a9fe:a9fe::1]",
       "[ff02::1]",
+      "[::ffff:0:7f00:1]",
+      "[64:ff9b:1::7f00:1]",
+      "[64:ff9b:1::a00:1]",
+      "[2001:0:4136:e378:8000:63bf:80ff:fffe]",
+      "[2001::1]",
+      "[2001:2::1]",
+      "[2001:10::1]",
+      "192.88.99.1",
     ]) {
       expect(refused(`https://${host}/hook`), host).toMatch(/private|reserved/);
     }
@@ -55,6 +63,8 @@ describe("webhook URL policy (SSRF)", () => {
     // 6to4 of a public address is public.
     expect(refused("https://[2002:808:808::1]/")).toBeNull();
     expect(refused("https://100.128.0.1/")).toBeNull();
+    // Outside the protocol assignments of 2001::/23, 2001: is ordinary global unicast.
+    expect(refused("https://[2001:4860:4860::8888]/")).toBeNull();
   });
 
   it("refuses names that only mean something inside a network", () => {

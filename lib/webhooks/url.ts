@@ -129,10 +129,14 @@ export function isLoopbackAddress(text: string): boolean {
   return ip.bytes.slice(0, 15).every((b) => b === 0) && ip.bytes[15] === 1;
 }
 
-/** IPv4-mapped (::ffff:a.b.c.d), IPv4-compatible (::a.b.c.d) and NAT64 (64:ff9b::a.b.c.d) addresses. */
+/**
+ * IPv4-mapped (::ffff:a.b.c.d), IPv4-translated (SIIT, ::ffff:0:a.b.c.d), IPv4-compatible
+ * (::a.b.c.d), NAT64 (64:ff9b::a.b.c.d) and 6to4 addresses.
+ */
 function embeddedIpv4(bytes: number[]): number[] | null {
   const zeros = (from: number, to: number) => bytes.slice(from, to).every((b) => b === 0);
   if (zeros(0, 10) && bytes[10] === 0xff && bytes[11] === 0xff) return bytes.slice(12);
+  if (zeros(0, 8) && bytes[8] === 0xff && bytes[9] === 0xff && zeros(10, 12)) return bytes.slice(12);
   if (zeros(0, 12) && !(zeros(12, 15) && bytes[15] <= 1)) return bytes.slice(12);
   if (bytes[0] === 0 && bytes[1] === 0x64 && bytes[2] === 0xff && bytes[3] === 0x9b && zeros(4, 12)) {
     return bytes.slice(12);
@@ -149,6 +153,7 @@ function isPublicIpv4([a, b, c]: number[]): boolean {
   if (a === 172 && b >= 16 && b <= 31) return false; // private
   if (a === 192 && b === 168) return false; // private
   if (a === 192 && b === 0 && (c === 0 || c === 2)) return false; // IETF protocol assignments, TEST-NET-1
+  if (a === 192 && b === 88 && c === 99) return false; // 6to4 relay anycast (deprecated)
   if (a === 198 && (b === 18 || b === 19)) return false; // benchmarking
   if (a === 198 && b === 51 && c === 100) return false; // TEST-NET-2
   if (a === 203 && b === 0 && c === 113) return false; // TEST-NET-3
@@ -169,5 +174,10 @@ export function isPublicAddress(ip: Ip): boolean {
   if (b[0] === 0xff) return false; // multicast
   if (b[0] === 0x20 && b[1] === 0x01 && b[2] === 0x0d && b[3] === 0xb8) return false; // documentation
   if (b[0] === 0x01 && b.slice(1, 8).every((x) => x === 0)) return false; // 100::/64 discard
+  // 2001::/23, IETF protocol assignments: Teredo (its client's IPv4 address is obfuscated in it),
+  // benchmarking, ORCHID. No webhook receiver lives there.
+  if (b[0] === 0x20 && b[1] === 0x01 && b[2] < 0x02) return false;
+  // 64:ff9b:1::/48, local-use NAT64 (RFC 8215): a translator of the operator's own network.
+  if (b[0] === 0 && b[1] === 0x64 && b[2] === 0xff && b[3] === 0x9b && b[4] === 0 && b[5] === 1) return false;
   return true;
 }

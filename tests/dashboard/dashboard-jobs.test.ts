@@ -100,6 +100,11 @@ describe("failing jobs", () => {
       "The job is running",
     );
     await expectError(await call("/dashboard/projects/prj_missing/failing-jobs"), 404, "Project not found");
+    await expectError(
+      await call(`/dashboard/projects/prj_missing/failing-jobs/${job.jobId}/retry`, { method: "POST" }),
+      404,
+      "Project not found",
+    );
     // A job that has not failed (the thread's idle timer) is not run early: that would cut its
     // episode while the conversation goes on.
     const [idle] = rowsOf<{ id: string; run_at: string }>(

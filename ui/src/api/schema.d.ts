@@ -1788,7 +1788,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Job not found: no such failing job (it ran and succeeded meanwhile, or never failed) */
+                /** @description Project not found, or Job not found: no such failing job in the project (it ran and succeeded meanwhile, or never failed) */
                 404: {
                     headers: {
                         [name: string]: unknown;
