@@ -19,5 +19,10 @@ export type AppEnv = {
     wroteBeforeFailing: boolean;
     /** The request's claim on its `Idempotency-Key`, while it runs (functions/idempotency.ts); else unset. */
     idempotencyClaim: Claim;
+    /**
+     * A streamed answer's events as its repeats under an `Idempotency-Key` get them, once the
+     * stream has ended (chat: its start, its text as one delta, and how it ended).
+     */
+    streamReplay: Promise<string>;
   };
 };

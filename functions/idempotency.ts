@@ -17,6 +17,7 @@ import {
   releaseKey,
   renewClaim,
   requestFingerprint,
+  type StoredResponse,
   storeResponse,
 } from "../lib/idempotency";
 import { errorFields } from "../lib/log";
@@ -47,9 +48,10 @@ const RUNNING = `A request with this ${IDEMPOTENCY_HEADER} is still being proces
  * - A repeat with the same method, path and body gets the stored status and body with
  *   `Idempotent-Replayed: true` and writes nothing; a different request with the key is 422; a
  *   repeat while the first runs is 409 with `Retry-After: 1`.
- * - A streamed answer (chat with `Accept: text/event-stream`) cannot be replayed: it is not
- *   stored. The key is held while it streams (a repeat meanwhile is 409) and released when the
- *   stream ends, so a later repeat runs again.
+ * - A streamed answer (chat with `Accept: text/event-stream`) holds the key while it streams (a
+ *   repeat meanwhile is 409). Once it ends, the events the route gives as its replay are kept
+ *   (`streamReplay`: a chat's start, its text as one delta, and its done or error), so a repeat
+ *   gets them instead of storing the user message again.
  */
 export const idempotencyKeys = createMiddleware<AppEnv>(async function idempotencyKeys(c, next) {
   const header = c.req.header(IDEMPOTENCY_HEADER);
@@ -108,30 +110,33 @@ export const idempotencyKeys = createMiddleware<AppEnv>(async function idempoten
     return;
   }
   const contentType = res.headers.get("content-type");
+  const keep = async (answer: StoredResponse) => {
+    await lease.stop();
+    try {
+      await storeResponse(deps, claim, answer);
+    } catch (err) {
+      // The write itself is done and answered; a retry after the lease runs out would run it again
+      // (a chat's, having recorded its stored message, would answer the chat's 500).
+      deps.log.error("could not store an idempotent response", { key, ...errorFields(err) });
+    }
+  };
   if (res.body && !/^application\/json\b/i.test(contentType ?? "")) {
-    // A stream: held while it flows, released when it ends (or the client goes away).
+    // A stream: held while it flows. Then its replay is kept (a chat's, which wrote), or the key
+    // is released (a stream without one).
+    const replay = c.get("streamReplay");
     const { readable, writable } = new TransformStream<Uint8Array, Uint8Array>();
     deps.defer(
       res.body
         .pipeTo(writable)
         .catch(() => {})
-        .then(release),
+        .then(async () =>
+          replay ? keep({ status: res.status, body: await replay, contentType: "text/event-stream" }) : release(),
+        ),
     );
     c.res = new Response(readable, res);
     return;
   }
-  await lease.stop();
-  try {
-    await storeResponse(deps, claim, {
-      status: res.status,
-      body: res.body ? await res.clone().text() : "",
-      contentType,
-    });
-  } catch (err) {
-    // The write itself is done and answered; a retry after the lease runs out would run it again
-    // (a chat's, having recorded its stored message, would answer the chat's 500).
-    deps.log.error("could not store an idempotent response", { key, ...errorFields(err) });
-  }
+  await keep({ status: res.status, body: res.body ? await res.clone().text() : "", contentType });
 });
 
 /** Renews the claim's lease while its request runs, so only a dead holder's claim is taken over. */
@@ -150,7 +155,7 @@ const headerSchema = z.object({
     .max(MAX_KEY_LENGTH)
     .optional()
     .openapi({
-      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with \`Retry-After: 1\` (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s; a chat's that had stored its user message then answers its 500, kept). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer; streamed answers (\`text/event-stream\`) are not kept.`,
+      description: `Makes a retry of this write safe (IETF httpapi Idempotency-Key draft): 1-${MAX_KEY_LENGTH} printable ASCII characters (bare or as a quoted structured-field string), e.g. a UUID; scoped to the project. The first answer (2xx or 4xx) is kept for 24 hours (IDEMPOTENCY_TTL_MS); the same request again gets it back with \`Idempotent-Replayed: true\` and writes nothing; a different request with the key is 422, a repeat while the first runs 409 with \`Retry-After: 1\` (a claim left by a dead process is taken over after ${CLAIM_LEASE_MS / 1000} s; a chat's that had stored its user message then answers its 500, kept). A 5xx, or a request refused for its input (400 Validation error, malformed JSON, 415), frees the key, so the corrected request runs under it, except a chat's 5xx after its user message was stored, which is kept like any answer. A streamed chat (\`text/event-stream\`) holds the key while it streams, then its events are kept: a repeat gets its \`start\`, its text as one \`delta\` and its \`done\`, or \`error\` if it failed or its client left before the reply was stored.`,
       example: "3f1c9a52-7d1e-4b8a-9c5e-0a2b6d4e8f10",
     }),
 });

@@ -133,21 +133,45 @@ export const chatRoutes = createRouter().openapi(chatRoute, async (c) => {
   // Awaited before the stream opens: a 404 or a provider refusing the call is still a JSON error.
   const turn = await startChatStream(ctx, input);
   const { deps } = ctx;
+  // What a repeat under the same Idempotency-Key gets once the stream has ended (the user message
+  // is stored: run again, the turn would store it twice).
+  let replayed!: (events: string) => void;
+  c.set("streamReplay", new Promise<string>((resolve) => (replayed = resolve)));
   return streamSSE(c, async (stream) => {
-    stream.onAbort(() => turn.abort());
+    let text = "";
+    let end: SseEvent = { event: "error", data: { error: FAILED } };
     const send = (event: string, data: unknown) => stream.writeSSE({ event, data: JSON.stringify(data) });
     try {
+      stream.onAbort(() => turn.abort());
       await send("start", turn.start);
-      for await (const content of turn.deltas) await send("delta", { content });
+      for await (const content of turn.deltas) {
+        text += content;
+        await send("delta", { content });
+      }
       if (stream.aborted) {
         deps.log.info("chat: client disconnected; reply not stored", { threadId });
         return;
       }
-      await send("done", await turn.finish());
+      end = { event: "done", data: await turn.finish() };
+      await send(end.event, end.data);
     } catch (err) {
+      if (end.event === "done") return; // stored; only its event did not reach the client
       // The status line is long gone: the failure is an event, and nothing partial is stored.
       deps.log.error("chat: reply stream failed", { threadId, ...errorFields(err) });
       await send("error", { error: FAILED });
+    } finally {
+      const delta: SseEvent[] = text ? [{ event: "delta", data: { content: text } }] : [];
+      replayed(sseText([{ event: "start", data: turn.start }, ...delta, end]));
     }
   });
 });
+
+interface SseEvent {
+  event: string;
+  data: unknown;
+}
+
+/** Events as `streamSSE` writes them: an `event` line and one `data` line of JSON each. */
+export function sseText(events: SseEvent[]): string {
+  return events.map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join("");
+}

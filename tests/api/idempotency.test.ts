@@ -423,7 +423,7 @@ describe("Idempotency-Key on /v1 writes", () => {
     }
   });
 
-  it("a streamed answer is not stored: the key is freed when the stream ends, and a repeat runs again", async () => {
+  it("a streamed chat is held while it streams, then its events are kept: a repeat gets them and stores nothing", async () => {
     const t = await newTenant(svc);
     const threadId = await newThread(t.key);
     const init = {
@@ -438,12 +438,66 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(streaming.headers.get("content-type")).toMatch(/text\/event-stream/);
     // Held while it streams: a repeat meanwhile is 409.
     expect((await send(`${W}/${threadId}/chat`, init)).status).toBe(409);
-    expect(await streaming.text()).toMatch(/event: done/);
-    await expect.poll(() => keyRows(t.projectId)).toBe(0);
+    const original = await streaming.text();
+    expect(original).toMatch(/event: done/);
+    await svc.settle();
+
     const again = await send(`${W}/${threadId}/chat`, init);
     expect(again.status).toBe(200);
-    expect(again.replayed).toBeNull();
-    expect(await messageCount(threadId)).toBe(4); // two turns of user and assistant
+    expect(again.replayed).toBe("true");
+    expect(again.contentType).toMatch(/^text\/event-stream/);
+    // The same start and done, the deltas as one.
+    const events = (text: string) =>
+      text
+        .split("\n\n")
+        .filter(Boolean)
+        .map((block) => ({
+          event: /^event: (.*)$/m.exec(block)?.[1],
+          data: JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? ""),
+        }));
+    const first = events(original);
+    const replay = events(again.text);
+    const text = first
+      .filter((e) => e.event === "delta")
+      .map((e) => e.data.content)
+      .join("");
+    expect(replay).toEqual([first[0], { event: "delta", data: { content: text } }, first.at(-1)]);
+    expect(await messageCount(threadId)).toBe(2); // one turn: user and assistant
+  });
+
+  it("a keyed streamed chat whose client left keeps its failure: a repeat gets start and error, and stores nothing", async () => {
+    const t = await newTenant(svc);
+    const threadId = await newThread(t.key);
+    fake.onText(() => Array.from({ length: 40 }, (_, i) => `w${i}`).join(" "));
+    fake.streamChunkDelayMs = 20;
+    try {
+      const init = {
+        token: t.key,
+        key: "left",
+        headers: { accept: "text/event-stream" },
+        json: { content: "talk", recall: false },
+      };
+      const res = await svc.request(`${W}/${threadId}/chat`, {
+        ...init,
+        method: "POST",
+        headers: { "Idempotency-Key": "left", accept: "text/event-stream" },
+      });
+      const reader = res.body?.getReader();
+      let seen = "";
+      while (reader && !seen.includes("event: delta")) seen += new TextDecoder().decode((await reader.read()).value);
+      await reader?.cancel();
+      await expect
+        .poll(async () => (await send(`${W}/${threadId}/chat`, init)).replayed, { timeout: 5000 })
+        .toBe("true");
+      const again = await send(`${W}/${threadId}/chat`, init);
+      expect(again.text).toMatch(
+        /^event: start\ndata: .*\n\n(event: delta\ndata: .*\n\n)?event: error\ndata: \{"error":"Failed to generate reply"\}\n\n$/,
+      );
+      expect(await messageCount(threadId)).toBe(1); // the user message alone, stored once
+    } finally {
+      fake.streamChunkDelayMs = 0;
+      fake.onText(() => "A short reply.");
+    }
   });
 
   it("expires after IDEMPOTENCY_TTL_MS: the repeat runs again, and the sweep deletes expired keys", async () => {
