@@ -19,6 +19,8 @@ export const PG_SUITES = [
   // The admin command line on DATABASE_URL (it reads TEST_PG_URL).
   "tests/cli/cli.test.ts",
   "tests/api/http.test.ts",
+  // Migrations from several processes at once, directly and through PgBouncer.
+  "tests/db/migrate-race.test.ts",
   "tests/api/idempotency.test.ts",
   "tests/api/idempotency-property.test.ts",
   "tests/mcp/mcp.test.ts",
