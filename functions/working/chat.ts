@@ -172,6 +172,6 @@ interface SseEvent {
 }
 
 /** Events as `streamSSE` writes them: an `event` line and one `data` line of JSON each. */
-export function sseText(events: SseEvent[]): string {
+function sseText(events: SseEvent[]): string {
   return events.map(({ event, data }) => `event: ${event}\ndata: ${JSON.stringify(data)}\n\n`).join("");
 }
