@@ -305,9 +305,11 @@ function chatCalls(api: Api, call: Call, timeoutMs: number) {
       );
     },
     /**
-     * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Never
-     * retried: the service keeps no streamed answer, so a repeat after a timeout or a dropped
-     * connection could store the turn twice. An abort, or leaving the loop early, closes the
+     * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Retried
+     * as `chat` is until the response's headers arrive (under its key; never on a 5xx): a repeat
+     * meets the first attempt still streaming (409, waited for) or gets its kept events replayed
+     * (`start`, the text as one `delta`, `done` or `error`). A stream broken or stalled after it
+     * started is not asked again: the loop throws. An abort, or leaving the loop early, closes the
      * stream, and the service then stores no reply. `timeoutMs` bounds the wait for the stream to
      * start and each gap between its chunks: a stream that stalls longer is closed and the loop
      * throws `MemoryTimeoutError`.

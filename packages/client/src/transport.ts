@@ -47,8 +47,8 @@ export interface TransportConfig {
 
 /**
  * How a call may be repeated: a read, a write, a write whose 5xx may have written part of it
- * (chat), or a streamed write (chat's stream), never repeated: the service keeps no streamed
- * answer, so once the first attempt may have reached it, a repeat would store the turn again.
+ * (chat), or a streamed write (chat's stream): repeated as chat is, under its key, but only until
+ * its response's headers arrive (`perform` returns then); a stream broken after that is not.
  */
 export type CallKind = "read" | "write" | "write-no-5xx" | "stream";
 
@@ -120,9 +120,9 @@ function idempotency(
   if (kind === "read") return "safe";
   const key = options?.idempotencyKey ?? (config.idempotencyKeys ? newIdempotencyKey() : false);
   if (key === false || key === "") return "unsafe";
-  // A stream still sends its key: the service refuses a second request with it while the first runs.
   headers["Idempotency-Key"] = key;
-  if (kind === "stream") return "unsafe";
+  // A streamed chat is repeated as the JSON one: the service holds its key while it streams (409)
+  // and then keeps its events, so a repeat gets them rather than storing the turn again.
   return kind === "write" ? "keyed" : "keyed-no-5xx";
 }
 

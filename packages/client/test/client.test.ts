@@ -1,7 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import type { ChatRequest } from "../../../tests/helpers/fake-openai";
 import {
+  type CallOptions,
+  type ChatEvent,
   createMemoryClient,
   type MemoryApiError,
+  type MemoryClient,
   MemoryEpisodeFailedError,
   MemoryError,
   MemoryNetworkError,
@@ -11,7 +15,7 @@ import {
   type RetryEvent,
 } from "../src/index.js";
 import { demoFacts, type Host, startHost } from "./helpers/host.js";
-import { startFaultProxy } from "./helpers/proxy.js";
+import { type Fault, type Seen, startFaultProxy } from "./helpers/proxy.js";
 
 /**
  * The client against the Node.js host over HTTP: every /v1 operation at least once, the service's
@@ -558,22 +562,133 @@ const SSE = [
 ];
 
 describe("chatStream", () => {
-  it("is never retried: a timeout or a lost connection may have stored the turn already", async () => {
+  /** The events of one streamed chat, or what it threw. */
+  async function streamed(memory: MemoryClient, threadId: string, content: string, o?: CallOptions) {
+    const events: ChatEvent[] = [];
+    try {
+      for await (const e of memory.threads.chatStream(threadId, { content }, o)) events.push(e);
+      return { events };
+    } catch (err) {
+      return { events, error: err as Error };
+    }
+  }
+  const chatPosts = (proxy: { seen: Seen[] }, threadId: string) =>
+    proxy.seen.filter((s) => s.path === `/v1/memory/working/threads/${threadId}/chat`);
+  const defaultText = (r: ChatRequest) => `Reply to: ${r.messages.at(-1)?.content ?? ""}`;
+  const roles = async (memory: MemoryClient, threadId: string) =>
+    (await memory.threads.messages(threadId, { order: "asc" })).messages.map((m) => m.role);
+
+  const beforeHeaders: [string, Fault][] = [
+    ["a timeout before its headers", { kind: "delay", ms: 1500 }],
+    ["a connection cut before the service saw it", { kind: "reset" }],
+    ["an answer lost whole (the service streamed it, the client heard nothing)", { kind: "lose-answer" }],
+  ];
+  for (const [name, fault] of beforeHeaders) {
+    it(`is retried under its key after ${name}, and the turn is stored once`, async () => {
+      const proxy = await startFaultProxy(host.url);
+      host.provider.onText(() => "Noted, once.");
+      try {
+        const memory = await client({ baseUrl: proxy.url, retries: 3 });
+        const { threadId } = await memory.threads.create({ dataset: `stream-retry-${fault.kind}` });
+        proxy.fail("POST", `/v1/memory/working/threads/${threadId}/chat`, fault);
+        // Short only where the fault is a timeout: the others must fail as named, not time out.
+        const timeoutMs = fault.kind === "delay" ? 300 : 5000;
+        const { events, error } = await streamed(memory, threadId, "Only once, please.", { timeoutMs });
+        expect(error).toBeUndefined();
+        expect(events[0]).toMatchObject({ event: "start", data: { threadId } });
+        expect(
+          events
+            .filter((e) => e.event === "delta")
+            .map((e) => e.data.content)
+            .join(""),
+        ).toBe("Noted, once.");
+        expect(events.at(-1)).toMatchObject({ event: "done", data: { reply: { content: "Noted, once." } } });
+        const posts = chatPosts(proxy, threadId);
+        expect(posts.length).toBeGreaterThanOrEqual(2);
+        expect(new Set(posts.map((s) => s.idempotencyKey)).size).toBe(1);
+        expect(posts[0].idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+        expect(await roles(memory, threadId)).toEqual(["user", "assistant"]);
+        if (fault.kind === "lose-answer") {
+          // The repeat got the kept events: the text as one delta.
+          expect(posts.at(-1)).toMatchObject({ status: 200, replayed: true });
+          expect(events.map((e) => e.event)).toEqual(["start", "delta", "done"]);
+        }
+      } finally {
+        host.provider.onText(defaultText);
+        await proxy.close();
+      }
+    });
+  }
+
+  it("past timeoutMs before its headers, waits out the 409s of its first attempt and gets its kept events", async () => {
     const proxy = await startFaultProxy(host.url);
+    host.provider.endpointLatencyMs.chat = 800;
+    try {
+      const memory = await client({ baseUrl: proxy.url, timeoutMs: 500, retries: 2 });
+      const { threadId } = await memory.threads.create({ dataset: "stream-retry-slow" });
+      const { events, error } = await streamed(memory, threadId, "Take your time.");
+      expect(error).toBeUndefined();
+      const posts = chatPosts(proxy, threadId);
+      // The first attempt timed out waiting for its headers; the next met it still running (409),
+      // then got what it kept once it ended.
+      expect(posts.length).toBeGreaterThanOrEqual(3);
+      expect(posts.slice(1, -1).every((s) => s.status === 409)).toBe(true);
+      expect(posts.at(-1)).toMatchObject({ status: 200, replayed: true });
+      expect(new Set(posts.map((s) => s.idempotencyKey)).size).toBe(1);
+      expect(events[0]).toMatchObject({ event: "start", data: { threadId } });
+      expect(["done", "error"]).toContain(events.at(-1)?.event);
+      // The user message is stored once, whatever became of the reply.
+      expect((await roles(memory, threadId)).filter((r) => r === "user")).toHaveLength(1);
+    } finally {
+      host.provider.endpointLatencyMs.chat = 0;
+      await proxy.close();
+    }
+  });
+
+  it("is not asked again once it has started: a stream cut or stalled midway throws", async () => {
+    const proxy = await startFaultProxy(host.url);
+    host.provider.onText(() => "one two three four five six seven eight");
     try {
       const memory = await client({ baseUrl: proxy.url, retries: 3 });
-      const { threadId } = await memory.threads.create({ dataset: "stream-once" });
-      for (const fault of [{ kind: "delay", ms: 1500 } as const, { kind: "reset" } as const]) {
-        proxy.fail("POST", `/v1/memory/working/threads/${threadId}/chat`, fault);
-        const err = await thrown(
-          (async () => {
-            for await (const _ of memory.threads.chatStream(threadId, { content: "once" }, { timeoutMs: 200 })) {
-            }
-          })(),
-        );
-        expect(err, fault.kind).toBeInstanceOf(fault.kind === "delay" ? MemoryTimeoutError : MemoryNetworkError);
+      const cut = await memory.threads.create({ dataset: "stream-cut" });
+      proxy.fail("POST", `/v1/memory/working/threads/${cut.threadId}/chat`, { kind: "cut-after-start" });
+      const broken = await streamed(memory, cut.threadId, "Count for me.");
+      expect(broken.error).toBeDefined();
+      expect(broken.events[0]).toMatchObject({ event: "start" });
+      expect(broken.events.some((e) => e.event === "done")).toBe(false);
+      expect(chatPosts(proxy, cut.threadId)).toHaveLength(1);
+
+      host.provider.streamChunkDelayMs = 1000;
+      const stalled = await memory.threads.create({ dataset: "stream-stalled" });
+      const slow = await streamed(memory, stalled.threadId, "Count slowly.", { timeoutMs: 300 });
+      expect(slow.error).toBeInstanceOf(MemoryTimeoutError);
+      expect(slow.error?.message).toContain("stalled");
+      expect(slow.events[0]).toMatchObject({ event: "start" });
+      expect(chatPosts(proxy, stalled.threadId)).toHaveLength(1);
+    } finally {
+      host.provider.streamChunkDelayMs = 0;
+      host.provider.onText(defaultText);
+      await proxy.close();
+    }
+  });
+
+  it("without a key is never retried", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const unkeyed = await client({ baseUrl: proxy.url, retries: 3, idempotencyKeys: false });
+      const keyed = await client({ baseUrl: proxy.url, retries: 3 });
+      const { threadId } = await unkeyed.threads.create({ dataset: "stream-unkeyed" });
+      for (const [memory, o] of [
+        [unkeyed, {}],
+        [keyed, { idempotencyKey: false }],
+      ] as const) {
+        proxy.fail("POST", `/v1/memory/working/threads/${threadId}/chat`, { kind: "reset" });
+        const { error } = await streamed(memory, threadId, "Once.", { ...o, timeoutMs: 300 });
+        expect(error).toBeInstanceOf(MemoryNetworkError);
       }
-      expect(proxy.seen.filter((s) => s.path.endsWith("/chat"))).toHaveLength(2);
+      const posts = chatPosts(proxy, threadId);
+      expect(posts).toHaveLength(2);
+      expect(posts.every((s) => s.idempotencyKey === undefined)).toBe(true);
     } finally {
       await proxy.close();
     }

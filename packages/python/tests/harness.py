@@ -120,7 +120,12 @@ class FaultProxy:
     ``{"delay": seconds}`` (held, then forwarded), ``{"close_after": True}`` (answered, then the
     kept-alive connection is closed, as a server's keep-alive timeout does), ``{"garble": True}``
     (the service runs the request; its answer reaches the client with its status but an HTML
-    body, as a proxy's page)."""
+    body, as a proxy's page), ``{"cut_after_start": True}`` (a streamed answer's status, headers
+    and first chunk reach the client, then its connection is cut).
+
+    An answer is passed on whole, except a stream (``text/event-stream``), relayed as it comes
+    (the connection closes after it), unless its fault needs it whole (``lose_answer``,
+    ``garble``)."""
 
     def __init__(self, target: str) -> None:
         self.target = urlsplit(target)
@@ -195,9 +200,14 @@ class FaultProxy:
         headers = {k: v for k, v in handler.headers.items() if k.lower() not in ("host", "connection")}
         upstream.request(handler.command, handler.path, body=body, headers=headers)
         answer = upstream.getresponse()
+        record.replayed = answer.getheader("Idempotent-Replayed") == "true"
+        streamed = (answer.getheader("Content-Type") or "").startswith("text/event-stream")
+        if streamed and not fault.get("lose_answer") and not fault.get("garble"):
+            record.status = answer.status
+            _relay(handler, upstream, answer, cut=bool(fault.get("cut_after_start")))
+            return
         data = answer.read()
         upstream.close()
-        record.replayed = answer.getheader("Idempotent-Replayed") == "true"
         if fault.get("lose_answer"):
             _cut(handler)
             return
@@ -219,6 +229,37 @@ class FaultProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+def _relay(
+    handler: BaseHTTPRequestHandler,
+    upstream: http.client.HTTPConnection,
+    answer: http.client.HTTPResponse,
+    cut: bool,
+) -> None:
+    """A stream passed on chunk by chunk as the service sends it (the connection then closes),
+    or, with ``cut``, its first chunk and then a cut connection."""
+    handler.close_connection = True
+    try:
+        handler.send_response(answer.status)
+        for k, v in answer.getheaders():
+            if k.lower() not in ("transfer-encoding", "connection", "content-length", "keep-alive", "date"):
+                handler.send_header(k, v)
+        handler.send_header("Connection", "close")
+        handler.end_headers()
+        while True:
+            chunk = answer.read1(65536)
+            if not chunk:
+                break
+            handler.wfile.write(chunk)
+            handler.wfile.flush()
+            if cut:
+                _cut(handler)
+                break
+    except OSError:
+        pass  # the client left
+    finally:
+        upstream.close()  # the service sees its client leave
 
 
 def _cut(handler: BaseHTTPRequestHandler) -> None:

@@ -80,6 +80,20 @@ class AsyncClient(unittest.IsolatedAsyncioTestCase):
             await self.client.threads.chat(thread["threadId"], content="Hi")
         self.assertEqual(len(self.proxy.requests("POST", "/v1/memory/working/threads/")), 1)
 
+    async def test_a_chat_stream_whose_answer_was_lost_before_its_headers_is_replayed_under_its_key(self) -> None:
+        thread_id = (await self.client.threads.create("py/async-stream-retry"))["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        self.proxy.fail("POST", path, lose_answer=True)
+        stream = await self.client.threads.chat_stream(thread_id, content="Only once, please.")
+        async with stream:
+            self.assertEqual(await stream.text(), "Noted.")
+        sent = self.proxy.requests("POST", path)
+        self.assertEqual(len(sent), 2)
+        self.assertEqual(len({s.idempotency_key for s in sent}), 1)
+        self.assertEqual((sent[1].status, sent[1].replayed), (200, True))
+        messages = (await self.client.threads.messages(thread_id, order="asc"))["messages"]
+        self.assertEqual([m["role"] for m in messages], ["user", "assistant"])
+
     async def test_calls_in_flight_together_do_not_block_the_loop(self) -> None:
         thread = await self.client.threads.create("py/async-many")
         ticks = 0

@@ -162,20 +162,93 @@ class Retries(unittest.TestCase):
         self.proxy.fail("POST", f"/v1/memory/working/threads/{thread['threadId']}/chat", reset=True)
         self.assertEqual(self.client.threads.chat(thread["threadId"], content="Hello?")["reply"]["content"], "Noted.")
 
-    def test_chat_stream_is_never_retried(self) -> None:
-        # The service keeps no streamed answer: a repeat after a timeout or a lost connection
-        # could store the turn again, so neither is retried.
-        thread = self.client.threads.create("py/stream-once")
-        path = f"/v1/memory/working/threads/{thread['threadId']}/chat"
-        self.proxy.fail("POST", path, delay=1.0)
-        with self.assertRaises(APITimeoutError):
-            self.client.threads.chat_stream(thread["threadId"], content="Once.", timeout=0.2).text()
+    def roles(self, thread_id: str) -> List[str]:
+        return [m["role"] for m in self.client.threads.messages(thread_id, order="asc")["messages"]]
+
+    def test_a_chat_stream_is_retried_under_its_key_until_its_headers_arrive(self) -> None:
+        # Safe since the service keeps a streamed chat's events under its key: a repeat meets the
+        # first request still streaming (409) or gets what it kept, and the turn is stored once.
+        faults = {
+            "a timeout before its headers": {"delay": 2.0},
+            "a connection cut before the service saw it": {"reset": True},
+            "an answer lost whole": {"lose_answer": True},
+        }
+        for name, fault in faults.items():
+            with self.subTest(name):
+                self.events.clear()
+                thread_id = self.client.threads.create("py/stream-retry")["threadId"]
+                path = f"/v1/memory/working/threads/{thread_id}/chat"
+                self.proxy.fail("POST", path, **fault)
+                # Short only where the fault is a timeout: the others must fail as named.
+                timeout = 0.5 if "delay" in fault else 5.0
+                stream = self.client.threads.chat_stream(thread_id, content="Only once, please.", timeout=timeout, retries=3)
+                self.assertEqual(stream.text(), "Noted.")
+                assert stream.reply is not None
+                self.assertEqual(stream.reply["reply"]["content"], "Noted.")
+                sent = self.proxy.requests("POST", path)
+                self.assertGreaterEqual(len(sent), 2)
+                self.assertEqual(len({s.idempotency_key for s in sent}), 1)
+                self.assertIsNotNone(sent[0].idempotency_key)
+                self.assertEqual(self.events[0].error.idempotency_key, sent[0].idempotency_key)
+                if "lose_answer" in fault:
+                    self.assertEqual((sent[-1].status, sent[-1].replayed), (200, True))
+                self.assertEqual(self.roles(thread_id), ["user", "assistant"])
+
+    def test_a_chat_stream_past_its_timeout_waits_out_the_409s_and_gets_the_kept_events(self) -> None:
+        # The model takes 1.5 s, an attempt 1 s: the first attempt times out before its headers,
+        # the next meets it still running (409) and waits until it has ended, then gets its events.
+        thread_id = self.client.threads.create("py/stream-slow")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        server().command("chat-latency 1500")
+        self.addCleanup(server().command, "chat-latency 0")
+        stream = self.client.threads.chat_stream(thread_id, content="Take your time.", timeout=1.0)
+        self.assertEqual(stream.text(), "Noted.")
+        sent = self.proxy.requests("POST", path)
+        self.assertGreaterEqual(len(sent), 3)
+        self.assertTrue(all(s.status == 409 for s in sent[1:-1]), sent)
+        self.assertEqual((sent[-1].status, sent[-1].replayed), (200, True))
+        self.assertEqual(len({s.idempotency_key for s in sent}), 1)
+        self.assertEqual(self.roles(thread_id), ["user", "assistant"])
+
+    def test_a_chat_stream_is_not_asked_again_once_it_has_started(self) -> None:
+        server().command("chat-text one two three four five six seven eight")
+        self.addCleanup(server().command, "chat-text Noted.")
+        thread_id = self.client.threads.create("py/stream-cut")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        self.proxy.fail("POST", path, cut_after_start=True)
+        stream = self.client.threads.chat_stream(thread_id, content="Count for me.", retries=3)
+        with self.assertRaises(APIConnectionError):
+            stream.text()
+        self.assertIsNone(stream.reply)
+        self.assertEqual(len(self.proxy.requests("POST", path)), 1)
+
+        # Stalled: the start came, then nothing for longer than the timeout.
+        server().command("stream-delay 1000")
+        self.addCleanup(server().command, "stream-delay 0")
+        thread_id = self.client.threads.create("py/stream-stalled")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        stream = self.client.threads.chat_stream(thread_id, content="Count slowly.", timeout=0.3, retries=3)
+        with self.assertRaises(APITimeoutError) as caught:
+            stream.text()
+        self.assertIn("stalled", str(caught.exception))
+        self.assertIsNotNone(stream.started)
+        self.assertEqual(len(self.proxy.requests("POST", path)), 1)
+        self.assertEqual(self.events, [])
+
+    def test_a_chat_stream_without_a_key_is_never_retried(self) -> None:
+        unkeyed = fast_client(MemoryClient, url=self.proxy.url, idempotency_keys=False, on_retry=self.events.append)
+        self.addCleanup(unkeyed.close)
+        thread_id = self.client.threads.create("py/stream-unkeyed")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
         self.proxy.fail("POST", path, reset=True)
         with self.assertRaises(APIConnectionError):
-            self.client.threads.chat_stream(thread["threadId"], content="Once.").text()
+            unkeyed.threads.chat_stream(thread_id, content="Once.", retries=3)
+        self.proxy.fail("POST", path, reset=True)
+        with self.assertRaises(APIConnectionError):
+            self.client.threads.chat_stream(thread_id, content="Once.", retries=3, idempotency_key=False)
         sent = self.proxy.requests("POST", path)
         self.assertEqual(len(sent), 2)
-        self.assertTrue(all(s.idempotency_key for s in sent))
+        self.assertTrue(all(s.idempotency_key is None for s in sent))
         self.assertEqual(self.events, [])
 
     def test_retries_run_out_and_the_last_error_keeps_its_body(self) -> None:

@@ -11,7 +11,9 @@ export type Fault =
   /** The request is held this long before it is forwarded. */
   | { kind: "delay"; ms: number }
   /** The request reaches the service; its answer comes back with its status but an HTML body (a proxy's page). */
-  | { kind: "garble" };
+  | { kind: "garble" }
+  /** The request reaches the service; its status, headers and first chunk reach the client, then the connection is cut. */
+  | { kind: "cut-after-start" };
 
 export interface Seen {
   method: string;
@@ -98,6 +100,16 @@ function forward(target: string, req: IncomingMessage, res: ServerResponse, reco
     }
     record.status = answer.statusCode ?? 0;
     res.writeHead(answer.statusCode ?? 502, answer.headers);
+    if (fault === "cut-after-start") {
+      answer.once("data", (chunk) => {
+        answer.pause();
+        res.write(chunk, () => {
+          answer.destroy();
+          req.socket.destroy();
+        });
+      });
+      return;
+    }
     answer.pipe(res);
   });
   upstream.on("error", () => res.destroy());

@@ -273,8 +273,11 @@ class Threads(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> ChatStream:
         """The same reply, streamed: iterate for its text chunks; ``stream.reply`` is the stored
-        reply once it ends. Only the request is retried (before the stream starts, never on a
-        5xx); ``timeout`` bounds the wait for the stream to start and each gap between chunks."""
+        reply once it ends. Retried as ``chat`` is (under its key, never on a 5xx) until the
+        response's headers arrive: a repeat meets the first request still streaming (409, waited
+        for) or gets the events the service kept of it (the text as one chunk). Once the stream
+        has started it is never asked again: a stream cut or stalled midway raises. ``timeout``
+        bounds the wait for the stream to start and each gap between chunks."""
         path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/chat"
         _content("content", content)
         body = _fields(content=content, messageLimit=message_limit, instructions=instructions, recall=recall)

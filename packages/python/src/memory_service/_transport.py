@@ -266,9 +266,11 @@ class Transport:
                 if not (1 <= len(key) <= 255 and all(" " <= c <= "~" for c in key)):
                     raise InvalidRequestError("idempotency_key must be 1-255 printable ASCII characters")
                 headers[IDEMPOTENCY_HEADER] = key
-                # A stream is never repeated (its key still makes a second one at once a 409): the
-                # service keeps no streamed answer, so a repeat could store the turn again.
-                repeatability = UNSAFE if stream else KEYED if kind == "write" else KEYED_NO_5XX
+                # A stream is repeated as the JSON chat is, but only until its headers arrive
+                # (``attempt`` returns the open response then; a stream broken later is not asked
+                # again): the service holds its key while it streams (409) and then keeps its
+                # events, so a repeat gets them rather than storing the turn again.
+                repeatability = KEYED if kind == "write" else KEYED_NO_5XX
         return _Plan(
             method,
             url,
