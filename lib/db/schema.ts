@@ -545,6 +545,10 @@ export const webhookDeliveries = pgTable(
     // delivery, and its pending ones (count, next attempt), read without its other deliveries.
     index("webhook_deliveries_last_attempt_idx").on(t.endpointId, t.updatedAt, t.id).where(sql`attempts > 0`),
     index("webhook_deliveries_pending_idx").on(t.endpointId, t.nextAttemptAt).where(sql`status = 'pending'`),
+    // A dataset's erase deletes the deliveries whose event names it (lib/recall/dataset.ts) without
+    // reading every other delivery kept for WEBHOOK_RETENTION_DAYS. The payload never changes, so
+    // an attempt's update stays as HOT as before.
+    index("webhook_deliveries_dataset_idx").on(t.projectId, sql`(payload -> 'data' ->> 'dataset')`),
   ],
 );
 

@@ -143,3 +143,28 @@ describe("the dashboard's endpoint list", () => {
     });
   });
 });
+
+describe("a dataset's erase", () => {
+  it("finds the deliveries whose event names the dataset through their index, not every delivery kept", async () => {
+    const { projectId, endpointId } = await newEndpoint(svc, "erase-deliveries");
+    const deliveries = (prefix: string, dataset: string, n: number) =>
+      svc.deps.db.execute(sql`
+        INSERT INTO webhook_deliveries (id, endpoint_id, project_id, event_type, payload, status, retry_until)
+        SELECT ${prefix} || g, ${endpointId}, ${projectId}, 'episode.completed',
+          jsonb_build_object('data', jsonb_build_object('dataset', ${dataset}::text)), 'succeeded', now()
+        FROM generate_series(1, ${n}) g`);
+    await deliveries("whd_kept_", "other", 3000);
+    await deliveries("whd_erased_", "ds", 2);
+    await svc.deps.db.execute(sql`ANALYZE webhook_deliveries`);
+    // The erase's own condition (lib/recall/dataset.ts, eraseDataset's `wd`).
+    const plan = planOf(
+      await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON)
+        SELECT id FROM webhook_deliveries WHERE project_id = ${projectId}
+          AND payload -> 'data' ->> 'dataset' = ${"ds"} AND event_type <> 'dataset.erased'`),
+    );
+    const read = planNodes(plan.Plan).filter((n) => n["Relation Name"] === "webhook_deliveries");
+    expect(read.map((n) => n["Index Name"])).toEqual(["webhook_deliveries_dataset_idx"]);
+    expect(read[0]["Actual Rows"]).toBe(2);
+    expect(read[0]["Rows Removed by Filter"] ?? 0).toBe(0);
+  });
+});

@@ -1,0 +1,1 @@
+CREATE INDEX "webhook_deliveries_dataset_idx" ON "webhook_deliveries" USING btree ("project_id",(payload -> 'data' ->> 'dataset'));
