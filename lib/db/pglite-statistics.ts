@@ -1,5 +1,6 @@
 import { sql } from "drizzle-orm";
 import type { Logger } from "../log";
+import { eachTableInTurn, total } from "./pglite-vacuum";
 import { rowsOf } from "./rows";
 import type { Db } from "./types";
 
@@ -89,11 +90,7 @@ export async function analyzeGrownTables(db: Db, log: Logger): Promise<string[]>
   }));
   const tables = tablesToAnalyze(sizes);
   if (tables.length === 0) return [];
-  const started = performance.now();
-  for (const table of tables) await db.execute(sql`ANALYZE ${sql.identifier(table)}`);
-  log.info("took the planner's statistics of the tables that grew", {
-    tables,
-    ms: Math.round(performance.now() - started),
-  });
+  const ms = await eachTableInTurn(tables, (table) => db.execute(sql`ANALYZE ${sql.identifier(table)}`));
+  log.info("took the planner's statistics of the tables that grew", { tables, ms: total(ms), msByTable: ms });
   return tables;
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { analyzeGrownTables } from "../../lib/db/pglite-statistics";
-import { VACUUM_SCALE, VACUUM_THRESHOLD, vacuumTables } from "../../lib/db/pglite-vacuum";
+import { eachTableInTurn, VACUUM_SCALE, VACUUM_THRESHOLD, vacuumTables } from "../../lib/db/pglite-vacuum";
 import { rowsOf } from "../../lib/db/rows";
 import { silentLogger } from "../../lib/log";
 import { fakeEmbedding } from "../helpers/fake-openai";
@@ -108,6 +108,24 @@ async function activity(table: string) {
 }
 
 describe.skipIf(Boolean(process.env.TEST_PG_URL))("the embedded database's vacuum", () => {
+  it("lets a request waiting behind one table's maintenance run all its statements before the next table's", async () => {
+    const order: string[] = [];
+    const maintenance = eachTableInTurn(["facts", "threads", "messages"], async (table) => {
+      await svc.deps.db.execute(sql.raw(`VACUUM ${table}`));
+      order.push(`vacuum ${table}`);
+    });
+    const request = (async () => {
+      for (const i of [1, 2, 3]) {
+        await svc.deps.db.execute(sql`SELECT ${i}::int`);
+        order.push(`request ${i}`);
+      }
+    })();
+    const took = (await Promise.all([maintenance, request]))[0];
+    expect(Object.keys(took)).toEqual(["facts", "threads", "messages"]);
+    // Issued back to back, the request's second statement waited behind the second table's.
+    expect(order.indexOf("request 3")).toBeLessThan(order.indexOf("vacuum threads"));
+  });
+
   it("vacuums a table whose dead rows pass autovacuum's threshold, freezing its rows, and leaves it be after", async () => {
     const t = await newTenant(svc, `vc-${randomUUID().slice(0, 6)}`);
     await insertFacts(t.projectId, "churn", 1_500);
