@@ -60,24 +60,36 @@ export interface Browser {
   close(): Promise<void>;
 }
 
+/**
+ * How long Chromium may take to start. At the start of `npm test`, with every test file starting
+ * its servers at once on two cores, a launch once took over 30 s (the old limit); a second
+ * attempt follows a first that timed out.
+ */
+const LAUNCH_TIMEOUT_MS = 60_000;
+const LAUNCH_ATTEMPTS = 2;
+
 /** One headless Chromium with a fresh temporary profile, and its first page. */
 export async function launchBrowser(executablePath: string): Promise<Browser> {
-  const profile = mkdtempSync(join(tmpdir(), "memsvc-e2e-profile-"));
-  let context: BrowserContext;
-  try {
-    context = await chromium.launchPersistentContext(profile, {
-      executablePath,
-      headless: true,
-      args: CHROMIUM_ARGS,
-      viewport: { width: 1280, height: 800 },
-      // The same rendering on every machine: light scheme, no animations to catch midway.
-      colorScheme: "light",
-      reducedMotion: "reduce",
-      timeout: 30_000,
-    });
-  } catch (err) {
-    rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
-    throw err;
+  let profile = "";
+  let context: BrowserContext | undefined;
+  for (let attempt = 1; !context; attempt++) {
+    profile = mkdtempSync(join(tmpdir(), "memsvc-e2e-profile-"));
+    try {
+      context = await chromium.launchPersistentContext(profile, {
+        executablePath,
+        headless: true,
+        args: CHROMIUM_ARGS,
+        viewport: { width: 1280, height: 800 },
+        // The same rendering on every machine: light scheme, no animations to catch midway.
+        colorScheme: "light",
+        reducedMotion: "reduce",
+        timeout: LAUNCH_TIMEOUT_MS,
+      });
+    } catch (err) {
+      removeProfile(profile);
+      if (attempt >= LAUNCH_ATTEMPTS) throw err;
+      console.warn(`Chromium did not start (attempt ${attempt}): ${(err as Error).message.split("\n")[0]}`);
+    }
   }
   context.setDefaultTimeout(10_000);
   const page = context.pages()[0] ?? (await context.newPage());
@@ -103,9 +115,21 @@ export async function launchBrowser(executablePath: string): Promise<Browser> {
     consoleErrors,
     async close() {
       await context.close().catch(() => {});
-      rmSync(profile, { recursive: true, force: true, maxRetries: 3 });
+      removeProfile(profile);
     },
   };
+}
+
+/**
+ * Deletes a temporary profile. A Chromium killed by a launch timeout may still be writing to it
+ * (ENOTEMPTY): what it leaves in the temporary directory must not hide the launch's own error.
+ */
+function removeProfile(profile: string) {
+  try {
+    rmSync(profile, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
+  } catch (err) {
+    console.warn(`could not remove the browser profile ${profile}: ${(err as Error).message}`);
+  }
 }
 
 const requestsInFlight = new WeakMap<Page, Set<Request>>();

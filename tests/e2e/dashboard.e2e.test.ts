@@ -96,7 +96,8 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     ]);
     page = browser.page;
     console.info(`e2e set-up (UI build, service, browser): ${Date.now() - started} ms`);
-  }, 120_000);
+    // Two launches of up to a minute each (tests/e2e/browser.ts), beside the UI build.
+  }, 180_000);
 
   skipStepsAfterFirstFailure();
 

@@ -67,7 +67,7 @@ describe.skipIf(!chromiumPath)("the API reference in a browser", { timeout: 60_0
         w.cspViolations.push(`${e.effectiveDirective} ${e.blockedURI} ${e.sourceFile}:${e.lineNumber}`.trim()),
       );
     });
-  }, 120_000);
+  }, 180_000); // two browser launches of up to a minute each (tests/e2e/browser.ts)
 
   skipStepsAfterFirstFailure();
 
