@@ -820,9 +820,10 @@ function completionStream(
     },
     completion() {
       if (!state.complete) throw new ProviderError("Model stream has not completed");
+      // Storable already: every delta went through clientText, and the held half through heldAtEnd.
       const { text, model, usage } = state;
       return {
-        text: storableModelText(text),
+        text,
         model,
         tokens: { input: usage?.prompt_tokens, output: usage?.completion_tokens, total: usage?.total_tokens },
       };
