@@ -18,7 +18,8 @@ export function nonUtf8Charset(contentType: string | undefined): string | null {
  * charset the platform cannot decode is a 415 naming it; bytes that are not in the charset, a 400.
  */
 export const utf8Bodies = createMiddleware<AppEnv>(async function utf8Bodies(c, next) {
-  const charset = nonUtf8Charset(c.req.header("content-type"));
+  const contentType = c.req.header("content-type");
+  const charset = nonUtf8Charset(contentType);
   if (charset === null || !c.req.raw.body) return next();
   let decoder: TextDecoder;
   try {
@@ -33,7 +34,7 @@ export const utf8Bodies = createMiddleware<AppEnv>(async function utf8Bodies(c, 
     throw new HttpError(400, `Request body is not valid ${charset}, as its Content-Type says`);
   }
   const headers = new Headers(c.req.raw.headers);
-  const mediaType = (c.req.header("content-type") ?? "").split(";")[0].trim();
+  const mediaType = (contentType ?? "").split(";")[0].trim();
   headers.set("content-type", `${mediaType}; charset=utf-8`);
   headers.delete("content-length");
   c.req.raw = new Request(c.req.raw, { body: text, headers });
