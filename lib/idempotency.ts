@@ -327,12 +327,13 @@ export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit:
   const now = deps.clock.now().toISOString();
   return countDeleted(
     deps.db,
-    sql`DELETE FROM ${idempotencyKeys} k
-      WHERE (k.project_id, k.key) IN (
+    // MATERIALIZED, as claimJobs' (lib/jobs/store.ts): a rescanned locking subquery goes past its limit.
+    sql`WITH expired AS MATERIALIZED (
         SELECT project_id, key FROM ${idempotencyKeys}
         WHERE expires_at <= ${now}::timestamptz
         ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
-      )`,
+      )
+      DELETE FROM ${idempotencyKeys} k WHERE (k.project_id, k.key) IN (SELECT project_id, key FROM expired)`,
   );
 }
 

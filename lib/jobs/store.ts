@@ -113,9 +113,12 @@ export async function claimJobs(
 ): Promise<Job[]> {
   const now = options.now.toISOString();
   const lockedUntil = new Date(options.now.getTime() + options.leaseMs).toISOString();
+  // MATERIALIZED: the locking SELECT runs once. As a plain `IN (subquery)` the planner may rescan
+  // it for each row of jobs (a nested-loop semi-join, chosen when the statistics say the table
+  // is tiny), and each rescan skips the rows the statement itself just leased and takes the next:
+  // a claim of one leased several, and all but the first sat leased, unrun, for a lease.
   const result = await db.execute(sql`
-    UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz, attempts = attempts + 1, updated_at = ${now}::timestamptz
-    WHERE id IN (
+    WITH due AS MATERIALIZED (
       SELECT id FROM ${jobs}
       WHERE ${options.key && options.early ? sql`TRUE` : sql`run_at <= ${now}::timestamptz`}
         AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
@@ -125,6 +128,8 @@ export async function claimJobs(
       LIMIT ${options.limit}
       FOR UPDATE SKIP LOCKED
     )
+    UPDATE ${jobs} SET locked_until = ${lockedUntil}::timestamptz, attempts = attempts + 1, updated_at = ${now}::timestamptz
+    WHERE id IN (SELECT id FROM due)
     RETURNING ${JOB_COLUMNS}`);
   return parsedRowsOf(JobRow, result).map((row) => ({ ...jobFromRow(row), claimedAt: options.now }));
 }

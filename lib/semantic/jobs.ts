@@ -50,11 +50,13 @@ function requeueExtractionsSql(now: string, ids: SQL): SQL {
     now,
     mode: "reschedule",
   });
+  // MATERIALIZED, as claimJobs' (lib/jobs/store.ts): a rescanned locking subquery goes past its limit.
   return sql`
-    WITH requeued AS (
+    WITH picked AS MATERIALIZED (${ids}),
+    requeued AS (
       UPDATE ${episodes} e SET semantic_status = 'pending', semantic_retry_count = e.semantic_retry_count + 1,
         updated_at = ${now}::timestamptz
-      WHERE e.id IN (${ids})
+      WHERE e.id IN (SELECT id FROM picked)
       RETURNING e.id, e.project_id, e.dataset
     )
     ${job}`;

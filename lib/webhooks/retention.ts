@@ -19,12 +19,13 @@ export function deliveryRetentionCutoff(now: Date, retentionDays: number): Date 
 export async function deleteExpiredDeliveries(deps: Pick<Deps, "db">, cutoff: Date, limit: number): Promise<number> {
   return countDeleted(
     deps.db,
-    sql`DELETE FROM ${webhookDeliveries} d
-      WHERE d.id IN (
+    // MATERIALIZED, as claimJobs' (lib/jobs/store.ts): a rescanned locking subquery goes past its limit.
+    sql`WITH expired AS MATERIALIZED (
         SELECT id FROM ${webhookDeliveries}
         WHERE status <> 'pending' AND retry_until < ${cutoff.toISOString()}::timestamptz
         ORDER BY retry_until LIMIT ${limit} FOR UPDATE SKIP LOCKED
-      )`,
+      )
+      DELETE FROM ${webhookDeliveries} d WHERE d.id IN (SELECT id FROM expired)`,
   );
 }
 

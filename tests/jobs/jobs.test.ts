@@ -116,6 +116,25 @@ describe("job store", () => {
     expect(await claim()).toEqual([]);
   });
 
+  it("a claim of one leases one, whatever plan the statistics choose (they say the table holds one row)", async () => {
+    const t = await tenant();
+    const db = h.svc.deps.db;
+    // Statistics of a one-row table: the planner then rescans a plain `IN (locking subquery)` for
+    // each row of jobs, and each rescan took one more due job (a fresh-clone CI run's webhook
+    // delivery left leased and unrun). The tests before this one are done with their jobs.
+    await db.execute(sql`DELETE FROM jobs`);
+    const now = h.clock.now();
+    // Due in the order they are stored: each rescan's first unleased row is the next one scanned.
+    const due = (i: number) => spec(t, `one${i}`, new Date(now.getTime() - 3 + i));
+    await scheduleJob(db, due(0), "keep", now);
+    await db.execute(sql`ANALYZE jobs`);
+    for (const i of [1, 2]) await scheduleJob(db, due(i), "keep", now);
+    const claimed = await claimJobs(db, { now, leaseMs: LEASE_MS, limit: 1 });
+    expect(claimed.map((job) => job.key)).toEqual([`${t.projectId}:one0`]);
+    const leased = rowsOf(await db.execute(sql`SELECT key FROM jobs WHERE locked_until IS NOT NULL`));
+    expect(leased).toEqual([{ key: `${t.projectId}:one0` }]);
+  });
+
   it("a completeJob or rescheduleJob with a stale lease leaves the new owner's job alone", async () => {
     const t = await tenant();
     const db = h.svc.deps.db;
