@@ -197,8 +197,10 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
   return sql`
       WITH a AS (
         INSERT INTO ${webhookAttempts} (id, delivery_id, attempted_at, status_code, error, duration_ms)
-        VALUES (${newIdSql("wha")}, ${deliveryId}, ${at}::timestamptz,
-          ${result.statusCode}, ${result.error}, ${result.durationMs})
+        SELECT ${newIdSql("wha")}, ${deliveryId}, ${at}::timestamptz,
+          ${result.statusCode}::int, ${result.error}::text, ${result.durationMs}::int
+        -- Deleted during the attempt (its dataset erased, its endpoint deleted): nothing to record.
+        WHERE EXISTS (SELECT 1 FROM ${webhookDeliveries} WHERE id = ${deliveryId})
         RETURNING 1
       ), ep AS (
         UPDATE ${webhookEndpoints} SET

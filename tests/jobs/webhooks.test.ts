@@ -312,6 +312,33 @@ describe("webhooks", () => {
     expect(receiver.received).toHaveLength(2);
   });
 
+  it("a delivery deleted during its attempt (its endpoint deleted): nothing recorded, no job failure logged or kept", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    receiver.answer = () => "hang";
+    await eraseEvent(t.projectId);
+    const errors = vi.spyOn(h.svc.deps.log, "error");
+    try {
+      const running = runDueJobs(h.svc.deps);
+      await vi.waitFor(() => expect(receiver.received).toHaveLength(1));
+      const deleted = await h.svc.request(`/dashboard/webhooks/${endpoint.id}`, {
+        method: "DELETE",
+        token: await session(),
+      });
+      expect(deleted.status).toBe(204);
+      await running;
+      expect(errors).not.toHaveBeenCalled();
+      const [{ n }] = rowsOf<{ n: number }>(
+        await h.svc.deps.db.execute(
+          sql`SELECT count(*)::int AS n FROM jobs WHERE kind = 'webhook' AND last_error IS NOT NULL`,
+        ),
+      );
+      expect(Number(n)).toBe(0);
+    } finally {
+      errors.mockRestore();
+    }
+  });
+
   it("gives up after a day and disables an endpoint that failed for a day, with the reason; enable and replay", async () => {
     const t = await tenant("webhooks");
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
