@@ -85,7 +85,7 @@ function rssSampler(pid: number) {
 /** Spawns the Node.js host as `npm start` does and resolves with its base URL once it listens. */
 async function startServer(env: Record<string, string>, nodeFlags: string[] | undefined) {
   const start = npmStartArgs();
-  const args = nodeFlags ? [...nodeFlags, ...start.slice(start.indexOf("--import"))] : start;
+  const args = nodeFlags ? [...nodeFlags, ...start.slice(-1)] : start;
   const child = spawn(process.execPath, args, {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
@@ -104,7 +104,7 @@ async function startServer(env: Record<string, string>, nodeFlags: string[] | un
     });
     child.once("exit", (code) => reject(new Error(`the server exited (${code}) before listening: ${out}`)));
   });
-  return { child, base, nodeFlags: args.slice(0, args.indexOf("--import")) };
+  return { child, base, nodeFlags: args.slice(0, -1) };
 }
 
 async function stopServer(child: ChildProcess) {

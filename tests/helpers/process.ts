@@ -33,8 +33,8 @@ export async function startServerProcess(
   wrapper: string[] = [],
 ): Promise<ServerProcess> {
   const port = await freePort();
-  // As `npm start` runs it (its Node.js flags too): one node process with tsx as a loader (tsx's
-  // CLI would add a parent process, and killing that parent would leave the server running).
+  // As `npm start` runs it (its Node.js flags and its entry): one node process, no npm parent
+  // (killing that parent would leave the server running).
   const [command, ...args] = [...wrapper, process.execPath, ...npmStartArgs()];
   const child = spawn(command, args, {
     cwd: REPO_ROOT,

@@ -406,7 +406,8 @@ describe("budget", () => {
     recording = false;
     // The job's own rows (scheduled, claimed, done) are the runner's bookkeeping, not extraction's.
     const extraction = statements.filter(
-      (s) => !/^\s*((INSERT INTO|UPDATE|DELETE FROM) "jobs"|WITH due AS MATERIALIZED \(\s*SELECT id FROM "jobs")/.test(s),
+      (s) =>
+        !/^\s*((INSERT INTO|UPDATE|DELETE FROM) "jobs"|WITH due AS MATERIALIZED \(\s*SELECT id FROM "jobs")/.test(s),
     );
     expect(outcome).toBe("completed");
     expect(await facts(t)).toHaveLength(n + 1);
