@@ -8,7 +8,7 @@ import { badRequest, notFound } from "../errors";
 import { newId } from "../ids";
 import type { DueJob } from "../jobs/doorbell";
 import { jobKeySql } from "../jobs/kinds";
-import { dueJobsFrom, jobExistsSql, ringLater, scheduleJobsSql } from "../jobs/schedule";
+import { dueJobsFrom, jobExistsSql, jobWaitingSql, ringLater, scheduleJobsSql } from "../jobs/schedule";
 import { episodicSetting } from "../settings/sql";
 
 /** A new thread pulls a waiting sibling's episode forward to at most this long from now. */
@@ -178,7 +178,13 @@ function episodeJobSql(from: SQL, row: SQL, now: string): SQL {
  * The idle timer of each thread of `from` (aliased `th`, joined to its project `p`), due at
  * `runAt`, with `payload` beside the thread id; `mode` says what an armed timer does.
  */
-function idleTimerSql(from: SQL, runAt: SQL, now: string, mode: "keep" | "earlier", payload?: { pulled: true }) {
+function idleTimerSql(
+  from: SQL,
+  runAt: SQL,
+  now: string,
+  mode: "keep" | "earlier" | "takeOver",
+  payload?: { pulled: true },
+) {
   return scheduleJobsSql({ kind: "thread-idle", row: sql`th`, runAt, from, now, mode, payload });
 }
 
@@ -187,18 +193,21 @@ function idleTimerSql(from: SQL, runAt: SQL, now: string, mode: "keep" | "earlie
  * keyed by thread, inserted only if none is waiting (a new message does not reschedule it; the job
  * re-reads the thread's last activity when it fires). Nothing when the timer is disabled.
  * `th` must expose the threads' id, project_id, dataset and settings: one thread (add message) or
- * several (a batch). The probe skips the (costly) speculative insert on the common path; `keep`
- * covers a race.
+ * several (a batch). The probe skips the (costly) speculative insert on the common path.
+ *
+ * A timer a worker holds is taken over (`takeOver`): that worker may have cut the episode before
+ * this message and be about to delete its row, which took the message's timer with it (the
+ * sweep's backstop re-armed it up to RETRY_INTERVAL_MS late). A waiting one is kept.
  */
 export function idleJobSql(now: string): SQL {
   const interval = threadSetting("autoEpisodeIntervalMs", "bigint");
   return idleTimerSql(
     sql`FROM th JOIN ${projects} p ON p.id = th.project_id
-    WHERE NOT ${jobExistsSql("thread-idle", sql`th.id`)}
+    WHERE NOT ${jobWaitingSql("thread-idle", sql`th.id`, now)}
       AND ${threadSetting("enabled", "boolean")} AND ${interval} IS NOT NULL`,
     sql`${now}::timestamptz + make_interval(secs => ${interval} / 1000.0)`,
     now,
-    "keep",
+    "takeOver",
   );
 }
 

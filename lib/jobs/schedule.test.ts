@@ -44,6 +44,10 @@ describe("scheduleJobsSql", () => {
       "replace",
       "DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, attempts = 0, last_error = NULL, updated_at = EXCLUDED.updated_at",
     ],
+    [
+      "takeOver",
+      'DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, updated_at = EXCLUDED.updated_at WHERE "jobs".locked_until >= EXCLUDED.updated_at',
+    ],
   ] as const)("on a waiting job of the same key, %s: %s", (mode, clause) => {
     expect(flat(render(mode).sql)).toContain(`ON CONFLICT (key) ${clause} RETURNING`);
   });

@@ -13,9 +13,12 @@ import { TRACEPARENT_FIELD } from "./span";
  * - `keep`: leave it (a timer armed once, not pushed back by every message);
  * - `earlier`: run at the earlier of the two times, with the new payload's fields added;
  * - `reschedule`: run at the new time, releasing a lease left by a worker that died (a retry);
- * - `replace`: a new job under the old key (new time and payload, attempts and error cleared).
+ * - `replace`: a new job under the old key (new time and payload, attempts and error cleared);
+ * - `takeOver`: leave a waiting one, but take over one a worker holds (new time and payload, its
+ *   lease released): that worker may be ending it, and its completion deletes only a row it still
+ *   holds, so what was scheduled meanwhile runs at its own time instead of being deleted with it.
  */
-export type ScheduleMode = "keep" | "earlier" | "reschedule" | "replace";
+export type ScheduleMode = "keep" | "earlier" | "reschedule" | "replace" | "takeOver";
 
 const ON_CONFLICT: Record<ScheduleMode, SQL> = {
   keep: sql`DO NOTHING`,
@@ -24,6 +27,9 @@ const ON_CONFLICT: Record<ScheduleMode, SQL> = {
   reschedule: sql`DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at`,
   replace: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, attempts = 0,
     last_error = NULL, updated_at = EXCLUDED.updated_at`,
+  // Held: its lease runs to now or later (a claim takes a row whose lease ended before now).
+  takeOver: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL,
+    updated_at = EXCLUDED.updated_at WHERE ${jobs}.locked_until >= EXCLUDED.updated_at`,
 };
 
 /** The columns of a job row, each an SQL expression over the rows of `from`. */
@@ -104,6 +110,12 @@ export function scheduleJobsSql(jobsOf: ScheduleJobs): SQL {
 /** True when the job of `kind` for `subject` exists (a cheap probe before a speculative insert). */
 export function jobExistsSql(kind: JobKind, subject: SQL): SQL {
   return sql`EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = ${jobKeySql(kind, subject)})`;
+}
+
+/** True when the job of `kind` for `subject` waits: it exists and no worker holds it at `now`. */
+export function jobWaitingSql(kind: JobKind, subject: SQL, now: string): SQL {
+  return sql`EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = ${jobKeySql(kind, subject)}
+    AND (j.locked_until IS NULL OR j.locked_until < ${now}::timestamptz))`;
 }
 
 /**

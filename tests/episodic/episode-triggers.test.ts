@@ -1,7 +1,9 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
+import { idleTimerJob } from "../../lib/episodic/jobs";
 import { PULL_FORWARD_MS } from "../../lib/episodic/triggers";
-import { runDueJobs, sweep } from "../../lib/jobs/runner";
+import { LEASE_MS, runDueJobs, sweep } from "../../lib/jobs/runner";
+import { claimJobs, completeJob } from "../../lib/jobs/store";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { type Episode, type Tenant, transcriptTexts, useEpisodicService } from "../helpers/episodic-fixtures";
 import { runMessageEmbedJob, withoutMessageEmbed } from "../helpers/jobs-of-kind";
@@ -107,6 +109,33 @@ describe("idle timer", () => {
     expect(all).toHaveLength(2);
     expect(all[1]).toMatchObject({ status: "completed", message_count: 1, metadata: { trigger: "idle" } });
     expect(summaryCalls("idle gamma").map(transcriptTexts)).toEqual([["idle gamma"]]);
+  });
+
+  it("a message arriving while the timer's job ends (its episode cut) gets a timer of its own", async () => {
+    const t = await tenant();
+    const a = await t.thread("ds");
+    await t.say(a, "race alpha");
+    h.clock.advance(DEFAULT_INTERVAL);
+    await runMessageEmbedJob(h.svc.deps, a);
+    // A worker claims the timer and cuts the episode; before it deletes its row, a message comes.
+    const [job] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key: `idle:${a}` });
+    expect(await idleTimerJob(h.svc.deps, job)).toMatchObject({ next: "done" });
+    // Within the worker's lease (LEASE_MS, renewed while it runs).
+    h.clock.advance(1_000);
+    const late = await t.say(a, "race beta");
+    await completeJob(h.svc.deps.db, job);
+    // Before: the message's statement saw the held timer and armed none, and the completion
+    // deleted it; the sweep's backstop found the thread up to RETRY_INTERVAL_MS late.
+    const timer = plus(late.createdAt, DEFAULT_INTERVAL);
+    const timers = (await episodicJobs(t)).filter((j) => j.kind === "thread-idle");
+    expect(timers).toMatchObject([{ key: `idle:${a}`, runAt: timer, lockedUntil: null, payload: { threadId: a } }]);
+    expect(ringsFor(`idle:${a}`).at(-1)).toBe(timer);
+    h.clock.set(new Date(timer));
+    await runDueJobs(h.svc.deps);
+    expect((await t.episodes()).map((e) => [e.message_count, e.metadata])).toEqual([
+      [1, { trigger: "idle" }],
+      [1, { trigger: "idle" }],
+    ]);
   });
 
   it("takes the interval from the thread override, then the project setting, then the default", async () => {
