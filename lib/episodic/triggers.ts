@@ -182,7 +182,7 @@ function idleTimerSql(
   from: SQL,
   runAt: SQL,
   now: string,
-  mode: "keep" | "earlier" | "takeOver",
+  mode: "keep" | "takeOver" | "earlierOrTakeOver",
   payload?: { pulled: true },
 ) {
   return scheduleJobsSql({ kind: "thread-idle", row: sql`th`, runAt, from, now, mode, payload });
@@ -215,7 +215,9 @@ export function idleJobSql(now: string): SQL {
  * SQL for the pull-forward, folded into the statement that creates a thread: every sibling in
  * the same dataset with messages not yet in an episode gets its episode due within 5 minutes,
  * even when its idle timer is disabled (the spec: a new thread still triggers it). The job is
- * marked `pulled` so it cuts the episode when it fires instead of waiting for idleness.
+ * marked `pulled` so it cuts the episode when it fires instead of waiting for idleness. A timer a
+ * worker is running is taken over (`earlierOrTakeOver`): finding the sibling not yet idle, that
+ * worker's reschedule put the sibling's idle time back over the pull-forward.
  * `nt` must expose the new thread's id, project_id and dataset.
  */
 export function pullForwardSql(now: string): SQL {
@@ -226,7 +228,7 @@ export function pullForwardSql(now: string): SQL {
     WHERE th.episode_due AND ${threadSetting("enabled", "boolean")}`,
     sql`${due}::timestamptz`,
     now,
-    "earlier",
+    "earlierOrTakeOver",
     { pulled: true },
   );
 }

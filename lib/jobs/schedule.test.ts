@@ -28,17 +28,13 @@ describe("scheduleJobsSql", () => {
   });
 
   it("adds payload fields beside the subject", () => {
-    const { sql: text, params } = render("earlier", { pulled: true });
+    const { sql: text, params } = render("earlierOrTakeOver", { pulled: true });
     expect(flat(text)).toContain("jsonb_build_object('threadId', th.id) || $3::jsonb");
     expect(params[2]).toBe('{"pulled":true}');
   });
 
   it.each([
     ["keep", "DO NOTHING"],
-    [
-      "earlier",
-      'DO UPDATE SET run_at = LEAST("jobs".run_at, EXCLUDED.run_at), payload = "jobs".payload || EXCLUDED.payload, updated_at = EXCLUDED.updated_at',
-    ],
     ["reschedule", "DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at"],
     [
       "replace",
@@ -47,6 +43,10 @@ describe("scheduleJobsSql", () => {
     [
       "takeOver",
       'DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, updated_at = EXCLUDED.updated_at WHERE "jobs".locked_until >= EXCLUDED.updated_at',
+    ],
+    [
+      "earlierOrTakeOver",
+      'DO UPDATE SET run_at = CASE WHEN "jobs".locked_until >= EXCLUDED.updated_at THEN EXCLUDED.run_at ELSE LEAST("jobs".run_at, EXCLUDED.run_at) END, payload = "jobs".payload || EXCLUDED.payload, locked_until = CASE WHEN "jobs".locked_until >= EXCLUDED.updated_at THEN NULL ELSE "jobs".locked_until END, updated_at = EXCLUDED.updated_at',
     ],
   ] as const)("on a waiting job of the same key, %s: %s", (mode, clause) => {
     expect(flat(render(mode).sql)).toContain(`ON CONFLICT (key) ${clause} RETURNING`);

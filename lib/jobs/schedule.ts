@@ -11,25 +11,30 @@ import { TRACEPARENT_FIELD } from "./span";
 /**
  * How scheduling treats a job already waiting under the same key:
  * - `keep`: leave it (a timer armed once, not pushed back by every message);
- * - `earlier`: run at the earlier of the two times, with the new payload's fields added;
  * - `reschedule`: run at the new time, releasing a lease left by a worker that died (a retry);
  * - `replace`: a new job under the old key (new time and payload, attempts and error cleared);
  * - `takeOver`: leave a waiting one, but take over one a worker holds (new time and payload, its
- *   lease released): that worker may be ending it, and its completion deletes only a row it still
- *   holds, so what was scheduled meanwhile runs at its own time instead of being deleted with it.
+ *   lease released): that worker may be ending it, and its completion or reschedule touches only
+ *   a row it still holds, so what was scheduled meanwhile runs at its own time instead;
+ * - `earlierOrTakeOver`: a waiting one runs at the earlier of the two times; one a worker holds
+ *   (its own time has come) is taken over at the new time; both with the new payload's fields added.
  */
-export type ScheduleMode = "keep" | "earlier" | "reschedule" | "replace" | "takeOver";
+export type ScheduleMode = "keep" | "reschedule" | "replace" | "takeOver" | "earlierOrTakeOver";
+
+// A worker holds the job: its lease runs to now or later (a claim takes a row whose lease ended before now).
+const held = sql`${jobs}.locked_until >= EXCLUDED.updated_at`;
 
 const ON_CONFLICT: Record<ScheduleMode, SQL> = {
   keep: sql`DO NOTHING`,
-  earlier: sql`DO UPDATE SET run_at = LEAST(${jobs}.run_at, EXCLUDED.run_at),
-    payload = ${jobs}.payload || EXCLUDED.payload, updated_at = EXCLUDED.updated_at`,
   reschedule: sql`DO UPDATE SET run_at = EXCLUDED.run_at, locked_until = NULL, updated_at = EXCLUDED.updated_at`,
   replace: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL, attempts = 0,
     last_error = NULL, updated_at = EXCLUDED.updated_at`,
-  // Held: its lease runs to now or later (a claim takes a row whose lease ended before now).
   takeOver: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, locked_until = NULL,
-    updated_at = EXCLUDED.updated_at WHERE ${jobs}.locked_until >= EXCLUDED.updated_at`,
+    updated_at = EXCLUDED.updated_at WHERE ${held}`,
+  earlierOrTakeOver: sql`DO UPDATE SET
+    run_at = CASE WHEN ${held} THEN EXCLUDED.run_at ELSE LEAST(${jobs}.run_at, EXCLUDED.run_at) END,
+    payload = ${jobs}.payload || EXCLUDED.payload,
+    locked_until = CASE WHEN ${held} THEN NULL ELSE ${jobs}.locked_until END, updated_at = EXCLUDED.updated_at`,
 };
 
 /** The columns of a job row, each an SQL expression over the rows of `from`. */

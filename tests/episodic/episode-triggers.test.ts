@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { idleTimerJob } from "../../lib/episodic/jobs";
 import { PULL_FORWARD_MS } from "../../lib/episodic/triggers";
 import { LEASE_MS, runDueJobs, sweep } from "../../lib/jobs/runner";
-import { claimJobs, completeJob } from "../../lib/jobs/store";
+import { claimJobs, completeJob, rescheduleJob } from "../../lib/jobs/store";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { type Episode, type Tenant, transcriptTexts, useEpisodicService } from "../helpers/episodic-fixtures";
 import { runMessageEmbedJob, withoutMessageEmbed } from "../helpers/jobs-of-kind";
@@ -417,6 +417,31 @@ describe("a new thread pulls waiting siblings forward", () => {
     expect(await t.episodes()).toMatchObject([{ thread_id: a, status: "completed", metadata: { trigger: "sibling" } }]);
     expect(await other.episodes()).toEqual([]);
     expect((await t.jobs()).map((j) => j.key)).toEqual([`idle:${elsewhere}`]);
+  });
+
+  it("takes over a sibling's timer that a worker is running: its reschedule does not put the idle time back", async () => {
+    const t = await tenant();
+    const a = await t.thread("ds");
+    await t.say(a, "busy alpha");
+    h.clock.advance(20 * MINUTE);
+    const m2 = await t.say(a, "busy beta");
+    await runMessageEmbedJob(h.svc.deps, a);
+    // The timer fires at m1 + interval and a worker runs it: not idle yet (m2 came 10 minutes ago).
+    h.clock.advance(10 * MINUTE);
+    const [job] = await claimJobs(h.svc.deps.db, { now: h.clock.now(), leaseMs: LEASE_MS, limit: 1, key: `idle:${a}` });
+    const result = await idleTimerJob(h.svc.deps, job);
+    expect(result).toMatchObject({ next: "later", runAt: new Date(plus(m2.createdAt, DEFAULT_INTERVAL)) });
+    // Meanwhile a new thread pulls the sibling forward; then the worker reschedules.
+    await t.thread("ds");
+    const due = iso(PULL_FORWARD_MS);
+    if (result.next === "later") await rescheduleJob(h.svc.deps.db, job, result.runAt);
+    // Before: the reschedule (the worker still held the row) put back m2 + interval, 20 minutes on.
+    expect(await episodicJobs(t)).toMatchObject([
+      { key: `idle:${a}`, runAt: due, lockedUntil: null, payload: { threadId: a, pulled: true } },
+    ]);
+    h.clock.set(new Date(due));
+    await runDueJobs(h.svc.deps);
+    expect(await t.episodes()).toMatchObject([{ thread_id: a, message_count: 2, metadata: { trigger: "sibling" } }]);
   });
 
   it("keeps a sibling's timer that is already due sooner", async () => {

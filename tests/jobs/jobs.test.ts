@@ -86,9 +86,9 @@ describe("job store", () => {
     expect(await scheduleJob(db, spec(t, "k", at(5_000), { n: 2 }), "keep", now)).toBeNull();
     expect(await t.jobs()).toMatchObject([{ runAt: at(10_000).toISOString(), payload: { n: 1 } }]);
 
-    await scheduleJob(db, spec(t, "k", at(20_000)), "earlier", now);
+    await scheduleJob(db, spec(t, "k", at(20_000)), "earlierOrTakeOver", now);
     expect((await t.jobs())[0].runAt).toBe(at(10_000).toISOString());
-    await scheduleJob(db, spec(t, "k", at(3_000)), "earlier", now);
+    await scheduleJob(db, spec(t, "k", at(3_000)), "earlierOrTakeOver", now);
     expect((await t.jobs())[0].runAt).toBe(at(3_000).toISOString());
 
     await scheduleJob(db, spec(t, "k", at(60_000), { n: 3 }), "replace", now);
