@@ -5,7 +5,7 @@ import { dbInt, dbJson, parsedRowsOf, toIso } from "../db/rows";
 import { jobs } from "../db/schema";
 import { conflict, notFound } from "../errors";
 import { jobSubject } from "../jobs/kinds";
-import { dueJobsFrom, ringLater } from "../jobs/schedule";
+import { dueJobsFrom, leaseFreeSql, ringLater } from "../jobs/schedule";
 import { projectFoundColumn, requireProject } from "../projects";
 
 /**
@@ -47,7 +47,7 @@ export async function retryJobNow({ deps, projectId }: ProjectContext, { jobId }
       moved AS (
         UPDATE ${jobs} SET run_at = ${now}::timestamptz
         WHERE id = (SELECT id FROM target)
-          AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
+          AND ${leaseFreeSql(sql`locked_until`, sql`${now}::timestamptz`)}
         RETURNING id, kind, key, payload, dataset, attempts, last_error, run_at, updated_at, locked_until)
       SELECT ${projectFoundColumn(projectId)}, (SELECT row_to_json(moved) FROM moved) AS job,
         EXISTS (SELECT 1 FROM target) AND NOT EXISTS (SELECT 1 FROM moved) AS running`),

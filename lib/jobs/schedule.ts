@@ -21,7 +21,14 @@ import { TRACEPARENT_FIELD } from "./span";
  */
 export type ScheduleMode = "keep" | "reschedule" | "replace" | "takeOver" | "earlierOrTakeOver";
 
-// A worker holds the job: its lease runs to now or later (a claim takes a row whose lease ended before now).
+/**
+ * No worker holds the job at `now` (a timestamptz): it has no lease, or its lease ended before now.
+ * A claim takes only such a row; `held` below is its complement at the scheduling statement's time.
+ */
+export const leaseFreeSql = (lockedUntil: SQL, now: SQL): SQL =>
+  sql`(${lockedUntil} IS NULL OR ${lockedUntil} < ${now})`;
+
+// A worker holds the job: its lease runs to now or later.
 const held = sql`${jobs}.locked_until >= EXCLUDED.updated_at`;
 
 const ON_CONFLICT: Record<ScheduleMode, SQL> = {
@@ -120,7 +127,7 @@ export function jobExistsSql(kind: JobKind, subject: SQL): SQL {
 /** True when the job of `kind` for `subject` waits: it exists and no worker holds it at `now`. */
 export function jobWaitingSql(kind: JobKind, subject: SQL, now: string): SQL {
   return sql`EXISTS (SELECT 1 FROM ${jobs} j WHERE j.key = ${jobKeySql(kind, subject)}
-    AND (j.locked_until IS NULL OR j.locked_until < ${now}::timestamptz))`;
+    AND ${leaseFreeSql(sql`j.locked_until`, sql`${now}::timestamptz`)})`;
 }
 
 /**

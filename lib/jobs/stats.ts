@@ -4,6 +4,7 @@ import { dbInt, dbNumber, parsedRowsOf } from "../db/rows";
 import { jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import { JOB_KINDS } from "./kinds";
+import { leaseFreeSql } from "./schedule";
 
 /** The job queue of one kind, at one moment (the Prometheus scrape's). */
 export interface JobQueueStats {
@@ -32,7 +33,7 @@ const StatsRow = z.object({
  */
 export async function jobQueueStats(db: Db, now: Date): Promise<JobQueueStats[]> {
   const at = sql`${now.toISOString()}::timestamptz`;
-  const free = sql`(locked_until IS NULL OR locked_until <= ${at})`;
+  const free = leaseFreeSql(sql`locked_until`, at);
   const rows = parsedRowsOf(
     StatsRow,
     await db.execute(sql`

@@ -4,7 +4,7 @@ import { dbInt, dbJson, dbTimestamp, dbTimestampSet, parsedRowsOf, toDate } from
 import { jobs } from "../db/schema";
 import type { Db } from "../db/types";
 import { type JobKind, type JobLane, laneSql } from "./kinds";
-import { insertJobsSql, type ScheduleMode } from "./schedule";
+import { insertJobsSql, leaseFreeSql, type ScheduleMode } from "./schedule";
 
 /**
  * The durable job table is the truth about background work; doorbells (timers, QStash) only make
@@ -121,7 +121,7 @@ export async function claimJobs(
     WITH due AS MATERIALIZED (
       SELECT id FROM ${jobs}
       WHERE ${options.key && options.early ? sql`TRUE` : sql`run_at <= ${now}::timestamptz`}
-        AND (locked_until IS NULL OR locked_until < ${now}::timestamptz)
+        AND ${leaseFreeSql(sql`locked_until`, sql`${now}::timestamptz`)}
         ${options.key ? sql`AND key = ${options.key}` : sql``}
         ${options.lane ? sql`AND ${laneSql(options.lane)}` : sql``}
       ORDER BY run_at
@@ -143,7 +143,7 @@ export async function msUntilDue(db: Db, key: string, now: Date): Promise<number
     z.object({ run_at: dbTimestampSet }),
     await db.execute(sql`
       SELECT run_at FROM ${jobs}
-      WHERE key = ${key} AND (locked_until IS NULL OR locked_until < ${now.toISOString()}::timestamptz)`),
+      WHERE key = ${key} AND ${leaseFreeSql(sql`locked_until`, sql`${now.toISOString()}::timestamptz`)}`),
   );
   return row ? (toDate(row.run_at) as Date).getTime() - now.getTime() : null;
 }
