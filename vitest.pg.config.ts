@@ -65,6 +65,7 @@ export const PG_SUITES = [
   "tests/recall/vector-paths.test.ts",
   "tests/episodic/episode-paths.test.ts",
   "tests/usage/usage.test.ts",
+  "tests/usage/ledger-locks.test.ts",
   "tests/recall/vector-search.test.ts",
   "tests/recall/rerank.test.ts",
   // Statements per request.

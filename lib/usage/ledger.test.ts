@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { z } from "zod";
-import { sumTotals, usageRange } from "./ledger";
+import { sumTotals, usageRange, usageSpans } from "./ledger";
 
 const now = new Date("2026-03-15T10:00:00Z");
 
@@ -42,5 +42,34 @@ describe("sumTotals", () => {
       failedCalls: 1,
     });
     expect(sumTotals([]).calls).toBe(0);
+  });
+});
+
+describe("usageSpans", () => {
+  const at = (iso: string) => new Date(iso);
+
+  it("reads a month of whole days from the daily sums alone", () => {
+    expect(usageSpans(usageRange({}, now))).toEqual({ days: { from: "2026-03-01", to: "2026-04-01" }, calls: [] });
+  });
+
+  it("reads the partial day at either end from the calls", () => {
+    expect(usageSpans({ start: at("2026-03-02T10:00:00Z"), end: at("2026-03-05T00:00:01Z") })).toEqual({
+      days: { from: "2026-03-03", to: "2026-03-05" },
+      calls: [
+        { start: at("2026-03-02T10:00:00Z"), end: at("2026-03-03T00:00:00Z") },
+        { start: at("2026-03-05T00:00:00Z"), end: at("2026-03-05T00:00:01Z") },
+      ],
+    });
+    expect(usageSpans({ start: at("2026-03-02T00:00:00Z"), end: at("2026-03-03T12:00:00Z") })).toEqual({
+      days: { from: "2026-03-02", to: "2026-03-03" },
+      calls: [{ start: at("2026-03-03T00:00:00Z"), end: at("2026-03-03T12:00:00Z") }],
+    });
+  });
+
+  it("reads a range without a whole day from the calls alone", () => {
+    const inOneDay = { start: at("2026-03-02T10:00:00Z"), end: at("2026-03-02T11:00:00Z") };
+    expect(usageSpans(inOneDay)).toEqual({ days: null, calls: [inOneDay] });
+    const acrossMidnight = { start: at("2026-03-02T10:00:00Z"), end: at("2026-03-03T11:00:00Z") };
+    expect(usageSpans(acrossMidnight)).toEqual({ days: null, calls: [acrossMidnight] });
   });
 });

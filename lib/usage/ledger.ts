@@ -2,7 +2,8 @@ import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import type { ReadContext } from "../context";
 import { dbInt, dbJson, parsedRowsOf } from "../db/rows";
-import { projects, usageEvents } from "../db/schema";
+import { projects, usageDays, usageEvents } from "../db/schema";
+import type { ProjectRef } from "../db/types";
 import { notFound } from "../errors";
 import { type BudgetState, budgetSettingSql, budgetState, monthSpentSql, monthStart, nextMonthStart } from "./budget";
 
@@ -53,12 +54,42 @@ export function usageRange(query: Pick<UsageQuery, "start" | "end">, now: Date):
   return { start, end };
 }
 
-/** The group's key as SQL over the ledger row `u`. */
-const GROUP_KEYS: Record<UsageGrouping, SQL> = {
+const DAY_MS = 86_400_000;
+
+/**
+ * Where a range's calls are read: the whole UTC days inside it from the daily sums (usage_days),
+ * the part of a day at either end from the ledger's rows (at most two partial days, whatever the
+ * range's length). A range within one day is read from the ledger alone.
+ */
+export function usageSpans(range: { start: Date; end: Date }): {
+  days: { from: string; to: string } | null;
+  calls: { start: Date; end: Date }[];
+} {
+  const firstWholeDay = Math.ceil(range.start.getTime() / DAY_MS) * DAY_MS;
+  const lastWholeDayEnd = Math.floor(range.end.getTime() / DAY_MS) * DAY_MS;
+  if (firstWholeDay >= lastWholeDayEnd) return { days: null, calls: [range] };
+  const day = (ms: number) => new Date(ms).toISOString().slice(0, 10);
+  const calls = [
+    { start: range.start, end: new Date(firstWholeDay) },
+    { start: new Date(lastWholeDayEnd), end: range.end },
+  ].filter((span) => span.start.getTime() < span.end.getTime());
+  return { days: { from: day(firstWholeDay), to: day(lastWholeDayEnd) }, calls };
+}
+
+/** The group's key as SQL over a ledger row `u` (one call). */
+const CALL_KEYS: Record<UsageGrouping, SQL> = {
   day: sql`to_char(u.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
   dataset: sql`u.dataset`,
   operation: sql`u.operation`,
   model: sql`u.model`,
+};
+
+/** The group's key as SQL over a daily sum `d` (its dataset '' is a call of none). */
+const DAY_KEYS: Record<UsageGrouping, SQL> = {
+  day: sql`to_char(d.day, 'YYYY-MM-DD')`,
+  dataset: sql`nullif(d.dataset, '')`,
+  operation: sql`d.operation`,
+  model: sql`d.model`,
 };
 
 const Totals = {
@@ -94,13 +125,16 @@ export function sumTotals(groups: UsageTotals[]): UsageTotals {
 }
 
 /**
- * The project's ledger over a range, grouped one or more ways at once (GROUPING SETS), with where
- * it stands against its budget this month: one statement (for a /v1 read, the API key's check
- * rides in the same round trip). Days come oldest first; other groups largest first (total
- * tokens, then calls).
+ * The statement of a usage read: the project's ledger over a range, grouped one or more ways at
+ * once (GROUPING SETS), with where it stands against its budget in the month of `now`. Days come
+ * oldest first; other groups largest first (total tokens, then calls).
  */
-async function usageGroups({ deps, projectId }: ReadContext, range: { start: Date; end: Date }, by: UsageGrouping[]) {
-  const now = deps.clock.now();
+export function usageGroupsSql(
+  projectId: ProjectRef,
+  range: { start: Date; end: Date },
+  by: UsageGrouping[],
+  now: Date,
+) {
   const sets = sql.join(
     by.map((g) => sql.raw(`(k_${g})`)),
     sql`, `,
@@ -113,31 +147,56 @@ async function usageGroups({ deps, projectId }: ReadContext, range: { start: Dat
     by.map((g) => sql`WHEN GROUPING(${sql.raw(`k_${g}`)}) = 0 THEN ${sql.raw(`k_${g}`)}`),
     sql` `,
   );
-  const result = await deps.db.execute(sql`
+  const keys = (of: Record<UsageGrouping, SQL>) =>
+    sql.join(
+      by.map((g) => sql`${of[g]} AS ${sql.raw(`k_${g}`)}`),
+      sql`, `,
+    );
+  const at = (d: Date) => sql`${d.toISOString()}::timestamptz`;
+  const spans = usageSpans(range);
+  // Whole days from their sums, the ends' partial days from their calls: the same columns.
+  const parts: SQL[] = [];
+  if (spans.days) {
+    parts.push(sql`
+        SELECT d.calls, d.input_tokens, d.output_tokens, d.total_tokens, d.unknown_calls, d.failed_calls, ${keys(DAY_KEYS)}
+        FROM ${usageDays} d
+        WHERE d.project_id = (SELECT id FROM p) AND d.day >= ${spans.days.from}::date AND d.day < ${spans.days.to}::date`);
+  }
+  if (spans.calls.length > 0) {
+    parts.push(sql`
+        SELECT 1, coalesce(u.input_tokens, 0), coalesce(u.output_tokens, 0), coalesce(u.total_tokens, 0),
+          (u.total_tokens IS NULL)::int, (u.outcome <> 'ok')::int, ${keys(CALL_KEYS)}
+        FROM ${usageEvents} u
+        WHERE u.project_id = (SELECT id FROM p) AND (${sql.join(
+          spans.calls.map((span) => sql`(u.created_at >= ${at(span.start)} AND u.created_at < ${at(span.end)})`),
+          sql` OR `,
+        )})`);
+  }
+  return sql`
     WITH p AS (SELECT id, ${budgetSettingSql(sql`settings`)} AS budget FROM ${projects} WHERE id = ${projectId}),
     g AS (
-      SELECT CASE ${which} END AS grp, CASE ${keyOf} END AS key, count(*)::int AS calls,
-        coalesce(sum(input_tokens), 0)::bigint AS input_tokens,
-        coalesce(sum(output_tokens), 0)::bigint AS output_tokens,
-        coalesce(sum(total_tokens), 0)::bigint AS total_tokens,
-        count(*) FILTER (WHERE total_tokens IS NULL)::int AS unknown_calls,
-        count(*) FILTER (WHERE outcome <> 'ok')::int AS failed_calls
-      FROM (
-        SELECT u.input_tokens, u.output_tokens, u.total_tokens, u.outcome, ${sql.join(
-          by.map((g) => sql`${GROUP_KEYS[g]} AS ${sql.raw(`k_${g}`)}`),
-          sql`, `,
-        )}
-        FROM ${usageEvents} u
-        WHERE u.project_id = (SELECT id FROM p)
-          AND u.created_at >= ${range.start.toISOString()}::timestamptz AND u.created_at < ${range.end.toISOString()}::timestamptz
-      ) u
+      SELECT CASE ${which} END AS grp, CASE ${keyOf} END AS key, sum(calls)::int AS calls,
+        sum(input_tokens)::bigint AS input_tokens, sum(output_tokens)::bigint AS output_tokens,
+        sum(total_tokens)::bigint AS total_tokens, sum(unknown_calls)::int AS unknown_calls,
+        sum(failed_calls)::int AS failed_calls
+      FROM (${sql.join(parts, sql` UNION ALL `)}) u (calls, input_tokens, output_tokens, total_tokens, unknown_calls, failed_calls)
       GROUP BY GROUPING SETS (${sets})
+      -- A key whose calls were all pruned keeps daily rows summing to nothing: not a group.
+      HAVING sum(calls) <> 0
     )
     SELECT EXISTS (SELECT 1 FROM p) AS project_found, (SELECT budget FROM p) AS budget,
       ${monthSpentSql(sql`(SELECT id FROM p)`, now)} AS month_spent,
       coalesce((SELECT json_agg(g ORDER BY grp,
-        CASE WHEN grp = 'day' THEN key END, total_tokens DESC, calls DESC, key) FROM g), '[]'::json) AS groups`);
-  const [row] = parsedRowsOf(UsageRow, result);
+        CASE WHEN grp = 'day' THEN key END, total_tokens DESC, calls DESC, key) FROM g), '[]'::json) AS groups`;
+}
+
+/**
+ * A usage read in one statement (for a /v1 read, the API key's check rides in the same round
+ * trip), and its groups by grouping.
+ */
+async function usageGroups({ deps, projectId }: ReadContext, range: { start: Date; end: Date }, by: UsageGrouping[]) {
+  const now = deps.clock.now();
+  const [row] = parsedRowsOf(UsageRow, await deps.db.execute(usageGroupsSql(projectId, range, by, now)));
   // Only the dashboard can name a project that does not exist (a /v1 key always has one).
   if (!row?.project_found) throw notFound("Project not found");
   const groupsOf = (grouping: UsageGrouping) =>

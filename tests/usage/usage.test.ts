@@ -4,6 +4,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { budgetSpentSql } from "../../lib/usage/budget";
+import { usageGroupsSql } from "../../lib/usage/ledger";
 import { createWebhookEndpoint } from "../../lib/webhooks/endpoints";
 import { type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import type { ReportedUsage } from "../helpers/fake-openai";
@@ -246,7 +247,8 @@ describe("the usage ledger", () => {
     const next = await measured(() => t.get("/v1/usage"));
     const carrying = next.statements.filter((s) => s.startsWith("WITH usage_carried AS"));
     expect(carrying).toEqual([expect.stringMatching(/INSERT INTO "usage_events"[\s\S]*UPDATE "api_keys"/)]);
-    expect(next.statements.filter((s) => s.includes("usage_events"))).toHaveLength(2); // the carry, the report
+    // The carry, and the report (of whole days: from their sums).
+    expect(next.statements.filter((s) => /"usage_(events|days)"/.test(s))).toHaveLength(2);
     expect(await ledger(t)).toEqual([
       expect.objectContaining({ operation: "chat", kind: "chat", dataset: "d", total_tokens: null, outcome: "error" }),
     ]);
@@ -286,6 +288,128 @@ describe("the usage ledger", () => {
     const body = await json<{ error: string; issues: { path: string[] }[] }>(res, 400);
     expect(body.error).toBe("Validation error");
     expect(body.issues[0].path).toEqual(["start"]);
+  });
+});
+
+describe("usage reads", () => {
+  type Totals = {
+    calls: number;
+    inputTokens: number;
+    outputTokens: number;
+    totalTokens: number;
+    unknownCalls: number;
+    failedCalls: number;
+  };
+  type Call = {
+    created_at: string;
+    dataset: string | null;
+    operation: string;
+    model: string;
+    input_tokens: number | null;
+    output_tokens: number | null;
+    total_tokens: number | null;
+    outcome: string;
+  };
+  const GROUPINGS = ["day", "dataset", "operation", "model"] as const;
+
+  /** The report the ledger's own rows give for a range, computed here call by call. */
+  function expected(calls: Call[], range: { start: string; end: string }, by: (typeof GROUPINGS)[number]) {
+    const groups = new Map<string | null, Totals>();
+    for (const c of calls) {
+      const at = new Date(c.created_at).getTime();
+      if (at < Date.parse(range.start) || at >= Date.parse(range.end)) continue;
+      const key = by === "day" ? new Date(at).toISOString().slice(0, 10) : c[by];
+      const g = groups.get(key) ?? {
+        calls: 0,
+        inputTokens: 0,
+        outputTokens: 0,
+        totalTokens: 0,
+        unknownCalls: 0,
+        failedCalls: 0,
+      };
+      g.calls++;
+      g.inputTokens += c.input_tokens ?? 0;
+      g.outputTokens += c.output_tokens ?? 0;
+      g.totalTokens += c.total_tokens ?? 0;
+      if (c.total_tokens === null) g.unknownCalls++;
+      if (c.outcome !== "ok") g.failedCalls++;
+      groups.set(key, g);
+    }
+    return [...groups].map(([key, totals]) => ({ key, ...totals }));
+  }
+
+  const byKey = (groups: { key: string | null }[]) =>
+    [...groups].sort((a, b) => String(a.key).localeCompare(String(b.key)));
+
+  it("sum whole days from their daily totals and the partial days at the ends from the calls: what the calls sum to", async () => {
+    const t = await tenant("days");
+    const write = (
+      at: string,
+      count: number,
+      dataset: string | null,
+      operation: string,
+      tokens: string,
+      outcome = "ok",
+    ) =>
+      h.svc.deps.db.execute(sql`
+        INSERT INTO usage_events (project_id, dataset, operation, kind, model, input_tokens, output_tokens, total_tokens, outcome, created_at)
+        SELECT ${t.projectId}, ${dataset}, ${operation}, 'chat', ${operation === "chat" ? "gpt" : "emb"},
+          ${sql.raw(tokens)}, ${sql.raw(tokens)} / 2, ${sql.raw(tokens)} + ${sql.raw(tokens)} / 2, ${outcome},
+          ${at}::timestamptz + g * interval '1 ms'
+        FROM generate_series(0, ${count - 1}) g`);
+    await write("2026-05-01T00:00:00Z", 5, "a", "chat", "g % 3");
+    await write("2026-05-01T23:59:59.990Z", 3, null, "recall_embedding", "NULL");
+    await write("2026-05-02T12:00:00Z", 4, "b", "chat", "10 + g", "error");
+    for (let i = 0; i < 3; i++) await write("2026-05-02T13:00:00Z", 1000, "a", "recall_embedding", "g % 7");
+    await write("2026-05-03T06:00:00Z", 7, "a", "chat", "100");
+    await write("2026-05-04T00:00:00Z", 2, "b", "recall_embedding", "1");
+    await write("2026-04-30T23:59:59.999Z", 1, "a", "chat", "1000");
+
+    const ranges = [
+      { start: "2026-05-01T00:00:00.000Z", end: "2026-05-05T00:00:00.000Z" }, // whole days
+      { start: "2026-05-01T12:00:00.000Z", end: "2026-05-03T07:00:00.000Z" }, // a partial day at each end
+      { start: "2026-05-02T00:00:00.000Z", end: "2026-05-02T12:00:00.003Z" }, // within one day
+      { start: "2026-04-30T23:00:00.000Z", end: "2026-05-04T00:00:00.001Z" }, // a call at each edge
+    ];
+    const check = async () => {
+      const calls = rowsOf<Call>(
+        await h.svc.deps.db.execute(sql`SELECT dataset, operation, model, input_tokens, output_tokens, total_tokens, outcome,
+          to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
+          FROM usage_events WHERE project_id = ${t.projectId}`),
+      );
+      for (const range of ranges) {
+        for (const by of GROUPINGS) {
+          const report = await usage(t, `?start=${range.start}&end=${range.end}&groupBy=${by}`);
+          expect(byKey(report.groups), `${by} over ${range.start}..${range.end}`).toEqual(
+            byKey(expected(calls, range, by)),
+          );
+        }
+      }
+    };
+    await check();
+    expect(
+      (await usage(t, `?start=${ranges[0].start}&end=${ranges[0].end}&groupBy=dataset`)).groups.map((g) => g.key),
+    ).toEqual(["a", "b", null]);
+
+    // A whole month reads the daily totals alone: a row per key and day, however many calls.
+    const plan = planOf(
+      await h.svc.deps.db.execute(
+        sql`EXPLAIN (ANALYZE, FORMAT JSON) ${usageGroupsSql(t.projectId, { start: new Date("2026-05-01T00:00:00Z"), end: new Date("2026-06-01T00:00:00Z") }, [...GROUPINGS], h.clock.now())}`,
+      ),
+    );
+    const read = planNodes(plan.Plan).filter((n) => n["Relation Name"]?.startsWith("usage_"));
+    expect(read.map((n) => n["Relation Name"]).filter((name) => name !== "usage_month_tokens")).toEqual(["usage_days"]);
+    expect(read.find((n) => n["Relation Name"] === "usage_days")?.["Actual Rows"]).toBeLessThanOrEqual(7);
+
+    // An operator who prunes calls: the reads follow what the ledger holds, and a group left with none is gone.
+    await h.svc.deps.db.execute(sql`DELETE FROM usage_events WHERE project_id = ${t.projectId} AND dataset = 'b'`);
+    await h.svc.deps.db.execute(
+      sql`DELETE FROM usage_events WHERE project_id = ${t.projectId} AND total_tokens = 9 AND created_at >= '2026-05-02T00:00:00Z'`,
+    );
+    await check();
+    expect(
+      (await usage(t, `?start=${ranges[0].start}&end=${ranges[0].end}&groupBy=dataset`)).groups.map((g) => g.key),
+    ).toEqual(["a", null]);
   });
 });
 
