@@ -30,6 +30,12 @@ const loginRoute = createRoute({
     ),
     400: errorResponses[400],
     401: jsonResponse(ErrorSchema, "Invalid username or password"),
+    429: {
+      description:
+        "Too many failed sign-ins for this username: 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked.",
+      headers: { "Retry-After": { schema: { type: "integer" }, description: "Seconds until an attempt is allowed." } },
+      content: { "application/json": { schema: ErrorSchema } },
+    },
   },
 });
 

@@ -18,10 +18,12 @@ export const INTERNAL_ERROR = "Internal server error";
  * result, functions/mcp/results.ts): the status and body of an expected failure, or undefined for
  * an unexpected one, which the caller logs and answers with its 500 message.
  */
-export function knownFailure(err: unknown): { status: ContentfulStatusCode; body: ErrorBody } | undefined {
+export function knownFailure(
+  err: unknown,
+): { status: ContentfulStatusCode; body: ErrorBody; headers?: Record<string, string> } | undefined {
   if (err instanceof ZodError) return { status: 400, body: { error: "Validation error", issues: err.issues } };
   const refusal = httpErrorOf(err);
-  if (refusal) return { status: refusal.status, body: { error: refusal.message } };
+  if (refusal) return { status: refusal.status, body: { error: refusal.message }, headers: refusal.headers };
   if (err instanceof NoProviderError) {
     // Every route that needs a model, the same answer: the service is up, a dependency is not
     // configured. A route that can do without one (recall) catches it and degrades instead.
@@ -61,7 +63,7 @@ export function refusedInput(err: unknown): boolean {
 export function onError(err: Error, c: Context<AppEnv>) {
   const known = knownFailure(err);
   if (known && refusedInput(err)) c.set("inputRefused", true);
-  if (known) return c.json(known.body, known.status);
+  if (known) return c.json(known.body, known.status, known.headers);
   const log = c.get("deps")?.log ?? consoleLogger;
   const where = { method: c.req.method, path: c.req.path, ...errorFields(err) };
   // The provider failing (chat's documented 500) is the provider's trouble, not a bug here.

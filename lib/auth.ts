@@ -1,13 +1,15 @@
-import { and, count, eq, inArray, type SQL, sql } from "drizzle-orm";
+import { and, count, eq, type SQL, sql } from "drizzle-orm";
+import { z } from "zod";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { countDeleted } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
-import { rowsOf } from "./db/rows";
-import { apiKeys, sessions, users } from "./db/schema";
+import { dbJson, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "./db/rows";
+import { apiKeys, loginFailures, sessions, users } from "./db/schema";
 import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
 import { unauthorized } from "./errors";
 import { newId } from "./ids";
+import { countLoginAttemptSql, loginRetryAfterMs, staleLoginFailuresSql, tooManyLogins } from "./login-throttle";
 import type { CarriedUsage } from "./usage/backlog";
 import { carriedUsageSql, returnToBacklog } from "./usage/sql";
 
@@ -175,28 +177,71 @@ export function userRecord(user: { id: string; username: string; createdAt: Date
   };
 }
 
+const LoginRow = z.object({
+  counted: z.number().nullable(),
+  failures: z.number().nullable(),
+  last_failure_at: dbTimestamp,
+  users: dbJson(
+    z.array(
+      z.object({
+        id: z.string(),
+        username: z.string(),
+        password_hash: z.string(),
+        created_at: z.string(),
+        updated_at: z.string(),
+      }),
+    ),
+  ),
+});
+
 /**
  * Unknown user and wrong password give the same 401 after the same scrypt work: the unknown
  * user is checked against a dummy hash. Usernames are stored trimmed (the dashboard, the CLI and
  * ADMIN_USERNAME trim them), so a name typed with spaces around it signs in; one stored untrimmed
- * before that still matches as typed.
+ * before that still matches as typed. Throttled per name (lib/login-throttle.ts): the attempt is
+ * counted, and the user read, in one statement before the password is checked; a refused attempt
+ * is a 429 with `Retry-After` and costs no scrypt work.
  */
 export async function login(deps: Deps, username: string, password: string) {
   const names = [...new Set([username, username.trim()])];
-  const found = await deps.db.select().from(users).where(inArray(users.username, names));
-  const user = found.find((u) => u.username === username) ?? found[0];
-  const ok = await verifyPassword(password, user?.passwordHash ?? (await dummyPasswordHash()));
+  const throttled = username.trim();
+  const now = deps.clock.now();
+  const at = now.toISOString();
+  const [row] = parsedRowsOf(
+    LoginRow,
+    await deps.db.execute(sql`
+      WITH ${countLoginAttemptSql(throttled, at)}
+      SELECT (SELECT failures FROM login_attempt) AS counted, f.failures, f.last_failure_at,
+        (SELECT coalesce(json_agg(u), '[]'::json) FROM ${users} u WHERE u.username IN (${sql.join(
+          names.map((n) => sql`${n}`),
+          sql`, `,
+        )})) AS users
+      FROM (SELECT 1) one LEFT JOIN ${loginFailures} f ON f.username = ${throttled}`),
+  );
+  if (row.counted === null) {
+    // Refused: the row is there, as this statement read it before its own attempt.
+    const last = toDate(row.last_failure_at) ?? now;
+    throw tooManyLogins(loginRetryAfterMs({ failures: row.failures ?? 0, lastFailureAt: last }, now));
+  }
+  const user = row.users.find((u) => u.username === username) ?? row.users[0];
+  const ok = await verifyPassword(password, user?.password_hash ?? (await dummyPasswordHash()));
   if (!user || !ok) throw unauthorized("Invalid username or password");
   const token = newSessionToken();
-  const now = deps.clock.now();
-  await deps.db.insert(sessions).values({
-    id: newId("ses"),
-    tokenHash: hashToken(token),
-    userId: user.id,
-    createdAt: now,
-    expiresAt: new Date(now.getTime() + SESSION_LIFETIME_MS),
-  });
-  return { token, user: userRecord(user) };
+  const expiresAt = new Date(now.getTime() + SESSION_LIFETIME_MS).toISOString();
+  await deps.db.execute(sql`
+    WITH s AS (
+      INSERT INTO ${sessions} (id, token_hash, user_id, created_at, expires_at)
+      VALUES (${newId("ses")}, ${hashToken(token)}, ${user.id}, ${at}::timestamptz, ${expiresAt}::timestamptz))
+    DELETE FROM ${loginFailures} WHERE username = ${throttled}`);
+  return {
+    token,
+    user: userRecord({
+      id: user.id,
+      username: user.username,
+      createdAt: new Date(user.created_at),
+      updatedAt: new Date(user.updated_at),
+    }),
+  };
 }
 
 export async function logout(deps: Deps, sessionId: string): Promise<void> {
@@ -213,6 +258,11 @@ export async function logout(deps: Deps, sessionId: string): Promise<void> {
  * it every sign-in left a row for good.
  */
 export const SESSION_ROW_KEPT_MS = 30 * 24 * 60 * 60 * 1000;
+
+/** The sweep's step: failed sign-in counts whose last failure is more than a day old (lib/login-throttle.ts). */
+export function deleteStaleLoginFailures(deps: Pick<Deps, "db" | "clock">): Promise<number> {
+  return countDeleted(deps.db, staleLoginFailuresSql(deps.clock.now()));
+}
 
 /** The sweep's step: sessions expired more than `SESSION_ROW_KEPT_MS` ago (revoked ones expire too), deleted. */
 export async function deleteStaleSessions(deps: Pick<Deps, "db" | "clock">): Promise<number> {

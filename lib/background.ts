@@ -1,4 +1,4 @@
-import { deleteStaleSessions } from "./auth";
+import { deleteStaleLoginFailures, deleteStaleSessions } from "./auth";
 import { episodicBackstops, idleTimerJob } from "./episodic/jobs";
 import { messageEmbedJob } from "./evidence/embed";
 import { deleteExpiredKeyBacklog, EXPIRED_KEY_BATCHES } from "./idempotency";
@@ -37,5 +37,6 @@ export const backgroundJobs: JobRegistry = {
     expiredKeys: (deps) => deleteExpiredKeyBacklog(deps, EXPIRED_KEY_BATCHES),
     expiredDeliveries: (deps) => deleteExpiredDeliveryBacklog(deps, EXPIRED_DELIVERY_BATCHES),
     staleSessions: deleteStaleSessions,
+    staleLoginFailures: deleteStaleLoginFailures,
   },
 };

@@ -9,6 +9,8 @@ export class HttpError extends Error {
   constructor(
     readonly status: 400 | 401 | 404 | 409 | 413 | 415 | 429 | 500,
     message: string,
+    /** Headers the answer carries (a 429's `Retry-After`). */
+    readonly headers?: Record<string, string>,
   ) {
     super(message);
     this.name = "HttpError";

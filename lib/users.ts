@@ -4,7 +4,7 @@ import { userRecord } from "./auth";
 import { hashPassword, verifyPassword } from "./crypto";
 import { pageWithTotal } from "./db/paging";
 import { dbInt, dbTimestampSet, parsedRowsOf } from "./db/rows";
-import { sessions, users } from "./db/schema";
+import { loginFailures, sessions, users } from "./db/schema";
 import type { DbDeps, Deps } from "./deps";
 import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
@@ -79,6 +79,9 @@ async function setPassword(deps: DbDeps, where: SQL, password: string, keepSessi
         UPDATE ${sessions} SET revoked_at = ${now}::timestamptz
         WHERE user_id IN (SELECT id FROM changed) AND revoked_at IS NULL AND id IS DISTINCT FROM ${keepSessionId ?? null}
         RETURNING id
+      ), unthrottled AS (
+        -- A new password ends a lockout of the name's sign-ins (lib/login-throttle.ts).
+        DELETE FROM ${loginFailures} WHERE username IN (SELECT username FROM changed)
       )
       SELECT changed.*, (SELECT count(*) FROM revoked)::int AS sessions_revoked FROM changed`),
   );

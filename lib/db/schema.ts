@@ -62,6 +62,17 @@ export const sessions = pgTable(
   (t) => [index("sessions_user_idx").on(t.userId)],
 );
 
+/**
+ * Failed sign-ins per username (as typed, trimmed), for the throttle of POST /auth/login
+ * (lib/login-throttle.ts). A row per name tried, known or not; a sign-in that succeeds, a password
+ * reset and the sweep (a day after the last failure) delete it.
+ */
+export const loginFailures = pgTable("login_failures", {
+  username: text("username").primaryKey(),
+  failures: integer("failures").notNull(),
+  lastFailureAt: timestamptz("last_failure_at").notNull(),
+});
+
 export const apiKeys = pgTable(
   "api_keys",
   {

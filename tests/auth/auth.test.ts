@@ -3,9 +3,10 @@ import { eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SESSION_LIFETIME_MS, SESSION_ROW_KEPT_MS } from "../../lib/auth";
 import { hashToken } from "../../lib/crypto";
-import { apiKeys, sessions, users } from "../../lib/db/schema";
+import { apiKeys, loginFailures, sessions, users } from "../../lib/db/schema";
 import { sweep } from "../../lib/jobs/runner";
-import { createUser } from "../../lib/users";
+import { FREE_LOGIN_FAILURES, LOGIN_FAILURES_KEPT_MS } from "../../lib/login-throttle";
+import { createUser, resetPassword } from "../../lib/users";
 import type { ApiSchema, Body } from "../helpers/api-types";
 import { ADMIN, adminSession, createTestService, newTenant, type TestService } from "../helpers/service";
 
@@ -92,15 +93,18 @@ describe("POST /auth/login", () => {
   });
 
   it("answers an unknown user and a wrong password with the same 401", async () => {
-    const unknown = await loginRes(uniqueName("nobody"), ADMIN.password);
+    // Failed sign-ins are counted per name (the throttle below): not the admin's, which others use.
+    const user = await createUser(svc.deps, { username: uniqueName("Wrong"), password: "secret-password" });
+    const unknown = await loginRes(uniqueName("nobody"), "secret-password");
     await expect401(unknown, "Invalid username or password");
-    const wrong = await loginRes(ADMIN.username, `${ADMIN.password}x`);
+    const wrong = await loginRes(user.username, "secret-passwordx");
     await expect401(wrong, "Invalid username or password");
     // The username is matched exactly.
-    await expect401(await loginRes(ADMIN.username.toUpperCase(), ADMIN.password), "Invalid username or password");
+    await expect401(await loginRes(user.username.toUpperCase(), "secret-password"), "Invalid username or password");
   });
 
   it("spends the same scrypt work on an unknown user as on a wrong password", async () => {
+    const user = await createUser(svc.deps, { username: uniqueName("scrypt"), password: "secret-password" });
     const time = async (username: string) => {
       const started = performance.now();
       const res = await loginRes(username, "not-the-password");
@@ -109,12 +113,12 @@ describe("POST /auth/login", () => {
     };
     // Warm up (the dummy hash is computed once, lazily).
     await time(uniqueName("nobody"));
-    await time(ADMIN.username);
+    await time(user.username);
     const unknown: number[] = [];
     const wrong: number[] = [];
     for (let i = 0; i < 3; i++) {
       unknown.push(await time(uniqueName("nobody")));
-      wrong.push(await time(ADMIN.username));
+      wrong.push(await time(user.username));
     }
     const median = (xs: number[]) => xs.sort((a, b) => a - b)[1];
     // Without the dummy hash an unknown user answers in ~1 ms against ~50 ms of scrypt.
@@ -177,6 +181,66 @@ describe("POST /auth/login", () => {
     const name = ` ${uniqueName("legacy")} `;
     expect((await createUser(svc.deps, { username: name, password: "secret-password" })).username).toBe(name);
     expect(((await (await loginRes(name, "secret-password")).json()) as LoginBody).user.username).toBe(name);
+  });
+});
+
+describe("the sign-in throttle", () => {
+  const failures = async (username: string) =>
+    (await svc.deps.db.select().from(loginFailures).where(eq(loginFailures.username, username)))[0]?.failures;
+
+  async function expect429(res: Response, seconds: number) {
+    expect(res.status).toBe(429);
+    expect(res.headers.get("retry-after")).toBe(String(seconds));
+    expect(await res.json()).toEqual({
+      error: `Too many failed sign-ins for this username: try again in ${seconds} s (an operator can reset the password to clear them)`,
+    });
+  }
+
+  it("refuses a name's attempts after five failures, the right password too, for a wait that doubles; a success clears it", async () => {
+    const user = await createUser(svc.deps, { username: uniqueName("guessed"), password: "secret-password" });
+    for (let i = 0; i < FREE_LOGIN_FAILURES; i++) {
+      await expect401(await loginRes(user.username, `wrong-${i}`), "Invalid username or password");
+    }
+    await expect429(await loginRes(user.username, "secret-password"), 1);
+    // A refused attempt is not counted: it does not push the wait further.
+    await expect429(await loginRes(` ${user.username} `, "secret-password"), 1);
+    expect(await failures(user.username)).toBe(5);
+
+    svc.clock!.advance(1000);
+    await expect401(await loginRes(user.username, "wrong-again"), "Invalid username or password");
+    await expect429(await loginRes(user.username, "secret-password"), 2);
+    svc.clock!.advance(1999);
+    await expect429(await loginRes(user.username, "secret-password"), 1);
+    svc.clock!.advance(1);
+    expect((await loginRes(user.username, "secret-password")).status).toBe(200);
+    expect(await failures(user.username)).toBeUndefined();
+    // Another name was never held back.
+    expect((await loginRes(ADMIN.username, ADMIN.password)).status).toBe(200);
+  });
+
+  it("counts attempts sent at once before checking any password, for names that do not exist too", async () => {
+    const name = uniqueName("sprayed");
+    const answers = await Promise.all(Array.from({ length: 10 }, (_, i) => loginRes(name, `guess-${i}`)));
+    const statuses = answers.map((r) => r.status).sort();
+    expect(statuses).toEqual([...Array(5).fill(401), ...Array(5).fill(429)]);
+    expect(await failures(name)).toBe(5);
+  });
+
+  it("is cleared by a new password, and forgotten by the sweep a day after the last failure", async () => {
+    const user = await createUser(svc.deps, { username: uniqueName("locked"), password: "secret-password" });
+    for (let i = 0; i < 6; i++) await loginRes(user.username, `wrong-${i}`);
+    await expect429(await loginRes(user.username, "secret-password"), 1);
+    await resetPassword(svc.deps, { username: user.username, password: "new-password" });
+    expect((await loginRes(user.username, "new-password")).status).toBe(200);
+
+    const name = uniqueName("forgotten");
+    await loginRes(name, "guess");
+    svc.clock!.advance(LOGIN_FAILURES_KEPT_MS);
+    await sweep(svc.deps);
+    expect(await failures(name)).toBe(1);
+    svc.clock!.advance(1);
+    expect((await sweep(svc.deps)).staleLoginFailures).toBeGreaterThanOrEqual(1);
+    expect(await failures(name)).toBeUndefined();
   });
 });
 

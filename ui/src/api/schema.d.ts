@@ -106,6 +106,17 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Too many failed sign-ins for this username: 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked. */
+                429: {
+                    headers: {
+                        /** @description Seconds until an attempt is allowed. */
+                        "Retry-After"?: number;
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         delete?: never;
