@@ -74,6 +74,15 @@ CREATE TRIGGER usage_events_sums_insert AFTER INSERT ON usage_events REFERENCING
   FOR EACH STATEMENT EXECUTE FUNCTION usage_sums_on_insert();--> statement-breakpoint
 CREATE TRIGGER usage_events_days_delete AFTER DELETE ON usage_events REFERENCING OLD TABLE AS old_rows
   FOR EACH STATEMENT EXECUTE FUNCTION usage_days_on_delete();--> statement-breakpoint
+-- An operator who empties the ledger with TRUNCATE (which fires no delete trigger) empties the sums.
+CREATE FUNCTION usage_sums_on_truncate() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM usage_days;
+  DELETE FROM usage_month_tokens;
+  RETURN NULL;
+END $$;--> statement-breakpoint
+CREATE TRIGGER usage_events_sums_truncate AFTER TRUNCATE ON usage_events
+  FOR EACH STATEMENT EXECUTE FUNCTION usage_sums_on_truncate();--> statement-breakpoint
 INSERT INTO usage_days (project_id, day, dataset, operation, model, shard,
   calls, input_tokens, output_tokens, total_tokens, unknown_calls, failed_calls)
 SELECT project_id, (created_at AT TIME ZONE 'UTC')::date, coalesce(dataset, ''), operation, model, 0,

@@ -91,4 +91,13 @@ describe("migration 0040: the ledger's sums per day", () => {
     await database.db.execute(sql`DELETE FROM projects WHERE id = 'prj_other'`);
     expect(new Set((await sums()).kept.map((r) => r.project_id))).toEqual(new Set(["prj_old"]));
   });
+
+  it("empties the sums, the month's tokens too, when the ledger is truncated", async () => {
+    await database.db.execute(sql`TRUNCATE usage_events`);
+    expect(await sums()).toEqual({ kept: [], ledger: [] });
+    const [month] = rowsOf<{ n: number }>(
+      await database.db.execute(sql`SELECT count(*)::int AS n FROM usage_month_tokens`),
+    );
+    expect(month.n).toBe(0);
+  });
 });
