@@ -4,7 +4,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { budgetSpentSql } from "../../lib/usage/budget";
-import { usageGroupsSql } from "../../lib/usage/ledger";
+import { sumTotals, USAGE_GROUPINGS, type UsageTotals, usageGroupsSql } from "../../lib/usage/ledger";
 import { createWebhookEndpoint } from "../../lib/webhooks/endpoints";
 import { type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import type { ReportedUsage } from "../helpers/fake-openai";
@@ -292,41 +292,17 @@ describe("the usage ledger", () => {
 });
 
 describe("usage reads", () => {
-  type Totals = {
-    calls: number;
-    inputTokens: number;
-    outputTokens: number;
-    totalTokens: number;
-    unknownCalls: number;
-    failedCalls: number;
-  };
-  type Call = {
-    created_at: string;
-    dataset: string | null;
-    operation: string;
-    model: string;
-    input_tokens: number | null;
-    output_tokens: number | null;
-    total_tokens: number | null;
-    outcome: string;
-  };
-  const GROUPINGS = ["day", "dataset", "operation", "model"] as const;
+  type Call = LedgerRow & { created_at: string };
+  const GROUPINGS = USAGE_GROUPINGS;
 
   /** The report the ledger's own rows give for a range, computed here call by call. */
   function expected(calls: Call[], range: { start: string; end: string }, by: (typeof GROUPINGS)[number]) {
-    const groups = new Map<string | null, Totals>();
+    const groups = new Map<string | null, UsageTotals>();
     for (const c of calls) {
       const at = new Date(c.created_at).getTime();
       if (at < Date.parse(range.start) || at >= Date.parse(range.end)) continue;
       const key = by === "day" ? new Date(at).toISOString().slice(0, 10) : c[by];
-      const g = groups.get(key) ?? {
-        calls: 0,
-        inputTokens: 0,
-        outputTokens: 0,
-        totalTokens: 0,
-        unknownCalls: 0,
-        failedCalls: 0,
-      };
+      const g = groups.get(key) ?? sumTotals([]);
       g.calls++;
       g.inputTokens += c.input_tokens ?? 0;
       g.outputTokens += c.output_tokens ?? 0;
@@ -373,7 +349,7 @@ describe("usage reads", () => {
     ];
     const check = async () => {
       const calls = rowsOf<Call>(
-        await h.svc.deps.db.execute(sql`SELECT dataset, operation, model, input_tokens, output_tokens, total_tokens, outcome,
+        await h.svc.deps.db.execute(sql`SELECT dataset, operation, kind, model, input_tokens, output_tokens, total_tokens, outcome,
           to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"') AS created_at
           FROM usage_events WHERE project_id = ${t.projectId}`),
       );
