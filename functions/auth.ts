@@ -9,6 +9,15 @@ import { jsonBody, jsonResponse, security } from "./schemas/http";
 import { text } from "./schemas/inputs";
 import { UserSchema } from "./schemas/users";
 
+/** A password check the throttle refused (lib/login-throttle.ts): the error body and `Retry-After`. */
+const passwordThrottled = (description: string) => ({
+  description,
+  headers: {
+    "Retry-After": { schema: { type: "integer" as const }, description: "Seconds until an attempt is allowed." },
+  },
+  content: { "application/json": { schema: ErrorSchema } },
+});
+
 const loginRoute = createRoute({
   method: "post",
   path: "/login",
@@ -30,12 +39,9 @@ const loginRoute = createRoute({
     ),
     400: errorResponses[400],
     401: jsonResponse(ErrorSchema, "Invalid username or password"),
-    429: {
-      description:
-        "Too many failed sign-ins for this username: 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked.",
-      headers: { "Retry-After": { schema: { type: "integer" }, description: "Seconds until an attempt is allowed." } },
-      content: { "application/json": { schema: ErrorSchema } },
-    },
+    429: passwordThrottled(
+      "Too many wrong passwords for this username (sign-ins and password changes count together): 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked.",
+    ),
   },
 });
 
@@ -89,6 +95,9 @@ const passwordRoute = createRoute({
     400: jsonResponse(ErrorSchema, "Validation error, or the current password is incorrect"),
     401: errorResponses[401],
     409: jsonResponse(ErrorSchema, "The password was changed meanwhile by another session"),
+    429: passwordThrottled(
+      "Too many wrong passwords for this username: the current password counts with the name's sign-ins (POST /auth/login).",
+    ),
   },
 });
 

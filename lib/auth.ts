@@ -3,13 +3,20 @@ import { z } from "zod";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { countDeleted } from "./db/batches";
 import { commitWithoutFlush } from "./db/commit";
-import { dbJson, dbTimestamp, parsedRowsOf, rowsOf, toDate } from "./db/rows";
+import { dbJson, parsedRowsOf, rowsOf } from "./db/rows";
 import { apiKeys, loginFailures, sessions, users } from "./db/schema";
 import { compiled, type LeadingDatabase } from "./db/types";
 import type { Deps } from "./deps";
 import { unauthorized } from "./errors";
 import { newId } from "./ids";
-import { countLoginAttemptSql, loginRetryAfterMs, staleLoginFailuresSql, tooManyLogins } from "./login-throttle";
+import {
+  attemptColumns,
+  attemptColumnsSql,
+  attemptRowSql,
+  countLoginAttemptSql,
+  requireAttemptCounted,
+  staleLoginFailuresSql,
+} from "./login-throttle";
 import type { CarriedUsage } from "./usage/backlog";
 import { carriedUsageSql, returnToBacklog } from "./usage/sql";
 
@@ -178,9 +185,7 @@ export function userRecord(user: { id: string; username: string; createdAt: Date
 }
 
 const LoginRow = z.object({
-  counted: z.number().nullable(),
-  failures: z.number().nullable(),
-  last_failure_at: dbTimestamp,
+  ...attemptColumns,
   users: dbJson(
     z.array(
       z.object({
@@ -210,19 +215,15 @@ export async function login(deps: Deps, username: string, password: string) {
   const [row] = parsedRowsOf(
     LoginRow,
     await deps.db.execute(sql`
-      WITH ${countLoginAttemptSql(throttled, at)}
-      SELECT (SELECT failures FROM login_attempt) AS counted, f.failures, f.last_failure_at,
+      WITH ${countLoginAttemptSql(sql`${throttled}`, at)}
+      SELECT ${attemptColumnsSql},
         (SELECT coalesce(json_agg(u), '[]'::json) FROM ${users} u WHERE u.username IN (${sql.join(
           names.map((n) => sql`${n}`),
           sql`, `,
         )})) AS users
-      FROM (SELECT 1) one LEFT JOIN ${loginFailures} f ON f.username = ${throttled}`),
+      FROM (SELECT 1) one LEFT JOIN ${attemptRowSql(sql`${throttled}`)}`),
   );
-  if (row.counted === null) {
-    // Refused: the row is there, as this statement read it before its own attempt.
-    const last = toDate(row.last_failure_at) ?? now;
-    throw tooManyLogins(loginRetryAfterMs({ failures: row.failures ?? 0, lastFailureAt: last }, now));
-  }
+  requireAttemptCounted(row, now);
   const user = row.users.find((u) => u.username === username) ?? row.users[0];
   const ok = await verifyPassword(password, user?.password_hash ?? (await dummyPasswordHash()));
   if (!user || !ok) throw unauthorized("Invalid username or password");

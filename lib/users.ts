@@ -8,6 +8,13 @@ import { loginFailures, sessions, users } from "./db/schema";
 import type { DbDeps, Deps } from "./deps";
 import { badRequest, conflict, notFound } from "./errors";
 import { newId } from "./ids";
+import {
+  attemptColumns,
+  attemptColumnsSql,
+  attemptRowSql,
+  countLoginAttemptSql,
+  requireAttemptCounted,
+} from "./login-throttle";
 
 /** Dashboard users, newest first (as projects and keys are listed): a new one is on the first page. */
 export async function listUsers(deps: DbDeps, page: { limit: number; offset: number }) {
@@ -102,23 +109,41 @@ export async function resetPassword(deps: DbDeps, { username, password }: { user
   return changed;
 }
 
+const ChangingUser = z.object({
+  found: z.boolean(),
+  ...attemptColumns,
+  username: z.string().nullable(),
+  password_hash: z.string().nullable(),
+});
+
 /**
  * A signed-in user changes their own password, proving the current one. Their other sessions
  * end; the one asking stays signed in. The update applies only while the hash is still the one
  * checked, so of two changes racing each other the second fails rather than undoing the first.
+ * The check of the current password is throttled with the name's sign-ins (lib/login-throttle.ts):
+ * a stolen session cannot guess the password faster than the sign-in form can.
  */
 export async function changePassword(
   deps: DbDeps,
   input: { userId: string; sessionId: string; currentPassword: string; newPassword: string },
 ) {
-  const [user] = await deps.db.select().from(users).where(eq(users.id, input.userId));
-  if (!user) throw notFound("User not found");
-  if (!(await verifyPassword(input.currentPassword, user.passwordHash))) {
+  const now = deps.clock.now();
+  const [user] = parsedRowsOf(
+    ChangingUser,
+    await deps.db.execute(sql`
+      WITH u AS (SELECT username, password_hash FROM ${users} WHERE id = ${input.userId}),
+      ${countLoginAttemptSql(sql`(SELECT username FROM u)`, now.toISOString())}
+      SELECT EXISTS (SELECT 1 FROM u) AS found, ${attemptColumnsSql}, u.username, u.password_hash
+      FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN ${attemptRowSql(sql`u.username`)}`),
+  );
+  if (!user?.found || !user.username || !user.password_hash) throw notFound("User not found");
+  requireAttemptCounted(user, now);
+  if (!(await verifyPassword(input.currentPassword, user.password_hash))) {
     throw badRequest("Current password is incorrect");
   }
   const changed = await setPassword(
     deps,
-    and(eq(users.id, user.id), eq(users.passwordHash, user.passwordHash)) as SQL,
+    and(eq(users.id, input.userId), eq(users.passwordHash, user.password_hash)) as SQL,
     input.newPassword,
     input.sessionId,
   );

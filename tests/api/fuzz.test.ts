@@ -831,8 +831,14 @@ async function checkRequest(route: Route, h: Hostile) {
   const { status, text, contentType } = await send(route, h, token);
   const where = `${route.label} [${h.kind}] ${urlOf(route, h).slice(0, 200)}`;
   expect(status, `${where}: never a 5xx (${text.slice(0, 300)})`).toBeLessThan(500);
-  // Login: a wrong password is a 401, and the fuzzer's many of them for one name reach its throttle (429).
-  const allowed = route.label === "POST /auth/login" ? new Set([...ALLOWED, 401, 429]) : ALLOWED;
+  // Password checks: login's wrong password is a 401, and the fuzzer's many wrong passwords for one
+  // name reach its throttle (429), a password change's as well.
+  const allowed =
+    route.label === "POST /auth/login"
+      ? new Set([...ALLOWED, 401, 429])
+      : route.label === "POST /auth/password"
+        ? new Set([...ALLOWED, 429])
+        : ALLOWED;
   expect(allowed.has(status), `${where}: unexpected status ${status} (${text.slice(0, 300)})`).toBe(true);
   expect(Object.getOwnPropertyNames(Object.prototype).sort(), `${where}: Object.prototype untouched`).toEqual(
     PROTOTYPE_KEYS,
@@ -881,6 +887,7 @@ describe("the fixtures", () => {
       // a password change's wrong current password a 400 that says so (not a validation error).
       const expected = [200, 201, 204, 404, 409];
       if (route.label === "POST /auth/login") expected.push(401, 429);
+      if (route.label === "POST /auth/password") expected.push(429);
       const wrongCurrentPassword =
         route.label === "POST /auth/password" &&
         status === 400 &&

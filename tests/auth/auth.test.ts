@@ -192,7 +192,7 @@ describe("the sign-in throttle", () => {
     expect(res.status).toBe(429);
     expect(res.headers.get("retry-after")).toBe(String(seconds));
     expect(await res.json()).toEqual({
-      error: `Too many failed sign-ins for this username: try again in ${seconds} s (an operator can reset the password to clear them)`,
+      error: `Too many wrong passwords for this username: try again in ${seconds} s (an operator can reset the password to clear them)`,
     });
   }
 

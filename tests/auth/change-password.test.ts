@@ -72,6 +72,24 @@ describe("POST /auth/password", () => {
     expect((await login(u.username, u.password)).status).toBe(200);
   });
 
+  it("counts wrong current passwords with the name's sign-ins: after five even the right one waits, and signing in too", async () => {
+    const u = await newUser();
+    for (let i = 0; i < 5; i++) {
+      expect((await change(u.here, { currentPassword: `wrong-${i}`, newPassword: "second-password" })).status).toBe(
+        400,
+      );
+    }
+    const refused = await change(u.here, { currentPassword: u.password, newPassword: "second-password" });
+    expect(refused.status).toBe(429);
+    expect(refused.headers.get("retry-after")).toMatch(/^[12]$/);
+    expect(((await refused.json()) as { error: string }).error).toMatch(/^Too many wrong passwords for this username/);
+    expect((await login(u.username, u.password)).status).toBe(429);
+    // Once the wait is over the right password changes it, and the count is gone with the old password.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await change(u.here, { currentPassword: u.password, newPassword: "second-password" })).status).toBe(200);
+    expect((await login(u.username, "second-password")).status).toBe(200);
+  });
+
   it("needs a session", async () => {
     const res = await svc.request("/auth/password", {
       method: "POST",

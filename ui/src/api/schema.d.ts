@@ -106,7 +106,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Too many failed sign-ins for this username: 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked. */
+                /** @description Too many wrong passwords for this username (sign-ins and password changes count together): 5 are free, then each attempt waits 1 s after the last failure, doubling up to 15 minutes (docs/dashboard.md). Refused before the password is checked. */
                 429: {
                     headers: {
                         /** @description Seconds until an attempt is allowed. */
@@ -241,6 +241,17 @@ export interface paths {
                 /** @description The password was changed meanwhile by another session */
                 409: {
                     headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Too many wrong passwords for this username: the current password counts with the name's sign-ins (POST /auth/login). */
+                429: {
+                    headers: {
+                        /** @description Seconds until an attempt is allowed. */
+                        "Retry-After"?: number;
                         [name: string]: unknown;
                     };
                     content: {
