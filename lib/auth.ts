@@ -1,4 +1,4 @@
-import { and, count, eq, type SQL, sql } from "drizzle-orm";
+import { and, count, eq, inArray, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dummyPasswordHash, hashPassword, hashToken, newSessionToken, randomPassword, verifyPassword } from "./crypto";
 import { countDeleted } from "./db/batches";
@@ -217,10 +217,7 @@ export async function login(deps: Deps, username: string, password: string) {
     await deps.db.execute(sql`
       WITH ${countLoginAttemptSql(sql`${throttled}`, at)}
       SELECT ${attemptColumnsSql},
-        (SELECT coalesce(json_agg(u), '[]'::json) FROM ${users} u WHERE u.username IN (${sql.join(
-          names.map((n) => sql`${n}`),
-          sql`, `,
-        )})) AS users
+        (SELECT coalesce(json_agg(u), '[]'::json) FROM ${users} u WHERE ${inArray(sql`u.username`, names)}) AS users
       FROM (SELECT 1) one LEFT JOIN ${attemptRowSql(sql`${throttled}`)}`),
   );
   requireAttemptCounted(row, now);

@@ -110,7 +110,6 @@ export async function resetPassword(deps: DbDeps, { username, password }: { user
 }
 
 const ChangingUser = z.object({
-  found: z.boolean(),
   ...attemptColumns,
   username: z.string().nullable(),
   password_hash: z.string().nullable(),
@@ -133,10 +132,11 @@ export async function changePassword(
     await deps.db.execute(sql`
       WITH u AS (SELECT username, password_hash FROM ${users} WHERE id = ${input.userId}),
       ${countLoginAttemptSql(sql`(SELECT username FROM u)`, now.toISOString())}
-      SELECT EXISTS (SELECT 1 FROM u) AS found, ${attemptColumnsSql}, u.username, u.password_hash
+      SELECT ${attemptColumnsSql}, u.username, u.password_hash
       FROM (SELECT 1) one LEFT JOIN u ON true LEFT JOIN ${attemptRowSql(sql`u.username`)}`),
   );
-  if (!user?.found || !user.username || !user.password_hash) throw notFound("User not found");
+  // No row in `u`: its columns are null (and no attempt was counted).
+  if (!user?.username || !user.password_hash) throw notFound("User not found");
   requireAttemptCounted(user, now);
   if (!(await verifyPassword(input.currentPassword, user.password_hash))) {
     throw badRequest("Current password is incorrect");
