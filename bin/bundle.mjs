@@ -23,8 +23,28 @@ export async function bundled(entry, name) {
   return pathToFileURL(out).href;
 }
 
+/**
+ * Runs one of the repository's TypeScript entries (`npm start`'s server, the `memory-admin`
+ * command) from its bundle; from a checkout it cannot write to (a read-only image), from the
+ * sources through tsx instead, a few seconds slower, saying so on stderr.
+ */
+export async function runEntry(entry, name) {
+  let url;
+  try {
+    url = await bundled(entry, name);
+  } catch (err) {
+    if (!unwritable(err)) throw err;
+    process.stderr.write(
+      `Cannot write the bundle (${err.message}): starting from the sources, a few seconds slower.\n`,
+    );
+    (await import("tsx/esm/api")).register();
+    url = pathToFileURL(join(ROOT, entry)).href;
+  }
+  await import(url);
+}
+
 /** The bundle could not be written: the checkout is read-only to this process. */
-export function unwritable(err) {
+function unwritable(err) {
   return ["EACCES", "EPERM", "EROFS"].includes(err?.code);
 }
 
