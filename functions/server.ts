@@ -36,9 +36,9 @@ async function main() {
     keepAliveTimeoutMs: config.keepAliveTimeoutMs,
     headersTimeoutMs: config.headersTimeoutMs,
   });
+  let port: number;
   try {
-    const port = await listen(server, config.port, "127.0.0.1");
-    console.log(`Listening on http://127.0.0.1:${port}`);
+    port = await listen(server, config.port, "127.0.0.1");
   } catch (err) {
     // The port is taken: close the database (its lock too) before saying so.
     await service.close();
@@ -64,6 +64,9 @@ async function main() {
   };
   process.on("SIGINT", () => void stop("SIGINT"));
   process.on("SIGTERM", () => void stop("SIGTERM"));
+  // The ready line comes last: whoever waits for it may signal the server at once, and a signal
+  // before the handlers were installed killed it (exit by signal, and npm start with it).
+  console.log(`Listening on http://127.0.0.1:${port}`);
 }
 
 main().catch((err) => {

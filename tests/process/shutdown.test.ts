@@ -70,7 +70,7 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
         .poll(() => output, { timeout: 60_000, interval: 50 })
         .toContain(`Listening on http://127.0.0.1:${port}`);
       npm.kill("SIGTERM");
-      expect(await exited).toBe(0);
+      expect(await exited, output).toBe(0);
       expect(output).toContain('"message":"shutting down"');
       // Nothing listens on the port any more: the server went with npm.
       const refused = await new Promise<boolean>((resolve) => {
