@@ -1,4 +1,6 @@
+import { matchesGlob, relative } from "node:path";
 import { defineConfig } from "vitest/config";
+import { BaseSequencer, type TestSpecification } from "vitest/node";
 
 /**
  * Every test: integration tests under tests/ (by surface: tests/README.md); unit tests of pure
@@ -53,6 +55,24 @@ export const SLOW_TESTS = ["tests/process/**/*.test.ts", "tests/e2e/**/*.test.ts
 
 const NODE_MODULES = ["**/node_modules/**"];
 
+/**
+ * Files that run for about a minute each, waiting on processes or a server: the slow set, the
+ * admin command line and the server bench. They start first. Without timings of an earlier run
+ * (a fresh clone, as in CI) vitest orders files by size, which put the Python suite (a small
+ * file driving a minute's run) last in `npm test` and the server bench last in `npm run test:pg`,
+ * each alone on one core for its minute while the other core had nothing left to do.
+ */
+export const LONG_TESTS = [...SLOW_TESTS, "tests/cli/cli.test.ts", "tests/db/bench-server.test.ts"];
+
+class LongFirstSequencer extends BaseSequencer {
+  override async sort(files: TestSpecification[]): Promise<TestSpecification[]> {
+    const sorted = await super.sort(files);
+    const long = (file: TestSpecification) =>
+      LONG_TESTS.some((glob) => matchesGlob(relative(file.project.config.root, file.moduleId), glob));
+    return [...sorted.filter(long), ...sorted.filter((file) => !long(file))];
+  }
+}
+
 // TESTS picks a set (the npm scripts set it); unset, `vitest run` runs every test, as `npm test`.
 const set = process.env.TESTS;
 if (set !== undefined && !["unit", "fast", "slow"].includes(set)) {
@@ -75,6 +95,7 @@ export default defineConfig({
     // Each file gets its own embedded database; two cores, so two files at a time (three were no
     // faster, and a timing test failed).
     pool: "forks",
+    sequence: { sequencer: LongFirstSequencer },
     maxWorkers: 2,
     // A worker loads the service's modules once for all its files, not once per file: every file
     // builds its own service and database from them, and none mocks a module. Isolated, loading
