@@ -73,6 +73,7 @@ export const PG_SUITES = [
   "tests/episodic/episodic-round-trips.test.ts",
   // Background work: jobs, leases, retries, extraction, webhooks, the QStash callback.
   "tests/jobs/jobs.test.ts",
+  "tests/jobs/bounded-batches.test.ts",
   "tests/episodic/episode-job.test.ts",
   "tests/jobs/jobs-callback.test.ts",
   "tests/jobs/retry-interval.test.ts",
