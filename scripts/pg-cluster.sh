@@ -11,6 +11,7 @@
 #   loopback port with the options given, and stops it (and removes the directory) on exit. Sets
 #   PG_DATA (the data directory), PG_PORT, PG_URL (a superuser URL of database postgres) and AS_SERVER
 #   (the command prefix that runs a program as the server's user).
+# pg_install_pooler: installs PgBouncer if missing (sets BOUNCER).
 # pg_start_pooler: installs PgBouncer if missing and starts it in front of the cluster, in
 #   transaction mode (as managed poolers run it, Neon's among them), on a free loopback port, as the server's
 #   user; stopped with the cluster. Sets POOLER_URL (the superuser URL of database postgres through it).
@@ -117,15 +118,20 @@ stop_cluster() {
   rm -rf "$PG_TMP"
 }
 
-pg_start_pooler() {
-  # /usr/sbin is not on every user's PATH.
-  local bouncer port
-  bouncer=$(PATH=$PATH:/usr/sbin command -v pgbouncer || true)
-  if [ -z "$bouncer" ]; then
+# Installs PgBouncer if missing; sets BOUNCER (its path: /usr/sbin is not on every user's PATH).
+pg_install_pooler() {
+  BOUNCER=$(PATH=$PATH:/usr/sbin command -v pgbouncer || true)
+  if [ -z "$BOUNCER" ]; then
     echo "== installing PgBouncer"
     apt_install pgbouncer
-    bouncer=/usr/sbin/pgbouncer
+    BOUNCER=/usr/sbin/pgbouncer
   fi
+}
+
+pg_start_pooler() {
+  local bouncer port
+  pg_install_pooler
+  bouncer=$BOUNCER
   port=$(free_port)
   printf '"postgres" ""\n' >"$PG_TMP/userlist.txt"
   cat >"$PG_TMP/pgbouncer.ini" <<INI
