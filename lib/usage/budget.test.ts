@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { budgetRecheckAt, budgetState, monthKey, monthStart, nextMonthStart } from "./budget";
+import {
+  BUDGET_ALERT_GRACE_MS,
+  budgetAlertMonths,
+  budgetRecheckAt,
+  budgetState,
+  monthKey,
+  monthStart,
+  nextMonthStart,
+} from "./budget";
 
 describe("budget months (UTC)", () => {
   it("starts the month at midnight UTC on the 1st, whatever the time zone of the instant", () => {
@@ -38,5 +46,21 @@ describe("budgetRecheckAt", () => {
   it("looks again a tenth short of an interval on (so the next sweep runs it), or at the month's end when that comes first", () => {
     expect(budgetRecheckAt(new Date("2026-05-10T00:00:00Z"), 120_000).toISOString()).toBe("2026-05-10T00:01:48.000Z");
     expect(budgetRecheckAt(new Date("2026-05-31T23:59:00Z"), 120_000).toISOString()).toBe("2026-06-01T00:00:00.000Z");
+  });
+});
+
+describe("budgetAlertMonths", () => {
+  it("looks at the month before too within the grace, so a budget spent after its last sweep is announced", () => {
+    const lastMonth = { month: "2026-11", start: "2026-11-01T00:00:00.000Z", resetsAt: "2026-12-01T00:00:00.000Z" };
+    const thisMonth = { month: "2026-12", start: "2026-12-01T00:00:00.000Z", resetsAt: "2027-01-01T00:00:00.000Z" };
+    expect(budgetAlertMonths(new Date("2026-12-01T00:01:30Z"))).toEqual([lastMonth, thisMonth]);
+    const graceEnds = new Date(Date.parse(thisMonth.start) + BUDGET_ALERT_GRACE_MS);
+    expect(budgetAlertMonths(new Date(graceEnds.getTime() - 1))).toEqual([lastMonth, thisMonth]);
+    expect(budgetAlertMonths(graceEnds)).toEqual([thisMonth]);
+    expect(budgetAlertMonths(new Date("2026-12-15T12:00:00Z"))).toEqual([thisMonth]);
+  });
+
+  it("rolls over the year", () => {
+    expect(budgetAlertMonths(new Date("2027-01-01T00:00:00Z")).map((m) => m.month)).toEqual(["2026-12", "2027-01"]);
   });
 });

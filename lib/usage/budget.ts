@@ -62,8 +62,13 @@ export const budgetSettingSql = (projectSettings: SQL) =>
  * the month's calls, which grows with them (382 ms at a million on the embedded database).
  */
 export function monthSpentSql(projectId: SQL, now: Date): SQL {
+  return monthTokensSql(projectId, sql`${monthStart(now).toISOString()}::timestamptz`);
+}
+
+/** The same for the month starting at `month` (SQL: a timestamptz, the month's first instant). */
+function monthTokensSql(projectId: SQL, month: SQL): SQL {
   return sql`(SELECT coalesce(sum(m.tokens), 0)::bigint FROM ${usageMonthTokens} m
-    WHERE m.project_id = ${projectId} AND m.month = ${monthStart(now).toISOString()}::timestamptz)`;
+    WHERE m.project_id = ${projectId} AND m.month = ${month})`;
 }
 
 /**
@@ -78,33 +83,63 @@ export function budgetSpentSql(projectId: SQL | string, now: Date): SQL {
 }
 
 /**
- * The sweep's backstop `budgetAlerts`: every project whose budget this month is spent and not yet
- * announced gets its `usage.budget_exhausted` event, once per project and month (the alerts
- * table's key). One statement; projects without a budget cost a look at their settings.
+ * How long into a month the sweep still looks at the month before: a budget spent after the
+ * month's last sweep (its last RETRY_INTERVAL_MS) is announced by the new month's first ones, or
+ * after a host that was down over the month's end is back. A day: a missed sweep or a restart
+ * must not lose the event, and a budget lowered below the last month's total is rarely that soon.
+ */
+export const BUDGET_ALERT_GRACE_MS = 24 * 60 * 60 * 1000;
+
+/** A month the sweep announces spent budgets of: its key, its first instant, when it ended. */
+export interface AlertMonth {
+  month: string;
+  start: string;
+  resetsAt: string;
+}
+
+/** The months a sweep at `now` looks at: this one, and the month before within its grace. */
+export function budgetAlertMonths(now: Date, graceMs = BUDGET_ALERT_GRACE_MS): AlertMonth[] {
+  const current = monthStart(now);
+  const earliest = monthStart(new Date(now.getTime() - graceMs));
+  const starts = earliest.getTime() < current.getTime() ? [earliest, current] : [current];
+  return starts.map((start) => ({
+    month: monthKey(start),
+    start: start.toISOString(),
+    resetsAt: nextMonthStart(start).toISOString(),
+  }));
+}
+
+/**
+ * The sweep's backstop `budgetAlerts`: every project whose budget is spent and not yet announced
+ * gets its `usage.budget_exhausted` event, once per project and month (the alerts table's key),
+ * naming the month that was spent: this one, or the one before (budgetAlertMonths). Against the
+ * budget as it is now. One statement; projects without a budget cost a look at their settings.
  */
 export async function raiseBudgetAlerts(deps: Deps): Promise<number> {
   const now = deps.clock.now();
   const at = now.toISOString();
-  const month = monthKey(now);
+  const months = JSON.stringify(budgetAlertMonths(now).map((m) => ({ ...m, resets_at: m.resetsAt })));
   const [row] = parsedRowsOf(
     z.object({ alerted: dbInt, webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH spent AS (
-        SELECT p.id AS project_id, b.budget, ${monthSpentSql(sql`p.id`, now)} AS tokens
+        SELECT p.id AS project_id, mo.month, mo.resets_at, b.budget,
+          ${monthTokensSql(sql`p.id`, sql`mo.start`)} AS tokens
         FROM ${projects} p CROSS JOIN LATERAL (SELECT ${budgetSettingSql(sql`p.settings`)} AS budget) b
+        CROSS JOIN jsonb_to_recordset(${months}::jsonb) AS mo(month text, start timestamptz, resets_at text)
         WHERE b.budget IS NOT NULL
-          AND NOT EXISTS (SELECT 1 FROM ${usageBudgetAlerts} a WHERE a.project_id = p.id AND a.month = ${month})
+          AND NOT EXISTS (SELECT 1 FROM ${usageBudgetAlerts} a WHERE a.project_id = p.id AND a.month = mo.month)
       ),
       alerted AS (
         INSERT INTO ${usageBudgetAlerts} (project_id, month, created_at)
-        SELECT project_id, ${month}, ${at}::timestamptz FROM spent WHERE tokens >= budget
+        SELECT project_id, month, ${at}::timestamptz FROM spent WHERE tokens >= budget
         ON CONFLICT DO NOTHING
-        RETURNING project_id
+        RETURNING project_id, month
       ), ${webhookEventCtes(
         "usage.budget_exhausted",
-        sql`SELECT s.project_id, jsonb_build_object('month', ${month}::text, 'monthlyTokenBudget', s.budget,
-          'spent', s.tokens, 'resetsAt', ${nextMonthStart(now).toISOString()}::text) AS data
-          FROM alerted a JOIN spent s USING (project_id)`,
+        sql`SELECT s.project_id, jsonb_build_object('month', s.month, 'monthlyTokenBudget', s.budget,
+          'spent', s.tokens, 'resetsAt', s.resets_at) AS data
+          FROM alerted a JOIN spent s USING (project_id, month)`,
         at,
       )}
       SELECT (SELECT count(*) FROM alerted) AS alerted, ${webhookJobsColumn} AS webhook_jobs`),

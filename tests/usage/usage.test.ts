@@ -564,4 +564,42 @@ describe("the monthly token budget", () => {
     });
     expect(Number(sent[0].payload.data.spent)).toBeGreaterThanOrEqual(10);
   });
+
+  it("announces a budget spent after the month's last sweep, naming that month, once", async () => {
+    const t = await tenant("month-end");
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 10 } });
+    await createWebhookEndpoint(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { url: "http://127.0.0.1:9/hook", eventTypes: ["usage.budget_exhausted"] },
+    );
+    const now = h.clock.now();
+    const monthEnd = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    h.clock.advance(monthEnd - 30_000 - now.getTime());
+    const spentMonth = h.clock.now().toISOString().slice(0, 7);
+    await sweep(h.svc.deps);
+    // Spent after the month's last sweep: chat already answers 429.
+    await h.svc.deps.db.execute(sql`
+      INSERT INTO usage_events (project_id, dataset, operation, kind, model, total_tokens, outcome, created_at)
+      VALUES (${t.projectId}, 'd', 'chat', 'chat', 'm', 100, 'ok', ${h.clock.now().toISOString()}::timestamptz)`);
+    const [spent] = rowsOf<{ spent: boolean }>(
+      await h.svc.deps.db.execute(sql`SELECT ${budgetSpentSql(t.projectId, h.clock.now())} AS spent`),
+    );
+    expect(spent.spent).toBe(true);
+
+    h.clock.advance(h.svc.deps.config.retryIntervalMs); // the next sweep is in the new month
+    await sweep(h.svc.deps);
+    await sweep(h.svc.deps);
+    const alerts = rowsOf<{ month: string }>(
+      await h.svc.deps.db.execute(sql`SELECT month FROM usage_budget_alerts WHERE project_id = ${t.projectId}`),
+    );
+    expect(alerts).toEqual([{ month: spentMonth }]);
+    const sent = rowsOf<{ payload: { data: Record<string, unknown> } }>(
+      await h.svc.deps.db.execute(
+        sql`SELECT payload FROM webhook_deliveries WHERE project_id = ${t.projectId} AND event_type = 'usage.budget_exhausted'`,
+      ),
+    );
+    expect(sent.map((d) => d.payload.data)).toEqual([
+      { month: spentMonth, monthlyTokenBudget: 10, spent: 100, resetsAt: new Date(monthEnd).toISOString() },
+    ]);
+  });
 });
