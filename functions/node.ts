@@ -21,6 +21,7 @@ import { createQueryEmbeddings } from "../lib/llm/query-embeddings";
 import { consoleLogger, errorFields, type Logger } from "../lib/log";
 import { settledWithin } from "../lib/settled-within";
 import { usageBacklog } from "../lib/usage/backlog";
+import { writeWaitingUsage } from "../lib/usage/sql";
 import { createApp } from "./app";
 import { dashboardAssets } from "./dashboard-assets";
 import { startObservability } from "./observe";
@@ -166,11 +167,17 @@ export async function createNodeService(options: NodeServiceOptions) {
 
   /**
    * Resolves once every deferred piece of work has settled (tests, shutdown). Ledger rows waiting
-   * for a request to carry them are written now rather than at their time.
+   * for a request to carry them are written now rather than at their time, and so are the retries
+   * of a write that failed (each deferred as the one before fails: hurried as they come, until
+   * written or dropped); rows no write was deferred for are written last.
    */
   const settle = async () => {
-    deps.usageBacklog.hurry();
-    while (inFlight.size > 0) await Promise.all([...inFlight]);
+    for (;;) {
+      deps.usageBacklog.hurry();
+      if (inFlight.size > 0) await Promise.race([...inFlight]);
+      else if (deps.usageBacklog.pending > 0) await writeWaitingUsage(deps);
+      else return;
+    }
   };
 
   return {

@@ -124,14 +124,16 @@ export function deferApiKey(deps: Deps, header: string | undefined | null): Defe
   const keyHash = hashToken(bearerToken(header));
   let principal: ApiKeyPrincipal | undefined;
   const carried = deps.usageBacklog.take();
+  const now = deps.clock.now();
   const database = deps.database.withLeading({
-    query: compiled(apiKeyStamp(keyHash, deps.clock.now(), carried)),
+    query: compiled(apiKeyStamp(keyHash, now, carried)),
     accept: (rows) => {
       principal = decided(deps, keyHash, rows[0]);
     },
-    unsent: (err) => {
-      if (carried.length) returnToBacklog(deps, carried, err);
-    },
+    // As for a write: the read must not fail for the rows it carried; they wait again.
+    carried: carried.length
+      ? { bare: compiled(apiKeyStamp(keyHash, now, [])), giveBack: (err) => returnToBacklog(deps, carried, err) }
+      : undefined,
   });
   return {
     projectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash} AND revoked_at IS NULL)`,

@@ -74,17 +74,60 @@ describe("LeadGate", () => {
     await expect(accepting.settle()).resolves.toBeUndefined();
   });
 
-  it("tells the lead when its round trip failed, and not when it was refused", async () => {
-    const unsent: unknown[] = [];
-    const failing = new LeadGate({ ...lead(), unsent: (err) => unsent.push(err) }, async () => {
+  it("without carried rows, a failed round trip is the request's error, sent once", async () => {
+    let sent = 0;
+    const failing = new LeadGate(lead(), async () => {
+      sent++;
       throw new Error("connection lost");
     });
     await expect(failing.settle()).rejects.toThrow("connection lost");
-    expect(unsent).toEqual([new Error("connection lost")]);
+    expect(sent).toBe(1);
+    expect(failing.dropCarried(new Error("again"))).toBe(false);
+  });
 
-    const refusing = new LeadGate({ ...lead(), unsent: (err) => unsent.push(err) }, async () => [{ ok: false }]);
-    await expect(refusing.settle()).rejects.toThrow("refused");
-    expect(unsent).toHaveLength(1);
+  it("gives back what it carried when a round trip with it fails, and goes again bare, once", async () => {
+    const bare = { sql: "SELECT 1 -- bare", params: [] };
+    const given: unknown[] = [];
+    const sent: string[] = [];
+    const carrying = (answer: (query: { sql: string }) => Record<string, unknown>[]) =>
+      new LeadGate({ ...lead(), carried: { bare, giveBack: (err) => given.push(err) } }, async (query) => {
+        sent.push(query.sql);
+        return answer(query);
+      });
+    const failsCarrying = (query: { sql: string }) => {
+      if (query !== bare) throw new Error("foreign key");
+      return [{ ok: true }];
+    };
+
+    // Sent alone: the bare lead decides.
+    await carrying(failsCarrying).settle();
+    expect(sent).toEqual(["SELECT 1", "SELECT 1 -- bare"]);
+    expect(given).toEqual([new Error("foreign key")]);
+
+    // Its refusal is still the request's answer; a refusal gives nothing back.
+    sent.length = 0;
+    given.length = 0;
+    await expect(carrying(() => [{ ok: false }]).settle()).rejects.toThrow("refused");
+    expect(given).toEqual([]);
+
+    // A driver that sent it with the work: `dropCarried` tells it to go again with `query`, bare now.
+    const combined = carrying(failsCarrying);
+    expect(combined.take()).toBe(true);
+    expect(combined.query.sql).toBe("SELECT 1");
+    expect(combined.dropCarried(new Error("in the transaction"))).toBe(true);
+    expect(combined.query).toBe(bare);
+    expect(combined.dropCarried(new Error("the work's own"))).toBe(false);
+    expect(given).toEqual([new Error("in the transaction")]);
+
+    // A bare lead that fails too: its error, nothing more given back.
+    sent.length = 0;
+    given.length = 0;
+    const down = carrying(() => {
+      throw new Error("connection lost");
+    });
+    await expect(down.settle()).rejects.toThrow("connection lost");
+    expect(sent).toEqual(["SELECT 1", "SELECT 1 -- bare"]);
+    expect(given).toHaveLength(1);
   });
 });
 
@@ -105,6 +148,14 @@ describe("leadFirstLog", () => {
     logLead();
     if (logger) logger.logQuery("SELECT later", []);
     expect(log).toEqual(["SELECT 1", "SELECT later"]);
+  });
+
+  it("logs the bare lead each time it goes (after the lead failed)", () => {
+    const log: string[] = [];
+    const { logLead, logger } = leadFirstLog(lead(), (sql) => log.push(sql));
+    if (logger) logger.logQuery("SELECT first", []);
+    logLead({ sql: "SELECT 1 -- bare", params: [] });
+    expect(log).toEqual(["SELECT 1", "SELECT first", "SELECT 1 -- bare"]);
   });
 
   it("has no logger without a hook", () => {

@@ -9,14 +9,24 @@ import type { QueryHook } from "./types";
  */
 export interface LeadingStatement {
   /** Compiled SQL (see `compiled` in lib/db/types.ts): the drivers send it as it is. */
-  query: { sql: string; params: unknown[] };
+  query: CompiledQuery;
   /**
    * Reads the lead's rows; throwing refuses the request: the work's result is discarded, and
    * every later statement of the request fails with the same error without being sent.
    */
   accept(rows: Record<string, unknown>[]): void;
-  /** The lead's round trip failed: nothing it would have written was (it then fails the request). */
-  unsent?(err: unknown): void;
+  /**
+   * What the lead writes for others (lib/auth.ts: ledger rows other requests left waiting), which
+   * must never fail the request: when a round trip with the lead fails, `giveBack` gets the error
+   * (nothing the lead would have written was), and the lead goes on as `bare`, the statement
+   * without them, once.
+   */
+  carried?: { bare: CompiledQuery; giveBack(err: unknown): void };
+}
+
+export interface CompiledQuery {
+  sql: string;
+  params: unknown[];
 }
 
 /**
@@ -28,11 +38,30 @@ export interface LeadingStatement {
 export class LeadGate {
   private outcome: Promise<void> | undefined;
   private report: ((settled: Promise<void>) => void) | undefined;
+  private carrying: boolean;
 
   constructor(
     private readonly lead: LeadingStatement,
-    private readonly sendAlone: () => Promise<Record<string, unknown>[]>,
-  ) {}
+    private readonly sendAlone: (query: CompiledQuery) => Promise<Record<string, unknown>[]>,
+  ) {
+    this.carrying = lead.carried !== undefined;
+  }
+
+  /** The statement the lead is now: as given, or bare once a round trip with what it carried failed. */
+  get query(): CompiledQuery {
+    return this.carrying ? this.lead.query : (this.lead.carried?.bare ?? this.lead.query);
+  }
+
+  /**
+   * A round trip with the lead failed: if it carried rows for others, they may be what failed
+   * it, so they go back and the lead goes bare. True when the caller should try again (once).
+   */
+  dropCarried(err: unknown): boolean {
+    if (!this.carrying) return false;
+    this.carrying = false;
+    this.lead.carried?.giveBack(err);
+    return true;
+  }
 
   /** True for the one caller that must send the lead with its statement. */
   take(): boolean {
@@ -64,14 +93,15 @@ export class LeadGate {
     return this.outcome as Promise<void>;
   }
 
-  private sendLeadAlone(): Promise<void> {
-    return this.sendAlone().then(
-      (rows) => this.lead.accept(rows),
-      (err) => {
-        this.lead.unsent?.(err);
-        throw err;
-      },
-    );
+  private async sendLeadAlone(): Promise<void> {
+    let rows: Record<string, unknown>[];
+    try {
+      rows = await this.sendAlone(this.query);
+    } catch (err) {
+      if (!this.dropCarried(err)) throw err;
+      rows = await this.sendAlone(this.query);
+    }
+    this.lead.accept(rows);
   }
 
   private finish(settled: Promise<void>): void {
@@ -85,11 +115,13 @@ export class LeadGate {
  * The statement log (`onQuery`) of a driver that sends the lead just before the request's first
  * statement (the embedded database, node-postgres): drizzle logs a statement when it is issued,
  * before the view has sent the lead, so the lead is logged then, ahead of it, and the log keeps the
- * order in which the database runs them. `logLead` is for the lead sent alone; it logs it once.
+ * order in which the database runs them. `logLead` is for the lead sent alone; it logs the lead
+ * once. The bare lead (sent again after a failure, `carried`) is logged when it goes.
  */
 export function leadFirstLog(lead: LeadingStatement, onQuery: QueryHook | undefined) {
   let logged = false;
-  const logLead = () => {
+  const logLead = (query: CompiledQuery = lead.query) => {
+    if (query !== lead.query) return onQuery?.(query.sql, query.params);
     if (logged) return;
     logged = true;
     onQuery?.(lead.query.sql, lead.query.params);

@@ -1,7 +1,7 @@
 import { neon, neonConfig } from "@neondatabase/serverless";
 import { drizzle } from "drizzle-orm/neon-http";
 import { withFastCompile } from "./compile";
-import { LeadGate, type LeadingStatement } from "./leading";
+import { type CompiledQuery, LeadGate, type LeadingStatement } from "./leading";
 import * as schema from "./schema";
 import { type Database, type Db, type LeadingDatabase, loggerFrom, type QueryHook, requestDatabase } from "./types";
 
@@ -46,24 +46,31 @@ export function createNeonDatabase(url: string, options: NeonOptions = {}): Data
  */
 function leadingNeon(neonClient: NeonClient, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
   const client = neonClient as unknown as NeonHttp;
-  const leadQuery = () => {
-    onQuery?.(lead.query.sql, lead.query.params);
-    return client.query(lead.query.sql, lead.query.params, { arrayMode: false, fullResults: true });
+  const leadQuery = (query: CompiledQuery) => {
+    onQuery?.(query.sql, query.params);
+    return client.query(query.sql, query.params, { arrayMode: false, fullResults: true });
   };
-  const gate = new LeadGate(lead, async () => ((await leadQuery()) as Rows).rows);
+  const gate = new LeadGate(lead, async (query) => ((await leadQuery(query)) as Rows).rows);
 
-  /** Sends `queries` in one transaction (or `alone` on its own), the lead first if still unsent. */
+  /**
+   * Sends `queries` in one transaction (or `alone` on its own), the lead first if still unsent.
+   * A failed transaction whose lead carried rows for others goes again with the bare lead: the
+   * rows may be what failed it, and nothing of the first one was written.
+   */
   async function send(queries: Query[], options: TransactionOptions, alone?: Query): Promise<unknown[]> {
     if (!gate.take()) {
       await gate.settle();
       return alone ? [await alone] : client.transaction(queries, options);
     }
-    let results: unknown[];
-    try {
-      results = await client.transaction([leadQuery(), ...queries], options);
-    } catch (err) {
-      await gate.settleAfterFailure();
-      throw err;
+    let results: unknown[] | undefined;
+    while (!results) {
+      try {
+        results = await client.transaction([leadQuery(gate.query), ...queries], options);
+      } catch (err) {
+        if (gate.dropCarried(err)) continue;
+        await gate.settleAfterFailure();
+        throw err;
+      }
     }
     gate.settleWith((results[0] as Rows).rows);
     await gate.settle();

@@ -70,9 +70,9 @@ export function pgPoolOf(database: Database): pg.Pool {
  */
 function leadingPool(pool: pg.Pool, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
   const { logLead, logger } = leadFirstLog(lead, onQuery);
-  const gate = new LeadGate(lead, async () => {
-    logLead();
-    return (await pool.query(lead.query.sql, lead.query.params)).rows;
+  const gate = new LeadGate(lead, async (query) => {
+    logLead(query);
+    return (await pool.query(query.sql, query.params)).rows;
   });
   // Still a Pool to drizzle (it checks, to run a transaction on one checked-out connection).
   const view: pg.Pool = Object.create(pool);

@@ -125,9 +125,9 @@ function leadingPglite(
   onQuery: QueryHook | undefined,
 ): LeadingDatabase {
   const { logLead, logger } = leadFirstLog(lead, onQuery);
-  const gate = new LeadGate(lead, async () => {
-    logLead();
-    return (await query<Record<string, unknown>>(lead.query.sql, lead.query.params)).rows;
+  const gate = new LeadGate(lead, async (leading) => {
+    logLead(leading);
+    return (await query<Record<string, unknown>>(leading.sql, leading.params)).rows;
   });
   const view = {
     query: async (...args: Parameters<QueryFn>) => {

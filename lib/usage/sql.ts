@@ -135,6 +135,14 @@ export function deferUsage(deps: Deps, usage: UsageCollector, owner: UsageOwner)
 
 async function flushBacklogLater(deps: Deps): Promise<void> {
   await deps.usageBacklog.wait(USAGE_CARRY_MS);
+  await writeWaitingUsage(deps);
+}
+
+/**
+ * Writes every call waiting in the backlog now, in one statement (a host shutting down, the
+ * deferred flush). A failure gives them back (returnToBacklog), never throws.
+ */
+export async function writeWaitingUsage(deps: Deps): Promise<void> {
   const calls = deps.usageBacklog.take();
   if (calls.length === 0) return;
   try {
@@ -144,12 +152,18 @@ async function flushBacklogLater(deps: Deps): Promise<void> {
   }
 }
 
-/** Calls whose carrying statement failed: back to the backlog, or dropped (logged) at the last attempt. */
-export function returnToBacklog(deps: Pick<Deps, "usageBacklog" | "log">, calls: CarriedUsage[], err: unknown) {
+/**
+ * Calls whose carrying statement failed: back to the backlog, or dropped (logged) at the last
+ * attempt. Those given back get another write of their own USAGE_CARRY_MS on, unless a key
+ * check carries them first (on the Worker through `waitUntil`, as the first one was): without it
+ * they would wait for the next /v1 request, or be lost by a shutdown before it.
+ */
+export function returnToBacklog(deps: Deps, calls: CarriedUsage[], err: unknown) {
   const dropped = deps.usageBacklog.giveBack(calls);
   deps.log.error("usage: could not record provider calls", {
     calls: calls.length,
     dropped: dropped.length,
     ...errorFields(err),
   });
+  if (dropped.length < calls.length) deps.defer(flushBacklogLater(deps));
 }

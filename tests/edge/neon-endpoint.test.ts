@@ -5,7 +5,7 @@ import { type NeonHttpEndpoint, startNeonHttpEndpoint } from "../../dev/neon-htt
 import { createNeonDatabase } from "../../lib/db/neon";
 import { rowsOf } from "../../lib/db/rows";
 import { episodes, messages, projects, threads } from "../../lib/db/schema";
-import type { Database } from "../../lib/db/types";
+import { compiled, type Database } from "../../lib/db/types";
 import { newId } from "../../lib/ids";
 import { openTestDatabase } from "../helpers/test-database";
 
@@ -160,6 +160,27 @@ describe("neon-http over the local endpoint", () => {
       .catch((err: unknown) => err);
     const cause = (failure as { cause?: Record<string, unknown> }).cause;
     expect(cause).toMatchObject({ code: "23503", constraint: "threads_project_id_projects_id_fk" });
+  });
+
+  it("a lead whose carried rows fail its transaction gives them back and goes again bare: the work still answers", async () => {
+    const project = await newProject();
+    const given: unknown[] = [];
+    const accepted: Record<string, unknown>[][] = [];
+    // What a key check carrying another request's ledger row for a project just deleted meets.
+    const carrying = compiled(sql`WITH carried AS (
+      INSERT INTO threads (id, project_id, dataset) VALUES (${newId("thr")}, 'prj_missing', 'd') RETURNING id
+    ) SELECT true AS ok FROM (SELECT count(*) FROM carried) c`);
+    const leading = neon.withLeading({
+      query: carrying,
+      accept: (rows) => void accepted.push(rows),
+      carried: { bare: compiled(sql`SELECT true AS ok`), giveBack: (err) => void given.push(err) },
+    });
+    const result = await leading.db.execute(sql`SELECT name FROM projects WHERE id = ${project.id}`);
+    expect(rowsOf(result)).toEqual([{ name: "endpoint" }]);
+    await leading.settle();
+    expect(accepted).toEqual([[{ ok: true }]]);
+    expect(given).toHaveLength(1);
+    expect((given[0] as { code?: string }).code).toBe("23503");
   });
 
   it("refuses malformed requests with a 400 and a message", async () => {

@@ -4,7 +4,9 @@ import { rowsOf } from "../../lib/db/rows";
 import { runDueJobs, sweep } from "../../lib/jobs/runner";
 import { patchProjectSettings } from "../../lib/settings/store";
 import { budgetSpentSql } from "../../lib/usage/budget";
+import { usageCollector } from "../../lib/usage/collector";
 import { sumTotals, USAGE_GROUPINGS, type UsageTotals, usageGroupsSql } from "../../lib/usage/ledger";
+import { deferUsage } from "../../lib/usage/sql";
 import { createWebhookEndpoint } from "../../lib/webhooks/endpoints";
 import { type Tenant, useEpisodicService } from "../helpers/episodic-fixtures";
 import type { ReportedUsage } from "../helpers/fake-openai";
@@ -280,6 +282,93 @@ describe("the usage ledger", () => {
     expect(second.statements[0]).toMatch(/^WITH usage_carried AS \(INSERT INTO "usage_events"[\s\S]*UPDATE "api_keys"/);
     expect(backlog.pending).toBe(0);
     expect(await ledger(t)).toEqual([expect.objectContaining({ operation: "chat", input_tokens: 3, dataset: "d" })]);
+  });
+
+  it("rides in a read's key check; a row that cannot be written never fails the read carrying it", async () => {
+    const t = await tenant("carried-read");
+    await h.svc.settle();
+    const backlog = h.svc.deps.usageBacklog;
+    const call = {
+      operation: "chat",
+      kind: "chat",
+      model: "m",
+      outputTokens: 1,
+      totalTokens: 4,
+      outcome: "ok",
+    } as const;
+    backlog.add(
+      [{ ...call, inputTokens: 2 ** 40 }],
+      { projectId: t.projectId, dataset: "d" },
+      h.clock.now().toISOString(),
+    );
+    const read = await measured(() => t.get("/v1/usage"));
+    expect(read.status).toBe(200);
+    // The key check went again without the row, which waited for its own statement (and failed it too).
+    expect(read.statements.filter((s) => /UPDATE "api_keys"/.test(s))).toHaveLength(2);
+    expect(backlog.pending).toBe(0);
+    expect(await ledger(t)).toEqual([]);
+    // An unknown key is still refused.
+    backlog.add(
+      [{ ...call, inputTokens: 2 ** 40 }],
+      { projectId: t.projectId, dataset: "d" },
+      h.clock.now().toISOString(),
+    );
+    const refused = await t.get("/v1/usage", { token: "nope" });
+    expect(refused.status).toBe(401);
+    await h.svc.settle();
+  });
+
+  it("writes again rows whose write failed, without another request; a shutdown writes what still waits", async () => {
+    const t = await tenant("failed-write");
+    await h.svc.settle();
+    const db = h.svc.deps.db;
+    // A real failure, once per reset of the sequence (which a rolled-back statement does not undo).
+    await db.execute(sql`CREATE SEQUENCE test_ledger_writes`);
+    await db.execute(sql`CREATE FUNCTION test_fail_first_ledger_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF NEW.dataset = 'fails-once' AND nextval('test_ledger_writes') = 1 THEN RAISE EXCEPTION 'ledger write failed'; END IF;
+        RETURN NEW;
+      END $$`);
+    await db.execute(sql`CREATE TRIGGER test_fail_first_ledger_write BEFORE INSERT ON usage_events
+      FOR EACH ROW EXECUTE FUNCTION test_fail_first_ledger_write()`);
+    const owner = { projectId: t.projectId, dataset: "fails-once" };
+    const leftOver = () => {
+      const usage = usageCollector();
+      usage.meter("recall_synthesis")({
+        kind: "chat",
+        model: "m",
+        inputTokens: 3,
+        outputTokens: 1,
+        totalTokens: 4,
+        outcome: "ok",
+      });
+      return usage;
+    };
+    try {
+      // On the Worker (no settle): what `waitUntil` was given is all there is.
+      const waitedFor: Promise<unknown>[] = [];
+      const worker = { ...h.svc.deps, defer: (work: Promise<unknown>) => void waitedFor.push(work) };
+      deferUsage(worker, leftOver(), owner);
+      h.svc.deps.usageBacklog.hurry();
+      await waitedFor[0];
+      expect(h.svc.deps.usageBacklog.pending).toBe(1);
+      expect(waitedFor).toHaveLength(2); // the write again, in the same invocation's waitUntil
+      h.svc.deps.usageBacklog.hurry();
+      await waitedFor[1];
+      expect(h.svc.deps.usageBacklog.pending).toBe(0);
+      expect(await ledger(t)).toHaveLength(1);
+
+      // On Node.js, the shutdown's settle: the failed write's rows are written before the database closes.
+      await db.execute(sql`SELECT setval('test_ledger_writes', 1, false)`);
+      deferUsage(h.svc.deps, leftOver(), owner);
+      await h.svc.settle();
+      expect(h.svc.deps.usageBacklog.pending).toBe(0);
+      expect(await ledger(t)).toHaveLength(2);
+    } finally {
+      await db.execute(sql`DROP TRIGGER test_fail_first_ledger_write ON usage_events`);
+      await db.execute(sql`DROP FUNCTION test_fail_first_ledger_write()`);
+      await db.execute(sql`DROP SEQUENCE test_ledger_writes`);
+    }
   });
 
   it("refuses a range that ends before it starts (400 naming the parameter)", async () => {
