@@ -58,6 +58,16 @@ export function indexMessagesCtes(now: string): SQL {
 }
 
 /**
+ * A run of whitespace as recall's quote check sees one (JavaScript's `\s`, oneLine in
+ * lib/recall/context.ts), spelled out in a syntax both JavaScript (`u` flag) and PostgreSQL's
+ * regexps read alike. PostgreSQL's own `\s` follows the database's locale (ASCII alone under C, as
+ * on the embedded database), so a message with a non-breaking space where its fact's quote had a
+ * space was not found when the fact was forgotten, and recall, no longer skipping it, returned it.
+ */
+export const WHITESPACE_RUN =
+  "[\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff]+";
+
+/**
  * CTEs that take out of the conversation index the messages that said what a forgotten fact
  * holds: those of its dataset whose text contains its source quote, compared as recall compares
  * a quote (one line, lower case: blockMessages in lib/recall/messages.ts). Without them, forgetting
@@ -66,7 +76,7 @@ export function indexMessagesCtes(now: string): SQL {
  * and source_quote; the keyword index narrows the candidates before the text is compared.
  */
 export function unindexQuotingMessagesCtes(): SQL {
-  const comparable = (text: SQL) => sql`lower(btrim(regexp_replace(${text}, '\\s+', ' ', 'g')))`;
+  const comparable = (text: SQL) => sql`lower(btrim(regexp_replace(${text}, ${WHITESPACE_RUN}, ' ', 'g')))`;
   return sql`quoting AS (
       SELECT s.message_id FROM forgotten f
       JOIN ${messageSearch} s ON s.project_id = f.project_id AND s.dataset = f.dataset

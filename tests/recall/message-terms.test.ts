@@ -217,6 +217,23 @@ describe("counted off the write path", () => {
   });
 });
 
+describe("a forgotten fact's messages", () => {
+  it("leave the index whatever Unicode space they have where the quote has a space, as recall compares them", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    const nbsp = await t.say(th, "I live\u00a0in Lisbon with my cat");
+    const ideographic = await t.say(th, "Yes, I\u3000live in\u202fLisbon.");
+    const other = await t.say(th, "Lisbon has trams.");
+    await t.forget("I live in Lisbon");
+    const [left] = rowsOf<{ ids: string[] | null }>(
+      await svc.deps.db.execute(sql`SELECT array_agg(message_id ORDER BY message_id) AS ids FROM message_search
+        WHERE message_id IN (${nbsp}, ${ideographic}, ${other})`),
+    );
+    expect(left.ids).toEqual([other]);
+    expect(await t.recall("Lisbon")).toEqual([other]);
+  });
+});
+
 describe("recall before the count", () => {
   it("finds a message by a word the statistics do not hold yet, and ranks it by that word", async () => {
     const t = await tenant(svc);
