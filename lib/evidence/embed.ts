@@ -164,8 +164,8 @@ export function storeChunks<T>(rows: T[], size: number): T[][] {
  * (never back); with `askMore`, answers whether an indexed message without a vector is left above
  * it. The thread's row first (`marked`, which the insert waits for), as a deletion of the thread
  * takes it before the index rows: this statement never holds a row a deletion waits for while it
- * waits for the thread. `more` also sees the messages written while the provider was called:
- * their write found this job armed and did not arm it again, so the job runs once more for them.
+ * waits for the thread. `more` also sees the messages written while the provider was called, so
+ * the job runs once more for them (their write armed it again too: ./write.ts).
  */
 async function storeVectors(
   deps: Deps,

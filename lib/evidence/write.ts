@@ -1,6 +1,6 @@
 import { type SQL, sql } from "drizzle-orm";
 import { messageSearch, messages, messageVectors, projects } from "../db/schema";
-import { jobExistsSql, scheduleJobsSql } from "../jobs/schedule";
+import { jobWaitingSql, scheduleJobsSql } from "../jobs/schedule";
 import { projectSetting } from "../settings/sql";
 
 /**
@@ -33,7 +33,9 @@ function indexedRoleSql(role: SQL): SQL {
  * dataset's statistics later, off the write path, by the job below: ./terms.ts), and `embed_job`,
  * the thread's embedding job, armed once (a waiting job is not pushed back by every message: it
  * re-reads the thread's last write when it fires, see ./embed.ts), with the time it was armed so
- * a busy thread still waits at most EMBED_MAX_WAIT_MS. `msg` must expose the new messages' id,
+ * a busy thread still waits at most EMBED_MAX_WAIT_MS. A job a worker holds is armed again under
+ * its lease (`rearm`): that run may have read the thread before this message, and its end would
+ * otherwise delete the job this message relied on. `msg` must expose the new messages' id,
  * thread_id, role, content and created_at; `th` the threads' id, project_id and dataset.
  * `embed_job` returns key and run_at, for the doorbell.
  */
@@ -50,9 +52,9 @@ export function indexMessagesCtes(now: string): SQL {
       kind: "message-embed",
       row: sql`th`,
       runAt: sql`${runAt}::timestamptz`,
-      from: sql`FROM th WHERE th.id IN (SELECT thread_id FROM indexed) AND NOT ${jobExistsSql("message-embed", sql`th.id`)}`,
+      from: sql`FROM th WHERE th.id IN (SELECT thread_id FROM indexed) AND NOT ${jobWaitingSql("message-embed", sql`th.id`, now)}`,
       now,
-      mode: "keep",
+      mode: "rearm",
       payload: { armedAt: now },
     })})`;
 }

@@ -48,7 +48,9 @@ async function runJobUntraced(deps: Deps, job: Job, handler?: JobHandler): Promi
     if (result.ring) ringLater(deps, [{ key: job.key, runAt: result.runAt }]);
     return;
   }
-  await completeJob(deps.db, job);
+  const armedAgain = await completeJob(deps.db, job);
+  // Its doorbell, rung when it was armed, found it held.
+  if (armedAgain) ringLater(deps, [{ key: job.key, runAt: armedAgain }]);
   if (result.runNext) await runJobByKey(deps, result.runNext);
 }
 

@@ -18,8 +18,12 @@ import { TRACEPARENT_FIELD } from "./span";
  *   a row it still holds, so what was scheduled meanwhile runs at its own time instead;
  * - `earlierOrTakeOver`: a waiting one runs at the earlier of the two times; one a worker holds
  *   (its own time has come) is taken over at the new time; both with the new payload's fields added.
+ * - `rearm`: leave a waiting one; arm again one a worker holds, under its lease (new time and
+ *   payload, attempts cleared: what marks it). That run goes on alone, and when it ends
+ *   completeJob releases the row to run at the new time instead of deleting it: the work it may
+ *   have missed is neither lost nor run beside it. Only the first arming counts until then.
  */
-export type ScheduleMode = "keep" | "reschedule" | "replace" | "takeOver" | "earlierOrTakeOver";
+export type ScheduleMode = "keep" | "reschedule" | "replace" | "takeOver" | "earlierOrTakeOver" | "rearm";
 
 /**
  * No worker holds the job at `now` (a timestamptz): it has no lease, or its lease ended before now.
@@ -42,6 +46,8 @@ const ON_CONFLICT: Record<ScheduleMode, SQL> = {
     run_at = CASE WHEN ${held} THEN EXCLUDED.run_at ELSE LEAST(${jobs}.run_at, EXCLUDED.run_at) END,
     payload = ${jobs}.payload || EXCLUDED.payload,
     locked_until = CASE WHEN ${held} THEN NULL ELSE ${jobs}.locked_until END, updated_at = EXCLUDED.updated_at`,
+  rearm: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, attempts = 0,
+    updated_at = EXCLUDED.updated_at WHERE ${held} AND ${jobs}.attempts > 0`,
 };
 
 /** The columns of a job row, each an SQL expression over the rows of `from`. */

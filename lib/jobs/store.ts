@@ -148,11 +148,22 @@ export async function msUntilDue(db: Db, key: string, now: Date): Promise<number
   return row ? (toDate(row.run_at) as Date).getTime() - now.getTime() : null;
 }
 
-/** Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner). */
-export async function completeJob(db: Db, job: Job): Promise<void> {
-  await db.execute(
-    sql`DELETE FROM ${jobs} WHERE id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz`,
+/**
+ * Done: delete the job, but only while our lease holds (a reclaimed job belongs to its new owner).
+ * A job armed again while it ran (`rearm` in ./schedule.ts: a claim counts an attempt, so a held
+ * row without one was armed again) is released instead, to run at the time it was armed for: that
+ * time is returned, for its doorbell. The release is a statement of its own, so it reads an arming
+ * that the delete waited for (the delete re-reads that row; a second CTE would not).
+ */
+export async function completeJob(db: Db, job: Job): Promise<Date | null> {
+  const ours = sql`id = ${job.id} AND locked_until = ${job.lockedUntil?.toISOString() ?? null}::timestamptz`;
+  const deleted = await db.execute(sql`DELETE FROM ${jobs} WHERE ${ours} AND attempts > 0 RETURNING id`);
+  if (parsedRowsOf(z.object({ id: z.string() }), deleted).length > 0) return null;
+  const [released] = parsedRowsOf(
+    z.object({ run_at: dbTimestampSet }),
+    await db.execute(sql`UPDATE ${jobs} SET locked_until = NULL WHERE ${ours} AND attempts = 0 RETURNING run_at`),
   );
+  return released ? (toDate(released.run_at) as Date) : null;
 }
 
 /** Not yet (or failed): release the lease and run again at `runAt`. */

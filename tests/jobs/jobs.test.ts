@@ -157,6 +157,31 @@ describe("job store", () => {
     expect(await t.jobs()).toEqual([]);
   });
 
+  it("rearm keeps a waiting job; one armed again while held is released when its run completes, at the new time", async () => {
+    const t = await tenant();
+    const db = h.svc.deps.db;
+    const now = h.clock.now();
+    const later = (ms: number) => new Date(now.getTime() + ms);
+    const key = `${t.projectId}:rearmed`;
+    await scheduleJob(db, spec(t, "rearmed", now, { n: 1 }), "rearm", now);
+    await scheduleJob(db, spec(t, "rearmed", later(5000), { n: 2 }), "rearm", now);
+    expect(await t.jobs()).toMatchObject([{ runAt: now.toISOString(), payload: { n: 1 } }]);
+
+    const [run] = await claimJobs(db, { now, leaseMs: LEASE_MS, limit: 1, key });
+    await scheduleJob(db, spec(t, "rearmed", later(2000), { n: 3 }), "rearm", now);
+    await scheduleJob(db, spec(t, "rearmed", later(4000), { n: 4 }), "rearm", now); // the first arming counts
+    // Still the run's, under the lease it took.
+    expect(await t.jobs()).toMatchObject([{ lockedUntil: run.lockedUntil?.toISOString(), payload: { n: 3 } }]);
+    expect(await completeJob(db, run)).toEqual(later(2000));
+    expect(await t.jobs()).toMatchObject([{ runAt: later(2000).toISOString(), lockedUntil: null, attempts: 0 }]);
+
+    // Its next run, not armed again, completes it.
+    const [next] = await claimJobs(db, { now: later(2000), leaseMs: LEASE_MS, limit: 1, key });
+    expect(next.payload).toMatchObject({ n: 3 });
+    expect(await completeJob(db, next)).toBeNull();
+    expect(await t.jobs()).toEqual([]);
+  });
+
   it("runJobByKey runs nothing for a job that is not due or does not exist", async () => {
     const t = await tenant();
     const now = h.clock.now();

@@ -4,10 +4,11 @@ import type pg from "pg";
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import type { manualClock } from "../../lib/clock";
 import { rowsOf } from "../../lib/db/rows";
-import { countAndReadBatchSql, EMBED_BATCH } from "../../lib/evidence/embed";
+import { countAndReadBatchSql, EMBED_BATCH, embedNowJob } from "../../lib/evidence/embed";
 import { countThreadTermsCtes } from "../../lib/evidence/terms";
-import { EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
-import { runDueJobs } from "../../lib/jobs/runner";
+import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
+import { runDueJobs, runJob } from "../../lib/jobs/runner";
+import { claimJobs, LEASE_MS } from "../../lib/jobs/store";
 import type { ApiSchema } from "../helpers/api-types";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { embedWaitingMessages, runMessageEmbedJob } from "../helpers/jobs-of-kind";
@@ -198,6 +199,35 @@ describe("counted off the write path", () => {
     expect(afterErase.find((r) => r.term === "heron")).toMatchObject({ docs: 1 });
     await embedWaitingMessages(svc.deps, clock);
     await expectExact(svc, t.projectId, 0);
+  });
+
+  it("a message written as its thread's job ends (after its last store, before it completes) is counted and embedded by the next run, a debounce later", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    await t.say(th, "Gannets dive for fish.");
+    clock.advance(EMBED_MAX_WAIT_MS);
+    const [job] = await claimJobs(svc.deps.db, { now: clock.now(), leaseMs: LEASE_MS, limit: 1, key: `embed:${th}` });
+    let late = "";
+    await runJob(svc.deps, job, async (deps, claimed) => {
+      const result = await embedNowJob(deps, claimed);
+      late = await t.say(th, "Puffins nest in burrows.");
+      return result;
+    });
+    expect(fake.embeddingCalls().map((c) => c.input)).toEqual([["Gannets dive for fish."]]);
+    await runDueJobs(svc.deps); // within the debounce: no second batch yet
+    expect(fake.embeddingCalls()).toHaveLength(1);
+    clock.advance(EMBED_DEBOUNCE_MS);
+    await runDueJobs(svc.deps);
+    expect(fake.embeddingCalls().map((c) => c.input)).toEqual([
+      ["Gannets dive for fish."],
+      ["Puffins nest in burrows."],
+    ]);
+    const [after] = rowsOf<{ jobs: number; vectors: number }>(
+      await svc.deps.db.execute(sql`SELECT (SELECT count(*)::int FROM jobs WHERE key = ${`embed:${th}`}) AS jobs,
+        (SELECT count(*)::int FROM message_vectors WHERE message_id = ${late}) AS vectors`),
+    );
+    expect(after).toEqual({ jobs: 0, vectors: 1 });
+    expect((await expectExact(svc, t.projectId, 0)).find((r) => r.term === "puffin")).toMatchObject({ docs: 1 });
   });
 
   it("without an embedding endpoint, the job still counts (then fails for want of one)", async () => {
