@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { Deps } from "../deps";
 import type { Meter, RerankScore } from "../llm/client";
+import { headOf } from "./context";
 
 /**
  * Recall's optional reranker (project setting `rerank`): the fused top candidates go to a /rerank
@@ -110,7 +111,7 @@ async function chatRanking(deps: Pick<Deps, "llm">, input: RerankInput, signal: 
 export function rerankUserMessage(query: string, candidates: { text: string }[]): string {
   const lines = candidates.map((c, i) => {
     const text = c.text.replace(/\s+/g, " ").trim();
-    return `[${i + 1}] ${text.length > CHAT_CANDIDATE_CHARS ? `${text.slice(0, CHAT_CANDIDATE_CHARS)}…` : text}`;
+    return `[${i + 1}] ${text.length > CHAT_CANDIDATE_CHARS ? `${headOf(text, CHAT_CANDIDATE_CHARS)}…` : text}`;
   });
   return `Query: ${query.replace(/\s+/g, " ").trim()}\n\nCandidates:\n${lines.join("\n")}`;
 }
