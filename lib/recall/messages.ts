@@ -114,13 +114,15 @@ export function messageCtes(m: MessageSearch): SQL[] {
   const inDataset = sql`ms.project_id = ${m.projectId} AND ms.dataset = ${m.dataset}${asOf}`;
   const depth = sql`(SELECT GREATEST(msg_fetch * 3, 30) FROM s)`;
   if (!m.query) {
-    // The newest, but for a repeat of a newer one (m_top below says why), among the newest `depth`.
+    // The newest, but for a repeat of a newer one (withoutRepeats), among the newest `depth`.
     return [
       sql`m_top AS (SELECT id, 1.0::float8 AS score, NULL::float8 AS vector, NULL::float8 AS keyword,
         NULL::float8 AS entity, NULL::float8 AS time_match
-      FROM (SELECT DISTINCT ON (r.search) r.id, r.created_at FROM (SELECT ms.message_id AS id, ms.created_at, ms.search
-          FROM ${messageSearch} ms WHERE ${inDataset} ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth}) r
-        ORDER BY r.search, r.created_at DESC, r.id DESC) d
+      FROM (${withoutRepeats(
+        sql`SELECT ms.message_id AS id, ms.created_at, ms.search FROM ${messageSearch} ms WHERE ${inDataset}
+          ORDER BY ms.created_at DESC, ms.message_id DESC LIMIT ${depth}`,
+        sql`created_at DESC, id DESC`,
+      )}) d
       ORDER BY created_at DESC, id DESC LIMIT (SELECT msg_fetch FROM s))`,
     ];
   }
@@ -235,16 +237,42 @@ export function messageCtes(m: MessageSearch): SQL[] {
           + time_weight * time_match AS score,
         vector, keyword, entity, time_match
       FROM (SELECT *, ${sql.raw(keywordSignalSql(MESSAGE_TERMS))} AS keyword FROM m_scored) x CROSS JOIN s)`,
-    // A message with the same search terms at the same places as a better one (the same words up
-    // to case, punctuation and inflection: "Hello, I have a few updates." from every session) is
-    // left out here, where it would take one of the block's places and blockMessages would drop
-    // it: before, 242 of bench:quality's 510 blocks of six messages came back short.
+    // A repeat of a better message ("Hello, I have a few updates." from every session) is left
+    // out here, where it would take one of the block's places and blockMessages would drop it:
+    // before, 242 of bench:quality's 510 blocks of six messages came back short.
     sql`m_top AS (
       SELECT id, score, vector, keyword, entity, time_match
-      FROM (SELECT DISTINCT ON (search) * FROM m_ranked ORDER BY search, score DESC, created_at DESC, id) d
+      FROM (${withoutRepeats(sql`SELECT * FROM m_ranked`, sql`score DESC, created_at DESC, id`)}) d
       ORDER BY score DESC, created_at DESC, id LIMIT (SELECT msg_fetch FROM s))`,
   );
   return ctes;
+}
+
+/**
+ * Runs of whitespace and ASCII punctuation, one space in a message's words (sameWordsSql). ASCII
+ * only, whatever the database's locale: a locale's [[:punct:]] may hold emoji and other symbols,
+ * and "😀" and "😢" would then be the same (empty) words.
+ */
+const NOT_WORDS = "[\\s!-/:-@\\[-`{-~]+";
+
+/** A message's words: lower case, punctuation and whitespace aside ("OK!", "ok." and "ok" alike). */
+const sameWordsSql = (content: SQL) => sql`btrim(regexp_replace(lower(${content}), ${NOT_WORDS}, ' ', 'g'))`;
+
+/**
+ * `rows` (with `id` and `search`) but for a repeat of a better one (`better`: their order, best
+ * first): a message with the same words as it, up to case and punctuation. Not the search terms
+ * alone: the English configuration drops not/now, before/after, on/off as stopwords, so "I am not
+ * vegetarian" has the terms of "I am now vegetarian", and its index covers only a long message's
+ * head. Only a message whose terms another row shares reads its text, so one with terms of its
+ * own costs no lookup (the worst case, 59 candidates all sharing terms, read theirs in 0.6 ms on
+ * the embedded database).
+ */
+function withoutRepeats(rows: SQL, better: SQL): SQL {
+  return sql`SELECT DISTINCT ON (search, words) * FROM (
+      SELECT r.*, CASE WHEN r.sharing_terms > 1 THEN (SELECT ${sameWordsSql(sql`m.content`)} FROM ${messages} m
+        WHERE m.id = r.id) END AS words
+      FROM (SELECT x.*, count(*) OVER (PARTITION BY x.search) AS sharing_terms FROM (${rows}) x) r) w
+    ORDER BY search, words, ${better}`;
 }
 
 /** 1 when the message was written in the time the query names, else 0. */
@@ -298,8 +326,8 @@ const comparable = (text: string) => oneLine(text).toLowerCase();
  * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
  * evidence already) and without a repeat of a message kept before it (the same words as one
  * lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
- * four lines of the block; the statement's `m_top` already dropped those with the same search
- * terms, so that they leave the block its places), at most `limit`.
+ * four lines of the block; the statement's `m_top` already dropped those with the same words up to
+ * punctuation too, so that they leave the block its places), at most `limit`.
  */
 export function blockMessages<M extends RecalledMessage>(
   candidates: M[],

@@ -308,6 +308,37 @@ describe("the response", () => {
     expect(ids(await t.recall({ include: ["messages"], messageLimit: 4 }))).toEqual([lastOk, ...notes.reverse()]);
   });
 
+  it("keeps messages whose words differ only by stopwords (not/now, before/after), with a query and without", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    const say = (content: string) => {
+      clock.advance(60_000);
+      return t.say(th, content);
+    };
+    // The English configuration drops not, now, before and after: each pair has the same search terms.
+    const not = await say("I am not vegetarian");
+    const now = await say("I am now vegetarian");
+    const before = await say("I flew to Lisbon before the wedding");
+    const after = await say("I flew to Lisbon after the wedding");
+    const repeat = await say("I am NOW vegetarian!");
+    await t.embed();
+    const vegetarian = ids(await t.recall({ query: "Am I vegetarian?", include: ["messages"] }));
+    expect(vegetarian).toEqual(expect.arrayContaining([not, repeat]));
+    expect(vegetarian).not.toContain(now);
+    const lisbon = ids(await t.recall({ query: "When did I fly to Lisbon?", include: ["messages"] }));
+    expect(lisbon).toEqual(expect.arrayContaining([before, after]));
+    expect(new Set(ids(await t.recall({ include: ["messages"] })))).toEqual(new Set([not, before, after, repeat]));
+  });
+
+  it("cuts a long message's line between two emoji, never inside one", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    await t.say(th, "😀".repeat(200));
+    const r = await t.recall({ include: ["messages"] });
+    expect(r.context).not.toMatch(/\p{Cs}/u); // no lone surrogate
+    expect(r.context).toContain(`] user: ${"😀".repeat(119)}…`);
+  });
+
   it("gives a message matching one common word of the query less than a full keyword match", async () => {
     const t = await tenant();
     const th = await t.thread();
