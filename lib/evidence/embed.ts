@@ -96,9 +96,10 @@ export function countAndReadBatchSql(threadId: string): SQL {
  * Counts the thread's new index rows into the keyword statistics, then embeds up to EMBED_BATCH
  * of its indexed messages that have no vector yet (in sequence order) and stores their vectors;
  * true when more remain, those written during the provider call included. The count rides in the
- * statement that reads the batch, before the provider is called, so a provider failure (or none
- * configured) leaves no message uncounted past the job's run. A message whose thread was deleted
- * meanwhile gets no vector (the insert joins its index row).
+ * statement that reads the batch, before the provider is called, and a provider failure (or none
+ * configured) counts the rest of the thread too (countPastWindow), so it leaves no message
+ * uncounted past the job's run. A message whose thread was deleted meanwhile gets no vector (the
+ * insert joins its index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
   const [row] = parsedRowsOf(
@@ -126,6 +127,7 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     );
   } catch (err) {
     await flushUsage(deps, usage, scope);
+    await countPastWindow(deps, threadId, row?.window_end ?? markTo);
     throw err;
   }
   const rows = batch.map((m, i) => ({ id: m.id, seq: m.seq, v: `[${vectors[i].join(",")}]` }));
@@ -141,6 +143,31 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     more = await storeVectors(deps, threadId, part, last ? markTo : part[part.length - 1].seq, recorded, last);
   }
   return more;
+}
+
+/**
+ * Counts the thread's index rows above `after` into the keyword statistics, a window a statement
+ * (EMBED_BATCH rows, as the job's own count), until the thread's last. For a run whose embedding
+ * failed: the thread's mark then stays, so the next run counts the same window again, and rows past
+ * it would wait for a working provider, forever without one (a keyword-only deployment's BM25
+ * and common-term cut-off read statistics that stopped EMBED_BATCH rows into a thread). A row a
+ * deletion holds is skipped as in the job's count; the run that embeds its window counts it.
+ * Each failed run reads the rows above the mark again (counted ones are read, not counted): a
+ * window a statement, on the job's backoff.
+ */
+export async function countPastWindow(deps: Deps, threadId: string, after: number): Promise<void> {
+  for (let from = after; ; ) {
+    // A turn of the event loop between windows, as between a batch's parts (storeVectors).
+    await new Promise((resolve) => setTimeout(resolve, 0));
+    const [row] = parsedRowsOf(
+      z.object({ window_end: z.number().nullable() }),
+      await deps.db.execute(sql`
+        WITH ${countThreadTermsCtes(threadId, EMBED_BATCH, sql`${from}`)}
+        SELECT (SELECT max(seq) FROM above) AS window_end`),
+    );
+    if (row?.window_end == null) return;
+    from = row.window_end;
+  }
 }
 
 /**

@@ -30,7 +30,8 @@ export function addTermsSql(rows: SQL): SQL {
  * works through the rest a window a run, so a run costs at most a window, not the thread's length
  * or an import's backlog (20,000 rows counted at once held the embedded database for 1.9 s). The
  * job stops its batches below a row this count skipped (./embed.ts), so the mark never passes a
- * row left uncounted.
+ * row left uncounted. `after`: the window above that number instead (a run whose embedding failed
+ * counts on past its own window, as the mark then stays: ./embed.ts).
  *
  * Locks, so that it never deadlocks with a deletion (which takes index rows, then statistics
  * rows in its trigger). First the thread's row, FOR KEY SHARE (a thread's deletion, as a
@@ -42,8 +43,8 @@ export function addTermsSql(rows: SQL): SQL {
  * never waits for an index row while holding others. A row counted meanwhile (by a run of the
  * job past its lease) is not counted twice: taking its lock re-reads `terms_counted`.
  */
-export function countThreadTermsCtes(threadId: string, window: number): SQL {
-  return sql`above AS MATERIALIZED (${aboveMarkSql(threadId)} ORDER BY m.seq LIMIT ${window}),
+export function countThreadTermsCtes(threadId: string, window: number, after?: SQL): SQL {
+  return sql`above AS MATERIALIZED (${aboveMarkSql(threadId, after)} ORDER BY m.seq LIMIT ${window}),
     counted AS (
       UPDATE ${messageSearch} s SET terms_counted = true
       WHERE s.message_id = ANY (ARRAY(

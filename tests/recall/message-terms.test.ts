@@ -63,6 +63,12 @@ async function tenant(service: TestService, dataset = `ds-${randomUUID().slice(0
       expect(res.status, await res.clone().text()).toBe(201);
       return ((await res.json()) as { messageId: string }).messageId;
     },
+    /** Many user messages in one request (messages:batch). */
+    async sayMany(threadId: string, contents: string[]) {
+      const messages = contents.map((content) => ({ role: "user", content }));
+      const res = await post(`/v1/memory/working/threads/${threadId}/messages:batch`, { messages });
+      expect(res.status, await res.clone().text()).toBe(201);
+    },
     async recall(query: string) {
       const res = await post("/v1/memory/recall", { dataset, query, include: ["messages"] });
       expect(res.status).toBe(200);
@@ -230,20 +236,53 @@ describe("counted off the write path", () => {
     expect((await expectExact(svc, t.projectId, 0)).find((r) => r.term === "puffin")).toMatchObject({ docs: 1 });
   });
 
-  it("without an embedding endpoint, the job still counts (then fails for want of one)", async () => {
+  it("without an embedding endpoint, the job still counts, the whole thread past its first window (then fails for want of one)", async () => {
     const bare = await createTestService({ manualTime: true });
     try {
       const bareClock = bare.clock as ReturnType<typeof manualClock>;
       const t = await tenant(bare);
-      await t.say(await t.thread(), "Puffins nest in burrows.");
-      expect(await expectExact(bare, t.projectId, 1)).toEqual([]);
+      const th = await t.thread();
+      const n = EMBED_BATCH + 44;
+      await t.sayMany(th, [
+        "Puffins nest in burrows.",
+        ...Array.from({ length: n - 1 }, (_, i) => `Otter ${i} swims.`),
+      ]);
+      expect(await expectExact(bare, t.projectId, n)).toEqual([]);
       bareClock.advance(EMBED_MAX_WAIT_MS);
       await runDueJobs(bare.deps);
       const counted = await expectExact(bare, t.projectId, 0);
+      expect(counted.find((r) => r.term === "")).toMatchObject({ docs: n });
       expect(counted.find((r) => r.term === "puffin")).toMatchObject({ docs: 1 });
+      expect(counted.find((r) => r.term === "otter")).toMatchObject({ docs: n - 1 });
     } finally {
       await bare.close();
     }
+  });
+
+  it("a failing provider: the run counts the whole thread; once it is back the thread is embedded, nothing counted twice", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    const n = 2 * EMBED_BATCH + 10;
+    await t.sayMany(
+      th,
+      Array.from({ length: n }, (_, i) => `Heron ${i} waits.`),
+    );
+    fake.fail({ status: 500, times: Number.POSITIVE_INFINITY, endpoint: "embeddings" });
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    const counted = await expectExact(svc, t.projectId, 0);
+    expect(counted.find((r) => r.term === "")).toMatchObject({ docs: n });
+    fake.clearFailures();
+    for (let i = 0; i < 6; i++) {
+      clock.advance(10 * 60_000); // past the job's backoff, then each batch's debounce
+      await runDueJobs(svc.deps);
+    }
+    const [embedded] = rowsOf<{ vectors: number; jobs: number }>(
+      await svc.deps.db.execute(sql`SELECT (SELECT count(*)::int FROM message_vectors WHERE thread_id = ${th}) AS vectors,
+        (SELECT count(*)::int FROM jobs WHERE key = ${`embed:${th}`}) AS jobs`),
+    );
+    expect(embedded).toEqual({ vectors: n, jobs: 0 });
+    expect(await expectExact(svc, t.projectId, 0)).toEqual(counted);
   });
 });
 
