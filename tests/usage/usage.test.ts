@@ -257,19 +257,14 @@ describe("the usage ledger", () => {
     expect((await usage(t)).total).toMatchObject({ calls: 1, failedCalls: 1, unknownCalls: 1 });
   });
 
+  /** A chat call waiting in the backlog for a request to carry it. */
+  const call = { operation: "chat", kind: "chat", model: "m", outputTokens: 1, totalTokens: 4, outcome: "ok" } as const;
+
   it("rides in a write's key check too; a row that cannot be written never fails the request carrying it", async () => {
     const t = await tenant("carried-write");
     await h.svc.settle(); // no earlier test's row left waiting
     const backlog = h.svc.deps.usageBacklog;
     const scope = { projectId: t.projectId, dataset: "d" };
-    const call = {
-      operation: "chat",
-      kind: "chat",
-      model: "m",
-      outputTokens: 1,
-      totalTokens: 4,
-      outcome: "ok",
-    } as const;
     // More tokens than the ledger's integer column holds (the client never records such a count).
     backlog.add([{ ...call, inputTokens: 2 ** 40 }], scope, h.clock.now().toISOString());
     const first = await t.get("/v1/threads", { method: "POST", json: { dataset: "d" } });
@@ -288,14 +283,6 @@ describe("the usage ledger", () => {
     const t = await tenant("carried-read");
     await h.svc.settle();
     const backlog = h.svc.deps.usageBacklog;
-    const call = {
-      operation: "chat",
-      kind: "chat",
-      model: "m",
-      outputTokens: 1,
-      totalTokens: 4,
-      outcome: "ok",
-    } as const;
     backlog.add(
       [{ ...call, inputTokens: 2 ** 40 }],
       { projectId: t.projectId, dataset: "d" },
