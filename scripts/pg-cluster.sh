@@ -129,9 +129,8 @@ pg_install_pooler() {
 }
 
 pg_start_pooler() {
-  local bouncer port
+  local port
   pg_install_pooler
-  bouncer=$BOUNCER
   port=$(free_port)
   printf '"postgres" ""\n' >"$PG_TMP/userlist.txt"
   cat >"$PG_TMP/pgbouncer.ini" <<INI
@@ -150,12 +149,12 @@ logfile = $PG_TMP/pgbouncer.log
 pidfile = $PG_TMP/pgbouncer.pid
 INI
   if [ "$(id -u)" -eq 0 ]; then chown postgres: "$PG_TMP/pgbouncer.ini" "$PG_TMP/userlist.txt"; fi
-  "${AS_SERVER[@]}" "$bouncer" -d "$PG_TMP/pgbouncer.ini" || {
+  "${AS_SERVER[@]}" "$BOUNCER" -d "$PG_TMP/pgbouncer.ini" || {
     cat "$PG_TMP/pgbouncer.log" >&2
     exit 1
   }
   POOLER_URL="postgres://postgres@127.0.0.1:$port/postgres"
-  echo "== $("$bouncer" --version | head -1) in transaction mode in front of it"
+  echo "== $("$BOUNCER" --version | head -1) in transaction mode in front of it"
 }
 
 pg_start_cluster() {

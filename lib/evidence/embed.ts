@@ -136,7 +136,7 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
   for (const [i, part] of parts.entries()) {
     // A turn of the event loop first: the embedded database runs a statement synchronously, so
     // without it the parts would follow each other before any waiting request was even read.
-    if (i > 0) await new Promise((resolve) => setTimeout(resolve, 0));
+    if (i > 0) await nextTurn();
     // The call is recorded with the first part; `more` is asked by the last.
     const recorded = i === 0 ? usageCteOf(usage, scope, deps.clock.now().toISOString()) : null;
     const last = i === parts.length - 1;
@@ -144,6 +144,9 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
   }
   return more;
 }
+
+/** A turn of the event loop: the embedded database runs a statement synchronously. */
+const nextTurn = () => new Promise((resolve) => setTimeout(resolve, 0));
 
 /**
  * Counts the thread's index rows above `after` into the keyword statistics, a window a statement
@@ -158,7 +161,7 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
 export async function countPastWindow(deps: Deps, threadId: string, after: number): Promise<void> {
   for (let from = after; ; ) {
     // A turn of the event loop between windows, as between a batch's parts (storeVectors).
-    await new Promise((resolve) => setTimeout(resolve, 0));
+    await nextTurn();
     const [row] = parsedRowsOf(
       z.object({ window_end: z.number().nullable() }),
       await deps.db.execute(sql`

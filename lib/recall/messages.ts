@@ -12,6 +12,7 @@ import {
   searchLimitsFor,
   VECTOR_SCAN_MAX,
 } from "../db/vectors";
+import { WHITESPACE_CHARS } from "../evidence/write";
 import { type MessageRole, messageRole } from "../roles";
 import { oneLine } from "./context";
 import { HOP_STRENGTH } from "./hop";
@@ -249,11 +250,12 @@ export function messageCtes(m: MessageSearch): SQL[] {
 }
 
 /**
- * Runs of whitespace and ASCII punctuation, one space in a message's words (sameWordsSql). ASCII
- * only, whatever the database's locale: a locale's [[:punct:]] may hold emoji and other symbols,
- * and "😀" and "😢" would then be the same (empty) words.
+ * Runs of whitespace (as recall's JavaScript sees it: PostgreSQL's `\s` is ASCII alone under the C
+ * locale) and ASCII punctuation, one space in a message's words (sameWordsSql). The punctuation
+ * ASCII only, whatever the database's locale: a locale's [[:punct:]] may hold emoji and other
+ * symbols, and "😀" and "😢" would then be the same (empty) words.
  */
-const NOT_WORDS = "[\\s!-/:-@\\[-`{-~]+";
+const NOT_WORDS = `[${WHITESPACE_CHARS}!-/:-@\\[-\`{-~]+`;
 
 /** A message's words: lower case, punctuation and whitespace aside ("OK!", "ok." and "ok" alike). */
 const sameWordsSql = (content: SQL) => sql`btrim(regexp_replace(lower(${content}), ${NOT_WORDS}, ' ', 'g'))`;
