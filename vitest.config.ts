@@ -92,6 +92,9 @@ export default defineConfig({
     globalSetup: set === "unit" ? [] : ["tests/helpers/global-setup.ts"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // expect.poll's own default is one second: a page that fetches and then redirects (the
+    // dashboard's stale ?offset=) took longer under CI's load and failed a run.
+    expect: { poll: { timeout: 10_000 } },
     // Each file gets its own embedded database; two cores, so two files at a time (three were no
     // faster, and a timing test failed).
     pool: "forks",
