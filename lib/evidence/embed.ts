@@ -5,6 +5,8 @@ import { messageSearch, messages, messageVectors, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
+import { EMBEDDING_PROBE_TEXT, isInputRefusal } from "../llm/client";
+import { headOf } from "../recall/context";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, usageCteOf } from "../usage/sql";
 import { aboveMarkSql, countThreadTermsCtes } from "./terms";
@@ -18,6 +20,67 @@ export const EMBED_BATCH = 256;
  * embedding model's input; a vector of a longer text says less about any one of its sentences).
  */
 export const EMBED_INPUT_CHARS = 2_000;
+
+/**
+ * What of a message is embedded when the provider refuses its first EMBED_INPUT_CHARS (a model
+ * with a short window: 512 tokens for many served by vLLM or TEI): its first 500 characters,
+ * about 125 tokens of English and within such a window for most scripts.
+ */
+export const EMBED_HEAD_CHARS = 500;
+
+/** One embedding call: a vector per text, in order. */
+export type EmbedTexts = (texts: string[]) => Promise<number[][]>;
+
+/**
+ * The vectors of `texts`, in order, and null for a text the provider refuses even alone and by
+ * its first EMBED_HEAD_CHARS: such a text is left without a vector (searchable by keyword) rather
+ * than holding back every message after it, run after run. A batch refused whole (an input over
+ * the model's window, a request over its token limit: isInputRefusal) is embedded in halves, down
+ * to the texts refused, a few calls for each. Before that, a text of our own: the provider
+ * refusing it too refuses any request (a setting, not an input), so the batch's refusal is thrown
+ * and the job retries the batch later, and no message is given up for it.
+ */
+export async function embedOrRefuse(embed: EmbedTexts, texts: string[]): Promise<(number[] | null)[]> {
+  try {
+    return await embed(texts);
+  } catch (err) {
+    if (!isInputRefusal(err)) throw err;
+    try {
+      await embed([EMBEDDING_PROBE_TEXT]);
+    } catch (probeErr) {
+      throw isInputRefusal(probeErr) ? err : probeErr;
+    }
+    return embedHalves(embed, texts);
+  }
+}
+
+/** `texts`, refused together, embedded in two halves, each split again if refused. */
+async function embedHalves(embed: EmbedTexts, texts: string[]): Promise<(number[] | null)[]> {
+  if (texts.length === 1) return [await embedHead(embed, texts[0])];
+  const half = Math.ceil(texts.length / 2);
+  const parts: (number[] | null)[] = [];
+  for (const part of [texts.slice(0, half), texts.slice(half)]) {
+    try {
+      parts.push(...(await embed(part)));
+    } catch (err) {
+      if (!isInputRefusal(err)) throw err;
+      parts.push(...(await embedHalves(embed, part)));
+    }
+  }
+  return parts;
+}
+
+/** A text refused alone: its first EMBED_HEAD_CHARS once, else null. */
+async function embedHead(embed: EmbedTexts, text: string): Promise<number[] | null> {
+  const head = headOf(text, EMBED_HEAD_CHARS);
+  if (head === text) return null;
+  try {
+    return (await embed([head]))[0];
+  } catch (err) {
+    if (!isInputRefusal(err)) throw err;
+    return null;
+  }
+}
 
 /**
  * When a thread's messages are embedded: EMBED_DEBOUNCE_MS after its last write, but no later
@@ -98,8 +161,9 @@ export function countAndReadBatchSql(threadId: string): SQL {
  * true when more remain, those written during the provider call included. The count rides in the
  * statement that reads the batch, before the provider is called, and a provider failure (or none
  * configured) counts the rest of the thread too (countPastWindow), so it leaves no message
- * uncounted past the job's run. A message whose thread was deleted meanwhile gets no vector (the
- * insert joins its index row).
+ * uncounted past the job's run. A message the provider refuses (embedOrRefuse) is logged and
+ * left without a vector, and the mark passes it. A message whose thread was deleted meanwhile gets
+ * no vector (the insert joins its index row).
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
   const [row] = parsedRowsOf(
@@ -119,19 +183,31 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
     dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})`,
   };
   const usage = usageCollector();
-  let vectors: number[][];
+  const meter = usage.meter("message_embedding");
+  let vectors: (number[] | null)[];
   try {
-    vectors = await deps.llm.embed(
+    vectors = await embedOrRefuse(
+      (texts) => deps.llm.embed(texts, meter),
       batch.map((m) => m.content),
-      usage.meter("message_embedding"),
     );
   } catch (err) {
     await flushUsage(deps, usage, scope);
     await countPastWindow(deps, threadId, row?.window_end ?? markTo);
     throw err;
   }
-  const rows = batch.map((m, i) => ({ id: m.id, seq: m.seq, v: `[${vectors[i].join(",")}]` }));
-  const parts = storeChunks(rows, deps.database.kind === "pglite" ? EMBEDDED_STORE_CHUNK : rows.length);
+  const rows = batch.flatMap((m, i) => {
+    const vector = vectors[i];
+    if (vector) return [{ id: m.id, seq: m.seq, v: `[${vector.join(",")}]` }];
+    deps.log.warn("message left without a vector: the embedding provider refused it, alone and by its head", {
+      threadId,
+      messageId: m.id,
+      characters: m.content.length,
+    });
+    return [];
+  });
+  const chunk = deps.database.kind === "pglite" ? EMBEDDED_STORE_CHUNK : rows.length;
+  // Every message refused: no vector to store, but the mark moves past them all the same.
+  const parts = rows.length > 0 ? storeChunks(rows, chunk) : [[]];
   let more = false;
   for (const [i, part] of parts.entries()) {
     // A turn of the event loop first: the embedded database runs a statement synchronously, so

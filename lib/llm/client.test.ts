@@ -8,6 +8,7 @@ import {
   clientText,
   completionOf,
   heldAtEnd,
+  isInputRefusal,
   isRefusal,
   newStreamState,
   recordedModel,
@@ -121,6 +122,18 @@ describe("isRefusal", () => {
       OpenAI.APIError.generate(status, { error: { message: "no" } }, "no", new Headers());
     expect([400, 422, 429, 500].map((s) => isRefusal(apiError(s)))).toEqual([true, true, false, false]);
     expect(isRefusal(new Error("400"))).toBe(false);
+  });
+});
+
+describe("isInputRefusal", () => {
+  it("is a 400, 413 or 422, bare or as the cause of the ProviderError a call throws", () => {
+    const apiError = (status: number) =>
+      OpenAI.APIError.generate(status, { error: { message: "no" } }, "no", new Headers());
+    const statuses = [400, 413, 422, 429, 500, 503];
+    expect(statuses.map((s) => isInputRefusal(apiError(s)))).toEqual([true, true, true, false, false, false]);
+    const wrapped = (s: number) => new ProviderError("Embedding call failed", { cause: apiError(s) });
+    expect(statuses.map((s) => isInputRefusal(wrapped(s)))).toEqual([true, true, true, false, false, false]);
+    expect(isInputRefusal(new ProviderError("Embedding call failed: timed out"))).toBe(false);
   });
 });
 

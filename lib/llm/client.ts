@@ -422,6 +422,16 @@ async function providerCall<R>(what: string, run: () => Promise<R>): Promise<R> 
 /** A server refusing a request option it does not support (400; 422 from some). */
 export const isRefusal = (err: unknown) => err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
 
+/**
+ * A provider call refused for what it was sent, which sending it again will not change: an input
+ * longer than the model's window or a request over its token limit (400, 422; 413 from servers
+ * that measure the body).
+ */
+export const isInputRefusal = (err: unknown): boolean => {
+  const cause = err instanceof ProviderError ? err.cause : err;
+  return isRefusal(cause) || (cause instanceof OpenAI.APIError && cause.status === 413);
+};
+
 /** The free-text call's parameters: the system prompt first, then the conversation. */
 export function chatParams(model: string, request: { system: string; messages: ChatMessage[]; maxTokens?: number }) {
   return {

@@ -124,6 +124,12 @@ export interface FakeOpenAI {
   nativeEmbeddingSize: number | undefined;
   /** Like vLLM serving a model that is not Matryoshka: any `dimensions` is answered 400. */
   rejectDimensions: boolean;
+  /**
+   * Like a model with a short input window (512 tokens for many that vLLM or TEI serve): a request
+   * with an input of more tokens than this (fakeTokens) is refused whole with vLLM's 400. Default:
+   * no limit.
+   */
+  maxInputTokens: number | undefined;
   /** "reported" (default): every answer carries `usage`; "none": like a server that reports none. */
   usage: "reported" | "none";
   reset(): void;
@@ -219,6 +225,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     invalidJsonAnswers: 0,
     nativeEmbeddingSize: undefined,
     rejectDimensions: false,
+    maxInputTokens: undefined,
     usage: "reported",
     reset() {
       fake.requests.length = 0;
@@ -233,6 +240,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.invalidJsonAnswers = 0;
       fake.nativeEmbeddingSize = undefined;
       fake.rejectDimensions = false;
+      fake.maxInputTokens = undefined;
       fake.usage = "reported";
     },
     dropHung() {
@@ -371,6 +379,16 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
           });
         }
         const input = (Array.isArray(body.input) ? body.input : [body.input]) as string[];
+        const longest = Math.max(0, ...input.map(fakeTokens));
+        if (fake.maxInputTokens !== undefined && longest > fake.maxInputTokens) {
+          return send(400, {
+            object: "error",
+            message: `This model's maximum context length is ${fake.maxInputTokens} tokens. However, you requested ${longest} tokens in the input for embedding generation. Please reduce the length of the input.`,
+            type: "BadRequestError",
+            param: null,
+            code: 400,
+          });
+        }
         const dimensions = fake.nativeEmbeddingSize ?? Number(body.dimensions ?? 1536);
         const vectors = options.embed
           ? await options.embed(input, dimensions)

@@ -286,6 +286,86 @@ describe("counted off the write path", () => {
   });
 });
 
+describe("a message the embedding provider refuses", () => {
+  /** Each of the thread's messages by its first word, with whether it has a vector and what it was embedded from. */
+  async function vectorsOf(threadId: string) {
+    const rows = rowsOf<{ content: string; vector: boolean }>(
+      await svc.deps.db.execute(sql`SELECT m.content, v.message_id IS NOT NULL AS vector
+        FROM messages m LEFT JOIN message_vectors v ON v.message_id = m.id
+        WHERE m.thread_id = ${threadId} ORDER BY m.seq`),
+    );
+    return rows.map((r) => [r.content.split(" ")[0], r.vector]);
+  }
+  const jobsOf = async (threadId: string) =>
+    rowsOf<{ attempts: number }>(
+      await svc.deps.db.execute(sql`SELECT attempts FROM jobs WHERE key = ${`embed:${threadId}`}`),
+    );
+  // 1,600 characters: 400 tokens whole, 125 by its first 500 characters (fakeTokens).
+  const LONG = `Kestrels hover ${"over the meadow at dawn ".repeat(66)}`.slice(0, 1_600);
+
+  it("is left without a vector and found by keyword; the thread's other messages are embedded and its job ends", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    fake.maxInputTokens = 64; // refuses LONG whole and by its head
+    await t.sayMany(th, ["Puffins nest in burrows.", LONG, "Otters float on their backs."]);
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    expect(await vectorsOf(th)).toEqual([
+      ["Puffins", true],
+      ["Kestrels", false],
+      ["Otters", true],
+    ]);
+    expect(await jobsOf(th)).toEqual([]);
+    const [kestrels] = rowsOf<{ id: string }>(
+      await svc.deps.db.execute(sql`SELECT id FROM messages WHERE thread_id = ${th} AND content LIKE 'Kestrels%'`),
+    );
+    expect((await t.recall("kestrels"))[0]).toBe(kestrels.id);
+    // Later messages are embedded as usual: the mark passed the refused one.
+    await t.say(th, "Herons wait in the shallows.");
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    expect((await vectorsOf(th)).at(-1)).toEqual(["Herons", true]);
+    expect(fake.embeddingCalls().filter((c) => c.input.includes(LONG))).not.toHaveLength(0);
+    expect(fake.embeddingCalls().at(-1)?.input).toEqual(["Herons wait in the shallows."]);
+  });
+
+  it("too long whole, is embedded by its first 500 characters", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    fake.maxInputTokens = 200;
+    await t.sayMany(th, [LONG, "Otters float on their backs."]);
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    expect(await vectorsOf(th)).toEqual([
+      ["Kestrels", true],
+      ["Otters", true],
+    ]);
+    expect(fake.embeddingCalls().map((c) => c.input)).toContainEqual([LONG.slice(0, 500)]);
+  });
+
+  it("a provider refusing every request (a setting, not a message): the batch waits for a later run, no message given up", async () => {
+    const t = await tenant(svc);
+    const th = await t.thread();
+    await t.sayMany(th, ["Puffins nest in burrows.", "Otters float on their backs."]);
+    fake.fail({ status: 400, times: Number.POSITIVE_INFINITY, endpoint: "embeddings" });
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    expect(await vectorsOf(th)).toEqual([
+      ["Puffins", false],
+      ["Otters", false],
+    ]);
+    expect(await jobsOf(th)).toEqual([{ attempts: 1 }]);
+    fake.clearFailures();
+    clock.advance(10 * 60_000);
+    await runDueJobs(svc.deps);
+    expect(await vectorsOf(th)).toEqual([
+      ["Puffins", true],
+      ["Otters", true],
+    ]);
+    expect(await jobsOf(th)).toEqual([]);
+  });
+});
+
 describe("a forgotten fact's messages", () => {
   it("leave the index whatever Unicode space they have where the quote has a space, as recall compares them", async () => {
     const t = await tenant(svc);
