@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 
@@ -14,13 +14,63 @@ const ROOT = fileURLToPath(new URL("..", import.meta.url));
  * Built again only when a file it was built from changed (their modification times are kept
  * beside it, checked in a few milliseconds), so an edited source always runs. Each file is
  * written under a name of its own and renamed into place: processes starting at once never read
- * a half-written bundle.
+ * a half-written bundle. One of them builds it (holding a lock file) while the others wait and
+ * then load it: twelve `memory-admin` commands started at once in a fresh checkout each built
+ * their own, 21 s for all against 2 s for one. `onBuild` hears when this process built it.
  */
-export async function bundled(entry, name) {
+export async function bundled(entry, name, onBuild) {
   const out = join(ROOT, "dist", "node", `${name}.mjs`);
   const inputsFile = `${out}.inputs.json`;
-  if (!upToDate(inputsFile)) await build(entry, out, inputsFile);
+  if (!upToDate(inputsFile)) {
+    await holdingLock(`${out}.lock`, async () => {
+      // Built by another process while this one waited for the lock.
+      if (upToDate(inputsFile)) return;
+      await build(entry, out, inputsFile);
+      onBuild?.();
+    });
+  }
   return pathToFileURL(out).href;
+}
+
+/** A lock older than this was left by a build that never ended (esbuild takes 2 s). */
+const LOCK_STALE_MS = 60_000;
+
+/**
+ * Runs `work` while this process holds `lockFile` (created exclusively, its PID inside), waiting
+ * for another holder to remove it. A lock whose process is gone, or older than LOCK_STALE_MS, is
+ * taken over. Creating it fails on a checkout this process cannot write to, as the build would.
+ */
+async function holdingLock(lockFile, work) {
+  mkdirSync(dirname(lockFile), { recursive: true });
+  for (;;) {
+    try {
+      writeFileSync(lockFile, String(process.pid), { flag: "wx" });
+      break;
+    } catch (err) {
+      if (err?.code !== "EEXIST") throw err;
+      if (abandoned(lockFile)) rmSync(lockFile, { force: true });
+      else await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+  }
+  try {
+    await work();
+  } finally {
+    rmSync(lockFile, { force: true });
+  }
+}
+
+/** The lock's process is gone, or it has been held too long (gone already: not abandoned). */
+function abandoned(lockFile) {
+  try {
+    if (Date.now() - statSync(lockFile).mtimeMs > LOCK_STALE_MS) return true;
+    const pid = Number(readFileSync(lockFile, "utf8"));
+    // Just created, its PID not written yet.
+    if (!pid) return false;
+    process.kill(pid, 0);
+    return false;
+  } catch (err) {
+    return err?.code === "ESRCH";
+  }
 }
 
 /**

@@ -1,4 +1,5 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
+import { spawn, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -42,6 +43,47 @@ describe("the server's bundle", () => {
     rmSync(join(REPO_ROOT, "dist", "node", `${name}.mjs`));
     rmSync(join(REPO_ROOT, "dist", "node", `${name}.mjs.map`));
     rmSync(join(REPO_ROOT, "dist", "node", `${name}.mjs.inputs.json`));
+  });
+
+  it("is built once by processes starting at once, the others waiting for it; a lock its process left is taken over", async () => {
+    mkdirSync(sources, { recursive: true });
+    writeFileSync(join(sources, "shared.ts"), "export const shared: number = 3;\n");
+    const name = `fixture-shared-${process.pid}`;
+    const out = join(REPO_ROOT, "dist", "node", `${name}.mjs`);
+    // A process that imports the builder, loads the bundle and says whether it built it.
+    const script = `
+      const { bundled } = await import(${JSON.stringify(pathToFileURL(join(REPO_ROOT, "bin", "bundle.mjs")).href)});
+      let built = false;
+      const url = await bundled("tests/.bundle-fixture/shared.ts", ${JSON.stringify(name)}, () => { built = true; });
+      const { shared } = await import(url);
+      console.log(JSON.stringify({ built, shared }));`;
+    const start = () =>
+      new Promise<{ built: boolean; shared: number }>((resolve, reject) => {
+        const child = spawn(process.execPath, ["--input-type=module", "-e", script], { cwd: REPO_ROOT });
+        let stdout = "";
+        let stderr = "";
+        child.stdout.on("data", (d) => {
+          stdout += d;
+        });
+        child.stderr.on("data", (d) => {
+          stderr += d;
+        });
+        child.once("close", (code) => (code === 0 ? resolve(JSON.parse(stdout)) : reject(new Error(stderr))));
+      });
+    try {
+      const runs = await Promise.all(Array.from({ length: 4 }, start));
+      expect(runs.filter((r) => r.built)).toHaveLength(1);
+      expect(runs.map((r) => r.shared)).toEqual([3, 3, 3, 3]);
+      expect(existsSync(`${out}.lock`)).toBe(false);
+      // A build whose process died left its lock: the next start takes it over and builds.
+      const gone = spawnSync(process.execPath, ["-e", ""]).pid;
+      writeFileSync(`${out}.lock`, String(gone));
+      utimesSync(join(sources, "shared.ts"), new Date(), new Date(Date.now() + 5_000));
+      expect(await start()).toEqual({ built: true, shared: 3 });
+      expect(existsSync(`${out}.lock`)).toBe(false);
+    } finally {
+      for (const suffix of ["", ".map", ".inputs.json", ".lock"]) rmSync(`${out}${suffix}`, { force: true });
+    }
   });
 
   // Permissions bind only a process that is not root: the test runs the server as nobody.
