@@ -6,7 +6,7 @@ import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
-import { renderTranscript, type TranscriptMessage } from "../llm/transcript";
+import { renderTranscript, type TranscriptMessage, withTranscriptBudget } from "../llm/transcript";
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
 import { type UsageCollector, usageCollector } from "../usage/collector";
@@ -29,12 +29,13 @@ export interface SummaryInput {
 }
 
 /**
- * The summary call's user message: the transcript (head and tail past maxMessages, as
- * renderTranscript cuts it). An episode without messages is a failure to record, not a call.
+ * The summary call's user message: the transcript (head and tail past maxMessages, its texts
+ * within `budget` characters, as renderTranscript cuts it). An episode without messages is a
+ * failure to record, not a call.
  */
-export function summaryInput(transcript: TranscriptMessage[], settings: Settings): string {
+export function summaryInput(transcript: TranscriptMessage[], settings: Settings, budget?: number): string {
   if (transcript.length === 0) throw new Error("The episode has no messages to summarise (the thread was deleted?)");
-  return renderTranscript(transcript, settings.episodic.maxMessages);
+  return renderTranscript(transcript, settings.episodic.maxMessages, budget);
 }
 
 /** A completed episode waits for fact extraction unless semantic memory is off for its project. */
@@ -52,13 +53,15 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
   const { settings, transcript } = episode;
   const usage = usageCollector();
   try {
-    const summary = await deps.llm.structured({
-      name: "episode_summary",
-      schema: EpisodeSummarySchema,
-      system: EPISODE_SUMMARY_PROMPT,
-      user: summaryInput(transcript, settings),
-      meter: usage.meter("episode_summary"),
-    });
+    const summary = await withTranscriptBudget((budget) =>
+      deps.llm.structured({
+        name: "episode_summary",
+        schema: EpisodeSummarySchema,
+        system: EPISODE_SUMMARY_PROMPT,
+        user: summaryInput(transcript, settings, budget),
+        meter: usage.meter("episode_summary"),
+      }),
+    );
     const [embedding] = await deps.llm.embed([summary.summary], usage.meter("episode_embedding"));
     const written = await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings));
     if (!written) return "lost";

@@ -5,8 +5,7 @@ import { messageSearch, messages, messageVectors, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import type { JobResult } from "../jobs/registry";
 import type { Job } from "../jobs/store";
-import { EMBEDDING_PROBE_TEXT, isInputRefusal } from "../llm/client";
-import { headOf } from "../recall/context";
+import { embedOrRefuse } from "../llm/refused-inputs";
 import { usageCollector } from "../usage/collector";
 import { flushUsage, usageCteOf } from "../usage/sql";
 import { aboveMarkSql, countThreadTermsCtes } from "./terms";
@@ -20,67 +19,6 @@ export const EMBED_BATCH = 256;
  * embedding model's input; a vector of a longer text says less about any one of its sentences).
  */
 export const EMBED_INPUT_CHARS = 2_000;
-
-/**
- * What of a message is embedded when the provider refuses its first EMBED_INPUT_CHARS (a model
- * with a short window: 512 tokens for many served by vLLM or TEI): its first 500 characters,
- * about 125 tokens of English and within such a window for most scripts.
- */
-export const EMBED_HEAD_CHARS = 500;
-
-/** One embedding call: a vector per text, in order. */
-export type EmbedTexts = (texts: string[]) => Promise<number[][]>;
-
-/**
- * The vectors of `texts`, in order, and null for a text the provider refuses even alone and by
- * its first EMBED_HEAD_CHARS: such a text is left without a vector (searchable by keyword) rather
- * than holding back every message after it, run after run. A batch refused whole (an input over
- * the model's window, a request over its token limit: isInputRefusal) is embedded in halves, down
- * to the texts refused, a few calls for each. Before that, a text of our own: the provider
- * refusing it too refuses any request (a setting, not an input), so the batch's refusal is thrown
- * and the job retries the batch later, and no message is given up for it.
- */
-export async function embedOrRefuse(embed: EmbedTexts, texts: string[]): Promise<(number[] | null)[]> {
-  try {
-    return await embed(texts);
-  } catch (err) {
-    if (!isInputRefusal(err)) throw err;
-    try {
-      await embed([EMBEDDING_PROBE_TEXT]);
-    } catch (probeErr) {
-      throw isInputRefusal(probeErr) ? err : probeErr;
-    }
-    return embedHalves(embed, texts);
-  }
-}
-
-/** `texts`, refused together, embedded in two halves, each split again if refused. */
-async function embedHalves(embed: EmbedTexts, texts: string[]): Promise<(number[] | null)[]> {
-  if (texts.length === 1) return [await embedHead(embed, texts[0])];
-  const half = Math.ceil(texts.length / 2);
-  const parts: (number[] | null)[] = [];
-  for (const part of [texts.slice(0, half), texts.slice(half)]) {
-    try {
-      parts.push(...(await embed(part)));
-    } catch (err) {
-      if (!isInputRefusal(err)) throw err;
-      parts.push(...(await embedHalves(embed, part)));
-    }
-  }
-  return parts;
-}
-
-/** A text refused alone: its first EMBED_HEAD_CHARS once, else null. */
-async function embedHead(embed: EmbedTexts, text: string): Promise<number[] | null> {
-  const head = headOf(text, EMBED_HEAD_CHARS);
-  if (head === text) return null;
-  try {
-    return (await embed([head]))[0];
-  } catch (err) {
-    if (!isInputRefusal(err)) throw err;
-    return null;
-  }
-}
 
 /**
  * When a thread's messages are embedded: EMBED_DEBOUNCE_MS after its last write, but no later

@@ -423,6 +423,15 @@ async function providerCall<R>(what: string, run: () => Promise<R>): Promise<R> 
 export const isRefusal = (err: unknown) => err instanceof OpenAI.APIError && (err.status === 400 || err.status === 422);
 
 /**
+ * A refusal for the prompt's length (OpenAI's `context_length_exceeded`; vLLM's and llama.cpp's
+ * messages): no other response format would be accepted either.
+ */
+export const isContextLengthRefusal = (err: unknown): boolean =>
+  isRefusal(err) &&
+  ((err as InstanceType<typeof OpenAI.APIError>).code === "context_length_exceeded" ||
+    /context length|context size|maximum context|too many tokens/i.test((err as Error).message));
+
+/**
  * A provider call refused for what it was sent, which sending it again will not change: an input
  * longer than the model's window or a request over its token limit (400, 422; 413 from servers
  * that measure the body).
@@ -503,7 +512,7 @@ function embeddingCalls(openai: OpenAiOf, { embeddingModel, embeddingDimensions 
     try {
       return await create({ ...request, dimensions: embeddingDimensions });
     } catch (err) {
-      if (!isRefusal(err)) throw err;
+      if (!isRefusal(err) || isContextLengthRefusal(err)) throw err;
       const response = await create(request);
       sendDimensions = false;
       return response;
@@ -560,7 +569,7 @@ function structuredCalls(openai: OpenAiOf, model: string) {
     try {
       content = await chatJson(structuredMessages(request), jsonSchemaFormat(request), request);
     } catch (err) {
-      if (!isRefusal(err)) throw err;
+      if (!isRefusal(err) || isContextLengthRefusal(err)) throw err;
       // JSON mode accepted where JSON schema was refused: this server's calls skip the refusal.
       return structuredJsonMode(chatJson, request, () => {
         jsonMode = true;

@@ -5,14 +5,15 @@ import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
 import { datasetFilter, exactPathSql, nearestInDatasetSql, rowsWithinScanMax } from "../db/vectors";
 import type { Deps } from "../deps";
-import { failureText } from "../errors";
+import { failureText, ProviderError } from "../errors";
 import {
   CONTRADICTION_JUDGE_PROMPT,
   ContradictionJudgeSchema,
   FACT_EXTRACTION_PROMPT,
   FactExtractionSchema,
 } from "../llm/prompts";
-import { renderTranscript, type TranscriptMessage } from "../llm/transcript";
+import { embedOrRefuse } from "../llm/refused-inputs";
+import { renderTranscript, type TranscriptMessage, withTranscriptBudget } from "../llm/transcript";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
@@ -139,13 +140,15 @@ async function extractAndWrite(
   // Nothing the user said is left (the thread was deleted since the summary): no quote could be
   // checked, so no fact could be kept; no model call.
   if (userLines.length === 0) return finishWithoutWrites(deps, episode, tallyReport(0, []));
-  const extracted = await deps.llm.structured({
-    name: "fact_extraction",
-    schema: FactExtractionSchema,
-    system: FACT_EXTRACTION_PROMPT,
-    user: renderTranscript(transcript, settings.episodic.maxMessages),
-    meter: usage.meter("fact_extraction"),
-  });
+  const extracted = await withTranscriptBudget((budget) =>
+    deps.llm.structured({
+      name: "fact_extraction",
+      schema: FactExtractionSchema,
+      system: FACT_EXTRACTION_PROMPT,
+      user: renderTranscript(transcript, settings.episodic.maxMessages, budget),
+      meter: usage.meter("fact_extraction"),
+    }),
+  );
   const names = userNames({
     userLines: userLines.map((m) => m.content),
     proposed: extracted.facts,
@@ -157,9 +160,10 @@ async function extractAndWrite(
     return finishWithoutWrites(deps, episode, tallyReport(extracted.facts.length, screened.drops));
   }
 
-  const vectors = await deps.llm.embed(
+  const vectors = await embedExtracted(
+    deps,
     [...screened.kept.map((f) => `${f.subject} ${f.predicate} ${f.object}`), ...newEntities.map((e) => e.name)],
-    usage.meter("extraction_embedding"),
+    usage,
   );
   const factVectors = vectors.slice(0, screened.kept.length);
   const entityVectors = vectors.slice(screened.kept.length);
@@ -192,6 +196,20 @@ async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: New
     meter: usage.meter("contradiction_judge"),
   });
   return invalidations(pairs, judged.judgements, accepted);
+}
+
+/**
+ * The kept facts' and new entities' vectors in one call. A fact the embedding model refuses whole
+ * (a long object, a model with a short window) is embedded by its head (embedOrRefuse) rather
+ * than failing the episode's every fact on every retry; refused even then, the extraction fails.
+ */
+async function embedExtracted(deps: Deps, texts: string[], usage: UsageCollector): Promise<number[][]> {
+  const meter = usage.meter("extraction_embedding");
+  const vectors = await embedOrRefuse((batch) => deps.llm.embed(batch, meter), texts);
+  if (vectors.some((v) => v === null)) {
+    throw new ProviderError("Embedding call refused an extracted fact or entity, whole and by its head");
+  }
+  return vectors as number[][];
 }
 
 /** One info line per extracted episode: what was proposed, kept and dropped, by reason. */

@@ -4,6 +4,7 @@ import { NoProviderError } from "../errors";
 import type { Claim } from "../idempotency";
 import type { ChatMessage, Completion } from "../llm/client";
 import { CHAT_SYSTEM_PROMPT } from "../llm/prompts";
+import { fitTexts, withTranscriptBudget } from "../llm/transcript";
 import { errorFields } from "../log";
 import { recall } from "../recall/recall";
 import type { MessageRole } from "../roles";
@@ -79,11 +80,13 @@ export async function chat(ctx: ProjectContext, input: ChatInput): Promise<ChatR
   const started = performance.now();
   let completion: Completion;
   try {
-    completion = await ctx.deps.llm.complete({
-      system: turn.system,
-      messages: turn.messages,
-      meter: turn.usage.meter("chat"),
-    });
+    completion = await withTranscriptBudget((budget) =>
+      ctx.deps.llm.complete({
+        system: turn.system,
+        messages: windowWithin(turn.messages, budget),
+        meter: turn.usage.meter("chat"),
+      }),
+    );
   } catch (err) {
     // No reply to store it with: the failed call is carried by a later statement.
     deferUsage(ctx.deps, turn.usage, turn.scope);
@@ -103,11 +106,13 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
   const started = performance.now();
   let stream: Awaited<ReturnType<typeof ctx.deps.llm.stream>>;
   try {
-    stream = await ctx.deps.llm.stream({
-      system: turn.system,
-      messages: turn.messages,
-      meter: turn.usage.meter("chat"),
-    });
+    stream = await withTranscriptBudget((budget) =>
+      ctx.deps.llm.stream({
+        system: turn.system,
+        messages: windowWithin(turn.messages, budget),
+        meter: turn.usage.meter("chat"),
+      }),
+    );
   } catch (err) {
     deferUsage(ctx.deps, turn.usage, turn.scope);
     throw err;
@@ -192,6 +197,19 @@ async function beginTurn(ctx: ProjectContext, input: ChatInput): Promise<Turn> {
     usage: usageCollector(),
     scope: { projectId: ctx.projectId, dataset: window.dataset },
   };
+}
+
+/**
+ * The window's messages, their texts together within `budget` characters (fitTexts): a long one
+ * (a pasted log) cut to its head. Sent whole, it was refused by the model on every turn until
+ * it left the window.
+ */
+function windowWithin(messages: ChatMessage[], budget: number): ChatMessage[] {
+  const texts = fitTexts(
+    messages.map((m) => m.content),
+    budget,
+  );
+  return messages.map((m, i) => ({ ...m, content: texts[i] }));
 }
 
 /** Recall degrades by itself; should it still throw, the reply is generated without facts. */

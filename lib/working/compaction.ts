@@ -9,6 +9,7 @@ import { notFound } from "../errors";
 import { newId } from "../ids";
 import type { Completion } from "../llm/client";
 import { COMPACTION_PROMPT } from "../llm/prompts";
+import { fittingPrefix, TRANSCRIPT_BUDGET_CHARS, transcriptLines, withTranscriptBudget } from "../llm/transcript";
 import { errorFields } from "../log";
 import { projectSetting } from "../settings/sql";
 import { usageCollector } from "../usage/collector";
@@ -84,15 +85,21 @@ const nothingToCompact = (message: string): NothingToCompact => ({ ok: true, com
 /**
  * The fold of a compaction: the messages in one line each, after the previous summary; the new
  * summary covers from the previous summary's start (or the first folded message) to the last.
+ * The transcript holds at most `budget` characters beside the previous summary (at least half of
+ * it): the first messages that fit, none cut below MIN_MESSAGE_CHARS (a 1 MB message is cut to
+ * its head), the rest left to the next compaction. A fold the model refused for its length was
+ * sent again by every compaction after it, so the thread never compacted again.
  */
-export function planFold(state: FoldState): FoldPlan | NothingToCompact {
-  const { fold } = state;
-  if (fold.length === 0) {
+export function planFold(state: FoldState, budget = TRANSCRIPT_BUDGET_CHARS): FoldPlan | NothingToCompact {
+  if (state.fold.length === 0) {
     return nothingToCompact(
       `Nothing to compact: ${Number(state.live_count)} message(s) not yet compacted, and the newest ${COMPACT_KEEP_RECENT} are always kept`,
     );
   }
-  const transcript = fold.map((m) => `[${m.seq}] ${m.role}: ${m.content.replace(/\s+/g, " ")}`).join("\n");
+  const room = Math.max(budget - (state.summary_content?.length ?? 0), budget / 2);
+  const lengths = state.fold.map((m) => m.content.length);
+  const fold = state.fold.slice(0, fittingPrefix(lengths, room));
+  const transcript = transcriptLines(fold, room).join("\n");
   return {
     expected: Number(state.compacted_seq),
     fromSeq: state.summary_from === null ? Number(fold[0].seq) : Number(state.summary_from),
@@ -127,7 +134,8 @@ export const inlineCompactionDeadline = (deps: Deps) =>
 
 /**
  * Folds the thread's older un-compacted messages (all but the newest COMPACT_KEEP_RECENT, at
- * most COMPACT_MAX_FOLD) and its active summary into one new summary message: one statement to
+ * most COMPACT_MAX_FOLD, and what fits the model's prompt: planFold, withTranscriptBudget) and
+ * its active summary into one new summary message: one statement to
  * read, one model call, one statement to write. The write lands only if no other compaction of
  * the thread landed since the read (`compacted_seq` unchanged, checked under the thread's row
  * lock), so two racing compactions never fold the same messages: the loser writes nothing and
@@ -140,17 +148,21 @@ export async function compactThread(
   { threadId, signal }: { threadId: string; signal?: AbortSignal },
 ): Promise<Compacted | NothingToCompact> {
   const state = await readFold(deps, projectId, threadId);
-  const plan = planFold(state);
+  let plan = planFold(state);
   if ("ok" in plan) return plan;
   const usage = usageCollector();
   const scope = { projectId, dataset: state.dataset };
   let completion: Completion;
   try {
-    completion = await deps.llm.complete({
-      system: COMPACTION_PROMPT,
-      messages: [{ role: "user", content: plan.prompt }],
-      meter: usage.meter("compaction"),
-      signal,
+    completion = await withTranscriptBudget((budget) => {
+      // A smaller budget folds fewer messages (never none: the fold was not empty).
+      plan = planFold(state, budget) as FoldPlan;
+      return deps.llm.complete({
+        system: COMPACTION_PROMPT,
+        messages: [{ role: "user", content: plan.prompt }],
+        meter: usage.meter("compaction"),
+        signal,
+      });
     });
   } catch (err) {
     // Nothing is written after a failed call: a later statement carries it.

@@ -130,6 +130,11 @@ export interface FakeOpenAI {
    * no limit.
    */
   maxInputTokens: number | undefined;
+  /**
+   * Like a chat model's context window: a chat request whose messages come to more tokens than
+   * this (fakePromptTokens) is refused with OpenAI's 400 `context_length_exceeded`. Default: none.
+   */
+  maxPromptTokens: number | undefined;
   /** "reported" (default): every answer carries `usage`; "none": like a server that reports none. */
   usage: "reported" | "none";
   reset(): void;
@@ -226,6 +231,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
     nativeEmbeddingSize: undefined,
     rejectDimensions: false,
     maxInputTokens: undefined,
+    maxPromptTokens: undefined,
     usage: "reported",
     reset() {
       fake.requests.length = 0;
@@ -241,6 +247,7 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       fake.nativeEmbeddingSize = undefined;
       fake.rejectDimensions = false;
       fake.maxInputTokens = undefined;
+      fake.maxPromptTokens = undefined;
       fake.usage = "reported";
     },
     dropHung() {
@@ -405,6 +412,17 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       }
 
       const request = body as unknown as ChatRequest;
+      const promptTokens = fakePromptTokens(request.messages);
+      if (fake.maxPromptTokens !== undefined && promptTokens > fake.maxPromptTokens) {
+        return send(400, {
+          error: {
+            message: `This model's maximum context length is ${fake.maxPromptTokens} tokens. However, your messages resulted in ${promptTokens} tokens. Please reduce the length of the messages.`,
+            type: "invalid_request_error",
+            param: "messages",
+            code: "context_length_exceeded",
+          },
+        });
+      }
       let content: string;
       if (request.response_format?.type === "json_schema" && fake.jsonSchema === "rejected") {
         // As vLLM, llama.cpp server and gateways without Structured Outputs answer.
@@ -433,7 +451,6 @@ export async function startFakeOpenAI(options: FakeOpenAIOptions = {}): Promise<
       } else {
         content = text(request);
       }
-      const promptTokens = fakePromptTokens(request.messages);
       const chatUsage = {
         prompt_tokens: promptTokens,
         completion_tokens: fakeTokens(content),
