@@ -61,6 +61,22 @@ describe("timeRangeOf", () => {
     expect(timeRangeOf(undefined, NOW)).toBeNull();
   });
 
+  it("stays within the years a timestamp holds, read against an asOf at either end; years 0-99 are themselves", () => {
+    const last = new Date("9999-12-31T12:00:00.000Z");
+    const iso = (q: string, now: Date) => {
+      const r = timeRangeOf(q, now);
+      return r ? [r.from.toISOString(), r.to.toISOString()] : null;
+    };
+    expect(iso("where do I live today", last)).toEqual(["9999-12-31T00:00:00.000Z", "9999-12-31T23:59:59.999Z"]);
+    expect(iso("this year", last)).toEqual(["9999-01-01T00:00:00.000Z", "9999-12-31T23:59:59.999Z"]);
+    expect(iso("this week", last)?.[1]).toBe("9999-12-31T23:59:59.999Z");
+    expect(iso("this month", new Date("9999-12-15T00:00:00.000Z"))?.[1]).toBe("9999-12-31T23:59:59.999Z");
+    expect(range("lisbon 2 years ago", new Date("0001-06-01T00:00:00.000Z"))).toBeNull();
+    expect(range("99 years ago", new Date("0050-06-01T00:00:00.000Z"))).toBeNull();
+    expect(range("this year", new Date("0001-06-01T00:00:00.000Z"))).toEqual(["0001-01-01", "0002-01-01"]);
+    expect(range("yesterday", new Date("0050-06-10T08:00:00.000Z"))).toEqual(["0050-06-09", "0050-06-10"]);
+  });
+
   it("the rule that matches first is the most specific one", () => {
     expect(range("in May 2023, before 2024")).toEqual(["2023-05-01", "2023-06-01"]);
     expect(range("on March 3, 2022 in 2022")).toEqual(["2022-03-03", "2022-03-04"]);

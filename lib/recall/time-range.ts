@@ -45,8 +45,15 @@ const DAY_MS = 86_400_000;
 /** The earliest and latest instants recall compares validAt with ("before 2022", "since May"). */
 const BEGINNING = new Date("0001-01-01T00:00:00.000Z");
 const END = new Date(Date.UTC(9999, 11, 31));
+/** The last instant a range may reach: its ISO form past it (`+010000-…`) is no timestamp to the database. */
+const LAST = new Date("9999-12-31T23:59:59.999Z");
 
-const utc = (y: number, m: number, d = 1) => new Date(Date.UTC(y, m, d));
+/** Midnight UTC of a day; a month or day past its end rolls over. Years 0-99 are those years, not 19xx (Date.UTC). */
+const utc = (y: number, m: number, d = 1) => {
+  const date = new Date(0);
+  date.setUTCFullYear(y, m, d);
+  return date;
+};
 const monthIndex = (name: string) => MONTHS.findIndex((m) => m.startsWith(name.slice(0, 3)));
 const addDays = (d: Date, n: number) => new Date(d.getTime() + n * DAY_MS);
 const startOfDay = (d: Date) => utc(d.getUTCFullYear(), d.getUTCMonth(), d.getUTCDate());
@@ -165,7 +172,18 @@ export function timeRangeOf(query: string | undefined, now: Date): TimeRange | n
     const match = text.match(pattern);
     if (!match) continue;
     const range = read(match, now);
-    if (range) return range;
+    if (range) return withinTimestamps(range);
   }
   return null;
+}
+
+/**
+ * The range cut to the instants a timestamp holds (years 0001-9999), or null when nothing of it is
+ * left: a relative time read against an asOf at either end ("today" on 9999-12-31, "2 years ago"
+ * in 0001) reached past them, and the database refused the bounds (recall answered 500).
+ */
+function withinTimestamps(range: TimeRange): TimeRange | null {
+  const from = range.from < BEGINNING ? BEGINNING : range.from;
+  const to = range.to > LAST ? LAST : range.to;
+  return from < to ? { from, to } : null;
 }

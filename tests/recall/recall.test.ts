@@ -199,6 +199,21 @@ describe("request validation", () => {
     await t.recall({ dataset: "ds", asOf: "2026-01-01T10:00:00+02:00" });
   });
 
+  it("answers an asOf at either end of the years with a query naming a relative time (its range stays within them)", async () => {
+    const t = await tenant();
+    await t.fact("ds", { predicate: "lives_in", object: "Lisbon", validAt: "2020-01-01T00:00:00.000Z" });
+    for (const [asOf, query] of [
+      ["9999-12-31", "lisbon today"],
+      ["9999-12-31T12:00:00Z", "lisbon this year"],
+      ["9999-12-15", "this month in lisbon"],
+      ["0001-06-01", "lisbon 2 years ago"],
+      ["0050-06-01", "lisbon yesterday"],
+    ]) {
+      const body = await t.recall({ dataset: "ds", query, asOf, include: ["messages", "episodes"] });
+      expect(body.factCount, `${asOf} ${query}`).toBe(asOf.startsWith("9999") ? 1 : 0);
+    }
+  });
+
   it("strips unknown fields and needs a JSON body", async () => {
     const t = await tenant();
     await t.recall({ dataset: "ds", surprise: true });
