@@ -11,6 +11,22 @@ import { projectSetting } from "../settings/sql";
 export const MESSAGE_INDEX_CHARS = 20_000;
 
 /**
+ * The longest lexeme a message's index row keeps, in bytes. Each lexeme is a row of its dataset's
+ * keyword statistics, whose key (project, dataset, term) a B-tree holds in at most 2,704 bytes:
+ * a 2,000-letter word (a hash, a base64 blob) in a dataset with a long multi-byte name made the
+ * thread's embedding job fail on every run, and none of its later messages got a vector. No word
+ * a question would reuse is this long.
+ */
+export const INDEX_LEXEME_MAX_BYTES = 1_000;
+
+/** The keyword index's vector of `text`: English, its first MESSAGE_INDEX_CHARS, no lexeme over INDEX_LEXEME_MAX_BYTES. */
+export function messageSearchSql(text: SQL): SQL {
+  return sql`(SELECT ts_delete(v, ARRAY(SELECT u.lexeme FROM unnest(v) u
+      WHERE octet_length(u.lexeme) > ${sql.raw(String(INDEX_LEXEME_MAX_BYTES))}))
+    FROM (SELECT to_tsvector('english', left(${text}, ${sql.raw(String(MESSAGE_INDEX_CHARS))})) AS v) lexemes)`;
+}
+
+/**
  * How long after a thread's last write its messages are embedded (the debounce), and the longest
  * a message waits while the thread keeps being written to.
  */
@@ -43,8 +59,7 @@ export function indexMessagesCtes(now: string): SQL {
   const runAt = new Date(Date.parse(now) + EMBED_DEBOUNCE_MS).toISOString();
   return sql`indexed AS (
       INSERT INTO ${messageSearch} (message_id, project_id, thread_id, dataset, created_at, search)
-      SELECT m.id, th.project_id, th.id, th.dataset, m.created_at,
-        to_tsvector('english', left(m.content, ${sql.raw(String(MESSAGE_INDEX_CHARS))}))
+      SELECT m.id, th.project_id, th.id, th.dataset, m.created_at, ${messageSearchSql(sql`m.content`)}
       FROM msg m JOIN th ON th.id = m.thread_id JOIN ${projects} p ON p.id = th.project_id
       WHERE ${indexedRoleSql(sql`m.role`)}
       RETURNING thread_id),

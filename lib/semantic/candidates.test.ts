@@ -2,6 +2,7 @@ import fc from "fast-check";
 import { describe, expect, it } from "vitest";
 import {
   decideFacts,
+  ENTITY_NAME_MAX,
   factLinks,
   invalidations,
   judgeInput,
@@ -117,6 +118,16 @@ describe("screenEntities", () => {
       { name: "Lisbon", type: "PLACE" },
       { name: "Lisbon", type: "ORG" },
     ]);
+  });
+
+  it("drops a name longer than ENTITY_NAME_MAX characters (a sentence, not a name)", () => {
+    const longest = "A".repeat(ENTITY_NAME_MAX);
+    expect(
+      screenEntities([
+        { name: longest, type: "ORG" },
+        { name: `${longest}B`, type: "ORG" },
+      ]),
+    ).toEqual([{ name: longest, type: "ORG" }]);
   });
 });
 

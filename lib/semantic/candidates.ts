@@ -114,14 +114,22 @@ export function screenFacts(
   return { kept, drops };
 }
 
-/** Entities named (not blank), each (type, name) once, names trimmed. */
+/**
+ * The longest entity name kept: a name is a name, not a sentence, and the unique index on a
+ * dataset's names holds at most 2,704 bytes a row, a dataset's name (up to 1,024 bytes) included.
+ * A model that took a user's 3,000-letter words for an organisation failed the extraction of the
+ * episode's every fact, on every retry.
+ */
+export const ENTITY_NAME_MAX = 200;
+
+/** Entities named (not blank, at most ENTITY_NAME_MAX characters), each (type, name) once, names trimmed. */
 export function screenEntities(proposed: readonly ProposedEntity[]): ProposedEntity[] {
   const seen = new Set<string>();
   return proposed
     .map((e) => ({ name: e.name.trim(), type: e.type }))
     .filter((e) => {
       const key = `${e.type}\u0000${normalise(e.name)}`;
-      if (!normalise(e.name) || seen.has(key)) return false;
+      if (!normalise(e.name) || e.name.length > ENTITY_NAME_MAX || seen.has(key)) return false;
       seen.add(key);
       return true;
     });

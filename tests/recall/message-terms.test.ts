@@ -366,6 +366,34 @@ describe("a message the embedding provider refuses", () => {
   });
 });
 
+describe("a very long word", () => {
+  it("in a dataset with a long multi-byte name, stays out of the index: the thread's messages are counted and embedded", async () => {
+    // 256 CJK characters: 768 bytes of the statistics' key before the term.
+    const dataset = Array.from({ length: 256 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join("");
+    const t = await tenant(svc, dataset);
+    const th = await t.thread();
+    let seed = 7;
+    const letter = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return String.fromCharCode(97 + (seed % 26));
+    };
+    const hash = Array.from({ length: 2_040 }, letter).join("");
+    await t.sayMany(th, [`Puffins nest in burrows ${hash}`, "Otters float on their backs."]);
+    clock.advance(EMBED_MAX_WAIT_MS);
+    await runDueJobs(svc.deps);
+    const [state] = rowsOf<{ vectors: number; jobs: number; longest: number }>(
+      await svc.deps.db.execute(sql`SELECT
+        (SELECT count(*)::int FROM message_vectors WHERE thread_id = ${th}) AS vectors,
+        (SELECT count(*)::int FROM jobs WHERE key = ${`embed:${th}`}) AS jobs,
+        (SELECT max(octet_length(term))::int FROM message_terms WHERE project_id = ${t.projectId}) AS longest`),
+    );
+    expect(state).toEqual({ vectors: 2, jobs: 0, longest: expect.any(Number) });
+    expect(state.longest).toBeLessThan(100);
+    expect(await t.recall("puffins")).toHaveLength(2);
+    await expectExact(svc, t.projectId, 0);
+  });
+});
+
 describe("a forgotten fact's messages", () => {
   it("leave the index whatever Unicode space they have where the quote has a space, as recall compares them", async () => {
     const t = await tenant(svc);
