@@ -2,12 +2,14 @@ import { embeddingsConfigured } from "../config";
 import type { ReadContext } from "../context";
 import type { Deps } from "../deps";
 import { rethrowRefusal } from "../errors";
+import { isInputRefusal } from "../llm/client";
 import { RECALL_SYNTHESIS_PROMPT } from "../llm/prompts";
+import { EMBED_HEAD_CHARS } from "../llm/refused-inputs";
 import { errorFields } from "../log";
 import { annotateSpan } from "../telemetry";
 import { type UsageCollector, usageCollector } from "../usage/collector";
 import { deferUsage, readUsageCteOf } from "../usage/sql";
-import { factText, groupFacts, oneLine, renderContext, touchedEntities } from "./context";
+import { factText, groupFacts, headOf, oneLine, renderContext, touchedEntities } from "./context";
 import { blockMessages, type MessageSignals, type RetrievedMessage } from "./messages";
 import { type RerankOutcome, rerankCandidates } from "./rerank";
 import { type RankingMode, type Retrieved, type RetrievedFact, retrieve, type Signals } from "./retrieve";
@@ -210,12 +212,22 @@ async function embedQuery(
     return cached;
   }
   const started = performance.now();
+  const embedOne = async (input: string) =>
+    (
+      await deps.llm.embed(
+        [input],
+        usage.meter("recall_embedding"),
+        AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs),
+      )
+    )[0];
   try {
-    const [vector] = await deps.llm.embed(
-      [text],
-      usage.meter("recall_embedding"),
-      AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs),
-    );
+    const vector = await embedOne(text).catch((err) => {
+      // Longer than the embedding model's window (2,000 characters of CJK for a 512-token model):
+      // its head, rather than a recall ranked by keyword alone.
+      const head = headOf(text, EMBED_HEAD_CHARS);
+      if (!isInputRefusal(err) || head === text) throw err;
+      return embedOne(head);
+    });
     deps.queryEmbeddings.set(key, vector);
     return vector;
   } catch (err) {
