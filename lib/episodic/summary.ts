@@ -6,6 +6,7 @@ import { vectorParam } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
 import { EPISODE_SUMMARY_PROMPT, EpisodeSummarySchema } from "../llm/prompts";
+import { embedAllOrHeads } from "../llm/refused-inputs";
 import { renderTranscript, type TranscriptMessage, withTranscriptBudget } from "../llm/transcript";
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
@@ -62,7 +63,9 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
         meter: usage.meter("episode_summary"),
       }),
     );
-    const [embedding] = await deps.llm.embed([summary.summary], usage.meter("episode_embedding"));
+    // A summary longer than a small embedding model's window is embedded by its head.
+    const meter = usage.meter("episode_embedding");
+    const [embedding] = await embedAllOrHeads((texts) => deps.llm.embed(texts, meter), [summary.summary]);
     const written = await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings));
     if (!written) return "lost";
     deps.log.info("episode completed", {

@@ -2,7 +2,7 @@ import OpenAI from "openai";
 import { describe, expect, it } from "vitest";
 import { ProviderError } from "../errors";
 import { EMBEDDING_PROBE_TEXT } from "./client";
-import { EMBED_HEAD_CHARS, embedOrRefuse } from "./refused-inputs";
+import { EMBED_HEAD_CHARS, embedAllOrHeads, embedOrRefuse } from "./refused-inputs";
 
 describe("embedOrRefuse", () => {
   const failed = (status: number) =>
@@ -74,5 +74,35 @@ describe("embedOrRefuse", () => {
       return batch.map((t) => [t.length]);
     };
     await expect(embedOrRefuse(flaky, texts)).rejects.toMatchObject({ cause: { status: 503 } });
+  });
+});
+
+describe("embedAllOrHeads", () => {
+  const refusing = (refused: (t: string) => boolean) => async (texts: string[]) => {
+    if (texts.some(refused)) {
+      throw new ProviderError("Embedding call failed", {
+        cause: OpenAI.APIError.generate(400, { error: { message: "too long" } }, "no", new Headers()),
+      });
+    }
+    return texts.map((t) => [t.length]);
+  };
+
+  it("gives a text refused whole its head's vector", async () => {
+    const long = "w".repeat(EMBED_HEAD_CHARS * 2);
+    expect(
+      await embedAllOrHeads(
+        refusing((t) => t.length > EMBED_HEAD_CHARS),
+        ["a", long],
+      ),
+    ).toEqual([[1], [EMBED_HEAD_CHARS]]);
+  });
+
+  it("fails when a text is refused by its head too", async () => {
+    await expect(
+      embedAllOrHeads(
+        refusing((t) => t.startsWith("w")),
+        ["a", "w".repeat(900)],
+      ),
+    ).rejects.toThrow(/refused a text, whole and by its first 500 characters/);
   });
 });

@@ -1,3 +1,4 @@
+import { ProviderError } from "../errors";
 import { headOf } from "../recall/context";
 import { EMBEDDING_PROBE_TEXT, isInputRefusal } from "./client";
 
@@ -60,4 +61,16 @@ async function embedHead(embed: EmbedTexts, text: string): Promise<number[] | nu
     if (!isInputRefusal(err)) throw err;
     return null;
   }
+}
+
+/**
+ * Every text's vector, a text refused whole embedded by its head (embedOrRefuse); one refused even
+ * then fails the call, as the work needs them all (an episode's summary, an extraction's facts).
+ */
+export async function embedAllOrHeads(embed: EmbedTexts, texts: string[]): Promise<number[][]> {
+  const vectors = await embedOrRefuse(embed, texts);
+  return vectors.map((v) => {
+    if (!v) throw new ProviderError("Embedding call refused a text, whole and by its first 500 characters");
+    return v;
+  });
 }

@@ -5,14 +5,14 @@ import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
 import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
 import { datasetFilter, exactPathSql, nearestInDatasetSql, rowsWithinScanMax } from "../db/vectors";
 import type { Deps } from "../deps";
-import { failureText, ProviderError } from "../errors";
+import { failureText } from "../errors";
 import {
   CONTRADICTION_JUDGE_PROMPT,
   ContradictionJudgeSchema,
   FACT_EXTRACTION_PROMPT,
   FactExtractionSchema,
 } from "../llm/prompts";
-import { embedOrRefuse } from "../llm/refused-inputs";
+import { embedAllOrHeads } from "../llm/refused-inputs";
 import { renderTranscript, type TranscriptMessage, withTranscriptBudget } from "../llm/transcript";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
@@ -200,16 +200,12 @@ async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: New
 
 /**
  * The kept facts' and new entities' vectors in one call. A fact the embedding model refuses whole
- * (a long object, a model with a short window) is embedded by its head (embedOrRefuse) rather
- * than failing the episode's every fact on every retry; refused even then, the extraction fails.
+ * (a long object, a model with a short window) is embedded by its head rather than failing the
+ * episode's every fact on every retry.
  */
-async function embedExtracted(deps: Deps, texts: string[], usage: UsageCollector): Promise<number[][]> {
+function embedExtracted(deps: Deps, texts: string[], usage: UsageCollector): Promise<number[][]> {
   const meter = usage.meter("extraction_embedding");
-  const vectors = await embedOrRefuse((batch) => deps.llm.embed(batch, meter), texts);
-  if (vectors.some((v) => v === null)) {
-    throw new ProviderError("Embedding call refused an extracted fact or entity, whole and by its head");
-  }
-  return vectors as number[][];
+  return embedAllOrHeads((batch) => deps.llm.embed(batch, meter), texts);
 }
 
 /** One info line per extracted episode: what was proposed, kept and dropped, by reason. */

@@ -144,6 +144,27 @@ describe("a message over the chat model's window", () => {
   });
 });
 
+describe("a summary the embedding model refuses whole", () => {
+  it("is embedded by its head: the episode completes", async () => {
+    const summary = `The user talked about sailing. ${"They described every harbour in detail. ".repeat(30)}`;
+    fake.onStructured("episode_summary", () => ({ summary, keyLearnings: [] }));
+    const t = await tenant();
+    const th = await t.thread();
+    await t.say(th, "I sail every weekend.");
+    fake.maxInputTokens = 200;
+    const end = await t.post(`/v1/threads/${th}/end`);
+    const { episodeId } = (await end.json()) as { episodeId: string };
+    await runDueJobs(svc.deps);
+    const [episode] = rowsOf<{ status: string; embedded: boolean }>(
+      await svc.deps.db.execute(
+        sql`SELECT status, embedding IS NOT NULL AS embedded FROM episodes WHERE id = ${episodeId}`,
+      ),
+    );
+    expect(episode).toEqual({ status: "completed", embedded: true });
+    expect(fake.embeddingCalls().map((c) => c.input)).toContainEqual([summary.slice(0, 500)]);
+  });
+});
+
 describe("a fact the embedding model refuses whole", () => {
   it("is embedded by its head: the episode's facts are kept", async () => {
     const long = `my favourite poem, which goes ${"roses are red violets are blue ".repeat(40)}`.trim();
