@@ -17,6 +17,7 @@ import {
 } from "../db/vectors";
 import type { Deps } from "../deps";
 import { badRequest, notFound } from "../errors";
+import { embedAllOrHeads } from "../llm/refused-inputs";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { budgetSpentSql } from "../usage/budget";
 import { usageCollector } from "../usage/collector";
@@ -171,11 +172,10 @@ export async function searchEpisodes(
   const scope = { projectId: ledgerProjectId ?? projectId, dataset };
   let vector: number[];
   try {
-    [vector] = await deps.llm.embed(
-      [q.query],
-      usage.meter("episode_search_embedding"),
-      AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs),
-    );
+    // A query longer than the embedding model's window is embedded by its head.
+    const meter = usage.meter("episode_search_embedding");
+    const signal = AbortSignal.timeout(deps.config.providerDeadlines.queryEmbeddingMs);
+    [vector] = await embedAllOrHeads((texts) => deps.llm.embed(texts, meter, signal), [q.query]);
   } catch (err) {
     await flushUsage(deps, usage, scope);
     throw err;

@@ -165,6 +165,20 @@ describe("a summary the embedding model refuses whole", () => {
   });
 });
 
+describe("an episode search longer than the embedding model's window", () => {
+  it("is embedded by its head: 200, not the 500 of a failed embedding", async () => {
+    const t = await tenant();
+    fake.maxInputTokens = 200;
+    const q = "harbour ".repeat(124).trim(); // 991 characters: 248 tokens
+    const res = await svc.request(`/v1/memory/episodic/datasets/ds/episodes/search?q=${encodeURIComponent(q)}`, {
+      token: t.key,
+    });
+    expect(res.status, await res.clone().text()).toBe(200);
+    // The query, the probe text (the model takes a text of its own), the head.
+    expect(fake.embeddingCalls().map((c) => c.input[0].length)).toEqual([991, 20, 500]);
+  });
+});
+
 describe("a fact the embedding model refuses whole", () => {
   it("is embedded by its head: the episode's facts are kept", async () => {
     const long = `my favourite poem, which goes ${"roses are red violets are blue ".repeat(40)}`.trim();
