@@ -12,6 +12,8 @@ export type AppEnv = {
     projectScope: ProjectRef;
     /** Whose ledger a read's provider calls go to, as SQL (`DeferredApiKey.ledgerProjectId`); else unset. */
     ledgerScope: ProjectRef;
+    /** A read's tenant while its project is SQL (`DeferredApiKey.tenant`); else unset. */
+    readTenant: string;
     session: SessionPrincipal;
     /** Set by onError when the request was refused before it ran (its input); see `refusedInput`. */
     inputRefused: boolean;

@@ -40,6 +40,7 @@ export const requireApiKey = createMiddleware<AppEnv>(async function requireApiK
   } satisfies Deps);
   c.set("projectScope", key.projectId);
   c.set("ledgerScope", key.ledgerProjectId);
+  c.set("readTenant", key.tenant);
   await next();
   // Whatever the route answered (a 404, a validation error, a body read without a statement), a
   // refused key answers 401 instead: thrown here, it takes the one error path.

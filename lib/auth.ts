@@ -105,6 +105,8 @@ export interface DeferredApiKey {
   ledgerProjectId: SQL;
   /** This process accepted the key lately: the read's provider calls need not wait for the check. */
   acceptedLately: boolean;
+  /** The key's hash: whose read it is, for what a process keeps per tenant (`ReadContext.tenant`). */
+  tenant: string;
   /** The database the read must use: its first statement carries the key's check. */
   database: LeadingDatabase;
   /** The principal, once the check has run (sending it alone if no statement has); throws the 401. */
@@ -139,6 +141,7 @@ export function deferApiKey(deps: Deps, header: string | undefined | null): Defe
     projectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash} AND revoked_at IS NULL)`,
     ledgerProjectId: sql`(SELECT project_id FROM ${apiKeys} WHERE key_hash = ${keyHash})`,
     acceptedLately: deps.acceptedKeys.acceptedLately(keyHash),
+    tenant: keyHash,
     database,
     principal: async () => {
       await database.settle();

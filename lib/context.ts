@@ -15,6 +15,11 @@ export interface ReadContext {
    * API key's project whether or not the key is still active (lib/auth.ts `deferApiKey`).
    */
   ledgerProjectId?: ProjectRef;
+  /**
+   * Who asks, for what a process keeps per tenant (the query embeddings): `projectId` when it is
+   * a string; for a /v1 read whose project only SQL knows, its API key's hash. Absent: nothing kept.
+   */
+  tenant?: string;
 }
 
 /** Who is asking and with what: what every request-scoped domain verb that writes receives first. */

@@ -66,7 +66,7 @@ export interface RecallExplanation {
  * request fail. The query embedding is recorded in the ledger by the statement; the reranker's
  * and synthesis' calls, made after it, by a later request's statement (lib/usage/backlog.ts).
  */
-export async function recall({ deps, projectId, ledgerProjectId }: ReadContext, request: RecallRequest) {
+export async function recall({ deps, projectId, ledgerProjectId, tenant }: ReadContext, request: RecallRequest) {
   const timings: Timing[] = [];
   const include = new Set(request.include);
   const query = request.query?.trim() ? request.query : undefined;
@@ -75,7 +75,8 @@ export async function recall({ deps, projectId, ledgerProjectId }: ReadContext, 
 
   // With asOf too: the vector signal ranks the facts valid then (a departure from the spec's
   // rule 3, which dropped it; see docs/api-notes.md, "Recall ranking").
-  const vector = query !== undefined ? await embedQuery(deps, query, timings, usage) : undefined;
+  const asker = tenant ?? (typeof projectId === "string" ? projectId : undefined);
+  const vector = query !== undefined ? await embedQuery(deps, query, asker, timings, usage) : undefined;
   const mode: RankingMode = !query ? "recent" : vector ? "hybrid" : "keyword";
 
   const started = performance.now();
@@ -195,6 +196,7 @@ const rerankText = (f: RetrievedFact) => `${factText(f)} (said: "${oneLine(f.sou
 async function embedQuery(
   deps: Deps,
   text: string,
+  tenant: string | undefined,
   timings: Timing[],
   usage: UsageCollector,
 ): Promise<number[] | undefined> {
@@ -205,8 +207,11 @@ async function embedQuery(
     timings.push({ name: "embedding", ms: 0, description: "not configured" });
     return undefined;
   }
-  const key = { model: deps.config.openai.embeddingModel, dimensions: deps.config.openai.embeddingDimensions, text };
-  const cached = deps.queryEmbeddings.get(key);
+  // Kept per tenant (lib/llm/query-embeddings.ts); a caller of no known tenant keeps nothing.
+  const key = tenant
+    ? { tenant, model: deps.config.openai.embeddingModel, dimensions: deps.config.openai.embeddingDimensions, text }
+    : undefined;
+  const cached = key && deps.queryEmbeddings.get(key);
   if (cached) {
     timings.push({ name: "embedding", ms: 0, description: "cached" });
     return cached;
@@ -228,7 +233,7 @@ async function embedQuery(
       if (!isInputRefusal(err) || head === text) throw err;
       return embedOne(head);
     });
-    deps.queryEmbeddings.set(key, vector);
+    if (key) deps.queryEmbeddings.set(key, vector);
     return vector;
   } catch (err) {
     rethrowRefusal(err);

@@ -9,6 +9,7 @@ import { newId } from "../../lib/ids";
 import { deleteUser } from "../../lib/users";
 import { type CredentialCase, deadCredentials, MISSING, makeCredentials } from "../helpers/credentials";
 import { tableCounts } from "../helpers/db-state";
+import { startFakeOpenAI } from "../helpers/fake-openai";
 import {
   API_PATH,
   type DocumentedRoute,
@@ -508,6 +509,37 @@ describe("conversation evidence across tenants", () => {
       expect({ body, messages: r.messages, context: r.context }).toEqual({ body, messages: [], context: "" });
       // Control: the owner recalls it, so the empty answer above is the tenant filter.
       expect((await recall(theirs.key, body)).messages.map((m) => m.content)).toEqual(["my passphrase is zanzibar"]);
+    }
+  });
+});
+
+describe("query embeddings across tenants", () => {
+  it("are kept per tenant: another project's recall of the same words is neither free nor told cached", async () => {
+    const fake = await startFakeOpenAI();
+    const withModel = await createTestService({ provider: fake });
+    try {
+      const victim = await newTenant(withModel, `sec-${randomUUID().slice(0, 6)}`);
+      const asker = await newTenant(withModel, `sec-${randomUUID().slice(0, 6)}`);
+      const recall = async (key: string) => {
+        const res = await withModel.request("/v1/memory/recall", {
+          method: "POST",
+          token: key,
+          json: { dataset: "ds", query: "I was diagnosed with lymphoma last week" },
+        });
+        expect(res.status).toBe(200);
+        return res.headers.get("server-timing") ?? "";
+      };
+      await recall(victim.key);
+      const guessed = await recall(asker.key);
+      expect(guessed).toContain("embedding;dur=");
+      expect(guessed).not.toContain('desc="cached"');
+      expect(fake.embeddingCalls()).toHaveLength(2);
+      // Within a tenant the repeat is still kept.
+      expect(await recall(asker.key)).toContain('desc="cached"');
+      expect(fake.embeddingCalls()).toHaveLength(2);
+    } finally {
+      await withModel.close();
+      await fake.close();
     }
   });
 });

@@ -974,7 +974,12 @@ describe("degradation (rule 6)", () => {
   it("a query longer than the embedding model's window is embedded by its head: ranked by meaning still", async () => {
     const t = await tenant();
     const query = "seafaring ".repeat(120).trim(); // 1,199 characters: 300 tokens; its head 125
-    await t.fact("ds", { predicate: "likes", object: "sailing", validAt: "2025-01-01T00:00:00.000Z", embedding: query });
+    await t.fact("ds", {
+      predicate: "likes",
+      object: "sailing",
+      validAt: "2025-01-01T00:00:00.000Z",
+      embedding: query,
+    });
     await t.fact("ds", { predicate: "likes", object: "poetry", validAt: "2026-01-01T00:00:00.000Z" });
     fake.maxInputTokens = 200;
     const body = await t.recall({ dataset: "ds", query, include: ["raw"] });
