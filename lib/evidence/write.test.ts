@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { WHITESPACE_RUN } from "./write";
+import { quoteComparable, WHITESPACE_RUN } from "./write";
 
 describe("WHITESPACE_RUN", () => {
   it("is JavaScript's \\s: the same code points, every one of them", () => {
@@ -11,5 +11,12 @@ describe("WHITESPACE_RUN", () => {
       if (ours.test(ch) !== /^\s$/u.test(ch)) differ.push(cp.toString(16));
     }
     expect(differ).toEqual([]);
+  });
+});
+
+describe("quoteComparable", () => {
+  it("lower-cases, drops quotation marks of every kind, and reads whitespace runs as one space", () => {
+    expect(quoteComparable("  I\u2019m \u201cBiscuit\u201d's\u00a0\n`DOG` \"ok\" ")).toBe("im biscuits dog ok");
+    expect(quoteComparable("I'm")).toBe(quoteComparable("I\u2019M"));
   });
 });

@@ -86,15 +86,34 @@ export const WHITESPACE_CHARS =
 export const WHITESPACE_RUN = `[${WHITESPACE_CHARS}]+`;
 
 /**
+ * Quotation marks a quote is compared without: a model writes ' where the user's keyboard typed
+ * ’, and drops the quotes around a name ("Biscuit"). Extraction already accepted a quote without
+ * them, while forgetting and recall's skip compared them as they were, so a forgotten fact's
+ * message stayed in recall.
+ */
+export const QUOTE_MARKS = "\u2018\u2019\u201c\u201d\"'`";
+const QUOTE_MARK = new RegExp(`[${QUOTE_MARKS}]`, "gu");
+
+/**
+ * Text as a quote is compared (extraction's check of a fact's quote, recall's skip of a message a
+ * fact quotes, forgetting's match: unindexQuotingMessagesCtes): lower case, without quotation
+ * marks, each run of whitespace one space, trimmed.
+ */
+export const quoteComparable = (text: string) =>
+  text.toLowerCase().replace(QUOTE_MARK, "").replace(/\s+/gu, " ").trim();
+
+/**
  * CTEs that take out of the conversation index the messages that said what a forgotten fact
- * holds: those of its dataset whose text contains its source quote, compared as recall compares
- * a quote (one line, lower case: blockMessages in lib/recall/messages.ts). Without them, forgetting
+ * holds: those of its dataset whose text contains its source quote, compared as extraction and
+ * recall compare a quote (quoteComparable; `lower` folds as JavaScript does for the letters the
+ * embedded database's C locale knows, ASCII). Without them, forgetting
  * "I live in Lisbon" would bring the user's own words back into recall, now unquoted. The
  * messages stay in their thread and in the export. `forgotten` must expose project_id, dataset
  * and source_quote; the keyword index narrows the candidates before the text is compared.
  */
 export function unindexQuotingMessagesCtes(): SQL {
-  const comparable = (text: SQL) => sql`lower(btrim(regexp_replace(${text}, ${WHITESPACE_RUN}, ' ', 'g')))`;
+  const comparable = (text: SQL) =>
+    sql`lower(btrim(regexp_replace(translate(${text}, ${QUOTE_MARKS}::text, ''), ${WHITESPACE_RUN}, ' ', 'g')))`;
   return sql`quoting AS (
       SELECT s.message_id FROM forgotten f
       JOIN ${messageSearch} s ON s.project_id = f.project_id AND s.dataset = f.dataset

@@ -12,9 +12,8 @@ import {
   searchLimitsFor,
   VECTOR_SCAN_MAX,
 } from "../db/vectors";
-import { WHITESPACE_CHARS } from "../evidence/write";
+import { quoteComparable, WHITESPACE_CHARS } from "../evidence/write";
 import { type MessageRole, messageRole } from "../roles";
-import { oneLine } from "./context";
 import { HOP_STRENGTH } from "./hop";
 import {
   bm25Of,
@@ -320,8 +319,8 @@ export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMess
   };
 }
 
-/** Text as a quote is compared: one line, lower case. */
-const comparable = (text: string) => oneLine(text).toLowerCase();
+/** Text as a quote is compared: as extraction checked it and forgetting matches it. */
+const comparable = quoteComparable;
 
 /**
  * The block's messages: the candidates in order, without those a returned fact already quotes

@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { z } from "zod";
 import { toDate } from "../db/rows";
 import type { entities } from "../db/schema";
+import { quoteComparable } from "../evidence/write";
 import { storableInstant } from "../inputs";
 import type { FactExtractionSchema } from "../llm/prompts";
 import { flushTiny } from "../numbers";
@@ -43,12 +44,8 @@ export interface NewFact extends KeptFact {
   embedding: number[];
 }
 
-export const normalise = (s: string) =>
-  s
-    .toLowerCase()
-    .replace(/[\u2018\u2019\u201c\u201d"'`]/g, "")
-    .replace(/\s+/g, " ")
-    .trim();
+/** Text as quotes and duplicates are compared (quoteComparable: forgetting and recall compare alike). */
+export const normalise = quoteComparable;
 
 export const stableId = (prefix: "fct" | "ent", ...parts: string[]) =>
   `${prefix}_${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 20)}`;

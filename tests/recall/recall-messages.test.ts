@@ -774,6 +774,35 @@ describe("lifecycle", () => {
     ]);
   });
 
+  it("forgetting takes out a message whose quotation marks the quote has otherwise or not at all, as extraction accepted it", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    // A phone's apostrophe where the model writes ', and a name in quotes the model dropped.
+    const apostrophe = await t.say(th, "I\u2019m a night-shift nurse at Lisbon General");
+    const quoted = await t.say(th, 'My dog is called "Biscuit" and he is three');
+    await t.embed();
+    const forget = async (quote: string, object: string) => {
+      const factId = `fct_${randomUUID().slice(0, 8)}`;
+      await svc.deps.db.execute(sql`
+        INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+        VALUES (${factId}, ${t.projectId}, ${t.dataset}, 'user', 'said', ${object}, 0.9, ${quote}, now())`);
+      // Live, the fact carries the message's evidence: the block does not repeat it.
+      expect(ids(await t.recall({ query: object, include: ["messages"] }))).not.toContain(
+        object === "nurse" ? apostrophe : quoted,
+      );
+      const res = await svc.request(`/v1/memory/semantic/datasets/${t.dataset}/facts/${factId}`, {
+        method: "DELETE",
+        token: t.key,
+      });
+      expect(res.status).toBe(200);
+    };
+    await forget("I'm a night-shift nurse at Lisbon General", "nurse");
+    await forget("My dog is called Biscuit", "Biscuit");
+    for (const query of ["nurse", "dog Biscuit", undefined]) {
+      expect(ids(await t.recall({ query, include: ["messages"] }))).toEqual([]);
+    }
+  });
+
   it("a deleted project leaves no index rows, vectors or statistics", async () => {
     const t = await tenant();
     await t.say(await t.thread(), "osprey");
