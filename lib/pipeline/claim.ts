@@ -1,7 +1,7 @@
-import { eq, sql } from "drizzle-orm";
+import { eq, type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { dbJson, parsedRowsOf } from "../db/rows";
-import { episodes, messages, projects, threads } from "../db/schema";
+import { episodes, messageSearch, messages, projects, threads } from "../db/schema";
 import type { Deps } from "../deps";
 import { storedUserNamesSql } from "../semantic/extract";
 import { budgetSpentSql } from "../usage/budget";
@@ -25,6 +25,15 @@ const ClaimedRow = z.object({
   user_names: dbJson(z.array(z.string()).nullable()),
 });
 export type ClaimedStage = z.output<typeof ClaimedRow>;
+
+/**
+ * A message extraction may read: not a user message that forgetting a fact took out of the
+ * conversation index (lib/evidence/write.ts; every user message has an index row from its
+ * insert on). Otherwise an `end` repeated over the same messages, which cuts another episode of
+ * the whole thread, extracted the forgotten fact again from the very words it was forgotten with.
+ */
+const notForgottenSql = (m: SQL) =>
+  sql`(${m}.role <> 'user' OR EXISTS (SELECT 1 FROM ${messageSearch} s WHERE s.message_id = ${m}.id))`;
 
 /**
  * Claims the episode's next pending stage for a run of its job, in one statement that also reads
@@ -68,7 +77,8 @@ export async function claimNextStage(
         (SELECT th.settings FROM ${threads} th WHERE th.id = e.thread_id) AS thread_settings,
         (SELECT json_agg(json_build_object('seq', m.seq, 'role', m.role, 'content', m.content, 'created_at', m.created_at) ORDER BY m.seq)
            FROM ${messages} m
-          WHERE m.thread_id = e.thread_id AND m.seq BETWEEN e.from_seq AND e.to_seq AND NOT m.is_summary) AS transcript,
+          WHERE m.thread_id = e.thread_id AND m.seq BETWEEN e.from_seq AND e.to_seq AND NOT m.is_summary
+            AND (e.stage = 'summary' OR ${notForgottenSql(sql`m`)})) AS transcript,
         CASE WHEN e.stage = 'facts' THEN ${storedUserNamesSql(sql`e`)} END AS user_names
       FROM e JOIN ${projects} p ON p.id = e.project_id`),
   );

@@ -137,8 +137,9 @@ async function extractAndWrite(
 ): Promise<boolean> {
   const s = settings.semantic;
   const userLines = transcript.filter((m) => m.role === "user");
-  // Nothing the user said is left (the thread was deleted since the summary): no quote could be
-  // checked, so no fact could be kept; no model call.
+  // Nothing the user said is left (the thread was deleted since the summary, or all of it was
+  // forgotten: lib/pipeline/claim.ts): no quote could be checked, so no fact could be kept; no
+  // model call.
   if (userLines.length === 0) return finishWithoutWrites(deps, episode, tallyReport(0, []));
   const extracted = await withTranscriptBudget((budget) =>
     deps.llm.structured({

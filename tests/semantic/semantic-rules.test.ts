@@ -1,6 +1,7 @@
 import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { newId } from "../../lib/ids";
+import { runDueJobs } from "../../lib/jobs/runner";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import type { Tenant } from "../helpers/episodic-fixtures";
 import { fakeEmbedding } from "../helpers/fake-openai";
@@ -375,5 +376,39 @@ describe("entity resolution", () => {
       "lives_in Lisbon -> Lisbon (PLACE)",
       "loves lisbon -> Lisbon (PLACE)",
     ]);
+  });
+});
+
+describe("a forgotten fact", () => {
+  it("is not extracted again when the thread is ended again over the same messages; new words are", async () => {
+    const t = await tenant();
+    const lisbon = { facts: [fact("lives_in", "Lisbon", "I live in Lisbon")], entities: [] };
+    const { threadId } = await extract(t, ["I live in Lisbon", "Nice."], lisbon);
+    const [forgotten] = await facts(t);
+    const res = await t.get(`/v1/memory/semantic/datasets/${forgotten.dataset}/facts/${forgotten.id}`, {
+      method: "DELETE",
+    });
+    expect(res.status).toBe(200);
+    // The app ends the conversation again: another episode of the whole thread (the spec).
+    h.clock.advance(60_000);
+    h.fake.onStructured("fact_extraction", () => lisbon);
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect((await facts(t)).filter((f) => f.invalidAt === null)).toEqual([]);
+    // The model was not even asked: no word of the user's is left to extract from.
+    expect(calls().extraction).toBe(1);
+    // New words in the thread are read, without the forgotten ones.
+    await t.say(threadId, "I work as a nurse");
+    h.clock.advance(60_000);
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [fact("works_as", "nurse", "I work as a nurse")],
+      entities: [],
+    }));
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect((await facts(t)).filter((f) => f.invalidAt === null).map((f) => f.predicate)).toEqual(["works_as"]);
+    const sent = h.fake.chatCalls("fact_extraction").at(-1)?.messages.at(-1)?.content ?? "";
+    expect(sent).toContain("I work as a nurse");
+    expect(sent).not.toContain("Lisbon");
   });
 });
