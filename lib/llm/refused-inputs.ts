@@ -15,9 +15,9 @@ export type EmbedTexts = (texts: string[]) => Promise<number[][]>;
 /**
  * The vectors of `texts`, in order, and null for a text the provider refuses even alone and by
  * its first EMBED_HEAD_CHARS: such a message is left without a vector (searchable by keyword)
- * rather than holding back every message after it, run after run (lib/evidence/embed.ts). A batch refused whole (an input over
- * the model's window, a request over its token limit: isInputRefusal) is embedded in halves, down
- * to the texts refused, a few calls for each. Before that, a text of our own: the provider
+ * rather than holding back every message after it, run after run (lib/evidence/embed.ts). A
+ * batch refused whole (an input over the model's window, a request over its token limit:
+ * isInputRefusal) is embedded in halves, down to the texts refused, a few calls for each. Before that, a text of our own: the provider
  * refusing it too refuses any request (a setting, not an input), so the batch's refusal is thrown
  * and the job retries the batch later, and no message is given up for it.
  */

@@ -1,4 +1,4 @@
-import { headOf } from "../recall/context";
+import { headOf, oneLine } from "../recall/context";
 import { isInputRefusal } from "./client";
 
 export interface TranscriptMessage {
@@ -44,14 +44,10 @@ export function renderTranscript(
 
 /** `[seq] role: text`, one line a message, their texts cut to fit `budget` together (fitTexts). */
 export function transcriptLines(messages: TranscriptMessage[], budget: number): string[] {
-  const texts = fitTexts(
-    messages.map((m) => oneLine(m.content)),
-    budget,
-  );
+  const lines = messages.map((m) => oneLine(m.content));
+  const texts = fitTexts(lines, budget);
   return messages.map((m, i) => `[${m.seq}] ${m.role}: ${texts[i]}`);
 }
-
-const oneLine = (text: string) => text.replace(/\s+/g, " ").trim();
 
 /**
  * How many characters of the messages a model is sent in one prompt (a transcript to summarise,
@@ -71,13 +67,8 @@ export const MIN_MESSAGE_CHARS = 200;
  * left out) and the short ones whole, but none cut below MIN_MESSAGE_CHARS.
  */
 export function fitTexts(texts: string[], budget: number): string[] {
-  const cap = Math.max(
-    lengthCap(
-      texts.map((t) => t.length),
-      budget,
-    ),
-    MIN_MESSAGE_CHARS,
-  );
+  const lengths = texts.map((t) => t.length);
+  const cap = Math.max(lengthCap(lengths, budget), MIN_MESSAGE_CHARS);
   return texts.map((t) => cutText(t, cap));
 }
 
