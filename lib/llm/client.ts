@@ -429,7 +429,19 @@ export const isRefusal = (err: unknown) => err instanceof OpenAI.APIError && (er
 export const isContextLengthRefusal = (err: unknown): boolean =>
   isRefusal(err) &&
   ((err as InstanceType<typeof OpenAI.APIError>).code === "context_length_exceeded" ||
-    /context length|context size|maximum context|too many tokens/i.test((err as Error).message));
+    /context length|context size|context window|maximum context|too many tokens|too long|reduce the length/i.test(
+      (err as Error).message,
+    ));
+
+/**
+ * A provider call refused for its prompt's length (isContextLengthRefusal, or a 413), bare or as
+ * the cause of the ProviderError a call throws: a shorter prompt may be accepted. Other refusals
+ * (an unsupported option, a model the key may not use) are not worth a shorter try.
+ */
+export const isLengthRefusal = (err: unknown): boolean => {
+  const cause = err instanceof ProviderError ? err.cause : err;
+  return isContextLengthRefusal(cause) || (cause instanceof OpenAI.APIError && cause.status === 413);
+};
 
 /**
  * A provider call refused for what it was sent, which sending it again will not change: an input

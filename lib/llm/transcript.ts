@@ -1,5 +1,5 @@
 import { headOf, oneLine } from "../recall/context";
-import { isInputRefusal } from "./client";
+import { isLengthRefusal } from "./client";
 
 export interface TranscriptMessage {
   seq: number;
@@ -111,7 +111,7 @@ export function cutText(text: string, max: number): string {
 
 /**
  * Runs a model call whose prompt holds a transcript of at most `budget` characters, first at
- * TRANSCRIPT_BUDGET_CHARS; refused for what it was sent (a smaller model's window: isInputRefusal),
+ * TRANSCRIPT_BUDGET_CHARS; refused for its length (a smaller model's window: isLengthRefusal),
  * again at half the budget, down to an eighth, before the refusal is thrown. A model with a short
  * window costs a few refused calls instead of a failure that no retry could ever change.
  */
@@ -120,7 +120,7 @@ export async function withTranscriptBudget<T>(call: (budget: number) => Promise<
     try {
       return await call(budget);
     } catch (err) {
-      if (!isInputRefusal(err) || budget <= TRANSCRIPT_BUDGET_CHARS / 8) throw err;
+      if (!isLengthRefusal(err) || budget <= TRANSCRIPT_BUDGET_CHARS / 8) throw err;
     }
   }
 }
