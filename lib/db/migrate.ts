@@ -24,14 +24,42 @@ export async function migrateDatabase(database: Database, embeddingDimensions: n
     case "pglite":
       await (await import("drizzle-orm/pglite/migrator")).migrate(db, config);
       break;
-    // Over HTTP there is no session to hold a lock in: `npm run db:migrate` runs once per deploy.
     case "neon":
-      await (await import("drizzle-orm/neon-http/migrator")).migrate(db, config);
+      await migrateOverHttp(database, config);
       break;
     case "pg":
       return migrateLocked(database.db, config, embeddingDimensions);
   }
   await ensureVectorIndexes(database.db, embeddingDimensions);
+}
+
+/**
+ * drizzle's migrations over Neon's HTTP driver, each in one HTTP transaction with the row that
+ * records it: drizzle's own neon-http migrator sent every statement as a transaction of its own
+ * and recorded the migrations after the last, so a failure partway (a dropped request, a timeout,
+ * Ctrl-C) left what ran committed and unrecorded, and every later run failed on "already exists".
+ * Now a failed migration leaves nothing, the ones before it stay recorded, and a second run goes
+ * on from it. Each transaction takes MIGRATION_LOCK_KEY first, so two runs at once do not both
+ * apply a migration: the second fails on it and changes nothing (run it from one place).
+ */
+async function migrateOverHttp(database: Database, config: MigrationConfig): Promise<void> {
+  const migrations = readMigrationFiles(config);
+  const { db } = database;
+  await db.execute(sql`CREATE SCHEMA IF NOT EXISTS drizzle`);
+  await db.execute(sql`CREATE TABLE IF NOT EXISTS drizzle.__drizzle_migrations (
+    id SERIAL PRIMARY KEY, hash text NOT NULL, created_at bigint)`);
+  const [last] = rowsOf<{ created_at: string | number }>(
+    await db.execute(sql`SELECT created_at FROM drizzle.__drizzle_migrations ORDER BY created_at DESC LIMIT 1`),
+  );
+  for (const migration of migrations) {
+    if (last && Number(last.created_at) >= migration.folderMillis) continue;
+    await database.batch((tx) => [
+      tx.execute(sql`SELECT pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`),
+      ...migration.sql.map((statement) => tx.execute(sql.raw(statement))),
+      tx.execute(sql`INSERT INTO drizzle.__drizzle_migrations (hash, created_at)
+        VALUES (${migration.hash}, ${migration.folderMillis})`),
+    ]);
+  }
 }
 
 /**
