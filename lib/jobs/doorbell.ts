@@ -6,6 +6,12 @@ import { errorFields, type Logger } from "../log";
 export interface DueJob {
   key: string;
   runAt: Date;
+  /**
+   * Rung again for the same run after a worker released the job (its row armed again while it
+   * ran, lib/jobs/schedule.ts `rearm`): when, so the ring is not deduplicated against the one
+   * made at arming, which the job's callback had found held.
+   */
+  releasedAt?: Date;
 }
 
 export interface Doorbell {
@@ -63,10 +69,13 @@ export function jobCallbackUrl(publicBaseUrl: string): string {
 /**
  * The deduplication id of one run of a job: its key and due time, so ringing the same run twice
  * (a retried publish, two requests racing) enqueues one message, while a rescheduled or retried
- * job (a new `run_at`) gets a new one. Kept to `[A-Za-z0-9_.-]` so it is a plain header value.
+ * job (a new `run_at`) gets a new one, and so does a ring after its release (`releasedAt`): QStash
+ * dropped that one as a duplicate of the ring whose delivery had found the job held, and the job
+ * waited for the next minute's sweep. Kept to `[A-Za-z0-9_.-]` so it is a plain header value.
  */
 export function deduplicationIdFor(job: DueJob): string {
-  return `${job.key}.${job.runAt.getTime()}`.replace(/[^A-Za-z0-9_.-]/g, "_");
+  const released = job.releasedAt ? `.${job.releasedAt.getTime()}` : "";
+  return `${job.key}.${job.runAt.getTime()}${released}`.replace(/[^A-Za-z0-9_.-]/g, "_");
 }
 
 /**

@@ -50,7 +50,7 @@ async function runJobUntraced(deps: Deps, job: Job, handler?: JobHandler): Promi
   }
   const armedAgain = await completeJob(deps.db, job);
   // Its doorbell, rung when it was armed, found it held.
-  if (armedAgain) ringLater(deps, [{ key: job.key, runAt: armedAgain }]);
+  if (armedAgain) ringLater(deps, [{ key: job.key, runAt: armedAgain, releasedAt: deps.clock.now() }]);
   if (result.runNext) await runJobByKey(deps, result.runNext);
 }
 

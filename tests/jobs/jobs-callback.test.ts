@@ -386,6 +386,12 @@ describe("the QStash doorbell", () => {
     // A rescheduled run (a new run_at) is a new message.
     await doorbell().ring([{ key: later.key, runAt: new Date(later.runAt.getTime() + 60_000) }]);
     expect(qstash.messages.slice(before)).toHaveLength(3);
+    // So is the same run rung again after a worker released it (armed again while it ran): the
+    // first ring's delivery found it held, and a duplicate would be dropped.
+    const released = { ...due, releasedAt: new Date() };
+    await doorbell().ring([released]);
+    expect(qstash.messages.slice(before)).toHaveLength(4);
+    expect(deduplicationIdFor(released)).not.toBe(deduplicationIdFor(due));
   });
 
   it("rings no job due beyond QStash's shortest maximum delay (7 days): the sweep runs it", async () => {
