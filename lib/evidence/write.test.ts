@@ -16,7 +16,7 @@ describe("WHITESPACE_RUN", () => {
 
 describe("quoteComparable", () => {
   it("lower-cases, drops quotation marks of every kind, and reads whitespace runs as one space", () => {
-    expect(quoteComparable("  I\u2019m \u201cBiscuit\u201d's\u00a0\n`DOG` \"ok\" ")).toBe("im biscuits dog ok");
+    expect(quoteComparable('  I\u2019m \u201cBiscuit\u201d\'s\u00a0\n`DOG` "ok" ')).toBe("im biscuits dog ok");
     expect(quoteComparable("I'm")).toBe(quoteComparable("I\u2019M"));
   });
 });

@@ -1,5 +1,5 @@
 import { ProviderError } from "../errors";
-import { headOf } from "../recall/context";
+import { headOf } from "../text";
 import { EMBEDDING_PROBE_TEXT, isInputRefusal } from "./client";
 
 /**

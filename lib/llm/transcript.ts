@@ -1,4 +1,4 @@
-import { headOf, oneLine } from "../recall/context";
+import { headOf, oneLine } from "../text";
 import { isLengthRefusal } from "./client";
 
 export interface TranscriptMessage {

@@ -4,7 +4,6 @@ import {
   ENTITIES_HEADING,
   FACTS_HEADING,
   type FactGroup,
-  headOf,
   MESSAGE_LINE_CHARS,
   MESSAGES_HEADING,
   renderContext,
@@ -77,31 +76,5 @@ describe("trimmed", () => {
     expect(line).not.toMatch(LONE_SURROGATE);
     expect(line).toBe(`${"😀".repeat(119)}…`);
     expect(trimmed(`x${"😀".repeat(200)}`)).toBe(`x${"😀".repeat(119)}…`);
-  });
-});
-
-describe("headOf", () => {
-  it("keeps a text within the limit whole", () => {
-    expect(headOf("ab😀", 4)).toBe("ab😀");
-  });
-
-  it("ends between two graphemes: a flag, a family, an accented letter stay whole", () => {
-    expect(headOf("ab😀", 3)).toBe("ab");
-    expect(headOf("abcd🇵🇹", 7)).toBe("abcd");
-    const family = "👩\u200d👩\u200d👧";
-    expect(headOf(`abcdefgh${family}`, 12)).toBe("abcdefgh");
-    expect(headOf("abcde\u0301f", 5)).toBe("abcd");
-    expect(headOf("abcde\u0301f", 6)).toBe("abcde\u0301");
-    expect(headOf("abcd🇵🇹🇵🇹", 11)).toBe("abcd🇵🇹");
-  });
-
-  it("ends between two code points inside a grapheme longer than half the limit", () => {
-    const zalgo = `a${"\u0301".repeat(50)}`;
-    expect(headOf(zalgo, 10)).toBe(zalgo.slice(0, 10));
-    expect(headOf("😀😀😀", 5)).toBe("😀😀");
-  });
-
-  it("is empty at a limit of 0", () => {
-    expect(headOf("abc", 0)).toBe("");
   });
 });

@@ -1,7 +1,7 @@
 import { z } from "zod";
 import type { Deps } from "../deps";
 import type { Meter, RerankScore } from "../llm/client";
-import { headOf } from "./context";
+import { headOf } from "../text";
 
 /**
  * Recall's optional reranker (project setting `rerank`): the fused top candidates go to a /rerank
