@@ -26,6 +26,10 @@ const routes = {
       query: z.object({
         limit: intQuery(1, 50, 10).openapi({ description: "1-50, default 10." }),
         before: dateInput.optional().openapi({ description: "Only episodes that ended before this (ISO datetime)." }),
+        beforeId: text().min(1).max(64).optional().openapi({
+          description:
+            "Beyond the spec: with `before`, the `episodeId` of the last episode seen, so that episodes ending at that same instant (threads imported in one batch) are on the next page too: it lists those that ended before `before`, and those that ended at it with a smaller id (the order's tie-break). Without `before` it is ignored.",
+        }),
         status: z
           .enum(["pending", "processing", "completed", "failed"])
           .default("completed")

@@ -118,11 +118,17 @@ export function episodeViewRecord(e: z.output<typeof WaitingRow>) {
   return { ...episodeRecord(e), ...(e.waiting_for ? { waitingFor: e.waiting_for } : {}) };
 }
 
-/** Episodes of a dataset by endedAt descending, cursor `before` on endedAt; one statement. */
-export async function listEpisodes(
-  { deps, projectId }: ReadContext,
-  { dataset, ...q }: { dataset: string; limit: number; before?: Date; status: ListableStatus },
-) {
+/** What a page of the list asks: `before` and `beforeId` are the cursor (listEpisodesSql). */
+export interface EpisodePageQuery {
+  dataset: string;
+  limit: number;
+  before?: Date;
+  beforeId?: string;
+  status: ListableStatus;
+}
+
+/** Episodes of a dataset by endedAt descending, cursor `before` (and `beforeId`) on endedAt; one statement. */
+export async function listEpisodes({ deps, projectId }: ReadContext, { dataset, ...q }: EpisodePageQuery) {
   const result = await deps.db.execute(listEpisodesSql(projectId, { dataset, ...q }, deps.clock.now()));
   const [row] = parsedRowsOf(z.object({ total: dbInt, page: dbJson(z.array(WaitingRow)) }), result);
   const { page } = row;
@@ -137,20 +143,22 @@ export async function listEpisodes(
  * The list's statement. The page and the total are read apart, both along
  * `episodes_dataset_ended_idx`: the page reads its rows alone, the total counts index entries.
  * (Read as one CTE for both, every episode of the dataset was read whole and sorted: 8-10 ms a
- * page at 5,000 episodes on the embedded database, now 2.6-2.7.)
+ * page at 5,000 episodes on the embedded database, now 2.6-2.7.) The cursor follows the order,
+ * ended_at then id: with `beforeId` the episodes that ended at `before` itself and sort after it
+ * are on the page too. `before` alone skipped them, and episodes cut from threads imported in one
+ * batch all end at the same instant: a client paging a dataset never saw those past a page's end.
  */
-export function listEpisodesSql(
-  projectId: ProjectRef,
-  q: { dataset: string; limit: number; before?: Date; status: ListableStatus },
-  now: Date,
-): SQL {
+export function listEpisodesSql(projectId: ProjectRef, q: EpisodePageQuery, now: Date): SQL {
   const before = q.before?.toISOString() ?? null;
   const inScope = sql`project_id = ${projectId} AND dataset = ${q.dataset} AND status = ${q.status}`;
+  const cursor = q.beforeId
+    ? sql`ended_at <= ${before}::timestamptz AND (ended_at < ${before}::timestamptz OR id < ${q.beforeId})`
+    : sql`ended_at < ${before}::timestamptz`;
   return sql`
     WITH page AS (
       SELECT ${EPISODE_COLUMNS}, ${waitingForSql(projectId, now)}
       FROM ${episodes}
-      WHERE ${inScope} AND (${before}::timestamptz IS NULL OR ended_at < ${before}::timestamptz)
+      WHERE ${inScope} AND (${before}::timestamptz IS NULL OR ${cursor})
       ORDER BY ended_at DESC, id DESC LIMIT ${q.limit + 1}
     )
     SELECT (SELECT count(*) FROM ${episodes} WHERE ${inScope})::int AS total,

@@ -195,6 +195,13 @@ const listEpisodesTool = defineTool({
     before: dateInput()
       .optional()
       .describe("Only episodes that ended before this time (ISO datetime): the endedAt of the last one seen, to page."),
+    beforeId: text()
+      .min(1)
+      .max(64)
+      .optional()
+      .describe(
+        "With before: the episodeId of the last one seen, so that episodes ending at that same time are not skipped.",
+      ),
     status: z
       .enum(["pending", "processing", "completed", "failed"])
       .default("completed")

@@ -114,6 +114,30 @@ describe("GET /datasets/:dataset/episodes", () => {
     expect(seen).toEqual([...ids].reverse());
   });
 
+  it("walks episodes that ended at the same instant (a batch import's threads) with beforeId, none skipped", async () => {
+    const t = await tenant();
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) ids.push(await makeEpisode(t, "ties", [`tie ${i}`]));
+    await h.svc.deps.db.execute(
+      sql`UPDATE episodes SET ended_at = '2026-05-01T10:00:00.000Z' WHERE project_id = ${t.projectId} AND dataset = 'ties'`,
+    );
+    const walk = async (withId: boolean) => {
+      const seen: string[] = [];
+      let cursor = "";
+      for (let guard = 0; guard < 10; guard++) {
+        const page = await json<Page>(await list(t, "ties", `?limit=2${cursor}`), 200);
+        seen.push(...page.episodes.map((e) => e.episodeId));
+        if (!page.hasMore) break;
+        const last = page.episodes.at(-1) as Episode;
+        cursor = `&before=${encodeURIComponent(last.endedAt as string)}${withId ? `&beforeId=${last.episodeId}` : ""}`;
+      }
+      return seen;
+    };
+    expect(await walk(true)).toEqual([...ids].sort().reverse());
+    // `before` alone (the spec's cursor) ends at the first page: the others ended at that instant.
+    expect(await walk(false)).toHaveLength(2);
+  });
+
   it("filters by status (default completed) and rejects archived, all and unknown values", async () => {
     const t = await tenant();
     const done = await makeEpisode(t, "ds", ["done"]);

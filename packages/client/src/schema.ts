@@ -1430,6 +1430,8 @@ export interface paths {
           limit?: number;
           /** @description Only episodes that ended before this (ISO datetime). */
           before?: string;
+          /** @description Beyond the spec: with `before`, the `episodeId` of the last episode seen, so that episodes ending at that same instant (threads imported in one batch) are on the next page too: it lists those that ended before `before`, and those that ended at it with a smaller id (the order's tie-break). Without `before` it is ignored. */
+          beforeId?: string;
           /** @description Default completed. */
           status?: "pending" | "processing" | "completed" | "failed";
         };

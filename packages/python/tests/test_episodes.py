@@ -63,6 +63,24 @@ class WaitForEpisode(unittest.TestCase):
             found = self.client.wait_for_episode(thread_id=first, timeout=5)
         self.assertEqual((found["threadId"], found["status"]), (first, "completed"))
 
+    def test_by_thread_finds_episodes_that_ended_at_the_same_instant_past_a_page(self) -> None:
+        dataset = "py/wait-ties"
+        threads = [self.client.threads.create(dataset)["threadId"] for _ in range(3)]
+        # One batch across the threads: every message, and so every episode's end, at one instant.
+        self.client.add_messages(
+            [{"threadId": t, "role": "user", "content": f"I collect stamps, {i}."} for i, t in enumerate(threads)]
+        )
+        for thread in threads:
+            self.client.threads.end(thread)
+            self.client.wait_for_episode(thread_id=thread, timeout=60)
+        ended = {e["endedAt"] for e in self.client.episodes.list(dataset, limit=10)["episodes"]}
+        self.assertEqual(len(ended), 1)
+        # Pages of one: two of the three are past the first page, at the same endedAt.
+        with mock.patch.object(memory_service._client, "_PAGE", 1):
+            for thread in threads:
+                found = self.client.wait_for_episode(thread_id=thread, timeout=5)
+                self.assertEqual((found["threadId"], found["status"]), (thread, "completed"))
+
     def test_an_archived_episode_is_returned_at_once(self) -> None:
         thread = self.ended("py/wait-archived", "I live in Coimbra.")
         episode = self.client.wait_for_episode(thread_id=thread, timeout=60)

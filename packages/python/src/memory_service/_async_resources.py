@@ -299,14 +299,16 @@ class AsyncEpisodes(_AsyncResource):
         *,
         limit: Optional[int] = None,
         before: Optional[str] = None,
+        before_id: Optional[str] = None,
         status: Optional[EpisodeStatus] = None,
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> ListEpisodesResult:
         """Episodes by ``endedAt``, newest first (``status`` default completed; ``before``: an
-        ISO datetime cursor)."""
+        ISO datetime cursor, the last one's ``endedAt``; ``before_id``: its ``episodeId`` too, so
+        that episodes ending at that same instant are on the next page)."""
         path = f"/v1/memory/episodic/datasets/{encode_path(_dataset(dataset))}/episodes"
-        query = _fields(limit=limit, before=before, status=status)
+        query = _fields(limit=limit, before=before, beforeId=before_id, status=status)
         return await self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
     async def search(

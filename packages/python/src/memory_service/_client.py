@@ -40,17 +40,30 @@ def _finished(episode: Episode, facts: bool) -> bool:
     return episode["status"] == "completed" and (not facts or episode.get("extractionReport") is not None)
 
 
-def _scan(page: Dict[str, Any], thread_id: str) -> Tuple[Optional[Episode], Optional[str]]:
+Cursor = Tuple[str, str]
+"""Where the next page of episodes starts: the last one's ``endedAt`` and ``episodeId``."""
+
+
+def _scan(page: Dict[str, Any], thread_id: str) -> Tuple[Optional[Episode], Optional[Cursor]]:
     """One page of the dataset's episodes (newest ``endedAt`` first): the thread's first one on
-    it, or else the ``before`` of the next page (None when there is none)."""
+    it, or else the cursor of the next page (None when there is none). The cursor holds the last
+    episode's id as well: episodes of threads imported in one batch end at the same instant, and
+    ``before`` alone skipped those past a page's end, so a wait never found its thread's."""
     episodes = page["episodes"]
     for episode in episodes:
         if episode["threadId"] == thread_id:
             return episode, None
-    return None, episodes[-1]["endedAt"] if page.get("hasMore") and episodes else None
+    if not (page.get("hasMore") and episodes):
+        return None, None
+    return None, (episodes[-1]["endedAt"], episodes[-1]["episodeId"])
 
 
-def _newest_of_thread(pages: Callable[[Optional[str]], Dict[str, Any]], thread_id: str) -> Optional[Episode]:
+def _after(cursor: Optional[Cursor]) -> Dict[str, str]:
+    """The list's cursor arguments for the page after ``cursor`` (none for the first)."""
+    return {"before": cursor[0], "before_id": cursor[1]} if cursor else {}
+
+
+def _newest_of_thread(pages: Callable[[Optional[Cursor]], Dict[str, Any]], thread_id: str) -> Optional[Episode]:
     """The thread's newest episode of one status: pages of the dataset's until one of the
     thread's comes, or the pages run out."""
     found, before = _scan(pages(None), thread_id)
@@ -60,7 +73,7 @@ def _newest_of_thread(pages: Callable[[Optional[str]], Dict[str, Any]], thread_i
 
 
 async def _newest_of_thread_async(
-    pages: Callable[[Optional[str]], Awaitable[Dict[str, Any]]], thread_id: str
+    pages: Callable[[Optional[Cursor]], Awaitable[Dict[str, Any]]], thread_id: str
 ) -> Optional[Episode]:
     """As ``_newest_of_thread``, for the asyncio client."""
     found, before = _scan(await pages(None), thread_id)
@@ -222,8 +235,8 @@ class MemoryClient(Memory):
                         dataset = self.threads.get(thread_id, **bound())["dataset"]
                     found = {
                         status: _newest_of_thread(
-                            lambda before, status=status: self.episodes.list(
-                                dataset, status=status, limit=_PAGE, before=before, **bound()
+                            lambda cursor, status=status: self.episodes.list(
+                                dataset, status=status, limit=_PAGE, **_after(cursor), **bound()
                             ),
                             thread_id,
                         )
@@ -344,8 +357,8 @@ class AsyncMemoryClient(AsyncMemory):
                     newest = await asyncio.gather(
                         *(
                             _newest_of_thread_async(
-                                lambda before, s=s: self.episodes.list(
-                                    dataset, status=s, limit=_PAGE, before=before, **bound()
+                                lambda cursor, s=s: self.episodes.list(
+                                    dataset, status=s, limit=_PAGE, **_after(cursor), **bound()
                                 ),
                                 thread_id,
                             )

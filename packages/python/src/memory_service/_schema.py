@@ -445,6 +445,8 @@ class ListEpisodesQuery(TypedDict, total=False):
     """1-50, default 10."""
     before: str
     """Only episodes that ended before this (ISO datetime)."""
+    beforeId: str
+    """Beyond the spec: with `before`, the `episodeId` of the last episode seen, so that episodes ending at that same instant (threads imported in one batch) are on the next page too: it lists those that ended before `before`, and those that ended at it with a smaller id (the order's tie-break). Without `before` it is ignored."""
     status: EpisodeStatus
     """Default completed."""
 
@@ -920,7 +922,7 @@ OPERATIONS: Dict[str, Operation] = {
     'POST /v1/memory/working/threads/{threadId}/chat': Operation('POST', '/v1/memory/working/threads/{threadId}/chat', 'threads.chat', 'write-no-5xx', (), ('content', 'messageLimit', 'instructions', 'recall'), 'ChatBody', 'ChatReply'),
     'POST /v1/memory/working/threads/{threadId}/messages:batch': Operation('POST', '/v1/memory/working/threads/{threadId}/messages:batch', 'threads.add_messages', 'write', (), ('messages',), 'AddMessagesBody', 'AddMessagesResult'),
     'POST /v1/memory/working/messages:batch': Operation('POST', '/v1/memory/working/messages:batch', 'add_messages', 'write', (), ('messages',), 'AddMessagesAcrossThreadsBody', 'AddMessagesAcrossThreadsResult'),
-    'GET /v1/memory/episodic/datasets/{dataset}/episodes': Operation('GET', '/v1/memory/episodic/datasets/{dataset}/episodes', 'episodes.list', 'read', ('limit', 'before', 'status'), (), None, 'ListEpisodesResult'),
+    'GET /v1/memory/episodic/datasets/{dataset}/episodes': Operation('GET', '/v1/memory/episodic/datasets/{dataset}/episodes', 'episodes.list', 'read', ('limit', 'before', 'beforeId', 'status'), (), None, 'ListEpisodesResult'),
     'GET /v1/memory/episodic/datasets/{dataset}/episodes/search': Operation('GET', '/v1/memory/episodic/datasets/{dataset}/episodes/search', 'episodes.search', 'read', ('q', 'limit'), (), None, 'SearchEpisodesResult'),
     'GET /v1/memory/episodic/episodes/{episodeId}': Operation('GET', '/v1/memory/episodic/episodes/{episodeId}', 'episodes.get', 'read', (), (), None, 'GetEpisodeResult'),
     'DELETE /v1/memory/episodic/episodes/{episodeId}': Operation('DELETE', '/v1/memory/episodic/episodes/{episodeId}', 'episodes.delete', 'write', (), (), None, 'DeleteEpisodeResult'),
