@@ -51,6 +51,55 @@ interface Turn {
   userText?: string;
   startedAt: number;
   warning?: SharedV4Warning;
+  /** The call's prompt as a retry of it repeats it (attemptKey). */
+  attempt: string;
+}
+
+/**
+ * How long a stream that failed and was then cancelled waits for the SDK to try the same call
+ * again (`streamText`'s `streamRetries`, or `onError` asking for a retry) before its partial turn
+ * is appended. The SDK cancels the failed attempt and calls the model again at once.
+ */
+export const STREAM_RETRY_GRACE_MS = 5_000;
+
+/** A call as its retry repeats it: the prompt's length, whose step it is and the turn's question. */
+const attemptKey = (prompt: LanguageModelV4Prompt, toolStep: boolean, userText: string) =>
+  `${prompt.length}\u0000${toolStep ? "tool" : "user"}\u0000${userText}`;
+
+/**
+ * Failed stream attempts held for STREAM_RETRY_GRACE_MS by their attemptKey: a retry of the same
+ * call takes the turn over (its user message is appended once, with the retry's reply); else the
+ * held turn is appended as it failed. Before, the failed attempt appended the user message and its
+ * partial reply, and the retry appended the user message again with its own.
+ */
+function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil?: (work: Promise<unknown>) => void) {
+  const held = new Map<string, () => void>();
+  return {
+    hold(turn: Turn, reply: Reply) {
+      held.get(turn.attempt)?.();
+      let release = () => {};
+      const released = new Promise<void>((resolve) => {
+        const timer = setTimeout(() => {
+          held.delete(turn.attempt);
+          appendLater(turn, reply);
+          resolve();
+        }, STREAM_RETRY_GRACE_MS);
+        release = () => {
+          clearTimeout(timer);
+          held.delete(turn.attempt);
+          resolve();
+        };
+      });
+      held.set(turn.attempt, release);
+      waitUntil?.(released);
+    },
+    /** A new call: the held attempt it retries, if any, is dropped (true). */
+    takeOver(attempt: string): boolean {
+      const release = held.get(attempt);
+      release?.();
+      return release !== undefined;
+    },
+  };
 }
 
 /**
@@ -60,7 +109,8 @@ interface Turn {
  * nothing on the response path waits for. With streamText the reply is appended when the stream
  * ends. If the stream is aborted or fails part-way, the user message and the partial reply are
  * appended (the reply with `metadata.stopReason: "aborted"` or `"error"`), or the user message
- * alone when no text had arrived; a call aborted before the model was called (during recall)
+ * alone when no text had arrived; a failed stream the SDK tries again (`streamRetries`) appends
+ * nothing of the failed attempt, and the retry appends the turn once; a call aborted before the model was called (during recall)
  * writes nothing. A call with tools runs in steps: each step recalls for the turn's question (the
  * SDK gives every step a fresh prompt); the first appends the user message (and any text before
  * the tool call), each later step (its prompt ends with the tool results) its reply alone, in
@@ -75,6 +125,7 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
   };
 
   const appendLater = appender(options, report);
+  const attempts = heldAttempts(appendLater, options.waitUntil);
 
   return {
     specificationVersion: "v4",
@@ -86,7 +137,10 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       const toolStep = params.prompt.at(-1)?.role === "tool";
       const userText = toolStep ? lastUserText(params.prompt) : latestUserText(params.prompt);
       if (userText === undefined) return params;
-      const turn: Turn = { userText: toolStep ? undefined : userText, startedAt: Date.now() };
+      const attempt = attemptKey(params.prompt, toolStep, userText);
+      // A retry of a failed stream attempt: the attempt held for it appends nothing.
+      attempts.takeOver(attempt);
+      const turn: Turn = { userText: toolStep ? undefined : userText, startedAt: Date.now(), attempt };
       let transformed = params;
       try {
         const recalled = await options.client.recall(
@@ -117,7 +171,7 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       const turn = turns.get(params);
       const result = await doStream();
       if (!turn) return result;
-      return { ...result, stream: observe(result.stream, turn, model, params.abortSignal, appendLater) };
+      return { ...result, stream: observe(result.stream, turn, model, params.abortSignal, appendLater, attempts.hold) };
     },
   };
 }
@@ -185,7 +239,9 @@ interface Reply {
 
 /**
  * The model's stream, passed through part by part while its text is collected; when it ends
- * (finished, cancelled by the consumer, aborted or failed) the turn is appended, once.
+ * (finished, cancelled by the consumer, aborted or failed) the turn is appended, once. A stream
+ * that failed (an error part), which the SDK may try again, is held for that retry instead
+ * (`hold`, heldAttempts), unless it was aborted.
  */
 function observe(
   source: ReadableStream<LanguageModelV4StreamPart>,
@@ -193,17 +249,19 @@ function observe(
   model: LanguageModelV4,
   abortSignal: AbortSignal | undefined,
   appendLater: (turn: Turn, reply: Reply) => void,
+  hold: (turn: Turn, reply: Reply) => void,
 ): ReadableStream<LanguageModelV4StreamPart> {
   const reader = source.getReader();
   let text = "";
   let usage: LanguageModelV4Usage | undefined;
   let finishReason: string | undefined;
+  let failed = false;
   let ended = false;
-  const end = (stopReason: string | undefined) => {
+  const end = (stopReason: string | undefined, then = appendLater) => {
     if (ended) return;
     ended = true;
     abortSignal?.removeEventListener("abort", onAbort);
-    appendLater(turn, { text, modelId: model.modelId, usage, stopReason });
+    then(turn, { text, modelId: model.modelId, usage, stopReason });
   };
   const onAbort = () => end("aborted");
   abortSignal?.addEventListener("abort", onAbort, { once: true });
@@ -212,7 +270,9 @@ function observe(
       try {
         const { value, done } = await reader.read();
         if (done) {
-          end(finishReason);
+          // A failed attempt may be retried: its source has ended before the SDK cancels it.
+          if (failed) end("error", hold);
+          else end(finishReason);
           controller.close();
           return;
         }
@@ -220,7 +280,7 @@ function observe(
         else if (value.type === "finish") {
           usage = value.usage;
           finishReason = value.finishReason.unified;
-        } else if (value.type === "error") end("error");
+        } else if (value.type === "error") failed = true;
         else if (value.type === "stream-start" && turn.warning) {
           controller.enqueue({ ...value, warnings: [...value.warnings, turn.warning] });
           return;
@@ -232,7 +292,8 @@ function observe(
       }
     },
     cancel(reason) {
-      end("aborted");
+      if (failed && !abortSignal?.aborted) end("error", hold);
+      else end("aborted");
       return reader.cancel(reason);
     },
   });

@@ -2,7 +2,7 @@ import type { LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import { generateText, jsonSchema, simulateReadableStream, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { withMemory } from "../src/ai-sdk.js";
+import { STREAM_RETRY_GRACE_MS, withMemory } from "../src/ai-sdk.js";
 import { createMemoryClient, type MemoryClient, MemoryTimeoutError } from "../src/index.js";
 import { type Host, startHost } from "./helpers/host.js";
 import { startFaultProxy } from "./helpers/proxy.js";
@@ -275,6 +275,82 @@ describe("streamText", () => {
     expect("one two three ".startsWith(messages[1].content)).toBe(true);
     expect(messages[1].content.startsWith("one two")).toBe(true);
   });
+
+  it("a stream that fails part-way and is retried by the SDK (streamRetries) appends the turn once, with the retry's reply", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doStream: async () => {
+        calls++;
+        const chunks: LanguageModelV4StreamPart[] =
+          calls === 1
+            ? [
+                { type: "stream-start", warnings: [] },
+                { type: "text-start", id: "t" },
+                { type: "text-delta", id: "t", delta: "Half an ans" },
+                { type: "error", error: new Error("provider overloaded") },
+              ]
+            : [
+                { type: "stream-start", warnings: [] },
+                { type: "text-start", id: "t" },
+                { type: "text-delta", id: "t", delta: "The full answer." },
+                { type: "text-end", id: "t" },
+                { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
+              ];
+        return { stream: simulateReadableStream({ chunks }) };
+      },
+    });
+    const result = streamText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "What is the answer?",
+      streamRetries: 1,
+    });
+    let text = "";
+    for await (const delta of result.textStream) text += delta;
+    expect(calls).toBe(2);
+    expect(text).toContain("The full answer.");
+    const messages = await messagesOf(thread.threadId, 2);
+    // Past the grace a held attempt would have been appended: nothing more comes.
+    await new Promise((r) => setTimeout(r, STREAM_RETRY_GRACE_MS + 500));
+    expect((await memory.threads.messages(thread.threadId, { order: "asc" })).messages).toHaveLength(2);
+    expect(messages.map((m) => [m.role, m.content, m.metadata ?? null])).toEqual([
+      ["user", "What is the answer?", null],
+      ["assistant", "The full answer.", { stopReason: "stop" }],
+    ]);
+  }, 30_000);
+
+  it("a stream that fails part-way without a retry appends the user message and the partial reply, marked error, after the grace", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doStream: async () => ({
+        stream: simulateReadableStream({
+          chunks: [
+            { type: "stream-start", warnings: [] },
+            { type: "text-start", id: "t" },
+            { type: "text-delta", id: "t", delta: "Half an ans" },
+            { type: "error", error: new Error("provider overloaded") },
+          ] as LanguageModelV4StreamPart[],
+        }),
+      }),
+    });
+    const result = streamText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "What is the answer?",
+      onError: () => {},
+    });
+    for await (const _ of result.textStream) {
+      // the partial text, then the error
+    }
+    // Held for a retry that does not come, then appended.
+    await new Promise((r) => setTimeout(r, STREAM_RETRY_GRACE_MS));
+    const messages = await messagesOf(thread.threadId, 2);
+    expect(messages.map((m) => [m.role, m.content, m.metadata ?? null])).toEqual([
+      ["user", "What is the answer?", null],
+      ["assistant", "Half an ans", { stopReason: "error" }],
+    ]);
+  }, 30_000);
 
   it("aborted before any text: only the user message is appended", async () => {
     const thread = await memory.threads.create({ dataset: DATASET });
