@@ -177,6 +177,7 @@ export async function compactThread(
     completion,
     withUsage(usage, scope, deps.clock.now().toISOString()),
   );
+  if (summaryId === undefined) throw notFound("Thread not found");
   if (!summaryId) return nothingToCompact("Nothing to compact: another compaction of this thread landed first");
   return {
     threadId,
@@ -215,7 +216,8 @@ async function readFold(deps: Deps, projectId: string, threadId: string): Promis
 /**
  * The summary, the folded rows and the thread's counters in one statement, only while the
  * thread's compacted_seq is the one read; the new summary's id, or null when another compaction
- * landed first.
+ * landed first, or undefined when the thread is gone (deleted, or its dataset erased, during the
+ * model call: a 404 as for any request about it, not the loser's "another compaction landed").
  */
 async function writeSummary(
   deps: Deps,
@@ -224,12 +226,12 @@ async function writeSummary(
   plan: FoldPlan,
   completion: Completion,
   usageCte: SQL,
-): Promise<string | null> {
+): Promise<string | null | undefined> {
   const { expected, fromSeq, toSeq, count } = plan;
   const now = deps.clock.now().toISOString();
   const summaryId = newId("msg");
   const [written] = parsedRowsOf(
-    z.object({ summary_id: z.string().nullable(), webhook_jobs: z.unknown() }),
+    z.object({ summary_id: z.string().nullable(), thread_exists: z.boolean(), webhook_jobs: z.unknown() }),
     await deps.db.execute(sql`
       WITH claim AS (
         UPDATE ${threads}
@@ -258,8 +260,10 @@ async function writeSummary(
         now,
       )}
       SELECT (SELECT id FROM summary) AS summary_id, (SELECT count(*) FROM folded) AS folded,
+        EXISTS (SELECT 1 FROM ${threads} WHERE id = ${threadId} AND project_id = ${projectId}) AS thread_exists,
         ${webhookJobsColumn} AS webhook_jobs`),
   );
   ringWebhookJobs(deps, written?.webhook_jobs);
-  return written?.summary_id ? summaryId : null;
+  if (written?.summary_id) return summaryId;
+  return written?.thread_exists === false ? undefined : null;
 }

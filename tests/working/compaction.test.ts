@@ -190,6 +190,23 @@ describe("POST .../compact", () => {
     expect((await t.prepare(threadId)).messageCount).toBe(6);
   });
 
+  it("a thread whose dataset is erased during the model call is a 404, and nothing is written", async () => {
+    const t = await tenant();
+    const threadId = await t.thread("erased-meanwhile");
+    await t.sayMany(threadId, 12);
+    fake.latencyMs = 200;
+    const compacting = t.compact(threadId);
+    // Once the fold is read and the model is being asked.
+    while (fake.chatCalls().length === 0) await new Promise((r) => setTimeout(r, 5));
+    const erased = await svc.request("/v1/memory/recall/datasets/erased-meanwhile", { method: "DELETE", token: t.key });
+    expect(erased.status).toBe(200);
+    expect(await json(await compacting, 404)).toEqual({ error: "Thread not found" });
+    const [left] = rowsOf<{ n: number }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n FROM messages WHERE thread_id = ${threadId}`),
+    );
+    expect(left.n).toBe(0);
+  });
+
   it("a provider failure is a 500 and changes nothing", async () => {
     const t = await tenant();
     const threadId = await t.thread();
