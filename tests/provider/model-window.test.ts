@@ -41,6 +41,17 @@ beforeEach(() => {
 // 400,000 characters: 100,000 tokens (fakeTokens), over the windows below and the default budget.
 const HUGE = `Here is my server log: ${"GET /index.html 200 0.003s ".repeat(15_000)}`.slice(0, 400_000);
 
+/** The fact the scripted extraction proposes from "I live in Lisbon.". */
+const LIVES_IN_LISBON = {
+  subject: "user",
+  predicate: "lives_in",
+  object: "Lisbon",
+  objectIsEntity: true,
+  confidence: 0.9,
+  sourceQuote: "I live in Lisbon.",
+  validAt: null,
+};
+
 async function tenant() {
   const t = await newTenant(svc, `window-${randomUUID().slice(0, 6)}`);
   const post = (path: string, json?: unknown) => svc.request(path, { method: "POST", token: t.key, json });
@@ -94,17 +105,7 @@ describe("a message over the chat model's window", () => {
   it("an episode holding it is summarised and its facts extracted, with a model of a smaller window too", async () => {
     fake.maxPromptTokens = 8_000;
     fake.onStructured("fact_extraction", () => ({
-      facts: [
-        {
-          subject: "user",
-          predicate: "lives_in",
-          object: "Lisbon",
-          objectIsEntity: true,
-          confidence: 0.9,
-          sourceQuote: "I live in Lisbon.",
-          validAt: null,
-        },
-      ],
+      facts: [LIVES_IN_LISBON],
       entities: [{ name: "Lisbon", type: "PLACE" }],
     }));
     const t = await tenant();
@@ -184,15 +185,7 @@ describe("a fact the embedding model refuses whole", () => {
     const long = `my favourite poem, which goes ${"roses are red violets are blue ".repeat(40)}`.trim();
     fake.onStructured("fact_extraction", () => ({
       facts: [
-        {
-          subject: "user",
-          predicate: "lives_in",
-          object: "Lisbon",
-          objectIsEntity: true,
-          confidence: 0.9,
-          sourceQuote: "I live in Lisbon.",
-          validAt: null,
-        },
+        LIVES_IN_LISBON,
         {
           subject: "user",
           predicate: "loves",
