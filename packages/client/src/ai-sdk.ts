@@ -93,11 +93,9 @@ function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil
       held.set(turn.attempt, release);
       waitUntil?.(released);
     },
-    /** A new call: the held attempt it retries, if any, is dropped (true). */
-    takeOver(attempt: string): boolean {
-      const release = held.get(attempt);
-      release?.();
-      return release !== undefined;
+    /** A new call: the held attempt it retries, if any, is dropped. */
+    takeOver(attempt: string) {
+      held.get(attempt)?.();
     },
   };
 }
@@ -110,12 +108,12 @@ function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil
  * ends. If the stream is aborted or fails part-way, the user message and the partial reply are
  * appended (the reply with `metadata.stopReason: "aborted"` or `"error"`), or the user message
  * alone when no text had arrived; a failed stream the SDK tries again (`streamRetries`) appends
- * nothing of the failed attempt, and the retry appends the turn once; a call aborted before the model was called (during recall)
- * writes nothing. A call with tools runs in steps: each step recalls for the turn's question (the
- * SDK gives every step a fresh prompt); the first appends the user message (and any text before
- * the tool call), each later step (its prompt ends with the tool results) its reply alone, in
- * order. A recall failure or timeout never fails the call: it proceeds
- * without memory and reports the failure.
+ * nothing of the failed attempt, and the retry appends the turn once; a call aborted before the
+ * model was called (during recall) writes nothing. A call with tools runs in steps: each step
+ * recalls for the turn's question (the SDK gives every step a fresh prompt); the first appends the
+ * user message (and any text before the tool call), each later step (its prompt ends with the tool
+ * results) its reply alone, in order. A recall failure or timeout never fails the call: it
+ * proceeds without memory and reports the failure.
  */
 export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageModelV4Middleware {
   const turns = new WeakMap<LanguageModelV4CallOptions, Turn>();
