@@ -18,8 +18,12 @@ export function projectContext(c: Context<AppEnv>): ProjectContext {
  */
 export function readContext(c: Context<AppEnv>): ReadContext {
   const projectId = c.get("projectScope") ?? c.get("apiKey").projectId;
-  const tenant = c.get("readTenant") ?? (typeof projectId === "string" ? projectId : undefined);
-  return { deps: c.get("deps"), projectId, ledgerProjectId: c.get("ledgerScope") ?? projectId, tenant };
+  return {
+    deps: c.get("deps"),
+    projectId,
+    ledgerProjectId: c.get("ledgerScope") ?? projectId,
+    tenant: c.get("readTenant"),
+  };
 }
 
 /**

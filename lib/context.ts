@@ -16,8 +16,9 @@ export interface ReadContext {
    */
   ledgerProjectId?: ProjectRef;
   /**
-   * Who asks, for what a process keeps per tenant (the query embeddings): `projectId` when it is
-   * a string; for a /v1 read whose project only SQL knows, its API key's hash. Absent: nothing kept.
+   * Who asks, for what a process keeps per tenant (the query embeddings), when `projectId` is SQL
+   * (a /v1 read whose key is checked in its own statement): its API key's hash. Absent, a string
+   * `projectId` is the tenant; with neither, nothing is kept.
    */
   tenant?: string;
 }

@@ -75,11 +75,12 @@ export function indexMessagesCtes(now: string): SQL {
 }
 
 /**
- * Whitespace as recall's quote check sees it (JavaScript's `\s`, oneLine in lib/recall/context.ts):
- * the body of a bracket expression, and a run of it, spelled out in a syntax both JavaScript (`u`
- * flag) and PostgreSQL's regexps read alike. PostgreSQL's own `\s` follows the database's locale (ASCII alone under C, as
- * on the embedded database), so a message with a non-breaking space where its fact's quote had a
- * space was not found when the fact was forgotten, and recall, no longer skipping it, returned it.
+ * Whitespace as recall's quote check sees it (JavaScript's `\s`, quoteComparable below): the body
+ * of a bracket expression, and a run of it, spelled out in a syntax both JavaScript (`u` flag) and
+ * PostgreSQL's regexps read alike. PostgreSQL's own `\s` follows the database's locale (ASCII
+ * alone under C, as on the embedded database), so a message with a non-breaking space where its
+ * fact's quote had a space was not found when the fact was forgotten, and recall, no longer
+ * skipping it, returned it.
  */
 export const WHITESPACE_CHARS =
   "\\t\\n\\v\\f\\r \\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff";

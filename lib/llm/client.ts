@@ -439,8 +439,8 @@ export const isContextLengthRefusal = (err: unknown): boolean =>
  * (an unsupported option, a model the key may not use) are not worth a shorter try.
  */
 export const isLengthRefusal = (err: unknown): boolean => {
-  const cause = err instanceof ProviderError ? err.cause : err;
-  return isContextLengthRefusal(cause) || (cause instanceof OpenAI.APIError && cause.status === 413);
+  const answer = providerAnswerOf(err);
+  return isContextLengthRefusal(answer) || isTooLarge(answer);
 };
 
 /**
@@ -449,9 +449,15 @@ export const isLengthRefusal = (err: unknown): boolean => {
  * that measure the body).
  */
 export const isInputRefusal = (err: unknown): boolean => {
-  const cause = err instanceof ProviderError ? err.cause : err;
-  return isRefusal(cause) || (cause instanceof OpenAI.APIError && cause.status === 413);
+  const answer = providerAnswerOf(err);
+  return isRefusal(answer) || isTooLarge(answer);
 };
+
+/** What the provider answered behind a failed call: the cause of the ProviderError a call throws, or the error itself. */
+const providerAnswerOf = (err: unknown) => (err instanceof ProviderError ? err.cause : err);
+
+/** A 413: a server that measures the request's body refused it as too large. */
+const isTooLarge = (answer: unknown) => answer instanceof OpenAI.APIError && answer.status === 413;
 
 /** The free-text call's parameters: the system prompt first, then the conversation. */
 export function chatParams(model: string, request: { system: string; messages: ChatMessage[]; maxTokens?: number }) {

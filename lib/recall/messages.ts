@@ -319,14 +319,11 @@ export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMess
   };
 }
 
-/** Text as a quote is compared: as extraction checked it and forgetting matches it. */
-const comparable = quoteComparable;
-
 /**
  * The block's messages: the candidates in order, without those a returned fact already quotes
- * (its sourceQuote, compared as one lower-case line, is in the message: the fact carries that
- * evidence already) and without a repeat of a message kept before it (the same words as one
- * lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
+ * (its sourceQuote, compared as extraction checked it and forgetting matches it: quoteComparable,
+ * is in the message: the fact carries that evidence already) and without a repeat of a message
+ * kept before it (the same words as one lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
  * four lines of the block; the statement's `m_top` already dropped those with the same words up to
  * punctuation too, so that they leave the block its places), at most `limit`.
  */
@@ -335,12 +332,12 @@ export function blockMessages<M extends RecalledMessage>(
   facts: { sourceQuote: string }[],
   limit: number,
 ): M[] {
-  const quotes = facts.map((f) => comparable(f.sourceQuote)).filter((q) => q.length > 0);
+  const quotes = facts.map((f) => quoteComparable(f.sourceQuote)).filter((q) => q.length > 0);
   const kept: M[] = [];
   const seen = new Set<string>();
   for (const m of candidates) {
     if (kept.length >= limit) break;
-    const text = comparable(m.content);
+    const text = quoteComparable(m.content);
     if (seen.has(text) || quotes.some((q) => text.includes(q))) continue;
     seen.add(text);
     kept.push(m);

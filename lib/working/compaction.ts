@@ -91,11 +91,17 @@ const nothingToCompact = (message: string): NothingToCompact => ({ ok: true, com
  * sent again by every compaction after it, so the thread never compacted again.
  */
 export function planFold(state: FoldState, budget = TRANSCRIPT_BUDGET_CHARS): FoldPlan | NothingToCompact {
-  if (state.fold.length === 0) {
-    return nothingToCompact(
-      `Nothing to compact: ${Number(state.live_count)} message(s) not yet compacted, and the newest ${COMPACT_KEEP_RECENT} are always kept`,
-    );
-  }
+  return state.fold.length === 0 ? nothingToFold(state) : foldWithin(state, budget);
+}
+
+/** The answer when the thread has nothing to fold (an empty `fold`). */
+const nothingToFold = (state: FoldState) =>
+  nothingToCompact(
+    `Nothing to compact: ${Number(state.live_count)} message(s) not yet compacted, and the newest ${COMPACT_KEEP_RECENT} are always kept`,
+  );
+
+/** planFold of a state whose `fold` is not empty. */
+function foldWithin(state: FoldState, budget: number): FoldPlan {
   const room = Math.max(budget - (state.summary_content?.length ?? 0), budget / 2);
   const lengths = state.fold.map((m) => m.content.length);
   const fold = state.fold.slice(0, fittingPrefix(lengths, room));
@@ -148,27 +154,28 @@ export async function compactThread(
   { threadId, signal }: { threadId: string; signal?: AbortSignal },
 ): Promise<Compacted | NothingToCompact> {
   const state = await readFold(deps, projectId, threadId);
-  let plan = planFold(state);
-  if ("ok" in plan) return plan;
+  if (state.fold.length === 0) return nothingToFold(state);
   const usage = usageCollector();
   const scope = { projectId, dataset: state.dataset };
-  let completion: Completion;
+  let folded: { plan: FoldPlan; completion: Completion };
   try {
-    completion = await withTranscriptBudget((budget) => {
-      // A smaller budget folds fewer messages (never none: the fold was not empty).
-      plan = planFold(state, budget) as FoldPlan;
-      return deps.llm.complete({
+    // A smaller budget folds fewer messages (never none: the fold is not empty).
+    folded = await withTranscriptBudget(async (budget) => {
+      const plan = foldWithin(state, budget);
+      const completion = await deps.llm.complete({
         system: COMPACTION_PROMPT,
         messages: [{ role: "user", content: plan.prompt }],
         meter: usage.meter("compaction"),
         signal,
       });
+      return { plan, completion };
     });
   } catch (err) {
     // Nothing is written after a failed call: a later statement carries it.
     deferUsage(deps, usage, scope);
     throw err;
   }
+  const { plan, completion } = folded;
   const summaryId = await writeSummary(
     deps,
     projectId,
