@@ -772,6 +772,39 @@ describe("settings", () => {
 });
 
 describe("facts belong to the dataset", () => {
+  it("a fact quoting a very long word, in a dataset with a long multi-byte name, is stored, counted without the word, and forgotten", async () => {
+    // 256 CJK characters: 768 bytes of the keyword statistics' key before the term.
+    const dataset = Array.from({ length: 256 }, (_, i) => String.fromCharCode(0x4e00 + ((i * 7919) % 20000))).join("");
+    // Random letters: a B-tree compresses a repetitive key below its limit.
+    let seed = 7;
+    const letter = () => {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      return String.fromCharCode(97 + (seed % 26));
+    };
+    const hash = Array.from({ length: 2_040 }, letter).join("");
+    const t = await tenant();
+    const quote = `My key is ${hash}`;
+    const { episodeId } = await extract(t, [`Hi. ${quote} and I live in Lisbon.`, "ok"], {
+      facts: [fact("has_key", hash, quote), fact("lives_in", "Lisbon", "I live in Lisbon")],
+      entities: [],
+    }, { dataset });
+    expect(await semanticState(episodeId)).toMatchObject({ semanticStatus: "completed", semanticError: null });
+    const stored = await facts(t);
+    expect(stored.map((f) => f.predicate).sort()).toEqual(["has_key", "lives_in"]);
+    const terms = async () =>
+      rowsOf<{ longest: number; docs: number }>(
+        await db().execute(sql`SELECT max(octet_length(term))::int AS longest,
+          (SELECT docs::int FROM fact_terms WHERE project_id = ${t.projectId} AND term = '') AS docs
+          FROM fact_terms WHERE project_id = ${t.projectId}`),
+      )[0];
+    expect(await terms()).toEqual({ longest: expect.any(Number), docs: 2 });
+    expect((await terms()).longest).toBeLessThan(100);
+    // Deleting the fact subtracts what was counted: the statistics match the one fact left.
+    const key = stored.find((f) => f.predicate === "has_key");
+    await db().execute(sql`DELETE FROM facts WHERE id = ${key?.id}`);
+    expect((await terms()).docs).toBe(1);
+  });
+
   it("outlive the deletion of their thread", async () => {
     const t = await tenant();
     const { threadId, episodeId } = await extract(t, ["I live in Lisbon", "ok"], {
