@@ -784,10 +784,15 @@ describe("facts belong to the dataset", () => {
     const hash = Array.from({ length: 2_040 }, letter).join("");
     const t = await tenant();
     const quote = `My key is ${hash}`;
-    const { episodeId } = await extract(t, [`Hi. ${quote} and I live in Lisbon.`, "ok"], {
-      facts: [fact("has_key", hash, quote), fact("lives_in", "Lisbon", "I live in Lisbon")],
-      entities: [],
-    }, { dataset });
+    const { episodeId } = await extract(
+      t,
+      [`Hi. ${quote} and I live in Lisbon.`, "ok"],
+      {
+        facts: [fact("has_key", hash, quote), fact("lives_in", "Lisbon", "I live in Lisbon")],
+        entities: [],
+      },
+      { dataset },
+    );
     expect(await semanticState(episodeId)).toMatchObject({ semanticStatus: "completed", semanticError: null });
     const stored = await facts(t);
     expect(stored.map((f) => f.predicate).sort()).toEqual(["has_key", "lives_in"]);
