@@ -14,6 +14,13 @@ import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhook
 export const EXPORT_PAGE_ROWS = 500;
 
 /**
+ * Message text per statement while exporting (bytes, as stored). A message may be 1 MB, so 500 of
+ * them were a 500 MB result: past Neon's 10 MB HTTP response and a Worker's 128 MB. A page stops
+ * before the message that would take it over, and always holds one.
+ */
+export const EXPORT_PAGE_BYTES = 2_000_000;
+
+/**
  * The whole dataset as the spec's export document, produced as JSON text chunks, one per page of
  * rows read (keyset pagination), so a large dataset is never held in memory, let alone twice.
  * Order: threads by creation with their messages by sequence, episodes, facts (live and
@@ -34,7 +41,7 @@ export async function exportDataset({ deps, projectId }: ReadContext, { dataset 
     [pages.threads(), pages.episodes(), pages.facts(), pages.entities()].map((page) => db.execute(page)),
   );
   return exportChunks(deps, dataset, {
-    threads: pagesFrom(deps, ThreadMessageRow, first[0], pages.threads),
+    threads: pagesFrom(deps, ThreadMessageRow, first[0], pages.threads, lastThreadPage),
     episodes: pagesFrom(deps, EpisodeRow.extend(KEYED), first[1], pages.episodes),
     facts: pagesFrom(deps, FactRow.extend(KEYED), first[2], pages.facts),
     entities: pagesFrom(deps, EntityRow, first[3], pages.entities),
@@ -154,19 +161,25 @@ function keysetPage(page: (after: After) => SQL) {
     );
 }
 
-/** The `first` page's rows, then the pages after it, one statement each, until a page comes back short. */
+/** The `first` page's rows, then the pages after it, one statement each, until `isLast` (by default, a page that comes back short). */
 async function* pagesFrom<S extends z.ZodType>(
   deps: Deps,
   row: S,
   first: unknown,
   pageAfter: (last: z.output<S>) => SQL,
+  isLast: (rows: z.output<S>[]) => boolean = (rows) => rows.length < EXPORT_PAGE_ROWS,
 ): AsyncGenerator<z.output<S>[]> {
   let rows = parsedRowsOf(row, first);
   for (;;) {
     if (rows.length > 0) yield rows;
-    if (rows.length < EXPORT_PAGE_ROWS) return;
+    if (isLast(rows)) return;
     rows = parsedRowsOf(row, await deps.db.execute(pageAfter(rows[rows.length - 1])));
   }
+}
+
+/** The threads walk's last page: short of the row limit, and not cut short by EXPORT_PAGE_BYTES. */
+export function lastThreadPage(rows: { page_rows: number }[]): boolean {
+  return rows.length === 0 || (rows.length < EXPORT_PAGE_ROWS && rows.length === rows[0].page_rows);
 }
 
 async function* jsonArrayItems<T>(pages: AsyncGenerator<T[]>, record: (row: T) => unknown): AsyncGenerator<string> {
@@ -188,13 +201,17 @@ const ThreadMessageRow = z.object({
   role: z.string().nullable(),
   content: z.string().nullable(),
   message_created_at: dbTimestamp,
+  /** The rows the page's statement read before EXPORT_PAGE_BYTES cut it. */
+  page_rows: dbInt,
 });
 type ThreadMessageRow = z.output<typeof ThreadMessageRow>;
 
 /**
  * Threads with their messages, as one keyset walk over (thread created_at, thread id, seq): the
  * page after `last`, or the first. A thread without messages is one row with a null seq (0 in the
- * cursor: sequences start at 1).
+ * cursor: sequences start at 1). The page ends at EXPORT_PAGE_ROWS rows or before the message that
+ * would take its text over EXPORT_PAGE_BYTES (`octet_length` reads a stored text's size without
+ * reading the text), whichever comes first.
  */
 function threadMessagePage(projectId: ProjectRef, dataset: string, last?: ThreadMessageRow): SQL {
   const after = last
@@ -202,11 +219,18 @@ function threadMessagePage(projectId: ProjectRef, dataset: string, last?: Thread
            AND (t.created_at, t.id, coalesce(m.seq, 0)) > (${last.cursor}::timestamptz, ${last.thread_id}, ${last.seq ?? 0})`
     : sql``;
   return sql`
-    SELECT t.id AS thread_id, to_jsonb(t.tags) AS tags, t.created_at, t.created_at::text AS cursor,
-      m.seq, m.role, m.content, m.created_at AS message_created_at
-    FROM ${threads} t LEFT JOIN ${messages} m ON m.thread_id = t.id
-    WHERE t.project_id = ${projectId} AND t.dataset = ${dataset}${after}
-    ORDER BY t.created_at, t.id, m.seq NULLS FIRST LIMIT ${EXPORT_PAGE_ROWS}`;
+    SELECT thread_id, tags, created_at, cursor, seq, role, content, message_created_at, page_rows FROM (
+      SELECT page.*, count(*) OVER () AS page_rows,
+        row_number() OVER walk AS n, sum(coalesce(octet_length(content), 0)) OVER walk AS bytes_through
+      FROM (
+        SELECT t.id AS thread_id, to_jsonb(t.tags) AS tags, t.created_at, t.created_at::text AS cursor,
+          m.seq, m.role, m.content, m.created_at AS message_created_at
+        FROM ${threads} t LEFT JOIN ${messages} m ON m.thread_id = t.id
+        WHERE t.project_id = ${projectId} AND t.dataset = ${dataset}${after}
+        ORDER BY t.created_at, t.id, m.seq NULLS FIRST LIMIT ${EXPORT_PAGE_ROWS}) page
+      WINDOW walk AS (ORDER BY created_at, thread_id, seq NULLS FIRST ROWS UNBOUNDED PRECEDING)) sized
+    WHERE n = 1 OR bytes_through <= ${sql.raw(String(EXPORT_PAGE_BYTES))}
+    ORDER BY created_at, thread_id, seq NULLS FIRST`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
 import { answerScope, claimKey, storeResponse } from "../../lib/idempotency";
 import { runDueJobs } from "../../lib/jobs/runner";
-import { EXPORT_PAGE_ROWS } from "../../lib/recall/dataset";
+import { EXPORT_PAGE_BYTES, EXPORT_PAGE_ROWS } from "../../lib/recall/dataset";
 import type { ApiSchema } from "../helpers/api-types";
 import { gate, type Tenant } from "../helpers/episodic-fixtures";
 import { fact, useSemanticService } from "../helpers/semantic-fixtures";
@@ -14,7 +14,14 @@ import { adminSession } from "../helpers/service";
  * /v1/memory/recall/datasets/:dataset) on rows made by the real paths: messages over HTTP,
  * episodes and facts through the job pipeline with a scripted provider.
  */
-const { h, tenant, extract } = useSemanticService();
+/** The statements of the threads walk (threads with their messages) while `recording`. */
+const threadPages: string[] = [];
+let recording = false;
+const { h, tenant, extract } = useSemanticService({
+  onQuery: (statement) => {
+    if (recording && statement.includes("page_rows")) threadPages.push(statement);
+  },
+});
 const db = () => h.svc.deps.db;
 const enc = encodeURIComponent;
 const DATASET = "team/α b?#%&";
@@ -316,5 +323,46 @@ describe("export at scale", () => {
     const contents = doc.threads.flatMap((th) => th.messages.map((m) => m.content));
     expect(contents).toEqual(Array.from({ length: n }, (_, i) => `message ${i + 1}`));
     expect(doc.facts.map((f) => f.object)).toEqual(Array.from({ length: n }, (_, i) => `thing ${i + 1}`));
+  });
+
+  it("pages long messages by their size: no statement reads more than EXPORT_PAGE_BYTES of them, beyond one message", async () => {
+    const t = await tenant("export-bytes");
+    const size = Math.floor(EXPORT_PAGE_BYTES * 0.35);
+    // Seven long messages in one thread (two fit a page), an empty thread, then two short ones.
+    await db().execute(sql`
+      INSERT INTO threads (id, project_id, dataset, created_at, updated_at, last_seq)
+      SELECT 'thr_bytes_' || g, ${t.projectId}, 'long', '2026-01-01T00:00:00Z'::timestamptz + g * interval '1 microsecond',
+        now(), 0
+      FROM generate_series(1, 3) g`);
+    await db().execute(sql`
+      INSERT INTO messages (id, project_id, thread_id, seq, role, content)
+      SELECT 'msg_bytes_' || g, ${t.projectId}, CASE WHEN g <= 7 THEN 'thr_bytes_1' ELSE 'thr_bytes_3' END, g, 'user',
+        CASE WHEN g <= 7 THEN g || repeat(md5(g::text), ${Math.ceil(size / 32)}) ELSE 'short ' || g END
+      FROM generate_series(1, 9) g`);
+    threadPages.length = 0;
+    recording = true;
+    const doc = await exportOf(t, "long").finally(() => {
+      recording = false;
+    });
+    expect(doc.threads.map((th) => [th.threadId, th.messages.length])).toEqual([
+      ["thr_bytes_1", 7],
+      ["thr_bytes_2", 0],
+      ["thr_bytes_3", 2],
+    ]);
+    const contents = doc.threads.flatMap((th) => th.messages.map((m) => m.content));
+    expect(contents.slice(0, 7).map((c) => c.length)).toEqual(Array(7).fill(1 + Math.ceil(size / 32) * 32));
+    expect(contents.map((c) => c.split("short ")[1] ?? c.slice(0, 1))).toEqual([
+      "1",
+      "2",
+      "3",
+      "4",
+      "5",
+      "6",
+      "7",
+      "8",
+      "9",
+    ]);
+    // Two long messages a page: [1, 2], [3, 4], [5, 6], [7, the empty thread, 8, 9].
+    expect(threadPages).toHaveLength(4);
   });
 });
