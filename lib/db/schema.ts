@@ -514,8 +514,12 @@ export const webhookEndpoints = pgTable(
     /** The event types delivered here (a JSON array of strings). */
     eventTypes: jsonb("event_types").$type<string[]>().notNull(),
     createdAt: createdAt(),
-    /** The first failed attempt of the current streak (cleared by a success). */
+    /**
+     * The first failed attempt of the current streak (cleared by a success). The streak is over
+     * once no attempt has failed for STREAK_GAP_MS (lib/webhooks/deliver.ts): `lastFailedAt`.
+     */
     failingSince: timestamptz("failing_since"),
+    lastFailedAt: timestamptz("last_failed_at"),
     /** Set when the endpoint failed for a day; nothing is delivered until it is enabled again. */
     disabledAt: timestamptz("disabled_at"),
     disabledReason: text("disabled_reason"),

@@ -1,4 +1,4 @@
-import { sql } from "drizzle-orm";
+import { type SQL, sql } from "drizzle-orm";
 import { Webhook } from "standardwebhooks";
 import { z } from "zod";
 import { dbInt, dbTimestamp, jsonOf, parsedRowsOf, toDate } from "../db/rows";
@@ -12,6 +12,24 @@ const BACKOFF_BASE_MS = 30_000;
 const BACKOFF_MAX_MS = 4 * 60 * 60 * 1000;
 /** An endpoint whose attempts all failed for this long is disabled. */
 export const DISABLE_AFTER_MS = WEBHOOK_RETRY_WINDOW_MS;
+
+/**
+ * A failure streak with no failed attempt for this long is over: longer than any wait between a
+ * failing delivery's attempts (BACKOFF_MAX_MS), with room for a late run. Without it a streak
+ * that ended without a success (its deliveries erased with their dataset, or failed for good
+ * after a late start) stayed open, and one failed attempt days later disabled the endpoint.
+ */
+export const STREAK_GAP_MS = BACKOFF_MAX_MS + 2 * 60 * 60 * 1000;
+
+/**
+ * The start of an endpoint's current failure streak as of `at`, over the webhook_endpoints row
+ * `ep` (its alias, or none): null when there is none, or when its last failure is STREAK_GAP_MS old.
+ */
+export function openStreakSql(at: string, ep = ""): SQL {
+  const column = (name: string) => sql.raw(ep ? `${ep}.${name}` : name);
+  return sql`CASE WHEN ${column("last_failed_at")} >= ${at}::timestamptz - make_interval(secs => ${STREAK_GAP_MS / 1000})
+    THEN ${column("failing_since")} END`;
+}
 const MAX_ERROR_LENGTH = 500;
 
 /**
@@ -180,18 +198,20 @@ export function attemptOutcome(result: AttemptResult, priorAttempts: number, don
 /** The attempt, the endpoint's failure streak and the delivery's new state, in one statement. */
 function recordAttemptSql(deliveryId: string, endpointId: string, result: AttemptResult, outcome: AttemptOutcome) {
   const { ok, next, at, disableBefore, reason } = outcome;
+  // The streak this failure belongs to: the open one, or a new one from this attempt.
+  const streak = sql`coalesce(${openStreakSql(at)}, ${at}::timestamptz)`;
   // A day of failures: the streak is a day old, or this delivery failed for good (its day is
   // over) with the streak running since its first attempt, which started soon after the event.
   // The second catches the day measured from the end of a slow first attempt, which the last
   // attempt, at the window's end, never reaches; a first attempt that came late (the service was
   // down) leaves only the window's tail, which is no day of failures.
-  const disable = sql`NOT ${ok}::boolean AND (failing_since <= ${disableBefore}::timestamptz
+  const disable = sql`NOT ${ok}::boolean AND (${streak} <= ${disableBefore}::timestamptz
     OR (${next === null}::boolean AND EXISTS (
       SELECT 1 FROM (
         SELECT attempted_at, duration_ms FROM ${webhookAttempts} WHERE delivery_id = ${deliveryId}
         ORDER BY attempted_at LIMIT 1) first
       JOIN ${webhookDeliveries} d ON d.id = ${deliveryId}
-      WHERE failing_since <= first.attempted_at
+      WHERE ${streak} <= first.attempted_at
         AND first.attempted_at - make_interval(secs => coalesce(first.duration_ms, 0) / 1000.0)
           <= d.created_at + make_interval(secs => ${FIRST_ATTEMPT_LAG_MS / 1000}))))`;
   return sql`
@@ -204,10 +224,11 @@ function recordAttemptSql(deliveryId: string, endpointId: string, result: Attemp
         RETURNING 1
       ), ep AS (
         UPDATE ${webhookEndpoints} SET
-          failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE coalesce(failing_since, ${at}::timestamptz) END,
+          failing_since = CASE WHEN ${ok}::boolean THEN NULL ELSE ${streak} END,
+          last_failed_at = CASE WHEN ${ok}::boolean THEN NULL ELSE greatest(last_failed_at, ${at}::timestamptz) END,
           disabled_at = CASE WHEN ${disable} THEN ${at}::timestamptz ELSE disabled_at END,
           disabled_reason = CASE WHEN ${disable} THEN ${reason} ELSE disabled_reason END
-        WHERE id = ${endpointId}
+        WHERE id = ${endpointId} AND EXISTS (SELECT 1 FROM a)
         RETURNING disabled_at IS NOT NULL AS disabled
       )
       UPDATE ${webhookDeliveries} SET attempts = attempts + 1, last_status_code = ${result.statusCode},

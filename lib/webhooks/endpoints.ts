@@ -8,7 +8,7 @@ import { conflict, notFound } from "../errors";
 import { newId } from "../ids";
 import { jobKeySql } from "../jobs/kinds";
 import { projectFoundColumn, requireProject } from "../projects";
-import { newWebhookSecret, SECRET_OVERLAP_MS } from "./deliver";
+import { newWebhookSecret, openStreakSql, SECRET_OVERLAP_MS } from "./deliver";
 import {
   ringWebhookJobs,
   WEBHOOK_RETRY_WINDOW_MS,
@@ -88,8 +88,10 @@ function endpointRecord(r: EndpointRow): WebhookEndpointRecord {
   };
 }
 
-export const endpointSelect = (where: ReturnType<typeof sql>) => sql`
-  SELECT ep.id, ep.project_id, ep.url, ep.event_types, ep.created_at, ep.failing_since, ep.disabled_at, ep.disabled_reason,
+/** The endpoints `where` selects as EndpointRow, their failure streak as of `now` (an ended one shows none). */
+export const endpointSelect = (where: ReturnType<typeof sql>, now: string) => sql`
+  SELECT ep.id, ep.project_id, ep.url, ep.event_types, ep.created_at, ${openStreakSql(now, "ep")} AS failing_since,
+    ep.disabled_at, ep.disabled_reason,
     (SELECT json_build_object('id', d.id, 'eventType', d.event_type, 'status', d.status, 'statusCode', d.last_status_code,
         'error', d.last_error, 'at', d.updated_at)
        FROM ${webhookDeliveries} d WHERE d.endpoint_id = ep.id AND d.attempts > 0
@@ -146,7 +148,7 @@ export async function listWebhookEndpoints(
       SELECT ${projectFoundColumn(projectId)},
         (SELECT count(*) FROM ${webhookEndpoints} WHERE project_id = ${projectId})::int AS total,
         coalesce((SELECT json_agg(row_to_json(p) ORDER BY p.created_at DESC, p.id DESC) FROM (
-          ${endpointSelect(sql`ep.project_id = ${projectId}`)}
+          ${endpointSelect(sql`ep.project_id = ${projectId}`, deps.clock.now().toISOString())}
           ORDER BY ep.created_at DESC, ep.id DESC LIMIT ${page.limit} OFFSET ${page.offset}) p), '[]'::json) AS page`),
   );
   requireProject(row);
@@ -154,7 +156,10 @@ export async function listWebhookEndpoints(
 }
 
 async function getEndpoint(deps: Deps, id: string) {
-  const [row] = parsedRowsOf(EndpointRow, await deps.db.execute(endpointSelect(sql`ep.id = ${id}`)));
+  const [row] = parsedRowsOf(
+    EndpointRow,
+    await deps.db.execute(endpointSelect(sql`ep.id = ${id}`, deps.clock.now().toISOString())),
+  );
   if (!row) throw notFound("Webhook endpoint not found");
   return endpointRecord(row);
 }
@@ -179,7 +184,7 @@ export async function deleteWebhookEndpoint(deps: Deps, { endpointId: id }: { en
 export async function enableWebhookEndpoint(deps: Deps, { endpointId: id }: { endpointId: string }) {
   const updated = await deps.db
     .update(webhookEndpoints)
-    .set({ disabledAt: null, disabledReason: null, failingSince: null })
+    .set({ disabledAt: null, disabledReason: null, failingSince: null, lastFailedAt: null })
     .where(eq(webhookEndpoints.id, id))
     .returning({ id: webhookEndpoints.id });
   if (updated.length === 0) throw notFound("Webhook endpoint not found");

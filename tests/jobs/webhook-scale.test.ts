@@ -121,7 +121,9 @@ describe("the dashboard's endpoint list", () => {
     await svc.deps.db.execute(sql`ANALYZE webhook_deliveries`);
 
     const plan = planOf(
-      await svc.deps.db.execute(sql`EXPLAIN (ANALYZE, FORMAT JSON) ${endpointSelect(sql`ep.id = ${endpointId}`)}`),
+      await svc.deps.db.execute(
+        sql`EXPLAIN (ANALYZE, FORMAT JSON) ${endpointSelect(sql`ep.id = ${endpointId}`, new Date(now).toISOString())}`,
+      ),
     );
     const nodes = planNodes(plan.Plan);
     const reads = nodes.filter((n) => n["Relation Name"] === "webhook_deliveries");

@@ -408,6 +408,37 @@ describe("webhooks", () => {
     expect((await endpoints(t.projectId))[0]).toMatchObject({ disabledAt: null });
   });
 
+  it("a streak that ended without a success (its delivery erased; a late delivery's tail) does not disable the endpoint on one failure days later", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["episode.completed", "dataset.erased"]);
+    receiver.answer = () => ({ status: 503 });
+    // A failing delivery whose dataset is then erased: its delivery goes, the streak stays.
+    const threadId = await t.thread("x");
+    await t.say(threadId, "I moved to Lisbon in May");
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ failingSince: expect.any(String) });
+    await eraseDataset({ deps: h.svc.deps, projectId: t.projectId }, { dataset: "x" });
+    await runDueJobs(h.svc.deps);
+    // The erase's own delivery fails through a late start's tail, leaving the endpoint enabled.
+    h.clock.advance(DISABLE_AFTER_MS - 30 * 60_000);
+    await runDueJobs(h.svc.deps);
+    expect(await runUntilDone(endpoint.id)).toMatchObject({ status: "failed" });
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ disabledAt: null });
+    // Two days on nothing has failed for long: the streak shows as over.
+    h.clock.advance(2 * DAY_MS);
+    expect((await endpoints(t.projectId))[0]).toMatchObject({ failingSince: null, disabledAt: null });
+    // One failed attempt (a deploy's 502) starts a new streak; it does not disable the endpoint.
+    receiver.answer = () => ({ status: 502 });
+    await eraseEvent(t.projectId);
+    await runDueJobs(h.svc.deps);
+    expect((await endpoints(t.projectId))[0]).toMatchObject({
+      failingSince: h.clock.now().toISOString(),
+      disabledAt: null,
+      pendingDeliveries: 1,
+    });
+  });
+
   it("keeps an endpoint that succeeded during a failed delivery's day enabled", async () => {
     const t = await tenant("webhooks");
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
