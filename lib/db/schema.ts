@@ -545,7 +545,7 @@ export const webhookDeliveries = pgTable(
     status: text("status").notNull().default("pending"),
     attempts: integer("attempts").notNull().default(0),
     nextAttemptAt: timestamptz("next_attempt_at"),
-    /** No attempt after this (a day after the event, or after a replay). */
+    /** No retry after this (a day after the event, or after a replay); one not attempted by then is attempted once. */
     retryUntil: timestamptz("retry_until").notNull(),
     lastStatusCode: integer("last_status_code"),
     lastError: text("last_error"),

@@ -5967,7 +5967,7 @@ export interface components {
             nextAttemptAt: string | null;
             /**
              * Format: date-time
-             * @description No attempt after this (a day after the event or the replay).
+             * @description No retry after this (a day after the event or the replay); a delivery not attempted by then (the service was down) is attempted once.
              */
             retryUntil: string;
             lastStatusCode: number | null;
