@@ -239,7 +239,7 @@ async function writeExtraction(
     // First, so it holds the episode's row lock for the rest of the batch, and aborts the whole
     // batch when this attempt's claim was taken over meanwhile (the new owner writes instead).
     // It also takes the dataset's write lock, so extractions of one dataset write one at a time.
-    db.execute(completeIfStillClaimed(deps, episode, d.report)),
+    db.execute(completeIfStillClaimed(deps, episode, d.report, announced(d))),
     ...(d.entityRows.length ? [db.insert(entities).values(d.entityRows).onConflictDoNothing()] : []),
     ...(d.accepted.length ? [db.execute(insertFacts(deps, episode, d, dedupThreshold, now))] : []),
     ...(d.links.length ? [db.execute(insertLinks(d.links))] : []),
@@ -444,12 +444,21 @@ async function setStatus(
 }
 
 /**
+ * Whether the extraction's `facts.extracted` event fires: it writes a fact or an entity, or ends
+ * a fact. Every proposed fact a duplicate of a stored one and every entity known already is no
+ * news to a receiver.
+ */
+export function announced(d: Pick<Decided, "accepted" | "entityRows" | "ended">): boolean {
+  return d.accepted.length > 0 || d.entityRows.length > 0 || d.ended.size > 0;
+}
+
+/**
  * Marks the extraction completed with its report (as planned; the facts statement corrects it
  * for a fact found a duplicate at write time) when the claim is still this attempt's, and
  * otherwise fails (a cast error on a value only known at run time), which rolls back the batch
- * it leads.
+ * it leads. `announce`: with the `facts.extracted` event.
  */
-function completeIfStillClaimed(deps: Deps, episode: ExtractionInput, report: ExtractionReport) {
+function completeIfStillClaimed(deps: Deps, episode: ExtractionInput, report: ExtractionReport, announce: boolean) {
   const now = deps.clock.now().toISOString();
   return sql`
     WITH done AS (
@@ -460,7 +469,7 @@ function completeIfStillClaimed(deps: Deps, episode: ExtractionInput, report: Ex
     ),
     -- The dataset's write lock, held to the end of the batch's transaction.
     locked AS (SELECT pg_advisory_xact_lock(hashtextextended(${`facts:${episode.project_id}:${episode.dataset}`}, 0))),
-    ${webhookEventCtes("facts.extracted", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset) AS data FROM done`, now)}
+    ${webhookEventCtes("facts.extracted", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset) AS data FROM done WHERE ${announce}::boolean`, now)}
     SELECT CASE WHEN count(*) = 1 THEN 1
       ELSE ('fact extraction lost its claim on the episode (taken over after its lease ran out): ' || count(*))::int
     END AS owned, ${webhookJobsColumn} AS webhook_jobs FROM done, locked`;

@@ -217,6 +217,18 @@ describe("webhooks", () => {
     const extracted = (await deliveries(endpoint.id)).find((d) => d.payload.type === "facts.extracted");
     expect(extracted?.payload.data).toEqual({ episodeId, threadId: facts, dataset: "ds" });
 
+    // The same fact again: a duplicate, nothing written, no facts.extracted.
+    const again = await t.thread("ds");
+    await t.say(again, "I prefer aisle seats");
+    await t.end(again);
+    await runDueJobs(h.svc.deps);
+    expect(await types()).toEqual([
+      "episode.completed:succeeded",
+      "episode.completed:succeeded",
+      "episode.failed:succeeded",
+      "facts.extracted:succeeded",
+    ]);
+
     h.fake.onText(() => "An earlier conversation about seats.");
     const long = await t.thread("ds");
     await t.conversation(
