@@ -34,6 +34,12 @@ export const projects = pgTable(
     nameKey: text("name_key"),
     /** Partial settings object, deep-merged over the built-in defaults at read time. */
     settings: jsonb("settings").$type<Record<string, unknown>>().notNull().default({}),
+    /**
+     * When the stored `usage.monthlyTokenBudget` last changed (null: never since migration 0044).
+     * A month that ended before it is not announced spent against a budget it never had
+     * (lib/usage/budget.ts, raiseBudgetAlerts).
+     */
+    budgetChangedAt: timestamptz("budget_changed_at"),
     createdAt: createdAt(),
   },
   (t) => [uniqueIndex("projects_name_key_idx").on(t.nameKey)],

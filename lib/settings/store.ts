@@ -72,13 +72,23 @@ export async function changeProjectSettings(
     }
     const updated = await deps.db
       .update(projects)
-      .set({ settings: stored })
+      .set({
+        settings: stored,
+        ...(budgetOf(stored) !== budgetOf(current) ? { budgetChangedAt: deps.clock.now() } : {}),
+      })
       .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
       .returning({ settings: projects.settings });
     if (updated.length > 0) return updated[0].settings ?? {};
     await new Promise((resolve) => setTimeout(resolve, Math.random() * SETTINGS_RETRY_PAUSE_MS));
   }
   throw conflict(SETTINGS_CONFLICT);
+}
+
+/** The stored monthly token budget, as text (absent and null alike): a change of it is recorded. */
+export function budgetOf(settings: StoredSettings): string {
+  const usage = settings.usage;
+  const budget = usage && typeof usage === "object" ? (usage as Record<string, unknown>).monthlyTokenBudget : undefined;
+  return JSON.stringify(budget ?? null);
 }
 
 /**

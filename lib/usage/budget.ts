@@ -113,7 +113,8 @@ export function budgetAlertMonths(now: Date, graceMs = BUDGET_ALERT_GRACE_MS): A
  * The sweep's backstop `budgetAlerts`: every project whose budget is spent and not yet announced
  * gets its `usage.budget_exhausted` event, once per project and month (the alerts table's key),
  * naming the month that was spent: this one, or the one before (budgetAlertMonths). Against the
- * budget as it is now. One statement; projects without a budget cost a look at their settings.
+ * budget as it is now, so the month before only while the budget has not changed since it ended.
+ * One statement; projects without a budget cost a look at their settings.
  */
 export async function raiseBudgetAlerts(deps: Deps): Promise<number> {
   const now = deps.clock.now();
@@ -128,6 +129,10 @@ export async function raiseBudgetAlerts(deps: Deps): Promise<number> {
         FROM ${projects} p CROSS JOIN LATERAL (SELECT ${budgetSettingSql(sql`p.settings`)} AS budget) b
         CROSS JOIN jsonb_to_recordset(${months}::jsonb) AS mo(month text, start timestamptz, resets_at text)
         WHERE b.budget IS NOT NULL
+          -- A month that ended before the budget last changed is not measured against it: it may
+          -- have had none, or a higher one (a budget set or lowered on the 1st).
+          AND (mo.resets_at::timestamptz > ${at}::timestamptz OR p.budget_changed_at IS NULL
+            OR p.budget_changed_at < mo.resets_at::timestamptz)
           AND NOT EXISTS (SELECT 1 FROM ${usageBudgetAlerts} a WHERE a.project_id = p.id AND a.month = mo.month)
       ),
       alerted AS (

@@ -678,4 +678,44 @@ describe("the monthly token budget", () => {
       { month: spentMonth, monthlyTokenBudget: 10, spent: 100, resetsAt: new Date(monthEnd).toISOString() },
     ]);
   });
+
+  it("does not announce the month before against a budget set or lowered after it ended", async () => {
+    const t = await tenant("set-on-the-first");
+    await createWebhookEndpoint(
+      { deps: h.svc.deps, projectId: t.projectId },
+      { url: "http://127.0.0.1:9/hook", eventTypes: ["usage.budget_exhausted"] },
+    );
+    const spendAt = async (tokens: number) =>
+      h.svc.deps.db.execute(sql`
+        INSERT INTO usage_events (project_id, dataset, operation, kind, model, total_tokens, outcome, created_at)
+        VALUES (${t.projectId}, 'd', 'chat', 'chat', 'm', ${tokens}, 'ok', ${h.clock.now().toISOString()}::timestamptz)`);
+    const sent = async () =>
+      rowsOf<{ payload: { data: Record<string, unknown> } }>(
+        await h.svc.deps.db.execute(
+          sql`SELECT payload FROM webhook_deliveries WHERE project_id = ${t.projectId} AND event_type = 'usage.budget_exhausted'`,
+        ),
+      ).map((d) => d.payload.data);
+    // An hour before the month ends: 5,000 tokens, no budget at all.
+    const now = h.clock.now();
+    const monthEnd = Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1);
+    h.clock.advance(monthEnd - 3_600_000 - now.getTime());
+    await spendAt(5_000);
+    await sweep(h.svc.deps);
+    // 9 a.m. on the 1st: a budget of 1,000 is set, then lowered; nothing spent this month yet.
+    h.clock.set(new Date(monthEnd + 9 * 3_600_000));
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 2_000 } });
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 1_000 } });
+    await sweep(h.svc.deps);
+    expect(await sent()).toEqual([]);
+    // This month's spending is still measured against it.
+    await spendAt(1_500);
+    await sweep(h.svc.deps);
+    expect(await sent()).toEqual([
+      expect.objectContaining({
+        month: h.clock.now().toISOString().slice(0, 7),
+        monthlyTokenBudget: 1_000,
+        spent: 1_500,
+      }),
+    ]);
+  });
 });
