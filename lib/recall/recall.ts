@@ -162,8 +162,8 @@ function messageOfRecall({ signals: _s, ...message }: RetrievedMessage) {
 
 /**
  * The reranker, when the project turned it on and there is a query: it reorders the fused top
- * candidates (the statement fetched max(limit, rerankCandidates)); a timeout or failure keeps the
- * fused order (logged by rerankCandidates, reported in Server-Timing and the playground). Either
+ * candidates (the statement fetched max(limit, rerankCandidates)); a spent budget, a timeout or
+ * a failure keeps the fused order (logged by rerankCandidates, reported in Server-Timing and the playground). Either
  * way the block keeps the best `limit`, ranks renumbered from 1.
  */
 async function rerankIfOn(
@@ -177,6 +177,11 @@ async function rerankIfOn(
   const settings = retrieved.settings;
   if (!settings?.rerank || !query || all.length < 2)
     return { facts: all.slice(0, settings?.limit ?? all.length), outcome: null };
+  // A model call like synthesis: not while the project's monthly token budget is spent.
+  if (retrieved.budgetSpent) {
+    timings.push({ name: "rerank", ms: 0, description: "skipped" });
+    return { facts: all.slice(0, settings.limit), outcome: "skipped" };
+  }
   const pool = all.slice(0, settings.rerankCandidates);
   const result = await rerankCandidates(deps, {
     query,

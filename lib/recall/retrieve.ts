@@ -66,7 +66,10 @@ export interface Retrieval {
   messageLimit?: number;
   /** A CTE recording the request's provider calls so far (lib/usage/sql.ts usageCteOf): no statement of its own. */
   usage?: SQL | null;
-  /** Also answer whether the project's monthly token budget is spent (synthesis is then skipped). */
+  /**
+   * Also answer whether the project's monthly token budget is spent (synthesis is then skipped).
+   * With the reranker on and a query it is answered anyway (the reranker is skipped too).
+   */
   budget?: boolean;
 }
 
@@ -124,7 +127,7 @@ export interface Retrieved {
   messages: RetrievedMessage[] | null;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
-  /** The project's monthly token budget is spent (asked with `budget`; false otherwise). */
+  /** The project's monthly token budget is spent (asked with `budget`, or by the reranker; false otherwise). */
   budgetSpent: boolean;
 }
 
@@ -269,7 +272,12 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
   }
 
   if (r.usage) cte.push(r.usage);
-  if (r.budget) select.push(sql`${budgetSpentSql(r.projectId, deps.clock.now())} AS budget_spent`);
+  // Synthesis asks whether the budget is spent; so does the reranker, a model call too, but only
+  // where the project turned it on (a CASE reads the month's usage only then).
+  const spent = budgetSpentSql(r.projectId, deps.clock.now());
+  if (r.budget) select.push(sql`${spent} AS budget_spent`);
+  else if (r.mode !== "recent" && r.facts)
+    select.push(sql`CASE WHEN (SELECT rerank FROM s) THEN ${spent} ELSE false END AS budget_spent`);
   // Planned once per statement text (lib/db/generic-plan.ts): each search is an index scan or a
   // lateral lookup whatever the query's values.
   return withGenericPlan(sql`WITH ${sql.join(cte, sql`,\n`)}\nSELECT ${sql.join(select, sql`, `)}`);

@@ -641,6 +641,41 @@ describe("the monthly token budget", () => {
     expect(Number(sent[0].payload.data.spent)).toBeGreaterThanOrEqual(10);
   });
 
+  it("skips the reranker while it is spent: the fused order, no model call", async () => {
+    const t = await tenant("budget-rerank");
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [fact("lives_in", "Paris", "I live in Paris"), fact("owns", "a cat", "I have a cat")],
+      entities: [],
+    }));
+    h.fake.onStructured("rerank_candidates", () => ({ ranking: [2, 1] }));
+    const threadId = await t.thread("rerank");
+    await t.conversation(threadId, ["I live in Paris", "Noted.", "I have a cat", "Nice."]);
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { semantic: { rerank: true } });
+    const recall = async () => {
+      const res = await t.get("/v1/memory/recall", {
+        method: "POST",
+        json: { dataset: "rerank", query: "where does the user live", include: ["raw"] },
+      });
+      return {
+        timing: res.headers.get("server-timing") ?? "",
+        body: await json<{ facts: { object: string }[] }>(res, 200),
+      };
+    };
+    const reranked = await recall();
+    expect(h.fake.chatCalls("rerank_candidates")).toHaveLength(1);
+    expect(reranked.timing).toContain("rerank;dur=");
+    expect(reranked.timing).toContain('desc="reranked"');
+
+    await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 1 } });
+    const skipped = await recall();
+    expect(h.fake.chatCalls("rerank_candidates")).toHaveLength(1);
+    expect(skipped.timing).toContain('desc="skipped"');
+    // The fused order: the reranker had put it the other way round.
+    expect(skipped.body.facts.map((f) => f.object)).toEqual([...reranked.body.facts.map((f) => f.object)].reverse());
+  });
+
   it("announces a budget spent after the month's last sweep, naming that month, once", async () => {
     const t = await tenant("month-end");
     await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 10 } });
