@@ -21,7 +21,7 @@ import { embedAllOrHeads } from "../llm/refused-inputs";
 import { DEFAULT_SETTINGS } from "../settings/settings";
 import { budgetSpentSql } from "../usage/budget";
 import { usageCollector } from "../usage/collector";
-import { flushUsage, readUsageCteOf } from "../usage/sql";
+import { carryingUsage, flushUsage, readUsageCteOf } from "../usage/sql";
 
 export type ListableStatus = "pending" | "processing" | "completed" | "failed";
 
@@ -188,17 +188,24 @@ export async function searchEpisodes(
     await flushUsage(deps, usage, scope);
     throw err;
   }
-  return rankEpisodes(
-    deps,
-    projectId,
-    dataset,
-    vector,
-    q.limit,
-    q.similarityWeight ?? DEFAULT_SETTINGS.episodic.similarityWeight,
-    q.recencyWeight ?? DEFAULT_SETTINGS.episodic.recencyWeight,
-    // The call is recorded by the ranking statement itself.
-    readUsageCteOf(usage, scope, deps.clock.now().toISOString()),
-  );
+  try {
+    return await carryingUsage(usage, (carried) =>
+      rankEpisodes(
+        deps,
+        projectId,
+        dataset,
+        vector,
+        q.limit,
+        q.similarityWeight ?? DEFAULT_SETTINGS.episodic.similarityWeight,
+        q.recencyWeight ?? DEFAULT_SETTINGS.episodic.recencyWeight,
+        // The call is recorded by the ranking statement itself.
+        readUsageCteOf(carried, scope, deps.clock.now().toISOString()),
+      ),
+    );
+  } catch (err) {
+    await flushUsage(deps, usage, scope);
+    throw err;
+  }
 }
 
 /**

@@ -11,7 +11,7 @@ import { renderTranscript, type TranscriptMessage, withTranscriptBudget } from "
 import { errorFields } from "../log";
 import type { Settings } from "../settings/settings";
 import { type UsageCollector, usageCollector } from "../usage/collector";
-import { withUsage } from "../usage/sql";
+import { carryingUsage, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import { reportEpisodeLag } from "./lag";
 
@@ -66,7 +66,10 @@ export async function summariseEpisode(deps: Deps, episode: SummaryInput): Promi
     // A summary longer than a small embedding model's window is embedded by its head.
     const meter = usage.meter("episode_embedding");
     const [embedding] = await embedAllOrHeads((texts) => deps.llm.embed(texts, meter), [summary.summary]);
-    const written = await writeSummary(deps, episode, usage, summary, embedding, semanticStatusAfterSummary(settings));
+    // A failed write gives its calls back, for the failure's statement to record.
+    const written = await carryingUsage(usage, (carried) =>
+      writeSummary(deps, episode, carried, summary, embedding, semanticStatusAfterSummary(settings)),
+    );
     if (!written) return "lost";
     deps.log.info("episode completed", {
       episodeId: episode.id,

@@ -5,7 +5,7 @@ import type { Deps } from "../deps";
 import type { UsageEvent } from "../llm/usage";
 import { errorFields } from "../log";
 import { type CarriedUsage, USAGE_CARRY_MS, type UsageOwner } from "./backlog";
-import type { UsageCollector } from "./collector";
+import { type UsageCollector, usageCollector } from "./collector";
 
 /** Whose calls they were: the project (an id, or SQL finding it, as a /v1 read has it) and the dataset. */
 export interface UsageScope {
@@ -79,6 +79,28 @@ export function carriedUsageSql(calls: CarriedUsage[]): SQL {
 export function withUsage(usage: UsageCollector | undefined, scope: UsageScope, at: string): SQL {
   const cte = usageCteOf(usage, scope, at);
   return cte ? sql`, ${cte}` : sql``;
+}
+
+/**
+ * Runs a statement that records the collector's calls (built by `run` from `carried`, e.g. with
+ * withUsage). They are taken for it; if it fails they were rolled back with it, so they go back to
+ * `usage` for the statement that records the failure, or a later one. Calls it did not take stay.
+ */
+export async function carryingUsage<T>(
+  usage: UsageCollector,
+  run: (carried: UsageCollector) => Promise<T>,
+): Promise<T> {
+  const events = usage.take();
+  const carried = usageCollector();
+  carried.giveBack(events);
+  try {
+    const result = await run(carried);
+    usage.giveBack(carried.take());
+    return result;
+  } catch (err) {
+    usage.giveBack(events);
+    throw err;
+  }
 }
 
 /** The CTE alone (`usage_recorded AS (…)`), for a statement that joins its CTEs itself; null when empty. */

@@ -13,7 +13,7 @@ import { fittingPrefix, TRANSCRIPT_BUDGET_CHARS, transcriptLines, withTranscript
 import { errorFields } from "../log";
 import { projectSetting } from "../settings/sql";
 import { usageCollector } from "../usage/collector";
-import { deferUsage, withUsage } from "../usage/sql";
+import { carryingUsage, deferUsage, withUsage } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 
 /** Compaction always leaves this many of the newest un-compacted messages as they are. */
@@ -176,14 +176,23 @@ export async function compactThread(
     throw err;
   }
   const { plan, completion } = folded;
-  const summaryId = await writeSummary(
-    deps,
-    projectId,
-    threadId,
-    plan,
-    completion,
-    withUsage(usage, scope, deps.clock.now().toISOString()),
-  );
+  let summaryId: Awaited<ReturnType<typeof writeSummary>>;
+  try {
+    summaryId = await carryingUsage(usage, (carried) =>
+      writeSummary(
+        deps,
+        projectId,
+        threadId,
+        plan,
+        completion,
+        withUsage(carried, scope, deps.clock.now().toISOString()),
+      ),
+    );
+  } catch (err) {
+    // The write failed with the call in it: a later statement carries it.
+    deferUsage(deps, usage, scope);
+    throw err;
+  }
   if (summaryId === undefined) throw notFound("Thread not found");
   if (!summaryId) return nothingToCompact("Nothing to compact: another compaction of this thread landed first");
   return {

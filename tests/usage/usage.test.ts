@@ -358,6 +358,49 @@ describe("the usage ledger", () => {
     }
   });
 
+  it("keeps the calls of a result whose write failed: an episode's summary, a compaction", async () => {
+    const t = await tenant("write-fails");
+    const db = h.svc.deps.db;
+    // The episode's completion and the compaction's summary message fail to write, once each.
+    await db.execute(sql`CREATE FUNCTION test_fail_result_write() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN
+        IF to_jsonb(NEW) ->> 'status' = 'completed' AND to_jsonb(NEW) ->> 'dataset' = 'write-fails'
+          OR (to_jsonb(NEW) ->> 'is_summary')::boolean THEN
+          RAISE EXCEPTION 'transient failure';
+        END IF;
+        RETURN NEW;
+      END $$`);
+    await db.execute(
+      sql`CREATE TRIGGER test_fail_result_write BEFORE UPDATE ON episodes FOR EACH ROW EXECUTE FUNCTION test_fail_result_write()`,
+    );
+    await db.execute(
+      sql`CREATE TRIGGER test_fail_result_write BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION test_fail_result_write()`,
+    );
+    try {
+      const threadId = await t.thread("write-fails");
+      await t.conversation(
+        threadId,
+        Array.from({ length: 12 }, (_, i) => `message number ${i}`),
+      );
+      const { episodeId } = await t.end(threadId);
+      await runDueJobs(h.svc.deps);
+      expect(await t.episode(episodeId as string)).toMatchObject({ status: "failed" });
+      const compact = await t.get(`/v1/memory/working/threads/${threadId}/compact`, { method: "POST" });
+      expect(compact.status).toBe(500);
+      await compact.arrayBuffer();
+      h.svc.deps.usageBacklog.hurry();
+      await h.svc.settle();
+      const operations = (await ledger(t)).map((r) => r.operation);
+      expect(operations.filter((o) => o === "episode_summary")).toHaveLength(1);
+      expect(operations.filter((o) => o === "episode_embedding")).toHaveLength(1);
+      expect(operations.filter((o) => o === "compaction")).toHaveLength(1);
+    } finally {
+      await db.execute(sql`DROP TRIGGER test_fail_result_write ON episodes`);
+      await db.execute(sql`DROP TRIGGER test_fail_result_write ON messages`);
+      await db.execute(sql`DROP FUNCTION test_fail_result_write()`);
+    }
+  });
+
   it("refuses a range that ends before it starts (400 naming the parameter)", async () => {
     const t = await tenant("range");
     const res = await t.get("/v1/usage?start=2020-02-01&end=2020-01-01");
