@@ -22,8 +22,17 @@ import { TRACEPARENT_FIELD } from "./span";
  *   payload, attempts cleared: what marks it). That run goes on alone, and when it ends
  *   completeJob releases the row to run at the new time instead of deleting it: the work it may
  *   have missed is neither lost nor run beside it. Only the first arming counts until then.
+ * - `replaceOrRearm`: `replace` a waiting one; arm again one a worker holds as `rearm` does (a
+ *   webhook replayed while its attempt is in flight is sent once that attempt ends, not beside it).
  */
-export type ScheduleMode = "keep" | "reschedule" | "replace" | "takeOver" | "earlierOrTakeOver" | "rearm";
+export type ScheduleMode =
+  | "keep"
+  | "reschedule"
+  | "replace"
+  | "takeOver"
+  | "earlierOrTakeOver"
+  | "rearm"
+  | "replaceOrRearm";
 
 /**
  * No worker holds the job at `now` (a timestamptz): it has no lease, or its lease ended before now.
@@ -48,6 +57,9 @@ const ON_CONFLICT: Record<ScheduleMode, SQL> = {
     locked_until = CASE WHEN ${held} THEN NULL ELSE ${jobs}.locked_until END, updated_at = EXCLUDED.updated_at`,
   rearm: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, attempts = 0,
     updated_at = EXCLUDED.updated_at WHERE ${held} AND ${jobs}.attempts > 0`,
+  replaceOrRearm: sql`DO UPDATE SET run_at = EXCLUDED.run_at, payload = EXCLUDED.payload, attempts = 0,
+    last_error = CASE WHEN ${held} THEN ${jobs}.last_error END,
+    locked_until = CASE WHEN ${held} THEN ${jobs}.locked_until END, updated_at = EXCLUDED.updated_at`,
 };
 
 /** The columns of a job row, each an SQL expression over the rows of `from`. */

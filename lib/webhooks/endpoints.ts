@@ -330,8 +330,9 @@ export async function listWebhookDeliveries(
 
 /**
  * Sends a delivery again (the same `webhook-id`, so a receiver that already has it can tell):
- * back to pending with a new day of retries, its job due now. One statement. A delivery of a
- * disabled endpoint is a 409 (enable the endpoint first).
+ * back to pending with a new day of retries, its job due now, or, while an attempt is in flight,
+ * as soon as that attempt ends (not beside it). One statement. A delivery of a disabled endpoint
+ * is a 409 (enable the endpoint first).
  */
 export async function replayWebhookDelivery(deps: Deps, { deliveryId }: { deliveryId: string }) {
   const now = deps.clock.now().toISOString();
@@ -347,7 +348,7 @@ export async function replayWebhookDelivery(deps: Deps, { deliveryId }: { delive
           updated_at = ${now}::timestamptz
         WHERE id = (SELECT id FROM target WHERE NOT disabled)
         RETURNING id, project_id
-      ), wh_j AS (${webhookJobsSql(sql`FROM upd u`, sql`u`, now, "replace")})
+      ), wh_j AS (${webhookJobsSql(sql`FROM upd u`, sql`u`, now, "replaceOrRearm")})
       SELECT (SELECT id FROM target) AS id, (SELECT disabled FROM target) AS disabled,
         ${webhookJobsColumn} AS webhook_jobs`),
   );

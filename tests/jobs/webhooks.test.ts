@@ -451,6 +451,32 @@ describe("webhooks", () => {
     });
   });
 
+  it("a replay while an attempt is in flight is sent after it, not beside it", async () => {
+    const t = await tenant("webhooks");
+    const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
+    // The first attempt gets no answer (a timeout), the next a 204.
+    let answered = 0;
+    receiver.answer = () => (answered++ === 0 ? "hang" : { status: 204 });
+    await eraseEvent(t.projectId);
+    const running = runDueJobs(h.svc.deps);
+    await vi.waitFor(() => expect(receiver.received).toHaveLength(1));
+    const [d] = await deliveries(endpoint.id);
+    const res = await h.svc.request(`/dashboard/webhooks/deliveries/${d.id}/replay`, {
+      method: "POST",
+      token: await session(),
+    });
+    expect(res.status).toBe(200);
+    await res.arrayBuffer();
+    await runDueJobs(h.svc.deps);
+    expect(receiver.received).toHaveLength(1);
+    await running; // the attempt in flight times out: the replay is its retry
+    await runNextAttempt(endpoint.id);
+    const [after] = await deliveries(endpoint.id);
+    expect(receiver.received).toHaveLength(2);
+    expect(after).toMatchObject({ status: "succeeded", attempts: 2 });
+    expect(after.attemptLog.map((a) => a.statusCode)).toEqual([204, null]); // newest first
+  });
+
   it("keeps an endpoint that succeeded during a failed delivery's day enabled", async () => {
     const t = await tenant("webhooks");
     const { endpoint } = await createEndpoint(t.projectId, ["dataset.erased"]);
