@@ -117,7 +117,7 @@ const routes = {
           compacted: z.boolean(),
           warning: z.string().optional().openapi({
             description:
-              "Present when messageLimit is below the project's autoCompactThreshold (messages may be missing).",
+              "Present when messageLimit is below the project's autoCompactThreshold (messages may be missing), or when un-compacted messages above the threshold are left out (a compaction failed or the threshold was lowered; a later write compacts the thread).",
           }),
         }),
         "The window, oldest first",

@@ -153,6 +153,11 @@ export const threads = pgTable(
     /** Un-compacted, non-summary messages: kept by the statements that change it, never counted. */
     liveCount: integer("live_count").notNull().default(0),
     /**
+     * `liveCount` when an inline auto-compaction last failed (null since the last compaction): the
+     * next inline attempt waits for a threshold more messages (lib/working/compaction.ts).
+     */
+    compactFailedCount: integer("compact_failed_count"),
+    /**
      * Compaction summaries among the thread's sequence numbers (one per compaction): the messages
      * written are `last_seq - summary_count`, read without counting rows.
      */

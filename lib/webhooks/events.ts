@@ -45,7 +45,7 @@ export function webhookEventCtes(type: WebhookEventType, source: SQL, now: strin
  * The delivery jobs of the deliveries of `from` (aliased `row`, with id and project_id), due now,
  * for a CTE `wh_j` of the statement (select {@link webhookJobsColumn} to ring them).
  */
-export function webhookJobsSql(from: SQL, row: SQL, now: string, mode: "keep" | "replace"): SQL {
+export function webhookJobsSql(from: SQL, row: SQL, now: string, mode: "keep" | "replaceOrRearm"): SQL {
   return scheduleJobsSql({
     kind: "webhook",
     row,

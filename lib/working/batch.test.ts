@@ -70,11 +70,12 @@ describe("earlyIssues", () => {
 });
 
 describe("threadsToCompact", () => {
-  it("picks the threads whose batch crossed a multiple of the threshold, in id order", () => {
+  it("picks the threads the batch left at the threshold or above it, in id order", () => {
     const touched = [
-      { id: "c", live_count: 21, n: 2 }, // 19 → 21 crosses 20
-      { id: "a", live_count: 10, n: 1 }, // 9 → 10 crosses 10
-      { id: "b", live_count: 19, n: 5 }, // 14 → 19 does not
+      { id: "c", live_count: 21, compact_failed_count: null }, // above 10
+      { id: "a", live_count: 10, compact_failed_count: null }, // at 10
+      { id: "b", live_count: 9, compact_failed_count: null }, // below
+      { id: "d", live_count: 19, compact_failed_count: 12 }, // failed at 12: next at 22
     ];
     expect(threadsToCompact(touched, 10)).toEqual(["a", "c"]);
     expect(threadsToCompact(touched, "10")).toEqual(["a", "c"]);

@@ -10,7 +10,7 @@ import { newId } from "../ids";
 import { dueJobsFromJson, dueJobsJson, ringLater } from "../jobs/schedule";
 import type { MessageRole } from "../roles";
 import { annotateSpan } from "../telemetry";
-import { autoCompactThresholdSql, compactAfterWrite, inlineCompactionDeadline } from "./compaction";
+import { autoCompactThresholdSql, compactAfterWrite, crossesThreshold, inlineCompactionDeadline } from "./compaction";
 import type { MessageInput } from "./messages";
 
 /** At most this many messages in one batch request (the body is also bounded: MAX_BATCH_BODY_BYTES). */
@@ -71,8 +71,8 @@ function createdAtIssues(items: BatchItem[], now: Date): Issue[] {
  * no historical createdAt is before its thread's last message, each thread's counter is bumped
  * once by its item count, the messages inserted with gapless sequence numbers in request order,
  * and each thread's idle timer armed. Otherwise nothing is written. Auto-compaction runs after,
- * at most once per thread, when the batch brought the thread's un-compacted count across a
- * multiple of the threshold.
+ * at most once per thread, when the batch left the thread's un-compacted count at the threshold
+ * or above it (crossesThreshold).
  *
  * An unknown thread (or another project's) is `404 Thread not found`, naming nothing else.
  */
@@ -125,7 +125,13 @@ export function batchRows(items: BatchItem[], now: string) {
   }));
 }
 
-const TouchedThread = z.object({ id: z.string(), last_seq: z.number(), live_count: z.number(), n: z.number() });
+const TouchedThread = z.object({
+  id: z.string(),
+  last_seq: z.number(),
+  live_count: z.number(),
+  compact_failed_count: z.number().nullable(),
+  n: z.number(),
+});
 type TouchedThread = z.output<typeof TouchedThread>;
 
 const BatchResultRow = z.object({
@@ -168,7 +174,7 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
         last_message_at = (SELECT max(placed_at) FROM placed WHERE placed.thread_id = t.id), updated_at = ${now}::timestamptz
       FROM per, ok
       WHERE ok.ok AND t.id = per.thread_id AND t.project_id = ${projectId}
-      RETURNING t.id, t.project_id, t.dataset, t.settings, t.last_seq, t.live_count, per.n
+      RETURNING t.id, t.project_id, t.dataset, t.settings, t.last_seq, t.live_count, t.compact_failed_count, per.n
     ),
     msg AS (
       INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
@@ -182,7 +188,8 @@ function addMessagesSql(projectId: string, now: string, rows: BatchRow[]) {
     timer AS (${idleJobSql(now)})
     SELECT (SELECT count(*) FROM per)::int - (SELECT count(*) FROM locked)::int AS missing,
       (SELECT json_agg(json_build_object('ord', ord, 'last_at', last_at)) FROM early) AS early,
-      (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count, 'n', n)) FROM th) AS threads,
+      (SELECT json_agg(json_build_object('id', id, 'last_seq', last_seq, 'live_count', live_count,
+        'compact_failed_count', compact_failed_count, 'n', n)) FROM th) AS threads,
       (SELECT json_agg(json_build_object('ord', ord, 'at', placed_at)) FROM placed WHERE placed_at <> created_at) AS moved,
       ${dueJobsJson("timer")} AS timers, ${dueJobsJson("embed_job")} AS embed_jobs,
       (SELECT count(*) FROM msg)::int AS inserted,
@@ -223,19 +230,15 @@ export function sequenced(
   });
 }
 
-/** The threads, in id order, whose un-compacted count the batch carried across a multiple of the threshold. */
+/** The threads, in id order, that the batch left due an inline compaction (crossesThreshold). */
 export function threadsToCompact(
-  touched: Pick<TouchedThread, "id" | "live_count" | "n">[],
+  touched: Pick<TouchedThread, "id" | "live_count" | "compact_failed_count">[],
   compactThreshold: number | string | null,
 ): string[] {
-  if (compactThreshold === null) return [];
-  const threshold = Number(compactThreshold);
+  const threshold = compactThreshold === null ? null : Number(compactThreshold);
   return [...touched]
     .sort((a, b) => (a.id < b.id ? -1 : 1))
-    .filter((t) => {
-      const live = Number(t.live_count);
-      return Math.floor(live / threshold) > Math.floor((live - Number(t.n)) / threshold);
-    })
+    .filter((t) => crossesThreshold(t.live_count, threshold, t.compact_failed_count))
     .map((t) => t.id);
 }
 

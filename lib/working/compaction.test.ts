@@ -54,8 +54,14 @@ describe("planFold", () => {
 });
 
 describe("crossesThreshold", () => {
-  it("compacts at the threshold and at each multiple of it, never when off", () => {
-    expect([19, 20, 21, 40].map((n) => crossesThreshold(n, 20))).toEqual([false, true, false, true]);
-    expect(crossesThreshold(20, null)).toBe(false);
+  it("compacts at the threshold or above it, never when off", () => {
+    expect([19, 20, 21, 40].map((n) => crossesThreshold(n, 20, null))).toEqual([false, true, true, true]);
+    expect(crossesThreshold(20, null, null)).toBe(false);
+  });
+
+  it("after a failed attempt, again only a threshold more messages on", () => {
+    expect([20, 21, 39, 40, 41].map((n) => crossesThreshold(n, 20, 20))).toEqual([false, false, false, true, true]);
+    // Failed at 25 (a threshold lowered from above): next at 45.
+    expect([26, 44, 45].map((n) => crossesThreshold(n, 20, 25))).toEqual([false, false, true]);
   });
 });

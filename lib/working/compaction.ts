@@ -45,12 +45,14 @@ export function autoCompactThresholdSql(projectId: ProjectRef): SQL {
 }
 
 /**
- * Whether an insert that left `liveCount` un-compacted messages compacts inline: when it reaches
- * the threshold, and again at each multiple of it while an earlier attempt has failed (so a
- * provider outage costs a model call every `threshold` messages, not on every insert).
+ * Whether a write that left `liveCount` un-compacted messages compacts inline: at the threshold or
+ * above it (a thread already past a threshold just lowered or turned on compacts at its next
+ * write); after a failed attempt (`failedCount`, the count then) only once a threshold more
+ * messages came, so a provider outage costs a model call every `threshold` messages, not one on
+ * every insert.
  */
-export function crossesThreshold(liveCount: number, threshold: number | null): boolean {
-  return threshold !== null && liveCount >= threshold && liveCount % threshold === 0;
+export function crossesThreshold(liveCount: number, threshold: number | null, failedCount: number | null): boolean {
+  return threshold !== null && liveCount >= threshold && (failedCount === null || liveCount >= failedCount + threshold);
 }
 
 const FoldRow = z.object({ seq: z.number(), role: z.string(), content: z.string() });
@@ -127,6 +129,11 @@ export async function compactAfterWrite(ctx: ProjectContext, threadId: string, s
     return "summaryMessageId" in (await compactThread(ctx, { threadId, signal }));
   } catch (err) {
     ctx.deps.log.warn("auto-compaction failed; the messages are stored", { threadId, ...errorFields(err) });
+    await ctx.deps.db
+      .execute(
+        sql`UPDATE ${threads} SET compact_failed_count = live_count WHERE id = ${threadId} AND project_id = ${ctx.projectId}`,
+      )
+      .catch((recordErr) => ctx.deps.log.warn("auto-compaction: could not record the failure", errorFields(recordErr)));
     return false;
   }
 }
@@ -252,7 +259,7 @@ async function writeSummary(
       WITH claim AS (
         UPDATE ${threads}
         SET compacted_seq = ${toSeq}, live_count = live_count - ${count}, last_seq = last_seq + 1,
-          summary_count = summary_count + 1,
+          summary_count = summary_count + 1, compact_failed_count = NULL,
           updated_at = ${now}::timestamptz
         WHERE id = ${threadId} AND project_id = ${projectId} AND compacted_seq = ${expected}
         RETURNING id, dataset, last_seq)${usageCte},

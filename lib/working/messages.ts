@@ -54,7 +54,7 @@ export async function addMessage(
         -- later time, and a thread's message times never go back.
         last_message_at = greatest(last_message_at, ${now}::timestamptz), updated_at = ${now}::timestamptz
       WHERE id = ${threadId} AND project_id = ${projectId}
-      RETURNING id, project_id, dataset, settings, last_seq, live_count, last_message_at
+      RETURNING id, project_id, dataset, settings, last_seq, live_count, compact_failed_count, last_message_at
     ),
     msg AS (
       INSERT INTO ${messages} (id, project_id, thread_id, seq, role, content, tokens, model, latency_ms, metadata, created_at)
@@ -70,7 +70,8 @@ export async function addMessage(
     SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,
       (SELECT key FROM timer) AS timer_key, (SELECT run_at FROM timer) AS timer_run_at,
       ${dueJobsJson("embed_job")} AS embed_jobs,
-      (SELECT live_count FROM th) AS live_count, ${autoCompactThresholdSql(projectId)} AS compact_threshold
+      (SELECT live_count FROM th) AS live_count, (SELECT compact_failed_count FROM th) AS compact_failed_count,
+      ${autoCompactThresholdSql(projectId)} AS compact_threshold
     FROM msg`);
   const [row] = parsedRowsOf(AddedRow, result);
   if (!row) throw notFound("Thread not found");
@@ -78,7 +79,7 @@ export async function addMessage(
   ringLater(deps, [...timer, ...dueJobsFromJson(row.embed_jobs)]);
   const threshold = row.compact_threshold === null ? null : Number(row.compact_threshold);
   const compacted =
-    crossesThreshold(Number(row.live_count), threshold) &&
+    crossesThreshold(Number(row.live_count), threshold, row.compact_failed_count) &&
     (await compactAfterWrite(ctx, threadId, inlineCompactionDeadline(ctx.deps)));
   return {
     messageId: row.id,
@@ -100,6 +101,7 @@ const AddedRow = z.object({
   timer_run_at: dbTimestamp,
   embed_jobs: z.unknown(),
   live_count: dbInt,
+  compact_failed_count: dbInt.nullable(),
   compact_threshold: dbInt.nullable(),
 });
 
@@ -183,8 +185,7 @@ export async function listMessages(
  * The LLM-ready window, in one statement and without a model call: the active compact summary
  * (if any) first, then the newest `messageLimit` un-compacted messages, oldest first. The count
  * comes from the thread row (kept by the statements that change it), so a long thread costs
- * what a short one does. `warning` when messageLimit is below the project's autoCompactThreshold:
- * un-compacted messages can then be left out.
+ * what a short one does. `warning` when un-compacted messages can be left out (prepareWarning).
  */
 export async function prepareContext(
   { deps, projectId }: ReadContext,
@@ -223,12 +224,33 @@ export async function prepareContext(
     messageCount,
     truncated: messageCount > window.length,
     compacted: summary !== null,
-    ...(threshold !== null && messageLimit < threshold
-      ? {
-          warning: `messageLimit ${messageLimit} is below autoCompactThreshold ${threshold}: up to ${threshold - messageLimit} un-compacted messages can be left out of the window`,
-        }
-      : {}),
+    ...prepareWarning(messageLimit, threshold, messageCount, window.length),
   };
+}
+
+/**
+ * Prepare's `warning`: messageLimit below autoCompactThreshold (the spec's), or, with a limit at or
+ * above it, un-compacted messages left out all the same (a threshold lowered or turned on since the
+ * thread grew, or an inline compaction that failed: the thread is compacted at a later write).
+ */
+export function prepareWarning(
+  messageLimit: number,
+  threshold: number | null,
+  messageCount: number,
+  inWindow: number,
+): { warning?: string } {
+  if (threshold === null) return {};
+  if (messageLimit < threshold) {
+    return {
+      warning: `messageLimit ${messageLimit} is below autoCompactThreshold ${threshold}: up to ${threshold - messageLimit} un-compacted messages can be left out of the window`,
+    };
+  }
+  if (messageCount > inWindow) {
+    return {
+      warning: `${messageCount - inWindow} un-compacted messages are left out of the window: the thread has ${messageCount}, above autoCompactThreshold ${threshold}, and is compacted at a later write (or compact it now)`,
+    };
+  }
+  return {};
 }
 
 const WindowMessage = z.object({ role: messageRole(), content: z.string() });

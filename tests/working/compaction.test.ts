@@ -275,10 +275,38 @@ describe("auto-compaction", () => {
     const tenth = await t.say(threadId, "message 10");
     expect(tenth.compacted).toBe(false);
     expect((await t.list(threadId)).map((m) => m.content)).toContain("message 10");
-    // No retry on every insert: only when the count reaches the next multiple (20).
-    const more = await t.sayMany(threadId, 10, 11);
-    expect(more.map((m) => m.compacted)).toEqual([...Array(9).fill(false), true]);
+    // No retry on every insert: only a threshold more messages on (20). Meanwhile prepare says
+    // what its window leaves out.
+    const more = await t.sayMany(threadId, 9, 11);
+    expect(more.every((m) => m.compacted === false)).toBe(true);
+    expect((await t.prepare(threadId, 12)).warning).toBe(
+      "7 un-compacted messages are left out of the window: the thread has 19, above autoCompactThreshold 10, and is compacted at a later write (or compact it now)",
+    );
+    expect((await t.say(threadId, "message 20")).compacted).toBe(true);
     expect(fake.chatCalls()).toHaveLength(2);
+  });
+
+  it("a thread already past a threshold lowered or turned on compacts at its next write", async () => {
+    const t = await tenant(null);
+    const threadId = await t.thread();
+    await t.sayMany(threadId, 25);
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold: 20 } });
+    expect((await t.say(threadId, "message 26")).compacted).toBe(true);
+    expect(await t.stats(threadId)).toMatchObject({ compaction: { compactions: 1 } });
+    // And through the batch route, a thread past it from before.
+    const other = await t.thread();
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold: null } });
+    await t.sayMany(other, 25);
+    await patchProjectSettings({ deps: svc.deps, projectId: t.projectId }, { working: { autoCompactThreshold: 20 } });
+    const batch = await json<{ compactedThreadIds: string[] }>(
+      await svc.request("/v1/memory/working/messages:batch", {
+        method: "POST",
+        token: t.key,
+        json: { messages: [{ threadId: other, role: "user", content: "one more" }] },
+      }),
+      201,
+    );
+    expect(batch.compactedThreadIds).toEqual([other]);
   });
 
   it("is off when autoCompactThreshold is null: no model call, no warning", async () => {

@@ -3674,7 +3674,7 @@ export interface paths {
                             messageCount: number;
                             truncated: boolean;
                             compacted: boolean;
-                            /** @description Present when messageLimit is below the project's autoCompactThreshold (messages may be missing). */
+                            /** @description Present when messageLimit is below the project's autoCompactThreshold (messages may be missing), or when un-compacted messages above the threshold are left out (a compaction failed or the threshold was lowered; a later write compacts the thread). */
                             warning?: string;
                         };
                     };

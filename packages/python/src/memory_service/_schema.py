@@ -213,7 +213,7 @@ class _PrepareResultRequired(TypedDict):
 
 class PrepareResult(_PrepareResultRequired, total=False):
     warning: str
-    """Present when messageLimit is below the project's autoCompactThreshold (messages may be missing)."""
+    """Present when messageLimit is below the project's autoCompactThreshold (messages may be missing), or when un-compacted messages above the threshold are left out (a compaction failed or the threshold was lowered; a later write compacts the thread)."""
 
 
 class CompactResult(TypedDict):

@@ -1,0 +1,1 @@
+ALTER TABLE "threads" ADD COLUMN "compact_failed_count" integer;
