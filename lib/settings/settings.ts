@@ -301,16 +301,21 @@ export const BAND_RULE_KEYS: readonly string[] = ["contradictionBandMin", "factD
  * Checks the merged result for what single-field bounds cannot see: the dedup threshold is the
  * top of the contradiction band, so the band's floor may not exceed it.
  */
-export function crossFieldIssues(settings: Settings): z.core.$ZodIssue[] {
-  if (settings.semantic.contradictionBandMin > settings.semantic.factDedupThreshold) {
-    return [
-      {
-        code: "custom",
-        path: ["semantic", "contradictionBandMin"],
-        message: "contradictionBandMin must not exceed factDedupThreshold (the top of the contradiction band)",
-        input: settings.semantic.contradictionBandMin,
-      },
-    ];
-  }
-  return [];
+export function crossFieldIssues(
+  settings: Settings,
+  /** The pair's keys a change set, each named by an issue of its own (none: the band's floor). */
+  changed: readonly string[] = [],
+): z.core.$ZodIssue[] {
+  const { contradictionBandMin, factDedupThreshold } = settings.semantic;
+  if (contradictionBandMin <= factDedupThreshold) return [];
+  const named = changed.filter((key) => BAND_RULE_KEYS.includes(key));
+  return (named.length > 0 ? named : ["contradictionBandMin"]).map((key) => ({
+    code: "custom" as const,
+    path: ["semantic", key],
+    message:
+      key === "factDedupThreshold"
+        ? "factDedupThreshold must not be below contradictionBandMin (it is the top of the contradiction band)"
+        : "contradictionBandMin must not exceed factDedupThreshold (the top of the contradiction band)",
+    input: key === "factDedupThreshold" ? factDedupThreshold : contradictionBandMin,
+  }));
 }

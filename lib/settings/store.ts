@@ -62,12 +62,10 @@ export async function changeProjectSettings(
     const current = await storedSettings(deps, projectId);
     const stored = change(current);
     if (stored === current) return current;
-    const issues = crossFieldIssues(mergeProjectSettings(stored));
+    const changed = changedPairKeys(current, stored);
+    const issues = crossFieldIssues(mergeProjectSettings(stored), changed);
     // ZodRealError, not ZodError: only the former is an Error, which Hono's onError requires.
-    if (
-      issues.length > 0 &&
-      (crossFieldIssues(mergeProjectSettings(current)).length === 0 || pairChanged(current, stored))
-    ) {
+    if (issues.length > 0 && (crossFieldIssues(mergeProjectSettings(current)).length === 0 || changed.length > 0)) {
       throw new z.ZodRealError(issues);
     }
     const updated = await deps.db
@@ -92,16 +90,14 @@ export function budgetOf(settings: StoredSettings): string {
 }
 
 /**
- * Whether a change touches the rule's pair. A stored pair that already broke the rule is ignored
- * where settings are read (resolveProjectSettings); a change to anything else must not be refused
- * for it, or no setting could be changed until the pair is: a change to the pair is checked.
+ * The keys of the rule's pair a change touches (a refusal names them). A stored pair that already
+ * broke the rule is ignored where settings are read (resolveProjectSettings); a change to anything
+ * else must not be refused for it, or no setting could be changed until the pair is: a change to
+ * the pair is checked.
  */
-function pairChanged(before: StoredSettings, after: StoredSettings): boolean {
-  const pair = (s: StoredSettings) => {
-    const semantic = (s.semantic ?? {}) as Record<string, unknown>;
-    return JSON.stringify(BAND_RULE_KEYS.map((key) => semantic[key]));
-  };
-  return pair(before) !== pair(after);
+function changedPairKeys(before: StoredSettings, after: StoredSettings): string[] {
+  const semantic = (s: StoredSettings) => (s.semantic ?? {}) as Record<string, unknown>;
+  return BAND_RULE_KEYS.filter((key) => JSON.stringify(semantic(before)[key]) !== JSON.stringify(semantic(after)[key]));
 }
 
 /** Deep-merges a partial settings object into the project's (see changeProjectSettings). */
