@@ -29,6 +29,21 @@ export async function storedSettings(deps: Deps, projectId: string): Promise<Sto
   return row.settings ?? {};
 }
 
+/**
+ * The stored settings, and the database's own text of them: a change is written only while that
+ * text is unchanged. Compared as the object JavaScript read back, a stored number beyond a
+ * double's precision or range (written by hand) never matched, and every change, a reset
+ * included, answered 409.
+ */
+async function settingsToChange(deps: Deps, projectId: string) {
+  const [row] = await deps.db
+    .select({ settings: projects.settings, asText: sql<string>`${projects.settings}::text` })
+    .from(projects)
+    .where(eq(projects.id, projectId));
+  if (!row) throw notFound("Project not found");
+  return { current: row.settings ?? {}, asText: row.asText };
+}
+
 /** The project's effective settings: the defaults, then its own valid values (resolveProjectSettings). */
 export async function getProjectSettings({ deps, projectId }: ProjectContext): Promise<Settings> {
   return resolveProjectSettings(await storedSettings(deps, projectId));
@@ -59,7 +74,7 @@ export async function changeProjectSettings(
   change: (current: StoredSettings) => StoredSettings,
 ): Promise<StoredSettings> {
   for (let attempt = 0; attempt < SETTINGS_ATTEMPTS; attempt++) {
-    const current = await storedSettings(deps, projectId);
+    const { current, asText } = await settingsToChange(deps, projectId);
     const stored = change(current);
     if (stored === current) return current;
     const changed = changedPairKeys(current, stored);
@@ -74,7 +89,7 @@ export async function changeProjectSettings(
         settings: stored,
         ...(budgetOf(stored) !== budgetOf(current) ? { budgetChangedAt: deps.clock.now() } : {}),
       })
-      .where(and(eq(projects.id, projectId), sql`${projects.settings} = ${JSON.stringify(current)}::jsonb`))
+      .where(and(eq(projects.id, projectId), sql`${projects.settings}::text = ${asText}`))
       .returning({ settings: projects.settings });
     if (updated.length > 0) return updated[0].settings ?? {};
     await new Promise((resolve) => setTimeout(resolve, Math.random() * SETTINGS_RETRY_PAUSE_MS));

@@ -573,6 +573,28 @@ describe("retrievalMinConfidence 1e-50", () => {
     const settings = await call(`${SETTINGS}/${t.projectId}/settings`);
     expect(settings.json().settings.semantic.retrievalMinConfidence).toBe(0);
   });
+
+  it("a stored number JavaScript cannot read back exactly (written by hand) does not block later changes", async () => {
+    const t = await newTenant(svc, "stored-precise");
+    for (const stored of ["0.12345678901234567890123", "1e400"]) {
+      await svc.deps.db.execute(
+        sql`UPDATE projects SET settings = ${`{"semantic":{"retrievalMinConfidence":${stored}}}`}::jsonb WHERE id = ${t.projectId}`,
+      );
+      const patched = await call(`${SETTINGS}/${t.projectId}/settings`, {
+        method: "PATCH",
+        body: JSON.stringify({ episodic: { maxRetries: 5 } }),
+      });
+      expect(patched.status, patched.text).toBe(200);
+      const reset = await call(`${SETTINGS}/${t.projectId}/settings/semantic/retrievalMinConfidence`, {
+        method: "DELETE",
+      });
+      expect(reset.status, reset.text).toBe(200);
+      const field = (reset.json().fields as { key: string; value: unknown; overridden: boolean }[]).find(
+        (f) => f.key === "retrievalMinConfidence",
+      );
+      expect(field).toMatchObject({ value: DEFAULT_SETTINGS.semantic.retrievalMinConfidence, overridden: false });
+    }
+  });
 });
 
 /** Values no setting accepts as they are, or that it normalises. */
