@@ -6,7 +6,7 @@ import { projectContext, readContext } from "./context";
 import { requireApiKey } from "./middleware";
 import { createRouter } from "./router";
 import { EpisodeSchema } from "./schemas/episodes";
-import { ErrorSchema, errorResponses, failureResponse } from "./schemas/errors";
+import { ErrorSchema, errorResponses, failureResponse, NO_PROVIDER_NOTE } from "./schemas/errors";
 import { jsonResponse, security } from "./schemas/http";
 import { datasetPathParam, dateInput, EXAMPLES, intQuery, pathParams, text } from "./schemas/inputs";
 
@@ -68,8 +68,7 @@ const routes = {
       ),
       400: errorResponses[400],
       401: errorResponses[401],
-      500: failureResponse("Failed to search episodes", "The embedding call failed"),
-      503: errorResponses[503],
+      500: failureResponse("Failed to search episodes", `The embedding call failed${NO_PROVIDER_NOTE}`),
     },
   }),
   get: createRoute({

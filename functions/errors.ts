@@ -7,8 +7,11 @@ import { consoleLogger, errorFields } from "../lib/log";
 import type { AppEnv } from "./env";
 import { declaredFailure } from "./failures";
 
-/** The body of an error answer: `{error}`, or the validation shape with zod's issues. */
-export type ErrorBody = { error: string; issues?: unknown[] };
+/**
+ * The body of an error answer: `{error}`, or the validation shape with zod's issues; `detail` says
+ * why where the service knows it (no model provider configured).
+ */
+export type ErrorBody = { error: string; issues?: unknown[]; detail?: string };
 
 /** The 500 message of a route (or MCP tool) that declares none of its own. */
 export const INTERNAL_ERROR = "Internal server error";
@@ -20,14 +23,17 @@ export const INTERNAL_ERROR = "Internal server error";
  */
 export function knownFailure(
   err: unknown,
+  /** The route's (or tool's) 500 message, for the failures answered with it. */
+  failureMessage = INTERNAL_ERROR,
 ): { status: ContentfulStatusCode; body: ErrorBody; headers?: Record<string, string> } | undefined {
   if (err instanceof ZodError) return { status: 400, body: { error: "Validation error", issues: err.issues } };
   const refusal = httpErrorOf(err);
   if (refusal) return { status: refusal.status, body: { error: refusal.message }, headers: refusal.headers };
   if (err instanceof NoProviderError) {
-    // Every route that needs a model, the same answer: the service is up, a dependency is not
-    // configured. A route that can do without one (recall) catches it and degrades instead.
-    return { status: 503, body: { error: err.message } };
+    // Every route that needs a model: its own 500, as the spec and the run contract say ("500 on
+    // chat"), and in `detail` which variables to set. A route that can do without a model
+    // (recall) catches it and degrades instead.
+    return { status: 500, body: { error: failureMessage, detail: err.message } };
   }
   if (isUnstorableText(err)) {
     // A safety net behind the schemas' own checks: text Postgres cannot store (a NUL character).
@@ -61,7 +67,7 @@ export function refusedInput(err: unknown): boolean {
 
 /** The only place errors become HTTP responses. */
 export function onError(err: Error, c: Context<AppEnv>) {
-  const known = knownFailure(err);
+  const known = knownFailure(err, failureMessage(c));
   if (known && refusedInput(err)) c.set("inputRefused", true);
   if (known) return c.json(known.body, known.status, known.headers);
   const log = c.get("deps")?.log ?? consoleLogger;

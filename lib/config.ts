@@ -291,7 +291,7 @@ export function otlpHeaders(text: string | undefined): Record<string, string> {
 /**
  * Whether a model provider is configured: a key (OpenAI, or a server that wants one) or a base URL
  * (an OpenAI-compatible server that needs no key: Ollama, vLLM, llama.cpp server). Without either,
- * chat answers 503 and background model work fails with an error that says so.
+ * chat answers 500 (with a `detail` saying so) and background model work fails with an error that says so.
  */
 export function providerConfigured(config: Pick<Config, "openai">): boolean {
   return endpointConfigured(config.openai);

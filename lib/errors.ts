@@ -3,7 +3,8 @@ import { DrizzleQueryError } from "drizzle-orm";
 /**
  * The domain's errors. A refusal is an HttpError; a model provider's failure a ProviderError. Both
  * become an answer in one place, `knownFailure` in functions/errors.ts (HTTP and MCP alike):
- * `{error}` with the refusal's status, a 503 for a missing provider; anything else a logged 500.
+ * `{error}` with the refusal's status, the route's 500 with a `detail` for a missing provider;
+ * anything else a logged 500.
  */
 export class HttpError extends Error {
   constructor(
@@ -83,13 +84,13 @@ export class ProviderError extends Error {
   }
 }
 
-/** What a call without a configured provider fails with (and the 503 of every route needing a model says). */
+/** What a call without a configured provider fails with (and the 500 of every route needing a model says in `detail`). */
 export const NO_PROVIDER_MESSAGE =
   "No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL for an OpenAI-compatible server";
 
 /**
  * The provider is not configured at all (neither OPENAI_API_KEY nor OPENAI_BASE_URL). A route
- * that needs the model lets it through: functions/errors.ts answers it with a 503. Not an
+ * that needs the model lets it through: functions/errors.ts answers it with the route's 500. Not an
  * HttpError, so the parts that degrade without a model (recall) still catch it.
  */
 export class NoProviderError extends ProviderError {

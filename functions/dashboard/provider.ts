@@ -15,7 +15,7 @@ export const providerOperations = {
       path: "/provider",
       summary: "Whether a model provider is configured, and the models the service uses",
       description:
-        "Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer 503 and episodes and fact extraction fail; the dashboard shows a banner.",
+        "Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer their 500 (with a `detail` saying so) and episodes and fact extraction fail; the dashboard shows a banner.",
       responses: {
         200: jsonResponse(
           z.object({

@@ -67,7 +67,10 @@ const WebhookDeliverySchema = z
     status: z.enum(["pending", "succeeded", "failed"]),
     attempts: z.number().int(),
     nextAttemptAt: Iso.nullable(),
-    retryUntil: Iso.openapi({ description: "No retry after this (a day after the event or the replay); a delivery not attempted by then (the service was down) is attempted once." }),
+    retryUntil: Iso.openapi({
+      description:
+        "No retry after this (a day after the event or the replay); a delivery not attempted by then (the service was down) is attempted once.",
+    }),
     lastStatusCode: z.number().int().nullable(),
     lastError: z.string().nullable(),
     createdAt: Iso,

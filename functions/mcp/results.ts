@@ -22,12 +22,12 @@ export function toolSuccess(output: ToolOutput): CallToolResult {
  * A failed call as the tool result the model sees (`isError`), carrying the body the matching /v1
  * route would answer, from the same mapping (`knownFailure`, functions/errors.ts): `{error:
  * 'Validation error', issues}` for bad arguments, `{error}` with the domain's message (`Thread not
- * found`, `Fact not found`) for a refused call or a missing model provider (the /v1 route's 503
- * message), and the route's 500 message for anything else, which is the only case to log
- * (`unexpected`).
+ * found`, `Fact not found`) for a refused call, the route's 500 message with a `detail` for a
+ * missing model provider, and the route's 500 message for anything else, which is the only case
+ * to log (`unexpected`).
  */
 export function toolFailure(err: unknown, failureMessage: string): { result: CallToolResult; unexpected: boolean } {
-  const known = knownFailure(err);
+  const known = knownFailure(err, failureMessage);
   const body = known?.body ?? { error: failureMessage };
   return {
     result: { content: [{ type: "text", text: JSON.stringify(body) }], structuredContent: body, isError: true },

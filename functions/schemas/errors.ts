@@ -2,7 +2,13 @@ import { z } from "@hono/zod-openapi";
 import { jsonResponse } from "./http";
 
 export const ErrorSchema = z
-  .object({ error: z.string().openapi({ description: "What went wrong. Not stable: branch on the HTTP status." }) })
+  .object({
+    error: z.string().openapi({ description: "What went wrong. Not stable: branch on the HTTP status." }),
+    detail: z
+      .string()
+      .optional()
+      .openapi({ description: "Why, where the service knows: e.g. that no model provider is configured." }),
+  })
   .openapi("Error");
 
 export const ValidationErrorSchema = z
@@ -26,11 +32,11 @@ export const errorResponses = {
   400: jsonResponse(ValidationErrorSchema, "Validation failed"),
   401: jsonResponse(ErrorSchema, "Missing, invalid or revoked credential"),
   404: jsonResponse(ErrorSchema, "Not found, or not in the caller's project"),
-  503: jsonResponse(
-    ErrorSchema,
-    "No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set",
-  ),
 } as const;
+
+/** What a route needing a model adds to its 500's description. */
+export const NO_PROVIDER_NOTE =
+  "; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set";
 
 /**
  * The `error` a route's unexpected failures answer with, kept on its declared 500 response under a

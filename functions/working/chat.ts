@@ -5,7 +5,7 @@ import { integerIn } from "../../lib/numbers";
 import { chat, RECALL_QUERY_CHARS, startChatStream } from "../../lib/working/chat";
 import { projectContext } from "../context";
 import { createRouter } from "../router";
-import { ErrorSchema, errorResponses, failureResponse } from "../schemas/errors";
+import { ErrorSchema, errorResponses, failureResponse, NO_PROVIDER_NOTE } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { EXAMPLES, pathParams, text } from "../schemas/inputs";
 
@@ -78,7 +78,7 @@ const chatRoute = createRoute({
     "A `tool` message in the window is sent to the model as a user message prefixed `[tool] ` (Chat Completions accepts tool messages only as answers to its own tool calls); a compact summary is sent as a system message.",
     "On a provider failure the answer is 500 `Failed to generate reply` and the user message stays stored: a retry without a key would store it again; under the same `Idempotency-Key` it gets the same 500 back (the key is kept, unlike other 5xx).",
     "While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.",
-    "With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).",
+    "With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 500 `Failed to generate reply` with a `detail` that says which variables to set, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`); an `Idempotency-Key` is freed by it.",
     "With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.",
   ].join("\n\n"),
   request: {
@@ -107,8 +107,10 @@ const chatRoute = createRoute({
       ErrorSchema,
       "The project's monthly token budget is spent: the user message is stored, no reply is made",
     ),
-    500: failureResponse(FAILED, `${FAILED}: the provider failed; the user message stays stored`),
-    503: errorResponses[503],
+    500: failureResponse(
+      FAILED,
+      `${FAILED}: the provider failed, the user message stays stored${NO_PROVIDER_NOTE} (nothing stored)`,
+    ),
   },
 });
 

@@ -8,7 +8,7 @@ import { projectContext, readContext } from "../context";
 import type { AppEnv } from "../env";
 import { readsOnly } from "../middleware";
 import { createRouter } from "../router";
-import { errorResponses, failureResponse } from "../schemas/errors";
+import { errorResponses, failureResponse, NO_PROVIDER_NOTE } from "../schemas/errors";
 import { jsonBody, jsonResponse, security } from "../schemas/http";
 import { EXAMPLES, intQuery, pathParams } from "../schemas/inputs";
 import { addMessageBody, MessageSchema } from "../schemas/messages";
@@ -154,8 +154,10 @@ const routes = {
       ),
       401: errorResponses[401],
       404: errorResponses[404],
-      500: failureResponse("Failed to compact thread", "The model call failed; nothing was compacted"),
-      503: errorResponses[503],
+      500: failureResponse(
+        "Failed to compact thread",
+        `The model call failed; nothing was compacted${NO_PROVIDER_NOTE}`,
+      ),
     },
   }),
   stats: createRoute({

@@ -127,6 +127,6 @@ export function warnIfNoProvider(config: Config, log: Logger): void {
   if (providerConfigured(config) || warnedNoProvider.has(config)) return;
   warnedNoProvider.add(config);
   log.warn(
-    `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 503, episodes and facts fail, and recall searches by keyword.`,
+    `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 500, episodes and facts fail, and recall searches by keyword.`,
   );
 }

@@ -71,7 +71,7 @@ export const RECALL_QUERY_CHARS = 2000;
  * One chat turn: the user's message is stored, the window and the dataset's facts are read, one
  * model call answers and the reply is stored with its model, usage and latency. A provider failure
  * throws (a 500 for the route) and leaves the user's message stored, so a retry has it in context.
- * No provider configured at all is a 503 once the thread is known to be the caller's (a 404
+ * No provider configured at all is a 500 once the thread is known to be the caller's (a 404
  * otherwise, as always), and nothing is stored.
  */
 export async function chat(ctx: ProjectContext, input: ChatInput): Promise<ChatResult> {
@@ -145,7 +145,7 @@ export async function startChatStream(ctx: ProjectContext, input: ChatInput): Pr
 
 /**
  * Without a provider no reply can ever be made: the NoProviderError every route needing a model
- * answers (a 503, functions/errors.ts), checked before the message is stored, not after. The thread is
+ * answers (its 500, functions/errors.ts), checked before the message is stored, not after. The thread is
  * read first (one statement, only on this path), so another project's thread is still a 404.
  */
 async function requireProvider(ctx: ProjectContext, threadId: string) {

@@ -9,7 +9,8 @@ import { adminSession, createTestService, newTenant, serveOverHttp, type TestSer
 
 /**
  * No model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL): every route that needs
- * a model answers the same 503 with the hint, after authentication, validation and the 404 of its
+ * a model answers its own 500 with the hint in `detail` (the run contract's "500 on chat"), after
+ * authentication, validation and the 404 of its
  * resource; the routes that can do without a model (recall, its playground, the MCP tools) still
  * answer, recall by keyword; and a message added past the auto-compaction threshold is kept.
  */
@@ -26,7 +27,6 @@ afterAll(async () => {
 });
 
 const W = "/v1/memory/working/threads";
-const NO_PROVIDER = { error: NO_PROVIDER_MESSAGE };
 
 /** A tenant with a thread of `count` messages and one fact (stored directly: no model to extract it). */
 async function tenantWithThread(count: number) {
@@ -55,46 +55,52 @@ async function tenantWithThread(count: number) {
   return { ...t, threadId };
 }
 
-/** Each route that needs a model, as a request of the tenant (method, path, body, headers). */
+/** Each route that needs a model, as a request of the tenant (method, path, body, headers), and its 500 message. */
 function modelRoutes(threadId: string) {
   return [
     {
       operation: "post /v1/memory/working/threads/{threadId}/chat",
       path: `${W}/${threadId}/chat`,
       json: { content: "Where do I live?" },
+      error: "Failed to generate reply",
     },
     {
       operation: "post /v1/memory/working/threads/{threadId}/chat",
       path: `${W}/${threadId}/chat`,
       json: { content: "Where do I live?" },
       headers: { accept: "text/event-stream" },
+      error: "Failed to generate reply",
     },
     {
       operation: "post /v1/memory/working/threads/{threadId}/compact",
       path: `${W}/${threadId}/compact`,
       json: undefined,
+      error: "Failed to compact thread",
     },
     {
       operation: "get /v1/memory/episodic/datasets/{dataset}/episodes/search",
       path: "/v1/memory/episodic/datasets/user-42/episodes/search?q=trip%20to%20Lisbon",
+      error: "Failed to search episodes",
     },
   ];
 }
 
 describe("routes that need a model, without a provider", () => {
-  it("the routes walked here are every operation whose contract declares the 503 (but /health)", async () => {
+  it("the routes walked here are every operation whose 500 says it needs a provider; none but /health declares a 503", async () => {
     const doc = (await (await svc.request("/openapi.json")).json()) as OpenApiDoc & {
-      paths: Record<string, Record<string, { responses?: Record<string, unknown> }>>;
+      paths: Record<string, Record<string, { responses?: Record<string, { description?: string }> }>>;
     };
-    const declaring = Object.entries(doc.paths).flatMap(([path, ops]) =>
-      Object.entries(ops)
-        .filter(([, op]) => op.responses?.["503"] && path !== "/health")
-        .map(([method]) => `${method} ${path}`),
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.entries(ops).map(([method, op]) => ({ operation: `${method} ${path}`, path, op })),
     );
+    const declaring = operations
+      .filter(({ op }) => op.responses?.["500"]?.description?.includes("no model provider configured"))
+      .map(({ operation }) => operation);
     expect(declaring.sort()).toEqual([...new Set(modelRoutes("x").map((r) => r.operation))].sort());
+    expect(operations.filter(({ op }) => op.responses?.["503"]).map(({ path }) => path)).toEqual(["/health"]);
   });
 
-  it("each answers 503 with the hint, as JSON, and stores nothing", async () => {
+  it("each answers its 500 with the hint in detail, as JSON, and stores nothing", async () => {
     const t = await tenantWithThread(8);
     for (const route of modelRoutes(t.threadId)) {
       const res = await svc.request(route.path, {
@@ -103,9 +109,9 @@ describe("routes that need a model, without a provider", () => {
         headers: route.headers,
         json: route.json,
       });
-      expect(res.status, `${route.operation} ${JSON.stringify(route.headers ?? {})}`).toBe(503);
+      expect(res.status, `${route.operation} ${JSON.stringify(route.headers ?? {})}`).toBe(500);
       expect(res.headers.get("content-type")).toMatch(/^application\/json/);
-      expect(await res.json()).toEqual(NO_PROVIDER);
+      expect(await res.json()).toEqual({ error: route.error, detail: NO_PROVIDER_MESSAGE });
     }
     expect(NO_PROVIDER_MESSAGE).toMatch(/set OPENAI_API_KEY, or OPENAI_BASE_URL/);
     // Nothing stored by chat, nothing compacted: the 8 messages, none folded.

@@ -372,7 +372,7 @@ describe("chat without a model provider", () => {
   });
   afterAll(() => bare?.close());
 
-  it("503 with an error that says no provider is configured, JSON or SSE, storing nothing; 404 first", async () => {
+  it("500 Failed to generate reply with a detail that says no provider is configured, JSON or SSE, storing nothing; 404 first", async () => {
     const t = await newTenant(bare);
     const created = await bare.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
     const { threadId } = (await created.json()) as { threadId: string };
@@ -383,11 +383,11 @@ describe("chat without a model provider", () => {
         headers,
         json: { content: "hello?" },
       });
-      expect(res.status).toBe(503);
+      expect(res.status).toBe(500);
       expect(res.headers.get("content-type")).toMatch(/^application\/json/);
-      const body = (await res.json()) as { error: string };
-      expect(body).toEqual({ error: NO_PROVIDER_MESSAGE });
-      expect(body.error).toMatch(/^No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL/);
+      const body = (await res.json()) as { error: string; detail: string };
+      expect(body).toEqual({ error: "Failed to generate reply", detail: NO_PROVIDER_MESSAGE });
+      expect(body.detail).toMatch(/^No model provider is configured: set OPENAI_API_KEY, or OPENAI_BASE_URL/);
     }
     const messages = await bare.request(`${W}/${threadId}/messages`, { token: t.key });
     expect(((await messages.json()) as { messages: unknown[] }).messages).toEqual([]);

@@ -118,7 +118,7 @@ function ProviderBanner() {
   if (configured) return null;
   return (
     <p class="notice provider-banner" role="status">
-      <strong>No model provider is configured.</strong> Threads, messages and recall (by keyword) work; chat answers 503
+      <strong>No model provider is configured.</strong> Threads, messages and recall (by keyword) work; chat answers 500
       and episodes and fact extraction fail until the server is started with <code>OPENAI_API_KEY</code> (OpenAI) or{" "}
       <code>OPENAI_BASE_URL</code> (an OpenAI-compatible server such as Ollama, vLLM or llama.cpp server).
     </p>

@@ -820,17 +820,8 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The model call failed; nothing was compacted */
+        /** @description The model call failed; nothing was compacted; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set */
         500: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            "application/json": components["schemas"]["Error"];
-          };
-        };
-        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -955,7 +946,7 @@ export interface paths {
      *
      *     While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.
      *
-     *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).
+     *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 500 `Failed to generate reply` with a `detail` that says which variables to set, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`); an `Idempotency-Key` is freed by it.
      *
      *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
      */
@@ -1063,17 +1054,8 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description Failed to generate reply: the provider failed; the user message stays stored */
+        /** @description Failed to generate reply: the provider failed, the user message stays stored; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set (nothing stored) */
         500: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            "application/json": components["schemas"]["Error"];
-          };
-        };
-        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -1550,17 +1532,8 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The embedding call failed */
+        /** @description The embedding call failed; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set */
         500: {
-          headers: {
-            [name: string]: unknown;
-          };
-          content: {
-            "application/json": components["schemas"]["Error"];
-          };
-        };
-        /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-        503: {
           headers: {
             [name: string]: unknown;
           };
@@ -2487,6 +2460,8 @@ export interface components {
     Error: {
       /** @description What went wrong. Not stable: branch on the HTTP status. */
       error: string;
+      /** @description Why, where the service knows: e.g. that no model provider is configured. */
+      detail?: string;
     };
     Project: {
       id: string;

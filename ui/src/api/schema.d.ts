@@ -1465,7 +1465,7 @@ export interface paths {
         };
         /**
          * Whether a model provider is configured, and the models the service uses
-         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer 503 and episodes and fact extraction fail; the dashboard shows a banner.
+         * @description Read from the configuration, no provider call. Without a provider (neither OPENAI_API_KEY nor OPENAI_BASE_URL set) chat, compaction and episode search answer their 500 (with a `detail` saying so) and episodes and fact extraction fail; the dashboard shows a banner.
          */
         get: {
             parameters: {
@@ -3814,17 +3814,8 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The model call failed; nothing was compacted */
+                /** @description The model call failed; nothing was compacted; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set */
                 500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3949,7 +3940,7 @@ export interface paths {
          *
          *     While the project's monthly token budget (setting usage.monthlyTokenBudget) is spent, the answer is 429 with an `error` that says so, after the user message is stored and before any model call.
          *
-         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 503, with an `error` that says so, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`).
+         *     With no model provider configured (neither `OPENAI_API_KEY` nor `OPENAI_BASE_URL` set) the answer is 500 `Failed to generate reply` with a `detail` that says which variables to set, after the thread check (404 first) and before anything is stored (also with `Accept: text/event-stream`); an `Idempotency-Key` is freed by it.
          *
          *     With `Accept: text/event-stream` the reply is streamed once the provider has accepted the request (failures before that are ordinary JSON errors): `event: start` with `{threadId, userMessageId, factCount}`, one `event: delta` with `{content}` per text chunk, then `event: done` with the same body as the JSON answer, sent after the reply is stored. If the provider fails midway, `event: error` with `{error: 'Failed to generate reply'}` ends the stream and no reply is stored. If the client disconnects, the provider stream is closed and no reply is stored.
          */
@@ -4057,17 +4048,8 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description Failed to generate reply: the provider failed; the user message stays stored */
+                /** @description Failed to generate reply: the provider failed, the user message stays stored; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set (nothing stored) */
                 500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4544,17 +4526,8 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The embedding call failed */
+                /** @description The embedding call failed; also with no model provider configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL set), `detail` then saying which variables to set */
                 500: {
-                    headers: {
-                        [name: string]: unknown;
-                    };
-                    content: {
-                        "application/json": components["schemas"]["Error"];
-                    };
-                };
-                /** @description No model provider is configured (neither OPENAI_API_KEY nor OPENAI_BASE_URL is set): the `error` says which variables to set */
-                503: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5481,6 +5454,8 @@ export interface components {
         Error: {
             /** @description What went wrong. Not stable: branch on the HTTP status. */
             error: string;
+            /** @description Why, where the service knows: e.g. that no model provider is configured. */
+            detail?: string;
         };
         Project: {
             id: string;

@@ -94,7 +94,7 @@ class InternalServerError(APIError):
 
 
 class ProviderUnavailableError(InternalServerError):
-    """503: a dependency is unavailable (chat with no model provider configured, a proxy's 503)."""
+    """503: a dependency is unavailable (a proxy's or gateway's 503; the database, on /health)."""
 
 
 class APIConnectionError(MemoryServiceError):
