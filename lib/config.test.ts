@@ -138,6 +138,23 @@ describe("DATABASE_URL", () => {
   });
 });
 
+describe("blank variables and base URLs", () => {
+  it("take the default when blank (docker-compose's unset ${VAR}), spaces included", () => {
+    const blank = parseConfig({ LLM_MODEL: "", EMBEDDING_MODEL: " ", CORS_ORIGIN: "", PORT: " " });
+    expect(blank.openai).toMatchObject({ llmModel: "gpt-4o-mini", embeddingModel: "text-embedding-3-small" });
+    expect(blank.corsOrigins).toEqual(["http://localhost:5173", "http://127.0.0.1:5173"]);
+    expect(blank.port).toBe(8787);
+  });
+
+  it("refuses a server URL without its scheme at start, naming the variable", () => {
+    for (const name of ["OPENAI_BASE_URL", "EMBEDDING_BASE_URL", "RERANK_BASE_URL", "QSTASH_URL", "PUBLIC_BASE_URL"]) {
+      expect(() => parseConfig({ [name]: "localhost:11434/v1" }), name).toThrow(new RegExp(name));
+      expect(() => parseConfig({ [name]: "http://127.0.0.1:11434/v1" }), name).not.toThrow();
+    }
+    expect(parseConfig({ OPENAI_BASE_URL: "  " }).openai.baseUrl).toBeUndefined();
+  });
+});
+
 describe("ADMIN_USERNAME", () => {
   it("is trimmed as a username typed in the dashboard is; blank is the default, admin", () => {
     expect(parseConfig({ ADMIN_USERNAME: "  ops  " }).adminUsername).toBe("ops");

@@ -13,8 +13,15 @@ const optionalString = z
  */
 const TIMER_MAX_MS = 2_147_483_647;
 
+// Blank (spaces included) is the default, as for every variable: `PORT=" "` is not port 0.
 const intFromEnv = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER) =>
-  z.preprocess((v) => (v === undefined || v === "" ? fallback : Number(v)), z.number().int().min(min).max(max));
+  z.preprocess(
+    (v) => (v === undefined || (typeof v === "string" && v.trim() === "") ? fallback : Number(v)),
+    z.number().int().min(min).max(max),
+  );
+
+/** A string whose blank value (docker-compose's `${VAR}` of an unset variable) is `fallback`. */
+const stringOr = (fallback: string) => optionalString.transform((v) => v ?? fallback);
 
 /** The samplers of OTEL_TRACES_SAMPLER the Node.js host knows (OpenTelemetry's built-in ones). */
 export const TRACE_SAMPLERS = [
@@ -33,6 +40,12 @@ const otlpProtocol = optionalString.pipe(
 );
 
 const otlpEndpoint = z.url({ protocol: /^https?$/, message: "an http:// or https:// URL" });
+
+/**
+ * A server's base URL, checked at start: `localhost:11434/v1` (no scheme) failed every model call
+ * later as "Connection error.".
+ */
+const httpUrl = optionalString.pipe(otlpEndpoint.optional());
 
 /** Every environment variable the service reads, parsed once at the host's entry. */
 export const configSchema = z.object({
@@ -66,28 +79,28 @@ export const configSchema = z.object({
   ADMIN_USERNAME: optionalString.pipe(z.string().max(100).default("admin")),
   ADMIN_PASSWORD: optionalString.pipe(z.string().min(PASSWORD_LENGTH.min).max(PASSWORD_LENGTH.max).optional()),
   OPENAI_API_KEY: optionalString,
-  OPENAI_BASE_URL: optionalString,
-  LLM_MODEL: z.string().default("gpt-4o-mini"),
-  EMBEDDING_MODEL: z.string().default("text-embedding-3-small"),
+  OPENAI_BASE_URL: httpUrl,
+  LLM_MODEL: stringOr("gpt-4o-mini"),
+  EMBEDDING_MODEL: stringOr("text-embedding-3-small"),
   // Embeddings from their own server (vLLM, llama.cpp: one model per server); each defaults to OPENAI_*.
-  EMBEDDING_BASE_URL: optionalString,
+  EMBEDDING_BASE_URL: httpUrl,
   EMBEDDING_API_KEY: optionalString,
   // pgvector indexes half-precision vectors of up to 4,000 dimensions (lib/db/vector-indexes.ts).
   EMBEDDING_DIMENSIONS: intFromEnv(1536, 1, 4000),
   // The reranker projects may turn on (setting `rerank`): a /rerank endpoint when set, else the chat model.
-  RERANK_BASE_URL: optionalString,
+  RERANK_BASE_URL: httpUrl,
   RERANK_API_KEY: optionalString,
   RERANK_MODEL: optionalString,
-  CORS_ORIGIN: z.string().default("http://localhost:5173,http://127.0.0.1:5173"),
+  CORS_ORIGIN: stringOr("http://localhost:5173,http://127.0.0.1:5173"),
   RETRY_INTERVAL_MS: intFromEnv(120_000, 1000, TIMER_MAX_MS),
   // How long a stored Idempotency-Key answer is replayed (default 24 hours; a minute to a year:
   // not a timer, an expiry date the database must hold).
   IDEMPOTENCY_TTL_MS: intFromEnv(86_400_000, 60_000, 366 * 86_400_000),
   QSTASH_TOKEN: optionalString,
-  QSTASH_URL: optionalString,
+  QSTASH_URL: httpUrl,
   QSTASH_CURRENT_SIGNING_KEY: optionalString,
   QSTASH_NEXT_SIGNING_KEY: optionalString,
-  PUBLIC_BASE_URL: optionalString,
+  PUBLIC_BASE_URL: httpUrl,
   // Webhooks: plain http:// to localhost/127.0.0.1/[::1] allowed (development and tests only).
   WEBHOOKS_ALLOW_HTTP: z.preprocess(
     (v) =>
