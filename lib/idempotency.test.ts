@@ -74,6 +74,15 @@ describe("answerScope", () => {
     expect(answerScope("POST", "/v1/memory/working/messages:batch", batch).threadIds).toEqual(["thr_a", "thr_b"]);
   });
 
+  it("names a batch's threads only while the route can take it (1,000 items): a larger one is refused unread", () => {
+    const items = (n: number) => Array.from({ length: n }, (_, i) => ({ threadId: `thr_${i}` }));
+    const scoped = (n: number) =>
+      answerScope("POST", "/v1/memory/working/messages:batch", bytes({ messages: items(n) })).threadIds.length;
+    expect(scoped(1_000)).toBe(1_000);
+    expect(scoped(1_001)).toBe(0);
+    expect(scoped(200_000)).toBe(0);
+  });
+
   it("names nothing for the erase itself: its answer is counts, and its running claim is not erased", () => {
     const empty = { datasets: [], threadIds: [], episodeIds: [] };
     expect(answerScope("DELETE", "/v1/memory/recall/datasets/user-42", none)).toEqual(empty);
