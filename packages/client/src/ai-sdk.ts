@@ -16,7 +16,9 @@ export interface MemoryMiddlewareOptions {
   dataset: string;
   /**
    * The thread each turn (the user's message and the model's reply) is appended to; a function is
-   * called once per turn. Without one, the middleware only recalls.
+   * called once per model call, when it starts (alongside recall), so a turn appended later (a
+   * failed stream held for a retry) still goes to its own thread. Without one, the middleware only
+   * recalls.
    */
   threadId?: string | (() => string | undefined | Promise<string | undefined>);
   /**
@@ -48,11 +50,24 @@ export interface MemoryMiddlewareOptions {
  * results), whose reply is appended alone.
  */
 interface Turn {
+  /** The thread it is appended to (none: the middleware only recalls). */
+  threadId: string | undefined;
   userText?: string;
   startedAt: number;
   warning?: SharedV4Warning;
   /** The call's prompt as a retry of it repeats it (attemptKey). */
   attempt: string;
+  /**
+   * The failed attempt this call retries (taken over from heldAttempts): dropped once this call
+   * has its own outcome to append, appended as it failed if this call never reaches the model.
+   */
+  retryOf?: HeldTurn;
+}
+
+/** A failed attempt's turn as it would be appended. */
+interface HeldTurn {
+  turn: Turn;
+  reply: Reply;
 }
 
 /**
@@ -62,40 +77,53 @@ interface Turn {
  */
 export const STREAM_RETRY_GRACE_MS = 5_000;
 
-/** A call as its retry repeats it: the prompt's length, whose step it is and the turn's question. */
-const attemptKey = (prompt: LanguageModelV4Prompt, toolStep: boolean, userText: string) =>
-  `${prompt.length}\u0000${toolStep ? "tool" : "user"}\u0000${userText}`;
+/** A call as its retry repeats it: its thread, the prompt's length, whose step it is and the turn's question. */
+const attemptKey = (threadId: string | undefined, prompt: LanguageModelV4Prompt, toolStep: boolean, userText: string) =>
+  `${threadId ?? ""}\u0000${prompt.length}\u0000${toolStep ? "tool" : "user"}\u0000${userText}`;
 
 /**
- * Failed stream attempts held for STREAM_RETRY_GRACE_MS by their attemptKey: a retry of the same
- * call takes the turn over (its user message is appended once, with the retry's reply); else the
+ * Failed attempts held for STREAM_RETRY_GRACE_MS by their attemptKey: a retry of the same call
+ * takes the turn over (its user message is appended once, with the retry's outcome); else the
  * held turn is appended as it failed. Before, the failed attempt appended the user message and its
- * partial reply, and the retry appended the user message again with its own.
+ * partial reply, and the retry appended the user message again with its own. Any other turn's
+ * append first appends what is held (`flush`), so a thread keeps the order its turns were asked in.
  */
 function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil?: (work: Promise<unknown>) => void) {
-  const held = new Map<string, () => void>();
+  const held = new Map<string, HeldTurn & { release: () => void }>();
+  /** Removes the held attempt `attempt`, its timer stopped; returns it. */
+  const take = (attempt: string): HeldTurn | undefined => {
+    const entry = held.get(attempt);
+    if (!entry) return undefined;
+    held.delete(attempt);
+    entry.release();
+    return { turn: entry.turn, reply: entry.reply };
+  };
   return {
     hold(turn: Turn, reply: Reply) {
-      held.get(turn.attempt)?.();
+      const previous = take(turn.attempt);
+      if (previous) appendLater(previous.turn, previous.reply);
       let release = () => {};
       const released = new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
-          held.delete(turn.attempt);
-          appendLater(turn, reply);
-          resolve();
+          const entry = take(turn.attempt);
+          if (entry) appendLater(entry.turn, entry.reply);
         }, STREAM_RETRY_GRACE_MS);
         release = () => {
           clearTimeout(timer);
-          held.delete(turn.attempt);
           resolve();
         };
       });
-      held.set(turn.attempt, release);
+      held.set(turn.attempt, { turn, reply, release });
       waitUntil?.(released);
     },
-    /** A new call: the held attempt it retries, if any, is dropped. */
-    takeOver(attempt: string) {
-      held.get(attempt)?.();
+    /** A new call: the held attempt it retries, if any, now waits on that call's outcome. */
+    takeOver: take,
+    /** Appends every held attempt now, in the order they failed. */
+    flush() {
+      for (const attempt of [...held.keys()]) {
+        const entry = take(attempt);
+        if (entry) appendLater(entry.turn, entry.reply);
+      }
     },
   };
 }
@@ -122,8 +150,32 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
     else console.warn(`memory ${stage} failed:`, error instanceof Error ? error.message : error);
   };
 
-  const appendLater = appender(options, report);
-  const attempts = heldAttempts(appendLater, options.waitUntil);
+  const appendTurn = appender(options, report);
+  const threadOf = (): Promise<string | undefined> =>
+    Promise.resolve()
+      .then(() => (typeof options.threadId === "function" ? options.threadId() : options.threadId))
+      .catch((err) => {
+        report(err, "append");
+        return undefined;
+      });
+  const attempts = heldAttempts(appendTurn, options.waitUntil);
+  // A turn's outcome: what earlier turns left held goes first (a retry took its own over already).
+  const appendLater = (turn: Turn, reply: Reply) => {
+    attempts.flush();
+    appendTurn(turn, reply);
+  };
+  // A call that failed before any outcome of its own (the model call rejected, or aborted before
+  // it): held for the SDK's retry of it like a failed stream; what it retried is dropped for it.
+  const failedBeforeModel = (turn: Turn | undefined, aborted: boolean) => {
+    if (!turn) return;
+    const reply = { text: "", modelId: "", stopReason: aborted ? "aborted" : "error" };
+    if (aborted) {
+      // An abort is not retried: the turn it retried, if any, as it failed; else nothing (as before).
+      if (turn.retryOf) appendLater(turn.retryOf.turn, turn.retryOf.reply);
+      return;
+    }
+    attempts.hold(turn.retryOf ? { ...turn.retryOf.turn, attempt: turn.attempt } : turn, turn.retryOf?.reply ?? reply);
+  };
 
   return {
     specificationVersion: "v4",
@@ -135,11 +187,12 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       const toolStep = params.prompt.at(-1)?.role === "tool";
       const userText = toolStep ? lastUserText(params.prompt) : latestUserText(params.prompt);
       if (userText === undefined) return params;
-      const attempt = attemptKey(params.prompt, toolStep, userText);
-      // A retry of a failed stream attempt: the attempt held for it appends nothing.
-      attempts.takeOver(attempt);
-      const turn: Turn = { userText: toolStep ? undefined : userText, startedAt: Date.now(), attempt };
+      const startedAt = Date.now();
+      // Resolved beside recall, in call order (a function may create the thread).
+      const thread = threadOf();
       let transformed = params;
+      let warning: SharedV4Warning | undefined;
+      let recallAborted: unknown;
       try {
         const recalled = await options.client.recall(
           { ...options.recall, dataset: options.dataset, query: [...userText].slice(0, 2000).join("") },
@@ -148,9 +201,25 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
         const block = options.formatContext ? options.formatContext(recalled) : recalled.context;
         if (block) transformed = { ...params, prompt: withSystemMessage(params.prompt, block) };
       } catch (err) {
-        if (params.abortSignal?.aborted) throw err;
-        report(err, "recall");
-        turn.warning = { type: "other", message: `memory recall failed, answered without memory: ${messageOf(err)}` };
+        if (!params.abortSignal?.aborted) {
+          report(err, "recall");
+          warning = { type: "other", message: `memory recall failed, answered without memory: ${messageOf(err)}` };
+        } else recallAborted = err;
+      }
+      const threadId = await thread;
+      const attempt = attemptKey(threadId, params.prompt, toolStep, userText);
+      // A retry of a failed attempt: the turn held for it waits on this call's outcome.
+      const turn: Turn = {
+        threadId,
+        userText: toolStep ? undefined : userText,
+        startedAt,
+        attempt,
+        warning,
+        retryOf: attempts.takeOver(attempt),
+      };
+      if (recallAborted !== undefined) {
+        failedBeforeModel(turn, true);
+        throw recallAborted;
       }
       turns.set(transformed, turn);
       return transformed;
@@ -158,7 +227,13 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
 
     async wrapGenerate({ doGenerate, params, model }) {
       const turn = turns.get(params);
-      const result = await doGenerate();
+      let result: Awaited<ReturnType<typeof doGenerate>>;
+      try {
+        result = await doGenerate();
+      } catch (err) {
+        failedBeforeModel(turn, params.abortSignal?.aborted === true);
+        throw err;
+      }
       if (!turn) return result;
       const text = result.content.flatMap((part) => (part.type === "text" ? [part.text] : [])).join("");
       appendLater(turn, { text, modelId: model.modelId, usage: result.usage, stopReason: result.finishReason.unified });
@@ -167,7 +242,13 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
 
     async wrapStream({ doStream, params, model }) {
       const turn = turns.get(params);
-      const result = await doStream();
+      let result: Awaited<ReturnType<typeof doStream>>;
+      try {
+        result = await doStream();
+      } catch (err) {
+        failedBeforeModel(turn, params.abortSignal?.aborted === true);
+        throw err;
+      }
       if (!turn) return result;
       return { ...result, stream: observe(result.stream, turn, model, params.abortSignal, appendLater, attempts.hold) };
     },
@@ -180,20 +261,14 @@ export function withMemory(model: LanguageModelV4, options: MemoryMiddlewareOpti
 }
 
 /**
- * Appends a turn to the thread in one batch request, in the background (never awaited by the
- * caller). A thread's appends run one after another, so a tool step's reply never lands before its
- * turn's user message.
+ * Appends a turn to its thread in one batch request, in the background (never awaited by the
+ * caller). A thread's appends run one after another, in the order they were asked for, so a tool
+ * step's reply never lands before its turn's user message.
  */
 function appender(options: MemoryMiddlewareOptions, report: (error: unknown, stage: "append") => void) {
   const pending = new Map<string, Promise<unknown>>();
-  // Thread ids are resolved in call order, so each write joins its thread's chain in that order.
-  let resolving: Promise<unknown> = Promise.resolve();
   const append = async (turn: Turn, reply: Reply) => {
-    const resolved = resolving.then(() =>
-      typeof options.threadId === "function" ? options.threadId() : options.threadId,
-    );
-    resolving = resolved.catch(() => {});
-    const threadId = await resolved;
+    const { threadId } = turn;
     if (!threadId) return;
     const messages = turnMessages(turn, reply);
     if (messages.length === 0) return;

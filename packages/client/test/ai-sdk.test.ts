@@ -1,4 +1,4 @@
-import type { LanguageModelV4StreamPart } from "@ai-sdk/provider";
+import { APICallError, type LanguageModelV4StreamPart } from "@ai-sdk/provider";
 import { generateText, jsonSchema, simulateReadableStream, stepCountIs, streamText, tool } from "ai";
 import { MockLanguageModelV4 } from "ai/test";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -228,6 +228,62 @@ describe("generateText", () => {
   });
 });
 
+describe("generateText failing", () => {
+  it("a model call that fails for good appends the user message alone, after the grace; one the SDK retries, once", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const failing = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doGenerate: async () => {
+        throw new Error("provider down");
+      },
+    });
+    await generateText({
+      model: withMemory(failing, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "Remember I am vegan",
+      maxRetries: 0,
+    }).catch(() => {});
+    await new Promise((r) => setTimeout(r, STREAM_RETRY_GRACE_MS));
+    expect((await messagesOf(thread.threadId, 1)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "Remember I am vegan"],
+    ]);
+
+    const retried = await memory.threads.create({ dataset: DATASET });
+    let calls = 0;
+    const flaky = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doGenerate: async () => {
+        calls++;
+        if (calls === 1) {
+          throw new APICallError({
+            message: "overloaded",
+            url: "http://provider.test/v1/chat/completions",
+            requestBodyValues: {},
+            statusCode: 503,
+            isRetryable: true,
+          });
+        }
+        return {
+          content: [{ type: "text", text: "Noted." }],
+          finishReason: { unified: "stop", raw: undefined },
+          usage,
+          warnings: [],
+        };
+      },
+    });
+    const { text } = await generateText({
+      model: withMemory(flaky, { client: memory, dataset: DATASET, threadId: retried.threadId }),
+      prompt: "Remember I am vegan",
+      maxRetries: 1,
+    });
+    expect(text).toBe("Noted.");
+    await new Promise((r) => setTimeout(r, STREAM_RETRY_GRACE_MS + 500));
+    expect((await messagesOf(retried.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "Remember I am vegan"],
+      ["assistant", "Noted."],
+    ]);
+  }, 40_000);
+});
+
 describe("streamText", () => {
   it("streams the model's reply unchanged and appends the turn when the stream finishes", async () => {
     const thread = await memory.threads.create({ dataset: DATASET });
@@ -349,6 +405,99 @@ describe("streamText", () => {
     expect(messages.map((m) => [m.role, m.content, m.metadata ?? null])).toEqual([
       ["user", "What is the answer?", null],
       ["assistant", "Half an ans", { stopReason: "error" }],
+    ]);
+  }, 30_000);
+
+  it("a retry that fails before the model answers keeps the failed attempt's turn; a later turn does not overtake it", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    let calls = 0;
+    const failing: LanguageModelV4StreamPart[] = [
+      { type: "stream-start", warnings: [] },
+      { type: "text-start", id: "t" },
+      { type: "text-delta", id: "t", delta: "Half an ans" },
+      { type: "error", error: new Error("provider overloaded") },
+    ];
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doStream: async () => {
+        calls++;
+        if (calls === 1) return { stream: simulateReadableStream({ chunks: failing }) };
+        if (calls === 2) throw new Error("provider down");
+        return {
+          stream: simulateReadableStream({
+            chunks: [
+              { type: "stream-start", warnings: [] },
+              { type: "text-start", id: "t" },
+              { type: "text-delta", id: "t", delta: "Second answer." },
+              { type: "text-end", id: "t" },
+              { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
+            ] as LanguageModelV4StreamPart[],
+          }),
+        };
+      },
+    });
+    const wrapped = withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId });
+    const first = streamText({ model: wrapped, prompt: "What is the answer?", streamRetries: 1, onError: () => {} });
+    for await (const _ of first.textStream) {
+      // the partial text, the error, the retry's failure
+    }
+    expect(calls).toBe(2);
+    // The next turn, within the grace: the failed one goes first.
+    const second = streamText({ model: wrapped, prompt: "And the second?" });
+    for await (const _ of second.textStream) {
+      // the answer
+    }
+    const messages = await messagesOf(thread.threadId, 4);
+    expect(messages.map((m) => [m.role, m.content])).toEqual([
+      ["user", "What is the answer?"],
+      ["assistant", "Half an ans"],
+      ["user", "And the second?"],
+      ["assistant", "Second answer."],
+    ]);
+  }, 30_000);
+
+  it("a held turn goes to its own thread, not to the thread a later call names", async () => {
+    const a = await memory.threads.create({ dataset: DATASET });
+    const b = await memory.threads.create({ dataset: DATASET });
+    let current = a.threadId;
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doStream: async () => {
+        calls++;
+        const chunks: LanguageModelV4StreamPart[] =
+          calls === 1
+            ? [
+                { type: "stream-start", warnings: [] },
+                { type: "text-start", id: "t" },
+                { type: "text-delta", id: "t", delta: "partial A" },
+                { type: "error", error: new Error("provider overloaded") },
+              ]
+            : [
+                { type: "stream-start", warnings: [] },
+                { type: "text-start", id: "t" },
+                { type: "text-delta", id: "t", delta: "answer B" },
+                { type: "text-end", id: "t" },
+                { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
+              ];
+        return { stream: simulateReadableStream({ chunks }) };
+      },
+    });
+    const wrapped = withMemory(model, { client: memory, dataset: DATASET, threadId: () => current });
+    for await (const _ of streamText({ model: wrapped, prompt: "hi", onError: () => {} }).textStream) {
+      // fails part-way
+    }
+    current = b.threadId;
+    for await (const _ of streamText({ model: wrapped, prompt: "hi" }).textStream) {
+      // the same words in another thread: not a retry of the first
+    }
+    expect((await messagesOf(a.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "partial A"],
+    ]);
+    expect((await messagesOf(b.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "answer B"],
     ]);
   }, 30_000);
 
