@@ -139,7 +139,7 @@ describe("DATABASE_URL", () => {
 });
 
 describe("blank variables and base URLs", () => {
-  it("take the default when blank (docker-compose's unset ${VAR}), spaces included", () => {
+  it("take the default when blank (docker-compose's value of an unset variable), spaces included", () => {
     const blank = parseConfig({ LLM_MODEL: "", EMBEDDING_MODEL: " ", CORS_ORIGIN: "", PORT: " " });
     expect(blank.openai).toMatchObject({ llmModel: "gpt-4o-mini", embeddingModel: "text-embedding-3-small" });
     expect(blank.corsOrigins).toEqual(["http://localhost:5173", "http://127.0.0.1:5173"]);
