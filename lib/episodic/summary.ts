@@ -119,7 +119,18 @@ async function writeSummary(
           semantic_status = ${semanticStatus},
           processing_completed_at = ${done}::timestamptz, updated_at = ${done}::timestamptz
         WHERE ${stillClaimed(episode)}
-        RETURNING id, project_id, thread_id, dataset, summary, ended_at, processing_completed_at
+        RETURNING id, project_id, thread_id, dataset, summary, ended_at, processing_completed_at, from_seq, to_seq, created_at
+      ),
+      -- A repeated end's episode of the whole thread supersedes the thread's older episodes it
+      -- covers (the spec's archived): left live, recall and the episode list held the same
+      -- conversation twice. Only once it is summarised, so a re-cut that fails loses nothing.
+      superseded AS (
+        UPDATE ${episodes} o SET status = 'archived', updated_at = ${done}::timestamptz
+        FROM u
+        WHERE o.thread_id = u.thread_id AND o.id <> u.id AND o.status NOT IN ('archived', 'deleted')
+          AND o.from_seq >= u.from_seq AND o.to_seq <= u.to_seq
+          AND (o.created_at, o.id) < (u.created_at, u.id)
+        RETURNING o.id
       )${withUsage(usage, usageScope(episode), done)}, ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs,
         extract(epoch FROM processing_completed_at - ended_at) AS lag FROM u`),

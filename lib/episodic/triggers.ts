@@ -140,7 +140,10 @@ export function cutEpisodeSql(input: {
       WHERE NOT m.is_summary
     ),
     moved AS (
-      UPDATE ${threads} t SET episode_seq = GREATEST(th.episode_seq, seen.last_seq), updated_at = ${now}::timestamptz,
+      -- Moved only by a cut: an end while episodes are off cuts nothing, and its messages must
+      -- still be cut once they are on again.
+      UPDATE ${threads} t SET updated_at = ${now}::timestamptz,
+        episode_seq = CASE WHEN EXISTS (SELECT 1 FROM cut) THEN GREATEST(th.episode_seq, seen.last_seq) ELSE th.episode_seq END,
         last_cut_trigger = CASE WHEN span.n > 0 THEN ${trigger} ELSE th.last_cut_trigger END,
         last_cut_at = CASE WHEN span.n > 0 THEN ${now}::timestamptz ELSE th.last_cut_at END
         ${trigger === "end" ? sql`, ended_at = ${now}::timestamptz` : sql``}

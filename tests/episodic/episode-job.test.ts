@@ -125,6 +125,15 @@ describe("a thread's cuts never overlap", () => {
       messageCount: 5,
       metadata: { trigger: "end" },
     });
+    // Once summarised it supersedes the two it covers: archived, out of recall and the list.
+    await runDueJobs(h.svc.deps);
+    expect((await t.episodes()).map((e) => [e.message_count, e.status])).toEqual([
+      [2, "archived"],
+      [3, "archived"],
+      [5, "completed"],
+    ]);
+    const listed = await t.get("/v1/memory/episodic/datasets/ds/episodes");
+    expect(((await listed.json()) as { total: number }).total).toBe(1);
   });
 
   it("an end after an idle cut and new messages cuts only the new ones", async () => {

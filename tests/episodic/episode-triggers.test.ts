@@ -280,6 +280,21 @@ describe("episodic enabled: false", () => {
     expect((await t.episodes()).map((e) => e.thread_id)).toEqual([on]);
   });
 
+  it("an end while the thread is disabled leaves its messages for the first episode once it is on", async () => {
+    const t = await tenant();
+    const a = await t.thread("ds", { enabled: false });
+    await t.conversation(a, ["before one", "before two"]);
+    expect((await t.end(a)).episodeId).toBeNull();
+    const on = await t.get(`/v1/threads/${a}`, {
+      method: "PATCH",
+      json: { settings: { episodic: { enabled: true } } },
+    });
+    expect(on.status).toBe(200);
+    await t.conversation(a, ["after three", "after four"]);
+    const { episodeId } = await t.end(a);
+    expect(await t.episode(episodeId as string)).toMatchObject({ messageCount: 4 });
+  });
+
   it("disabling after the timer was scheduled drops the timer when it fires", async () => {
     const t = await tenant();
     const a = await t.thread("ds");
@@ -344,8 +359,9 @@ describe("POST /v1/threads/:id/end", () => {
 
     await runDueJobs(h.svc.deps);
     const texts = (id: string | null) => t.episode(id as string).then((e: Episode) => [e.status, e.summary]);
-    expect(await texts(e1.episodeId)).toEqual(["completed", "end one end two end three"]);
-    expect(await texts(e2.episodeId)).toEqual(["completed", "end four end five"]);
+    // Summarised in turn; the repeat's episode then supersedes the two it covers (archived).
+    expect(await texts(e1.episodeId)).toEqual(["archived", "end one end two end three"]);
+    expect(await texts(e2.episodeId)).toEqual(["archived", "end four end five"]);
     expect(await texts(e3.episodeId)).toEqual(["completed", "end one end two end three end four end five"]);
 
     // The idle timer finds nothing new when it fires and makes no further episode.
