@@ -2,6 +2,11 @@
 // The package's `memory-admin` command (`npx memory-admin` in the checkout): cli/memory-admin.ts
 // run from its bundle, as `npm start` runs the server (bin/bundle.mjs): about half a second to
 // start against 1-2 s through tsx.
+import { fileURLToPath } from "node:url";
 import { runEntry } from "./bundle.mjs";
 
+// From the package's directory, as npm runs `npm start`: a relative PGLITE_DIR (the default
+// `.data/pglite` too) then names the server's database wherever the command is typed. The
+// command reads no other path.
+process.chdir(fileURLToPath(new URL("..", import.meta.url)));
 await runEntry("cli/memory-admin.ts", "memory-admin");

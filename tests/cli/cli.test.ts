@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
 import { randomUUID } from "node:crypto";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative as pathRelative } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
@@ -43,10 +43,14 @@ interface Run {
   stderr: string;
 }
 
-function cli(args: string[], env: Record<string, string>, options: { stdin?: string; command?: string[] } = {}) {
-  const [command, ...prefix] = options.command ?? [process.execPath, "bin/memory-admin.mjs"];
+function cli(
+  args: string[],
+  env: Record<string, string>,
+  options: { stdin?: string; command?: string[]; cwd?: string } = {},
+) {
+  const [command, ...prefix] = options.command ?? [process.execPath, join(REPO_ROOT, "bin/memory-admin.mjs")];
   const child = spawn(command, [...prefix, ...args], {
-    cwd: REPO_ROOT,
+    cwd: options.cwd ?? REPO_ROOT,
     env: { ...process.env, ...common, LOG_LEVEL: "warn", ...env },
     stdio: ["pipe", "pipe", "pipe"],
   });
@@ -199,6 +203,33 @@ describe.each(targets)("memory-admin on $name", { timeout: 240_000 }, (target) =
     expect(table.code).toBe(0);
     expect(table.stdout).toMatch(/^ID +NAME +CREATED\n/);
     expect(table.stdout).toMatch(new RegExp(`${project.id} +${name}-b +\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\dZ`));
+
+    // Typed in another directory, a relative PGLITE_DIR names the same database as npm start's
+    // (npm runs it in the package's directory).
+    if (target.embedded) {
+      // Deeper than the checkout, so the relative path leads elsewhere from there.
+      const outside = mkdtempSync(join(tmpdir(), "memsvc-cli-cwd-"));
+      const elsewhere = join(outside, "a", "b", "c", "d");
+      mkdirSync(elsewhere, { recursive: true });
+      const relative = await json<{ projects: Project[] }>(["projects", "list"], {
+        ...env,
+        PGLITE_DIR: pathRelative(REPO_ROOT, env.PGLITE_DIR),
+      }).catch(() => undefined);
+      const fromElsewhere = await cli(
+        ["projects", "list", "--json"],
+        {
+          ...env,
+          PGLITE_DIR: pathRelative(REPO_ROOT, env.PGLITE_DIR),
+        },
+        { cwd: elsewhere },
+      );
+      rmSync(outside, { recursive: true, force: true });
+      expect(fromElsewhere.code, fromElsewhere.stderr).toBe(0);
+      expect((JSON.parse(fromElsewhere.stdout) as { projects: Project[] }).projects.map((p) => p.id)).toEqual(
+        relative?.projects.map((p) => p.id),
+      );
+      expect(relative?.projects.map((p) => p.id)).toContain(project.id);
+    }
 
     // A name holding a terminal escape sequence is listed escaped, not obeyed.
     const red = `${name}-\u001b[31mred`;
