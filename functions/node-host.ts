@@ -49,7 +49,34 @@ export function createNodeServer(options: NodeHostOptions): Server {
     }),
   );
   server.on("clientError", answerClientError);
+  const responses = new Set<ServerResponse>();
+  inFlight.set(server, responses);
+  server.on("request", (_incoming: IncomingMessage, outgoing: ServerResponse) => {
+    responses.add(outgoing);
+    outgoing.once("close", () => responses.delete(outgoing));
+    if (closing.has(server)) outgoing.setHeader("connection", "close");
+  });
   return server;
+}
+
+/** Each server's responses not yet finished, and the servers that are stopping. */
+const inFlight = new WeakMap<Server, Set<ServerResponse>>();
+const closing = new WeakSet<Server>();
+
+/**
+ * A stopping server's keep-alive connections end with the response they carry: every response from
+ * now on says `Connection: close`, and one already sent closes its connection as it finishes.
+ * `server.close()` closes only the connections idle at that moment, so a pooling client's busy
+ * connection took new requests through the whole grace and was then cut under one, leaving the
+ * client unable to tell whether its write ran.
+ */
+export function closeConnectionsAsResponsesEnd(server: Server): void {
+  closing.add(server);
+  for (const response of inFlight.get(server) ?? []) {
+    if (!response.headersSent) response.setHeader("connection", "close");
+    else response.once("finish", () => server.closeIdleConnections());
+  }
+  server.closeIdleConnections();
 }
 
 /**

@@ -4,7 +4,7 @@ import { settledWithin } from "../lib/settled-within";
 import { startFailureMessage } from "../lib/start-failure";
 import { listen } from "./listen";
 import { createNodeService, SHUTDOWN_GRACE_MS } from "./node";
-import { createNodeServer } from "./node-host";
+import { closeConnectionsAsResponsesEnd, createNodeServer } from "./node-host";
 
 /**
  * `npm start`: the whole API on Node.js, with the embedded database unless DATABASE_URL is set.
@@ -53,6 +53,7 @@ async function main() {
     // No new connections; requests in flight get the grace to finish (idle keep-alive
     // connections close at once), then the rest are cut off. Then the jobs get theirs.
     const closed = new Promise<unknown>((resolve) => server.close(resolve));
+    closeConnectionsAsResponsesEnd(server);
     if ((await settledWithin(closed, SHUTDOWN_GRACE_MS)) === "late") {
       log.warn("shutting down with requests still running: their connections are closed", {
         graceMs: SHUTDOWN_GRACE_MS,

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { Agent, request } from "node:http";
 import { connect } from "node:net";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
@@ -44,6 +45,53 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
       expect(await server.exited).toBe(0);
       expect(server.output()).toContain("shutting down");
     } finally {
+      if (server.child.exitCode === null) server.child.kill("SIGKILL");
+    }
+  });
+
+  it("closes a busy keep-alive connection with its response, rather than serving it through the grace", async () => {
+    const server = await startServerProcess({
+      PGLITE_DIR: "memory://",
+      ADMIN_PASSWORD,
+      OPENAI_BASE_URL: provider.url,
+      OPENAI_API_KEY: "test-key",
+      EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
+      LOG_LEVEL: "info",
+    });
+    const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "keep-alive");
+      const thread = await callJson(server.url, "/v1/threads", { token: key, body: { dataset: "ds" } });
+      provider.endpointLatencyMs.chat = 1_500;
+      const { port } = new URL(server.url);
+      const chat = new Promise<{ status?: number; connection?: string }>((resolve, reject) => {
+        const body = JSON.stringify({ content: "Say something, slowly.", recall: false });
+        const req = request(
+          {
+            agent,
+            host: "127.0.0.1",
+            port,
+            method: "POST",
+            path: `/v1/memory/working/threads/${thread.body.threadId}/chat`,
+            headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+          },
+          (res) => {
+            res.resume();
+            res.once("end", () => resolve({ status: res.statusCode, connection: res.headers.connection }));
+          },
+        );
+        req.once("error", reject);
+        req.end(body);
+      });
+      await expect.poll(() => provider.inFlight, { timeout: 10_000, interval: 10 }).toBe(1);
+      server.child.kill("SIGTERM");
+      expect(await chat).toEqual({ status: 200, connection: "close" });
+      expect(await server.exited).toBe(0);
+      // The connection went with its response: nothing was left for the grace to cut.
+      expect(server.output()).not.toContain("requests still running");
+    } finally {
+      agent.destroy();
+      provider.endpointLatencyMs.chat = 0;
       if (server.child.exitCode === null) server.child.kill("SIGKILL");
     }
   });
