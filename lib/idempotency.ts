@@ -241,10 +241,15 @@ function claimSql(
     const r = sql.raw(alias);
     return sql`(${r}.response_status IS NULL AND ${r}.fingerprint = ${fingerprint})`;
   };
-  /** The row is free to take: expired, or running under a lease that ran out (its holder died). */
+  /**
+   * The row is free to take: a stored answer expired, or a claim running under a lease that ran out
+   * (its holder died). A claim still renewing its lease is never free, whatever its expiry: taken
+   * over, its request would run twice and its answer be lost.
+   */
   const free = (alias: string) => {
     const r = sql.raw(alias);
-    return sql`(${r}.expires_at <= ${at}::timestamptz OR (${r}.response_status IS NULL AND ${r}.locked_until <= ${at}::timestamptz))`;
+    return sql`(CASE WHEN ${r}.response_status IS NULL THEN ${r}.locked_until <= ${at}::timestamptz
+      ELSE ${r}.expires_at <= ${at}::timestamptz END)`;
   };
   return sql`
       WITH prior AS (
@@ -342,7 +347,9 @@ export async function deleteExpiredKeys(deps: Pick<Deps, "db" | "clock">, limit:
     // MATERIALIZED, as claimJobs' (lib/jobs/store.ts): a rescanned locking subquery goes past its limit.
     sql`WITH expired AS MATERIALIZED (
         SELECT project_id, key FROM ${idempotencyKeys}
+        -- Not a claim still running (its lease renewed): its request would lose its answer.
         WHERE expires_at <= ${now}::timestamptz
+          AND (response_status IS NOT NULL OR locked_until IS NULL OR locked_until <= ${now}::timestamptz)
         ORDER BY expires_at LIMIT ${limit} FOR UPDATE SKIP LOCKED
       )
       DELETE FROM ${idempotencyKeys} k WHERE (k.project_id, k.key) IN (SELECT project_id, key FROM expired)`,

@@ -1,7 +1,7 @@
 import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { rowsOf } from "../../lib/db/rows";
-import { CLAIM_LEASE_MS, type Claim, claimKey, requestFingerprint } from "../../lib/idempotency";
+import { CLAIM_LEASE_MS, type Claim, claimKey, renewClaim, requestFingerprint } from "../../lib/idempotency";
 import { sweep } from "../../lib/jobs/runner";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { documentedRoutes } from "../helpers/openapi";
@@ -555,6 +555,25 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect(taken.replayed).toBeNull();
     expect((await send(path, init)).replayed).toBe("true");
     expect(await count("threads", t.projectId)).toBe(1);
+  });
+
+  it("a claim still running past IDEMPOTENCY_TTL_MS (its lease renewed) is neither taken over nor swept", async () => {
+    const t = await newTenant(svc);
+    const fingerprint = requestFingerprint("POST", "/v1/threads", new TextEncoder().encode("{}"));
+    const claimed = await claimKey(svc.deps, { projectId: t.projectId, key: "long", fingerprint });
+    if (claimed.kind !== "claimed") throw new Error(`claimed: ${claimed.kind}`);
+    // The request runs on, renewing its lease, past the key's time.
+    const start = clock.now().getTime();
+    while (clock.now().getTime() - start <= TTL) {
+      clock.advance(CLAIM_LEASE_MS / 2);
+      expect(await renewClaim(svc.deps, claimed.claim)).toBe(true);
+    }
+    expect((await claimKey(svc.deps, { projectId: t.projectId, key: "long", fingerprint })).kind).toBe("running");
+    await sweep(svc.deps);
+    expect(await keyRows(t.projectId)).toBe(1);
+    // Once it stops renewing (its process died), the lease runs out and the key is free.
+    clock.advance(CLAIM_LEASE_MS);
+    expect((await claimKey(svc.deps, { projectId: t.projectId, key: "long", fingerprint })).kind).toBe("claimed");
   });
 
   it("leaves GET alone, and documents the header with its 400, 409 and 422 on every /v1 write", async () => {
