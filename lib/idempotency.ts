@@ -41,10 +41,21 @@ const keySchema = z.object({
     .regex(/^[\x20-\x7e]*$/, "Only printable ASCII characters (0x20-0x7E)"),
 });
 
-/** The key a header value names; a ZodError (a 400 naming the header) when it is not a valid one. */
+/**
+ * The key a header value names; a ZodError (a 400 naming the header) when it is not a valid one. A
+ * bare value with a comma is two header lines joined (HTTP joins repeated fields so): the draft's
+ * key is one string, and taking the pair as a third key would match neither.
+ */
 export function parseIdempotencyKey(value: string): string {
-  const unquoted = /^"(?:[^"\\]|\\["\\])*"$/.test(value) ? value.slice(1, -1).replace(/\\(["\\])/g, "$1") : value;
-  return keySchema.parse({ [IDEMPOTENCY_HEADER]: unquoted })[IDEMPOTENCY_HEADER];
+  const quoted = /^"(?:[^"\\]|\\["\\])*"$/.test(value);
+  const unquoted = quoted ? value.slice(1, -1).replace(/\\(["\\])/g, "$1") : value;
+  const header = keySchema
+    .refine((v) => quoted || !v[IDEMPOTENCY_HEADER].includes(","), {
+      message: "One key only: send the header once (a comma joins two values)",
+      path: [IDEMPOTENCY_HEADER],
+    })
+    .parse({ [IDEMPOTENCY_HEADER]: unquoted });
+  return header[IDEMPOTENCY_HEADER];
 }
 
 /** SHA-256 of the method, the path with its query string, and the body's bytes. */

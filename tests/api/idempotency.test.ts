@@ -274,9 +274,10 @@ describe("Idempotency-Key on /v1 writes", () => {
     expect([resAgain.status, resAgain.replayed, resAgain.text]).toEqual([200, "true", res.text]);
   });
 
-  it("rejects an empty key, one over 255 characters or non-ASCII with the validation error naming the header", async () => {
+  it("rejects an empty key, one over 255 characters, non-ASCII or two keys with the validation error naming the header", async () => {
     const t = await newTenant(svc);
-    for (const key of ["", "x".repeat(256), "caf\u00e9", '""']) {
+    // "k1, k2": two header lines, as a proxy or client joins them: not one key.
+    for (const key of ["", "x".repeat(256), "caf\u00e9", '""', "k1, k2", '"k1", "k2"']) {
       const res = await send("/v1/threads", { token: t.key, key, json: { dataset: "a" } });
       expect(res.status, JSON.stringify(key)).toBe(400);
       expect(res.body).toMatchObject({ error: "Validation error", issues: [{ path: ["Idempotency-Key"] }] });
