@@ -123,6 +123,12 @@ export async function createNodeService(options: NodeServiceOptions) {
     await warnIfIndexesOutgrowBufferPool(database.db, log);
   }
   const admin = await bootstrapAdmin(deps);
+  // Set on a database that has users already, the password signs no one in: say so, once.
+  if (!admin.created && config.adminPassword) {
+    log.warn("ADMIN_PASSWORD is ignored: the database has dashboard users already", {
+      hint: "npx memory-admin users reset-password <name> sets a user's password",
+    });
+  }
   // METRICS_TOKEN and OTEL_EXPORTER_OTLP_ENDPOINT: each loads its library only when set.
   const observability = await startObservability({ config, database, clock, log }).catch(async (err) => {
     await database.close();

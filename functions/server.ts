@@ -23,6 +23,9 @@ import { closeConnectionsAsResponsesEnd, createNodeServer } from "./node-host";
 let config: Config | undefined;
 
 async function main() {
+  // A log pipe that closes (`npm start | head -1`, a log shipper gone) must not take the server
+  // down: the next write's EPIPE is an 'error' event, which unhandled ends the process.
+  for (const stream of [process.stdout, process.stderr]) stream.on("error", () => {});
   config = parseConfig(process.env);
   const log = createLogger({ level: config.logLevel });
   const service = await createNodeService({ config, log });

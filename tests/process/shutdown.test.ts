@@ -1,6 +1,9 @@
 import { spawn } from "node:child_process";
+import { mkdtempSync, rmSync } from "node:fs";
 import { Agent, request } from "node:http";
 import { connect } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
@@ -93,6 +96,35 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
       agent.destroy();
       provider.endpointLatencyMs.chat = 0;
       if (server.child.exitCode === null) server.child.kill("SIGKILL");
+    }
+  });
+
+  it("says so when ADMIN_PASSWORD meets a database that has users already", async () => {
+    const data = mkdtempSync(join(tmpdir(), "memsvc-admin-"));
+    try {
+      for (const [password, warned] of [
+        [ADMIN_PASSWORD, false],
+        ["another-password", true],
+      ] as const) {
+        const server = await startServerProcess({ PGLITE_DIR: join(data, "db"), ADMIN_PASSWORD: password });
+        server.child.kill("SIGTERM");
+        expect(await server.exited).toBe(0);
+        expect(server.output().includes("ADMIN_PASSWORD is ignored"), server.output()).toBe(warned);
+      }
+    } finally {
+      rmSync(data, { recursive: true, force: true });
+    }
+  });
+
+  it("a closed log pipe does not take the server down", async () => {
+    const server = await startServerProcess({ PGLITE_DIR: "memory://", ADMIN_PASSWORD, LOG_LEVEL: "info" });
+    try {
+      // The reader of its stdout goes (`npm start | head -1`): every request's log line is an EPIPE.
+      server.child.stdout?.destroy();
+      for (let i = 0; i < 5; i++) expect((await fetch(`${server.url}/health`)).status).toBe(200);
+      expect(server.child.exitCode).toBeNull();
+    } finally {
+      server.child.kill("SIGKILL");
     }
   });
 
