@@ -68,7 +68,18 @@ describe("startFailureMessage", () => {
       code: "ENOENT",
       path: "/proc/nope.lock",
     });
-    expect(startFailureMessage(lock, embedded)).toMatch(/^Cannot open the embedded database at \/proc\/nope: /);
+    expect(startFailureMessage(lock, embedded)).toMatch(
+      /^Cannot open the embedded database at \/proc\/nope: .*the lock file \/proc\/nope\.lock goes beside it\)\.$/,
+    );
+    // Creating the directory failed at a parent of it: the same sentence, not a stack.
+    const parent = Object.assign(new Error("EACCES: permission denied, mkdir '/srv/ro/sub'"), {
+      code: "EACCES",
+      path: "/srv/ro/sub",
+    });
+    expect(startFailureMessage(parent, { databaseUrl: undefined, pgliteDir: "/srv/ro/sub/db" })).toMatch(
+      /^Cannot open the embedded database at \/srv\/ro\/sub\/db: /,
+    );
+    expect(startFailureMessage(parent, { databaseUrl: undefined, pgliteDir: "/srv/ro/subway" })).toBeNull();
     // A file of the service's own (a migration), or a network code for the embedded database: a bug, with its stack.
     const migration = Object.assign(new Error("ENOENT"), { code: "ENOENT", path: "/app/migrations/0001.sql" });
     expect(startFailureMessage(migration, embedded)).toBeNull();

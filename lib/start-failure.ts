@@ -25,7 +25,7 @@ export function startFailureMessage(err: unknown, config?: Pick<Config, "databas
   if (config && unreachable) {
     const what = config.databaseUrl
       ? "check that the server is running and that DATABASE_URL names it, its database and credentials"
-      : "check that PGLITE_DIR names a directory this process can write";
+      : `check that PGLITE_DIR names a directory this process can write, in a directory it can write too (the lock file ${config.pgliteDir.replace(/\/+$/, "")}.lock goes beside it)`;
     return `Cannot open ${databaseName(config)}: ${driverReason(unreachable)}; ${what}.`;
   }
   return null;
@@ -55,7 +55,14 @@ function saysUnreachable(err: object, config: Pick<Config, "databaseUrl" | "pgli
   const { code, path } = err as { code?: unknown; path?: unknown };
   if (typeof code !== "string") return false;
   if (config.databaseUrl) return NETWORK_CODES.has(code) || /^(08|28)[0-9A-Z]{3}$/.test(code);
-  return FILE_CODES.has(code) && typeof path === "string" && path.startsWith(config.pgliteDir);
+  // A path in the data directory (its lock file beside it included), or one of its parents
+  // (creating the directory failed there).
+  const dir = config.pgliteDir.replace(/\/+$/, "");
+  return (
+    FILE_CODES.has(code) &&
+    typeof path === "string" &&
+    (path.startsWith(dir) || (path.length > 0 && dir.startsWith(`${path.replace(/\/+$/, "")}/`)))
+  );
 }
 
 /** The error in `err`'s chain (causes, an AggregateError's errors) that says so, if any. */

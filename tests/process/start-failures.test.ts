@@ -81,7 +81,7 @@ describe("npm start, refusing to start", () => {
     expect(line).not.toContain("hunter2");
     const unwritable = await runServerToExit({ ...base, PORT: String(await freePort()), PGLITE_DIR: "/proc/nope" });
     expect(oneSentence(unwritable)).toMatch(
-      /^Cannot open the embedded database at \/proc\/nope: .*; check that PGLITE_DIR names a directory this process can write\.$/,
+      /^Cannot open the embedded database at \/proc\/nope: .*; check that PGLITE_DIR names a directory this process can write, in a directory it can write too \(the lock file \/proc\/nope\.lock goes beside it\)\.$/,
     );
   });
 });
