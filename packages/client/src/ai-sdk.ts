@@ -174,7 +174,8 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       if (turn.retryOf) appendLater(turn.retryOf.turn, turn.retryOf.reply);
       return;
     }
-    attempts.hold(turn.retryOf ? { ...turn.retryOf.turn, attempt: turn.attempt } : turn, turn.retryOf?.reply ?? reply);
+    // A retry that failed so keeps the turn it retried (its partial reply), under the same key.
+    attempts.hold(turn.retryOf?.turn ?? turn, turn.retryOf?.reply ?? reply);
   };
 
   return {
