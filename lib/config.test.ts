@@ -138,6 +138,17 @@ describe("DATABASE_URL", () => {
   });
 });
 
+describe("PGLITE_SHARED_BUFFERS", () => {
+  it("takes 128kB to 1400MB, refusing at start what the embedded database would fail to start with", () => {
+    for (const size of ["128kB", "32MB", "1400MB"]) {
+      expect(parseConfig({ PGLITE_SHARED_BUFFERS: size }).pgliteSharedBuffers, size).toBe(size);
+    }
+    for (const size of ["64kB", "2GB", "1401MB", "32mb"]) {
+      expect(() => parseConfig({ PGLITE_SHARED_BUFFERS: size }), size).toThrow(/PGLITE_SHARED_BUFFERS/);
+    }
+  });
+});
+
 describe("blank variables and base URLs", () => {
   it("take the default when blank (docker-compose's value of an unset variable), spaces included", () => {
     const blank = parseConfig({ LLM_MODEL: "", EMBEDDING_MODEL: " ", CORS_ORIGIN: "", PORT: " " });

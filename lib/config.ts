@@ -20,6 +20,14 @@ const intFromEnv = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER
     z.number().int().min(min).max(max),
   );
 
+/** The embedded database's buffer pool: Postgres's least, and what its 2 GiB of WASM memory leaves room for. */
+const SHARED_BUFFERS_MIN_KB = 128;
+const SHARED_BUFFERS_MAX_KB = 1400 * 1024;
+const sizeInKb = (size: string) => {
+  const [, n, unit] = /^(\d+)(kB|MB|GB)$/.exec(size) ?? [];
+  return Number(n) * (unit === "GB" ? 1024 * 1024 : unit === "MB" ? 1024 : 1);
+};
+
 /** A string whose blank value (docker-compose's `${VAR}` of an unset variable) is `fallback`. */
 const stringOr = (fallback: string) => optionalString.transform((v) => v ?? fallback);
 
@@ -73,6 +81,10 @@ export const configSchema = z.object({
     z
       .string()
       .regex(/^\d+(kB|MB|GB)$/, "a size such as 32MB")
+      .refine((v) => {
+        const kB = sizeInKb(v);
+        return kB >= SHARED_BUFFERS_MIN_KB && kB <= SHARED_BUFFERS_MAX_KB;
+      }, "from 128kB (Postgres's least) to 1400MB (the embedded database's memory is 2 GiB in all)")
       .optional(),
   ),
   // Trimmed as a username typed in the dashboard or the CLI is; blank is the default.
