@@ -400,6 +400,11 @@ export const facts = pgTable(
     validAt: timestamptz("valid_at").notNull(),
     validUntil: timestamptz("valid_until"),
     invalidAt: timestamptz("invalid_at"),
+    /**
+     * Set with `invalidAt` when the fact was deleted through the API (forgotten), not superseded:
+     * it leaves retrieval at every `asOf` too, where a superseded fact stays in the past it held.
+     */
+    forgottenAt: timestamptz("forgotten_at"),
     embedding: embedding("embedding"),
     search: tsvector("search").generatedAlwaysAs(
       sql`to_tsvector('english', subject || ' ' || predicate || ' ' || object || ' ' || source_quote)`,

@@ -460,7 +460,8 @@ function factScope(r: Retrieval): Scope {
   const inScope = r.asOf
     ? sql`f.valid_at <= ${r.asOf.toISOString()}::timestamptz
         AND (f.valid_until IS NULL OR f.valid_until > ${r.asOf.toISOString()}::timestamptz)
-        AND (f.invalid_at IS NULL OR f.invalid_at > ${r.asOf.toISOString()}::timestamptz)`
+        AND (f.invalid_at IS NULL OR f.invalid_at > ${r.asOf.toISOString()}::timestamptz)
+        AND f.forgotten_at IS NULL`
     : sql`f.invalid_at IS NULL`;
   const confident = sql`f.confidence >= (SELECT min_conf FROM s)`;
   const { keyed, hidden } = datasetFilter("f", r.projectId, r.dataset);

@@ -123,7 +123,8 @@ export async function invalidateFact(
     z.object({ id: z.string(), invalid_at: dbTimestampSet }),
     await deps.db.execute(sql`
       WITH forgotten AS (
-        UPDATE ${facts} SET invalid_at = ${deps.clock.now().toISOString()}::timestamptz
+        UPDATE ${facts} SET invalid_at = ${deps.clock.now().toISOString()}::timestamptz,
+          forgotten_at = ${deps.clock.now().toISOString()}::timestamptz
         WHERE id = ${factId} AND project_id = ${projectId} AND dataset = ${dataset} AND invalid_at IS NULL
         RETURNING id, invalid_at, project_id, dataset, source_quote),
       ${unindexQuotingMessagesCtes()}

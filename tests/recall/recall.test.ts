@@ -514,6 +514,36 @@ describe("asOf", () => {
     );
   });
 
+  it("never shows a fact deleted through the fact API, at any asOf; a superseded one stays in its past", async () => {
+    const t = await tenant();
+    const condition = await t.fact("ds", {
+      predicate: "has_condition",
+      object: "diabetes",
+      validAt: "2025-01-01T00:00:00.000Z",
+    });
+    await t.fact("ds", { predicate: "lives_in", object: "Lisbon", validAt: "2025-01-01T00:00:00.000Z" });
+    const res = await svc.request(`/v1/memory/semantic/datasets/ds/facts/${condition}`, {
+      method: "DELETE",
+      token: t.key,
+    });
+    expect(res.status).toBe(200);
+    for (const asOf of [undefined, "2025-06-01", "2030-01-01"]) {
+      const body = await t.recall({ dataset: "ds", asOf, include: ["raw"] });
+      expect(objects(body), String(asOf)).toEqual(["Lisbon"]);
+      expect(body.context).not.toContain("diabetes");
+    }
+    // Superseded (extraction's contradiction), not deleted: still true in its own past.
+    const moved = await tenant();
+    await moved.fact("ds", {
+      predicate: "lives_in",
+      object: "Paris",
+      validAt: "2025-01-01T00:00:00.000Z",
+      validUntil: "2025-06-01T00:00:00.000Z",
+      invalidAt: "2025-07-01T00:00:00.000Z",
+    });
+    expect(objects(await moved.recall({ dataset: "ds", asOf: "2025-03-01", include: ["raw"] }))).toEqual(["Paris"]);
+  });
+
   it("never shows a fact of an erased dataset", async () => {
     const t = await moved();
     await svc.request(`${RECALL}/datasets/ds`, { method: "DELETE", token: t.key });
