@@ -129,7 +129,8 @@ async function writeSummary(
         FROM u
         WHERE o.thread_id = u.thread_id AND o.id <> u.id AND o.status NOT IN ('archived', 'deleted')
           AND o.from_seq >= u.from_seq AND o.to_seq <= u.to_seq
-          AND (o.created_at, o.id) < (u.created_at, u.id)
+          -- A smaller range it covers; of two equal ranges (two repeats), the older.
+          AND (o.to_seq - o.from_seq < u.to_seq - u.from_seq OR (o.created_at, o.id) < (u.created_at, u.id))
         RETURNING o.id
       )${withUsage(usage, usageScope(episode), done)}, ${webhookEventCtes("episode.completed", sql`SELECT project_id, jsonb_build_object('episodeId', id, 'threadId', thread_id, 'dataset', dataset, 'summary', summary) AS data FROM u`, done)}
       SELECT id, ${webhookJobsColumn} AS webhook_jobs,

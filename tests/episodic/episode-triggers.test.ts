@@ -348,6 +348,8 @@ describe("POST /v1/threads/:id/end", () => {
       endedAt: later[1].createdAt,
     });
 
+    // Both summarised before the repeat (its episode would archive one still pending unsummarised).
+    await runDueJobs(h.svc.deps);
     const e3 = await t.end(a);
     expect(new Set([e1.episodeId, e2.episodeId, e3.episodeId]).size).toBe(3);
     expect(await t.episode(e3.episodeId as string)).toMatchObject({
