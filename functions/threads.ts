@@ -18,9 +18,10 @@ const tagsSchema = z
   .max(50)
   .openapi({ description: "Free-form labels (up to 50, each 1-100 characters); duplicates are dropped." });
 
-const settingsSchema = z
-  .object({ episodic: threadEpisodicOverride.optional() })
-  .openapi({ description: "Episodic override for this thread (thread bounds); null values are ignored." });
+const settingsSchema = z.object({ episodic: threadEpisodicOverride.nullish() }).nullish().openapi({
+  description:
+    "Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again.",
+});
 
 const routes = {
   create: createRoute({

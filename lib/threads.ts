@@ -30,7 +30,7 @@ export function threadRecord(t: ThreadRow) {
 export interface ThreadInput {
   dataset: string;
   tags?: string[];
-  settings?: { episodic?: Partial<{ [K in keyof EpisodicSettings]: EpisodicSettings[K] | null }> };
+  settings?: { episodic?: Partial<{ [K in keyof EpisodicSettings]: EpisodicSettings[K] | null }> | null } | null;
 }
 
 /** Null and undefined values are dropped here so the stored override never erases a default. */
@@ -120,21 +120,31 @@ export async function getThread({ deps, projectId }: ReadContext, { threadId }: 
 }
 
 /**
- * PATCH: `tags` replaces the tag list; `settings.episodic` is merged into the existing override
- * (null values are stripped, as at creation). One conditional UPDATE.
+ * PATCH: `tags` replaces the tag list; `settings.episodic` is merged into the existing override,
+ * a null value removing its key's override (the project's setting applies again: no other value
+ * could say so). One conditional UPDATE.
  */
 export async function updateThread(
   { deps, projectId }: ProjectContext,
   { threadId, ...input }: Omit<ThreadInput, "dataset"> & { threadId: string },
 ) {
   const override = cleanOverride(input.settings);
+  const removed = Object.entries(input.settings?.episodic ?? {})
+    .filter(([, value]) => value === null)
+    .map(([key]) => key);
+  const changes = override.episodic !== undefined || removed.length > 0;
   const [row] = await deps.db
     .update(threads)
     .set({
       ...(input.tags ? { tags: dedupe(input.tags) } : {}),
-      ...(override.episodic
+      ...(changes
         ? {
-            settings: sql`jsonb_set(${threads.settings}, '{episodic}', coalesce(${threads.settings} -> 'episodic', '{}'::jsonb) || ${JSON.stringify(override.episodic)}::jsonb)`,
+            // An override left empty goes, as one never given.
+            settings: sql`(SELECT CASE WHEN merged = '{}'::jsonb THEN ${threads.settings} - 'episodic'
+                ELSE jsonb_set(${threads.settings}, '{episodic}', merged) END
+              FROM (SELECT (coalesce(${threads.settings} -> 'episodic', '{}'::jsonb)
+                - ARRAY(SELECT jsonb_array_elements_text(${JSON.stringify(removed)}::jsonb)))
+                || ${JSON.stringify(override.episodic ?? {})}::jsonb AS merged) m)`,
           }
         : {}),
       updatedAt: deps.clock.now(),

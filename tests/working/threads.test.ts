@@ -388,6 +388,32 @@ describe("PATCH /v1/threads/:id", () => {
     expect(got.settings).toEqual({ episodic: expected });
   });
 
+  it("a null removes that key's override (the project's setting applies again); a null episodic or settings is ignored", async () => {
+    const t = await newTenant(svc);
+    const created = await createThread(t.key, {
+      dataset: "p",
+      settings: { episodic: { maxMessages: 5, maxRetries: 2 } },
+    });
+    const patch = async (json: unknown) => {
+      const res = await svc.request(`/v1/threads/${created.threadId}`, { method: "PATCH", token: t.key, json });
+      expect(res.status).toBe(200);
+      return (await body<Thread>(res)).settings;
+    };
+    // Removed, not kept: the key's (or a pinned value's) only way back to the project's value.
+    expect(await patch({ settings: { episodic: { maxMessages: null } } })).toEqual({ episodic: { maxRetries: 2 } });
+    expect(await patch({ settings: { episodic: null } })).toEqual({ episodic: { maxRetries: 2 } });
+    expect(await patch({ settings: null })).toEqual({ episodic: { maxRetries: 2 } });
+    expect(await patch({ settings: { episodic: { maxRetries: null, maxMessages: 7 } } })).toEqual({
+      episodic: { maxMessages: 7 },
+    });
+    // At creation a null episodic (or settings) is no override, as null values are.
+    for (const settings of [{ episodic: null }, null]) {
+      const res = await svc.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "p", settings } });
+      expect(res.status).toBe(201);
+      expect((await body<Thread>(res)).settings).toEqual({});
+    }
+  });
+
   it("adds an episodic override to a thread created without one", async () => {
     const t = await newTenant(svc);
     const created = await createThread(t.key, { dataset: "p" });
@@ -400,7 +426,7 @@ describe("PATCH /v1/threads/:id", () => {
     expect((await body<Thread>(res)).settings).toEqual({ episodic: { contextEpisodes: 4 } });
   });
 
-  it("treats an all-null override as no change", async () => {
+  it("an override whose every key is removed goes: no override, as a thread created without one", async () => {
     const t = await newTenant(svc);
     const created = await createThread(t.key, { dataset: "p", settings: { episodic: { maxMessages: 3 } } });
     const res = await svc.request(`/v1/threads/${created.threadId}`, {
@@ -409,7 +435,8 @@ describe("PATCH /v1/threads/:id", () => {
       json: { settings: { episodic: { maxMessages: null } } },
     });
     expect(res.status).toBe(200);
-    expect((await body<Thread>(res)).settings).toEqual({ episodic: { maxMessages: 3 } });
+    expect((await body<Thread>(res)).settings).toEqual({});
+    expect((await storedSettings(t.projectId, created.threadId)).settings).toEqual({});
   });
 
   it("moves updatedAt forward", async () => {

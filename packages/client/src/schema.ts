@@ -82,7 +82,7 @@ export interface paths {
             dataset: string;
             /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
             tags?: string[];
-            /** @description Episodic override for this thread (thread bounds); null values are ignored. */
+            /** @description Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again. */
             settings?: {
               episodic?: {
                 /** @description Cut conversations into episodes (messages are stored either way). */
@@ -99,8 +99,8 @@ export interface paths {
                 similarityWeight?: number | null;
                 /** @description Weight of recency in an episode's relevance. */
                 recencyWeight?: number | null;
-              };
-            };
+              } | null;
+            } | null;
           };
         };
       };
@@ -252,7 +252,7 @@ export interface paths {
           "application/json": {
             /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
             tags?: string[];
-            /** @description Episodic override for this thread (thread bounds); null values are ignored. */
+            /** @description Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again. */
             settings?: {
               episodic?: {
                 /** @description Cut conversations into episodes (messages are stored either way). */
@@ -269,8 +269,8 @@ export interface paths {
                 similarityWeight?: number | null;
                 /** @description Weight of recency in an episode's relevance. */
                 recencyWeight?: number | null;
-              };
-            };
+              } | null;
+            } | null;
           };
         };
       };

@@ -3076,7 +3076,7 @@ export interface paths {
                         dataset: string;
                         /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
                         tags?: string[];
-                        /** @description Episodic override for this thread (thread bounds); null values are ignored. */
+                        /** @description Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again. */
                         settings?: {
                             episodic?: {
                                 /** @description Cut conversations into episodes (messages are stored either way). */
@@ -3093,8 +3093,8 @@ export interface paths {
                                 similarityWeight?: number | null;
                                 /** @description Weight of recency in an episode's relevance. */
                                 recencyWeight?: number | null;
-                            };
-                        };
+                            } | null;
+                        } | null;
                     };
                 };
             };
@@ -3246,7 +3246,7 @@ export interface paths {
                     "application/json": {
                         /** @description Free-form labels (up to 50, each 1-100 characters); duplicates are dropped. */
                         tags?: string[];
-                        /** @description Episodic override for this thread (thread bounds); null values are ignored. */
+                        /** @description Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again. */
                         settings?: {
                             episodic?: {
                                 /** @description Cut conversations into episodes (messages are stored either way). */
@@ -3263,8 +3263,8 @@ export interface paths {
                                 similarityWeight?: number | null;
                                 /** @description Weight of recency in an episode's relevance. */
                                 recencyWeight?: number | null;
-                            };
-                        };
+                            } | null;
+                        } | null;
                     };
                 };
             };

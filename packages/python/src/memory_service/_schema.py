@@ -36,8 +36,8 @@ class EpisodicOverride(TypedDict, total=False):
 
 
 class ThreadSettings(TypedDict, total=False):
-    """Episodic override for this thread (thread bounds); null values are ignored."""
-    episodic: EpisodicOverride
+    """Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again."""
+    episodic: Optional[EpisodicOverride]
 
 
 class _CreateThreadBodyRequired(TypedDict):
@@ -48,8 +48,8 @@ class _CreateThreadBodyRequired(TypedDict):
 class CreateThreadBody(_CreateThreadBodyRequired, total=False):
     tags: List[str]
     """Free-form labels (up to 50, each 1-100 characters); duplicates are dropped."""
-    settings: ThreadSettings
-    """Episodic override for this thread (thread bounds); null values are ignored."""
+    settings: Optional[ThreadSettings]
+    """Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again."""
 
 
 class Thread(TypedDict):
@@ -85,15 +85,15 @@ class UpdateThreadBodySettingsEpisodic(TypedDict, total=False):
 
 
 class UpdateThreadBodySettings(TypedDict, total=False):
-    """Episodic override for this thread (thread bounds); null values are ignored."""
-    episodic: UpdateThreadBodySettingsEpisodic
+    """Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again."""
+    episodic: Optional[UpdateThreadBodySettingsEpisodic]
 
 
 class UpdateThreadBody(TypedDict, total=False):
     tags: List[str]
     """Free-form labels (up to 50, each 1-100 characters); duplicates are dropped."""
-    settings: UpdateThreadBodySettings
-    """Episodic override for this thread (thread bounds); null values are ignored."""
+    settings: Optional[UpdateThreadBodySettings]
+    """Episodic override for this thread (thread bounds). At creation null values (and a null `episodic` or `settings`) are ignored; in a PATCH a null value removes that key's override, so the project's setting applies again."""
 
 
 class EndThreadResult(TypedDict):
