@@ -192,7 +192,13 @@ async function rerankIfOn(
   timings.push({ name: "rerank", ms: result.ms, description: result.outcome });
   const byId = new Map(pool.map((f) => [f.factId, f]));
   const order = result.order ? result.order.map((id) => byId.get(id)).filter((f) => f !== undefined) : pool;
-  const facts = [...order, ...all.slice(pool.length)].slice(0, settings.limit).map((f, i) => ({ ...f, rank: i + 1 }));
+  // The pool's scores, best first, follow the new order: a client sorting by relevanceScore (and
+  // the groups, by their best fact's) keeps the reranker's order rather than undoing it.
+  const scores = pool.map((f) => f.relevanceScore).sort((a, b) => b - a);
+  const rescored = order.map((f, i) => ({ ...f, relevanceScore: scores[i] }));
+  const facts = [...rescored, ...all.slice(pool.length)]
+    .slice(0, settings.limit)
+    .map((f, i) => ({ ...f, rank: i + 1 }));
   return { facts, outcome: result.outcome };
 }
 

@@ -703,13 +703,20 @@ describe("the monthly token budget", () => {
       });
       return {
         timing: res.headers.get("server-timing") ?? "",
-        body: await json<{ facts: { object: string }[] }>(res, 200),
+        body: await json<{
+          facts: { object: string; relevanceScore: number }[];
+          groups: { groupRelevance: number }[];
+        }>(res, 200),
       };
     };
     const reranked = await recall();
     expect(h.fake.chatCalls("rerank_candidates")).toHaveLength(1);
     expect(reranked.timing).toContain("rerank;dur=");
     expect(reranked.timing).toContain('desc="reranked"');
+    // Its order, not the fused one, is what the scores say: best first, the groups too.
+    const descending = (xs: number[]) => xs.every((x, i) => i === 0 || xs[i - 1] >= x);
+    expect(descending(reranked.body.facts.map((f) => f.relevanceScore))).toBe(true);
+    expect(descending(reranked.body.groups.map((g) => g.groupRelevance))).toBe(true);
 
     await patchProjectSettings({ deps: h.svc.deps, projectId: t.projectId }, { usage: { monthlyTokenBudget: 1 } });
     const skipped = await recall();
