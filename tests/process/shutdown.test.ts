@@ -21,17 +21,19 @@ afterAll(() => provider.close());
 provider.onText(() => "A reply worth waiting for.");
 
 const ADMIN_PASSWORD = "shutdown-suite-password";
+/** A server on the fake provider, logging at info (its "shutting down" line). */
+const WITH_PROVIDER = {
+  PGLITE_DIR: "memory://",
+  ADMIN_PASSWORD,
+  OPENAI_BASE_URL: provider.url,
+  OPENAI_API_KEY: "test-key",
+  EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
+  LOG_LEVEL: "info",
+};
 
 describe("SIGTERM", { timeout: 90_000 }, () => {
   it("answers the request in flight, then exits 0", async () => {
-    const server = await startServerProcess({
-      PGLITE_DIR: "memory://",
-      ADMIN_PASSWORD,
-      OPENAI_BASE_URL: provider.url,
-      OPENAI_API_KEY: "test-key",
-      EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
-      LOG_LEVEL: "info",
-    });
+    const server = await startServerProcess(WITH_PROVIDER);
     try {
       const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "shutdown");
       const thread = await callJson(server.url, "/v1/threads", { token: key, body: { dataset: "ds" } });
@@ -53,14 +55,7 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
   });
 
   it("closes a busy keep-alive connection with its response, rather than serving it through the grace", async () => {
-    const server = await startServerProcess({
-      PGLITE_DIR: "memory://",
-      ADMIN_PASSWORD,
-      OPENAI_BASE_URL: provider.url,
-      OPENAI_API_KEY: "test-key",
-      EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
-      LOG_LEVEL: "info",
-    });
+    const server = await startServerProcess(WITH_PROVIDER);
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
       const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "keep-alive");

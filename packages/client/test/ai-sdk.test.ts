@@ -63,6 +63,27 @@ function streaming(deltas: string[], chunkDelayInMs = 0) {
   });
 }
 
+/** A stream that sends `text` and then fails (the provider's error part). */
+function failingChunks(text: string): LanguageModelV4StreamPart[] {
+  return [
+    { type: "stream-start", warnings: [] },
+    { type: "text-start", id: "t" },
+    { type: "text-delta", id: "t", delta: text },
+    { type: "error", error: new Error("provider overloaded") },
+  ];
+}
+
+/** A stream that answers `text` and finishes. */
+function answerChunks(text: string): LanguageModelV4StreamPart[] {
+  return [
+    { type: "stream-start", warnings: [] },
+    { type: "text-start", id: "t" },
+    { type: "text-delta", id: "t", delta: text },
+    { type: "text-end", id: "t" },
+    { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
+  ];
+}
+
 /** The thread's messages once `count` have arrived (the append runs after the call returns). */
 async function messagesOf(threadId: string, count: number) {
   for (let i = 0; i < 100; i++) {
@@ -340,20 +361,7 @@ describe("streamText", () => {
       doStream: async () => {
         calls++;
         const chunks: LanguageModelV4StreamPart[] =
-          calls === 1
-            ? [
-                { type: "stream-start", warnings: [] },
-                { type: "text-start", id: "t" },
-                { type: "text-delta", id: "t", delta: "Half an ans" },
-                { type: "error", error: new Error("provider overloaded") },
-              ]
-            : [
-                { type: "stream-start", warnings: [] },
-                { type: "text-start", id: "t" },
-                { type: "text-delta", id: "t", delta: "The full answer." },
-                { type: "text-end", id: "t" },
-                { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
-              ];
+          calls === 1 ? failingChunks("Half an ans") : answerChunks("The full answer.");
         return { stream: simulateReadableStream({ chunks }) };
       },
     });
@@ -382,12 +390,7 @@ describe("streamText", () => {
       modelId: "mock-chat",
       doStream: async () => ({
         stream: simulateReadableStream({
-          chunks: [
-            { type: "stream-start", warnings: [] },
-            { type: "text-start", id: "t" },
-            { type: "text-delta", id: "t", delta: "Half an ans" },
-            { type: "error", error: new Error("provider overloaded") },
-          ] as LanguageModelV4StreamPart[],
+          chunks: failingChunks("Half an ans"),
         }),
       }),
     });
@@ -411,12 +414,7 @@ describe("streamText", () => {
   it("a retry that fails before the model answers keeps the failed attempt's turn; a later turn does not overtake it", async () => {
     const thread = await memory.threads.create({ dataset: DATASET });
     let calls = 0;
-    const failing: LanguageModelV4StreamPart[] = [
-      { type: "stream-start", warnings: [] },
-      { type: "text-start", id: "t" },
-      { type: "text-delta", id: "t", delta: "Half an ans" },
-      { type: "error", error: new Error("provider overloaded") },
-    ];
+    const failing = failingChunks("Half an ans");
     const model = new MockLanguageModelV4({
       modelId: "mock-chat",
       doStream: async () => {
@@ -425,13 +423,7 @@ describe("streamText", () => {
         if (calls === 2) throw new Error("provider down");
         return {
           stream: simulateReadableStream({
-            chunks: [
-              { type: "stream-start", warnings: [] },
-              { type: "text-start", id: "t" },
-              { type: "text-delta", id: "t", delta: "Second answer." },
-              { type: "text-end", id: "t" },
-              { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
-            ] as LanguageModelV4StreamPart[],
+            chunks: answerChunks("Second answer."),
           }),
         };
       },
@@ -465,21 +457,7 @@ describe("streamText", () => {
       modelId: "mock-chat",
       doStream: async () => {
         calls++;
-        const chunks: LanguageModelV4StreamPart[] =
-          calls === 1
-            ? [
-                { type: "stream-start", warnings: [] },
-                { type: "text-start", id: "t" },
-                { type: "text-delta", id: "t", delta: "partial A" },
-                { type: "error", error: new Error("provider overloaded") },
-              ]
-            : [
-                { type: "stream-start", warnings: [] },
-                { type: "text-start", id: "t" },
-                { type: "text-delta", id: "t", delta: "answer B" },
-                { type: "text-end", id: "t" },
-                { type: "finish", finishReason: { unified: "stop", raw: undefined }, usage },
-              ];
+        const chunks: LanguageModelV4StreamPart[] = calls === 1 ? failingChunks("partial A") : answerChunks("answer B");
         return { stream: simulateReadableStream({ chunks }) };
       },
     });
