@@ -54,7 +54,7 @@ export function createNodeServer(options: NodeHostOptions): Server {
   server.on("request", (_incoming: IncomingMessage, outgoing: ServerResponse) => {
     responses.add(outgoing);
     outgoing.once("close", () => responses.delete(outgoing));
-    if (closing.has(server)) outgoing.setHeader("connection", "close");
+    if (closing.has(server) && !outgoing.headersSent) outgoing.setHeader("connection", "close");
   });
   return server;
 }

@@ -122,8 +122,11 @@ it("starts and chats without memory when the service is unreachable; /facts and 
   });
   let seen = await waitFor('Chatting as dataset "bob" without memory for now');
   say("Hello there.");
-  seen = await waitFor("assistant: (fake model) You said: Hello there.", seen);
-  seen = await waitFor("(memory append failed, this turn is not saved:", seen);
+  // The thread is asked for when the model call starts (beside recall), so its failure may be
+  // reported before the answer.
+  const hello = seen;
+  await waitFor("assistant: (fake model) You said: Hello there.", hello);
+  seen = await waitFor("(memory append failed, this turn is not saved:", hello);
   say("/facts");
   seen = await waitFor("(memory unavailable, no facts to show:", seen);
   say("/end");

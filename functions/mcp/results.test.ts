@@ -40,8 +40,11 @@ describe("toolFailure", () => {
     expect(bodyOf(notFound("Thread not found"))).toEqual({ body: { error: "Thread not found" }, unexpected: false });
   });
 
-  it("answers a missing model provider with the message the /v1 routes' 503 carries", () => {
-    expect(bodyOf(new NoProviderError())).toEqual({ body: { error: NO_PROVIDER_MESSAGE }, unexpected: false });
+  it("answers a missing model provider as the /v1 routes do: the route's 500 message, the hint in detail", () => {
+    expect(bodyOf(new NoProviderError())).toEqual({
+      body: { error: "Failed to recall memory", detail: NO_PROVIDER_MESSAGE },
+      unexpected: false,
+    });
   });
 
   it("answers anything else with the route's 500 message, hiding the cause, and marks it for the log", () => {

@@ -167,7 +167,7 @@ describe("EMBEDDING_DIMENSIONS at start", () => {
       expect(logged).toEqual([
         {
           level: "warn",
-          message: `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 503, episodes and facts fail, and recall searches by keyword.`,
+          message: `${NO_PROVIDER_MESSAGE}. Until then chat, compaction and episode search answer 500, episodes and facts fail, and recall searches by keyword.`,
         },
       ]);
       expect(logged[0].message).toMatch(/OPENAI_API_KEY.*OPENAI_BASE_URL/);
