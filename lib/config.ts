@@ -23,8 +23,10 @@ const intFromEnv = (fallback: number, min: number, max = Number.MAX_SAFE_INTEGER
 /** The embedded database's buffer pool: Postgres's least, and what its 2 GiB of WASM memory leaves room for. */
 const SHARED_BUFFERS_MIN_KB = 128;
 const SHARED_BUFFERS_MAX_KB = 1400 * 1024;
+/** A size as Postgres writes one: digits and a unit. */
+const SIZE = /^(\d+)(kB|MB|GB)$/;
 const sizeInKb = (size: string) => {
-  const [, n, unit] = /^(\d+)(kB|MB|GB)$/.exec(size) ?? [];
+  const [, n, unit] = SIZE.exec(size) ?? [];
   return Number(n) * (unit === "GB" ? 1024 * 1024 : unit === "MB" ? 1024 : 1);
 };
 
@@ -80,7 +82,7 @@ export const configSchema = z.object({
   PGLITE_SHARED_BUFFERS: optionalString.pipe(
     z
       .string()
-      .regex(/^\d+(kB|MB|GB)$/, "a size such as 32MB")
+      .regex(SIZE, "a size such as 32MB")
       .refine((v) => {
         const kB = sizeInKb(v);
         return kB >= SHARED_BUFFERS_MIN_KB && kB <= SHARED_BUFFERS_MAX_KB;

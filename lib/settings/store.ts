@@ -24,9 +24,7 @@ type StoredSettings = Record<string, unknown>;
 
 /** The project's own partial settings, as stored (not merged); one statement. */
 export async function storedSettings(deps: Deps, projectId: string): Promise<StoredSettings> {
-  const [row] = await deps.db.select({ settings: projects.settings }).from(projects).where(eq(projects.id, projectId));
-  if (!row) throw notFound("Project not found");
-  return row.settings ?? {};
+  return (await settingsToChange(deps, projectId)).current;
 }
 
 /**
@@ -97,11 +95,15 @@ export async function changeProjectSettings(
   throw conflict(SETTINGS_CONFLICT);
 }
 
+/** A group's stored value of `key`, as stored (undefined when absent). */
+function storedValue(settings: StoredSettings, group: string, key: string): unknown {
+  const values = settings[group];
+  return values && typeof values === "object" ? (values as Record<string, unknown>)[key] : undefined;
+}
+
 /** The stored monthly token budget, as text (absent and null alike): a change of it is recorded. */
-export function budgetOf(settings: StoredSettings): string {
-  const usage = settings.usage;
-  const budget = usage && typeof usage === "object" ? (usage as Record<string, unknown>).monthlyTokenBudget : undefined;
-  return JSON.stringify(budget ?? null);
+function budgetOf(settings: StoredSettings): string {
+  return JSON.stringify(storedValue(settings, "usage", "monthlyTokenBudget") ?? null);
 }
 
 /**
@@ -111,8 +113,8 @@ export function budgetOf(settings: StoredSettings): string {
  * the pair is checked.
  */
 function changedPairKeys(before: StoredSettings, after: StoredSettings): string[] {
-  const semantic = (s: StoredSettings) => (s.semantic ?? {}) as Record<string, unknown>;
-  return BAND_RULE_KEYS.filter((key) => JSON.stringify(semantic(before)[key]) !== JSON.stringify(semantic(after)[key]));
+  const stored = (s: StoredSettings, key: string) => JSON.stringify(storedValue(s, "semantic", key));
+  return BAND_RULE_KEYS.filter((key) => stored(before, key) !== stored(after, key));
 }
 
 /** Deep-merges a partial settings object into the project's (see changeProjectSettings). */
