@@ -73,13 +73,26 @@ export const newDatasetName = () =>
 export const storableInstant = (d: Date) =>
   !Number.isNaN(d.getTime()) && d.getUTCFullYear() >= 1 && d.getUTCFullYear() <= 9999;
 
+/** An ISO datetime that names its offset (`Z` or `±hh:mm`); without one, JavaScript reads local time. */
+const NAMES_OFFSET = /(?:Z|[+-]\d{2}:?\d{2})$/i;
+
 /**
- * ISO datetime (with offset) or a plain YYYY-MM-DD date, as a Date. The instant must fall in years
- * 0001-9999 (UTC, `storableInstant`): an offset can push 0001 or 9999 past the edge, which would
- * fail the statement with a 500.
+ * The instant an accepted date text names: a plain date is its UTC midnight, and a datetime
+ * without an offset is UTC too (the spec takes any ISO datetime; reading it in the server's own
+ * time zone would make the same request mean another instant on another host).
+ */
+export function instantOf(text: string): Date {
+  if (text.length === 10) return new Date(`${text}T00:00:00.000Z`);
+  return new Date(NAMES_OFFSET.test(text) ? text : `${text}Z`);
+}
+
+/**
+ * ISO datetime (with an offset, or without one: UTC) or a plain YYYY-MM-DD date, as a Date. The
+ * instant must fall in years 0001-9999 (UTC, `storableInstant`): an offset can push 0001 or 9999
+ * past the edge, which would fail the statement with a 500.
  */
 export const dateInput = () =>
   z
-    .union([z.iso.datetime({ offset: true }), z.iso.date()])
-    .transform((v) => new Date(v.length === 10 ? `${v}T00:00:00.000Z` : v))
+    .union([z.iso.datetime({ offset: true, local: true }), z.iso.date()])
+    .transform(instantOf)
     .refine(storableInstant, "Date must be within years 0001-9999 (UTC)");

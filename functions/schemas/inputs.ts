@@ -23,7 +23,7 @@ export const boolQuery = z.preprocess(
   z.boolean(),
 );
 
-/** ISO datetime (with offset) or YYYY-MM-DD, as a Date in years 0001-9999 (lib/inputs.ts). */
+/** ISO datetime (without an offset: UTC) or YYYY-MM-DD, as a Date in years 0001-9999 (lib/inputs.ts). */
 export const dateInput = dateInputOf();
 
 export const Iso = z.string().openapi({ format: "date-time" });

@@ -96,7 +96,7 @@ export const RecallRequestSchema = z
     asOf: dateInput.optional().openapi({
       type: "string",
       description:
-        "ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency.",
+        "ISO datetime (without an offset: UTC) or YYYY-MM-DD (midnight UTC): only facts true at that instant (valid by then, not yet ended or invalidated), ranked as without it.",
     }),
   })
   .openapi("RecallRequest");

@@ -496,6 +496,14 @@ describe("asOf", () => {
     expect(await at()).toEqual(["a trip", "Lisbon"]);
   });
 
+  it("reads an ISO datetime without an offset as UTC", async () => {
+    const t = await moved();
+    const at = async (asOf: string) => objects(await t.recall({ dataset: "ds", asOf, include: ["raw"] }));
+    // A minute either side of Paris's end, 2025-06-01T00:00Z: in any other zone the two would agree.
+    expect(await at("2025-05-31T23:59:00")).toEqual(["Paris"]);
+    expect(await at("2025-06-01T00:01:00")).toEqual(["Lisbon"]);
+  });
+
   it("keeps the vector signal: the facts valid then, ranked by cosine and keyword as without asOf", async () => {
     const t = await moved();
     const body = await t.recall({ dataset: "ds", asOf: "2026-06-01", query: "trip", include: ["raw"] });
