@@ -210,8 +210,11 @@ export async function createNodeService(options: NodeServiceOptions) {
           graceMs,
         });
       }
-      await observability?.close();
-      await database.close();
+      try {
+        await observability?.close();
+      } finally {
+        await database.close();
+      }
     },
   };
 }

@@ -63,7 +63,13 @@ async function main() {
       });
       server.closeAllConnections();
     }
-    await service.close();
+    try {
+      await service.close();
+    } catch (err) {
+      // Logged as such, not an unhandled rejection's stack; the exit says it was not clean.
+      log.error("shutdown failed", errorFields(err));
+      process.exit(1);
+    }
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

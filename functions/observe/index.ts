@@ -2,11 +2,15 @@ import type { Handler, MiddlewareHandler } from "hono";
 import type { Clock } from "../../lib/clock";
 import type { Config } from "../../lib/config";
 import type { Database } from "../../lib/db/types";
-import type { Logger } from "../../lib/log";
+import { errorFields, type Logger } from "../../lib/log";
+import { settledWithin } from "../../lib/settled-within";
 import { installTelemetry } from "../../lib/telemetry";
 import { version } from "../../package.json";
 import type { AppEnv } from "../env";
 import type { Tracing } from "./tracing";
+
+/** How long a shutdown waits for the trace exporter's last batch. */
+export const TRACE_EXPORT_GRACE_MS = 2_000;
 
 /** What the Node.js host adds to the app when METRICS_TOKEN or OTEL_EXPORTER_OTLP_ENDPOINT is set. */
 export interface Observability {
@@ -58,7 +62,15 @@ export async function startObservability(options: {
     },
     async close() {
       for (const remove of uninstall) remove();
-      await tracing?.shutdown();
+      if (!tracing) return;
+      // The last spans are worth a short wait, never a failed or stalled shutdown: a collector
+      // that is down costs only its traces (the exporter's own timeout is 10 s).
+      const exported = tracing.shutdown().catch((err) => {
+        options.log.warn("tracing: the last spans were not exported", errorFields(err));
+      });
+      if ((await settledWithin(exported, TRACE_EXPORT_GRACE_MS)) === "late") {
+        options.log.warn("tracing: the last spans were not exported in time", { graceMs: TRACE_EXPORT_GRACE_MS });
+      }
     },
   };
 }

@@ -106,11 +106,15 @@ export async function startTracing(config: TracingConfig, version: string): Prom
     telemetry,
     flush: () => provider.forceFlush(),
     async shutdown() {
-      await provider.shutdown();
-      // Unregistered, so another service in the same process (a test) may register its own.
-      trace.disable();
-      context.disable();
-      propagation.disable();
+      // Unregistered, so another service in the same process (a test) may register its own, even
+      // when the last export failed.
+      try {
+        await provider.shutdown();
+      } finally {
+        trace.disable();
+        context.disable();
+        propagation.disable();
+      }
     },
   };
 }

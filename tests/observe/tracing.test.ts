@@ -1,5 +1,8 @@
+import { createServer } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { TRACE_EXPORT_GRACE_MS } from "../../functions/observe";
 import { memoryOperationOf, routeParams } from "../../functions/observe/memory-operations";
 import { jsonOf, rowsOf } from "../../lib/db/rows";
 import { runDueJobs } from "../../lib/jobs/runner";
@@ -215,6 +218,52 @@ describe("OTLP over HTTP as protobuf (the default protocol)", () => {
       expect.objectContaining({ path: "/custom/traces", contentType: "application/x-protobuf" }),
     );
   });
+});
+
+describe("a collector that is down costs only its traces", () => {
+  /** A port nothing listens on (refused), or a server that takes the request and never answers. */
+  async function collector(mode: "refused" | "hanging") {
+    const server = createServer(() => {});
+    const sockets = new Set<Socket>();
+    server.on("connection", (s) => sockets.add(s));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const { port } = server.address() as AddressInfo;
+    const close = async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    };
+    if (mode === "refused") await close();
+    return { url: `http://127.0.0.1:${port}`, close };
+  }
+
+  for (const mode of ["refused", "hanging"] as const) {
+    it(`requests answer, and shutting down closes the database, with the collector ${mode}`, async () => {
+      const down = await collector(mode);
+      const svc = await createTestService({
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: down.url, OTEL_EXPORTER_OTLP_PROTOCOL: "http/json" },
+      });
+      const database = svc.deps.database as { close: () => Promise<void> };
+      const closeDatabase = database.close.bind(database);
+      let databaseClosed = false;
+      database.close = async () => {
+        databaseClosed = true;
+        await closeDatabase();
+      };
+      try {
+        const t = await newTenant(svc);
+        const res = await svc.request("/v1/threads", { method: "POST", token: t.key, json: { dataset: "ds" } });
+        expect(res.status).toBe(201);
+        const started = performance.now();
+        await expect(svc.close()).resolves.toBeUndefined();
+        expect(databaseClosed).toBe(true);
+        // The exporter's own timeout is 10 s; the shutdown waits TRACE_EXPORT_GRACE_MS for it.
+        expect(performance.now() - started).toBeLessThan(TRACE_EXPORT_GRACE_MS + 5_000);
+      } finally {
+        if (!databaseClosed) await closeDatabase();
+        await down.close();
+      }
+    }, 30_000);
+  }
 });
 
 describe("without OTEL_EXPORTER_OTLP_ENDPOINT", () => {
