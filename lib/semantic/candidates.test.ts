@@ -8,6 +8,7 @@ import {
   judgeInput,
   type KeptFact,
   type ProposedFact,
+  quotingSeqs,
   resolveEntities,
   type StoredNeighbour,
   screenEntities,
@@ -102,6 +103,24 @@ describe("screenFacts", () => {
       "0001-01-01T00:00:00.000Z",
       "9999-12-31T00:00:00.000Z",
     ]);
+  });
+});
+
+describe("quotingSeqs", () => {
+  const lines = [
+    { seq: 1, content: "I live in “Lisbon”,   near the river." },
+    { seq: 3, content: "Work is fine." },
+    { seq: 5, content: "i LIVE in lisbon now" },
+  ];
+
+  it("finds every user line holding the quote, compared as the quote check compares", () => {
+    expect(quotingSeqs("I live in Lisbon", lines)).toEqual([1, 5]);
+    expect(quotingSeqs("work is fine", lines)).toEqual([3]);
+  });
+
+  it("finds none for a quote no line holds, or an empty one", () => {
+    expect(quotingSeqs("I live in Porto", lines)).toEqual([]);
+    expect(quotingSeqs("  “” ", lines)).toEqual([]);
   });
 });
 

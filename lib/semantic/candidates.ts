@@ -47,6 +47,12 @@ export interface NewFact extends KeptFact {
 /** Text as quotes and duplicates are compared (quoteComparable: forgetting and recall compare alike). */
 export const normalise = quoteComparable;
 
+/** The sequence numbers of the user's lines that hold `quote`, compared as screenFact checks it. */
+export function quotingSeqs(quote: string, userLines: readonly { seq: number; content: string }[]): number[] {
+  const q = normalise(quote);
+  return q.length === 0 ? [] : userLines.filter((m) => normalise(m.content).includes(q)).map((m) => m.seq);
+}
+
 export const stableId = (prefix: "fct" | "ent", ...parts: string[]) =>
   `${prefix}_${createHash("sha256").update(parts.join("\u0000")).digest("hex").slice(0, 20)}`;
 

@@ -2,7 +2,7 @@ import { type SQL, sql } from "drizzle-orm";
 import { z } from "zod";
 import { ExtractionReportRow } from "../db/extraction-report";
 import { dbInt, dbJson, dbNumber, parsedRowsOf, rowsOf } from "../db/rows";
-import { entities, episodes, factEntities, facts, factTerms } from "../db/schema";
+import { entities, episodes, factEntities, facts, factTerms, messageSearch, messages } from "../db/schema";
 import { datasetFilter, exactPathSql, nearestInDatasetSql, rowsWithinScanMax } from "../db/vectors";
 import type { Deps } from "../deps";
 import { failureText } from "../errors";
@@ -27,6 +27,7 @@ import {
   type JudgePair,
   judgeInput,
   type NewFact,
+  quotingSeqs,
   resolveEntities,
   screenEntities,
   screenFacts,
@@ -360,11 +361,18 @@ function smallDataset(episode: Pick<ExtractionInput, "project_id" | "dataset">):
  * The facts, and the episode's report as written. The duplicate check runs again here, at write
  * time: another extraction of the dataset may have written the same fact since this one looked
  * (it was waiting for a model call). Under the dataset's lock, so two never both pass it. The
- * same nearest-neighbour search as findCandidates (nearestLiveFacts). A fact it
- * stops is counted a duplicate, so the report stays whole.
+ * same nearest-neighbour search as findCandidates (nearestLiveFacts). So does the claim's check
+ * that the user's words were not forgotten (lib/pipeline/claim.ts): a fact forgotten while the
+ * model was answering took its live twin out of that search and the quoting messages out of the
+ * conversation index, so a fact is written only while one of the messages that hold its quote is
+ * still indexed (each user message has an index row from its insert until a forget takes it).
+ * A fact either check stops is counted a duplicate (of a fact written, or of one forgotten), so
+ * the report stays whole.
  */
 function insertFacts(deps: Deps, episode: ExtractionInput, d: Decided, dedupThreshold: number, now: Date) {
+  const userLines = episode.transcript.filter((m) => m.role === "user");
   const rows = d.accepted.map((f) => ({
+    source_seqs: quotingSeqs(f.sourceQuote, userLines),
     id: f.id,
     subject: f.subject,
     predicate: f.predicate,
@@ -382,10 +390,14 @@ function insertFacts(deps: Deps, episode: ExtractionInput, d: Decided, dedupThre
       SELECT n.id, ${episode.project_id}, ${episode.dataset}, ${episode.id}, n.subject, n.predicate, n.object,
         n.object_is_entity, n.confidence, n.source_quote, n.valid_at, n.embedding::halfvec, ${now.toISOString()}::timestamptz
       FROM jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) AS n(id text, subject text, predicate text, object text,
-        object_is_entity boolean, confidence real, source_quote text, valid_at timestamptz, embedding text)
+        object_is_entity boolean, confidence real, source_quote text, valid_at timestamptz, embedding text,
+        source_seqs jsonb)
       WHERE NOT EXISTS (
         SELECT 1 FROM (${nearestLiveFacts(deps, episode, sql`n.embedding::halfvec`, sql`f.id`)}) c
         WHERE 1 - c.distance >= ${dedupThreshold})
+        AND EXISTS (SELECT 1 FROM ${messages} m JOIN ${messageSearch} s ON s.message_id = m.id
+          WHERE m.thread_id = (SELECT e.thread_id FROM ${episodes} e WHERE e.id = ${episode.id})
+            AND m.seq IN (SELECT q.value::int FROM jsonb_array_elements_text(n.source_seqs) q))
       ON CONFLICT DO NOTHING
       RETURNING id
     )

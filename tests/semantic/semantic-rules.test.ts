@@ -411,4 +411,33 @@ describe("a forgotten fact", () => {
     expect(sent).toContain("I work as a nurse");
     expect(sent).not.toContain("Lisbon");
   });
+
+  it("stays forgotten when it is forgotten while another extraction of the same words waits for the model", async () => {
+    const t = await tenant();
+    const lisbon = { facts: [fact("lives_in", "Lisbon", "I live in Lisbon")], entities: [] };
+    const { threadId } = await extract(t, ["I live in Lisbon", "Nice."], lisbon);
+    const [known] = await facts(t);
+    // The app ends the thread again (an episode of the same words), and the user asks to forget
+    // the fact while that episode's extraction waits for the model.
+    h.clock.advance(60_000);
+    h.fake.onStructured("fact_extraction", async () => {
+      const res = await t.get(`/v1/memory/semantic/datasets/${known.dataset}/facts/${known.id}`, { method: "DELETE" });
+      expect(res.status).toBe(200);
+      return lisbon;
+    });
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect(calls().extraction).toBe(2);
+    expect((await facts(t)).filter((f) => f.invalidAt === null)).toEqual([]);
+    // Words the forget did not touch are still written from such a run.
+    await t.say(threadId, "I work as a nurse");
+    h.clock.advance(60_000);
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [fact("works_as", "nurse", "I work as a nurse")],
+      entities: [],
+    }));
+    await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect((await facts(t)).filter((f) => f.invalidAt === null).map((f) => f.predicate)).toEqual(["works_as"]);
+  });
 });
