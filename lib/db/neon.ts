@@ -41,8 +41,12 @@ export function createNeonDatabase(url: string, options: NeonOptions = {}): Data
 
 /**
  * Over HTTP every statement is a network round trip, so the lead rides in the same HTTP request as
- * the first statement (or batch): one non-interactive transaction, the lead first. Statements are
- * lazy until awaited, which lets a batch's statements be collected and sent with the lead too.
+ * the first statement (or batch): one non-interactive transaction, the lead last. Its row locks
+ * (an API key check stamps the key's row, and writes other requests' ledger rows) are then held
+ * only while the transaction commits: sent first, they were held through the whole read, and
+ * every other request with the same key waited for it. Nothing the statements read depends on
+ * the lead. Statements are lazy until awaited, which lets a batch's statements be collected and
+ * sent with the lead too.
  */
 function leadingNeon(neonClient: NeonClient, lead: LeadingStatement, onQuery: QueryHook | undefined): LeadingDatabase {
   const client = neonClient as unknown as NeonHttp;
@@ -53,7 +57,7 @@ function leadingNeon(neonClient: NeonClient, lead: LeadingStatement, onQuery: Qu
   const gate = new LeadGate(lead, async (query) => ((await leadQuery(query)) as Rows).rows);
 
   /**
-   * Sends `queries` in one transaction (or `alone` on its own), the lead first if still unsent.
+   * Sends `queries` in one transaction (or `alone` on its own), the lead last if still unsent.
    * A failed transaction whose lead carried rows for others goes again with the bare lead: the
    * rows may be what failed it, and nothing of the first one was written.
    */
@@ -65,16 +69,16 @@ function leadingNeon(neonClient: NeonClient, lead: LeadingStatement, onQuery: Qu
     let results: unknown[] | undefined;
     while (!results) {
       try {
-        results = await client.transaction([leadQuery(gate.query), ...queries], options);
+        results = await client.transaction([...queries, leadQuery(gate.query)], options);
       } catch (err) {
         if (gate.dropCarried(err)) continue;
         await gate.settleAfterFailure();
         throw err;
       }
     }
-    gate.settleWith((results[0] as Rows).rows);
+    gate.settleWith((results[results.length - 1] as Rows).rows);
     await gate.settle();
-    return results.slice(1);
+    return results.slice(0, -1);
   }
 
   const underlying = new WeakMap<object, Query>();

@@ -7,7 +7,7 @@ import { rowsOf } from "../../lib/db/rows";
 import { episodes, messages, projects, threads } from "../../lib/db/schema";
 import { compiled, type Database } from "../../lib/db/types";
 import { newId } from "../../lib/ids";
-import { openTestDatabase } from "../helpers/test-database";
+import { openTestDatabase, testPgUrl } from "../helpers/test-database";
 
 /**
  * The local SQL-over-HTTP endpoint against the real Neon driver (drizzle-orm/neon-http): values
@@ -182,6 +182,39 @@ describe("neon-http over the local endpoint", () => {
     expect(given).toHaveLength(1);
     expect((given[0] as { code?: string }).code).toBe("23503");
   });
+
+  // A server only: PGlite has one connection, so nothing else could ask for the lock meanwhile.
+  it.runIf(testPgUrl())(
+    "holds a lead's row locks only at its transaction's end, not through the statement it rides with",
+    async () => {
+      const project = await newProject();
+      // What an API key check does to its key's row: stamp it (here the project's row).
+      const leading = neon.withLeading({
+        query: compiled(sql`UPDATE projects SET name = name WHERE id = ${project.id} RETURNING true AS ok`),
+        accept: () => {},
+      });
+      const reading = Promise.resolve(leading.db.execute(sql`SELECT pg_sleep(1.5) AS slept`));
+      // While the read runs, another request takes the row at once (a write's key check).
+      await expect
+        .poll(async () => {
+          const running = await direct.db.execute(
+            sql`SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'SELECT pg_sleep(1.5)%'`,
+          );
+          return rowsOf<{ n: number }>(running)[0].n;
+        })
+        .toBe(1);
+      const locked = await direct.db
+        .execute(sql`SELECT id FROM projects WHERE id = ${project.id} FOR UPDATE NOWAIT`)
+        .then(
+          () => null,
+          (err: unknown) =>
+            (err as { cause?: { code?: string }; code?: string }).cause?.code ?? (err as { code?: string }).code,
+        );
+      expect(locked).toBeNull();
+      expect(rowsOf(await reading)).toHaveLength(1);
+      await leading.settle();
+    },
+  );
 
   it("refuses malformed requests with a 400 and a message", async () => {
     const res = await fetch(endpoint.fetchEndpoint, { method: "POST", body: "not json" });
