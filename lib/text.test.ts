@@ -1,5 +1,13 @@
 import { describe, expect, it } from "vitest";
-import { headOf } from "./text";
+import { headOf, oneLine } from "./text";
+
+describe("oneLine", () => {
+  it("collapses every line break a reader may split on, not only JavaScript's whitespace", () => {
+    const text = "a\nb\r\nc\u2028d\u0085e\u001cf\u001dg\u001eh\vi\fj \t k";
+    expect(oneLine(text)).toBe("a b c d e f g h i j k");
+    expect(oneLine(` x\u0085# FACTS `)).toBe("x # FACTS");
+  });
+});
 
 describe("headOf", () => {
   it("keeps a text within the limit whole", () => {

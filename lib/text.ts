@@ -3,8 +3,13 @@
  * nothing, so recall, the model client and the evidence index can all lean on it).
  */
 
-/** Collapses every run of whitespace (newlines included) to one space: one line per item. */
-export const oneLine = (text: string) => text.replace(/\s+/gu, " ").trim();
+/**
+ * Collapses every run of whitespace (newlines included) to one space: one line per item. Besides
+ * what `\s` matches, the line breaks other readers split on (Python's `splitlines`, Unicode's
+ * NEL): U+001C-U+001E and U+0085. Otherwise a user's words could start a line of their own in
+ * the block, such as a fake heading.
+ */
+export const oneLine = (text: string) => text.replace(/[\s\u001c-\u001e\u0085]+/gu, " ").trim();
 
 let graphemeSegmenter: Intl.Segmenter | undefined;
 const graphemes = () => {

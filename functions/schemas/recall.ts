@@ -56,7 +56,11 @@ const RecallMessageSchema = z
     messageId: z.string().openapi({ description: "The message." }),
     threadId: z.string().openapi({ description: "Its thread." }),
     role: messageRole().openapi({ description: "Who wrote it." }),
-    content: z.string().openapi({ description: "Its whole text (the block shows its first 240 characters)." }),
+    content: z.string().openapi({
+      description:
+        "Its text, the first 4,000 characters of a longer one (`truncated`); the block shows its first 240. The whole message is in its thread.",
+    }),
+    truncated: z.boolean().openapi({ description: "True when `content` is the head of a longer message." }),
     createdAt: Iso.openapi({ description: "When it was written." }),
     relevanceScore: z.number().openapi({
       description:
@@ -86,7 +90,7 @@ export const RecallRequestSchema = z
     messageLimit: integerIn(1, 100)
       .optional()
       .openapi({
-        description: `With \`include: ["messages"]\`: messages in the block, 1-100; default the project's messagesInContext (${defaults.messagesInContext}). Ignored otherwise.`,
+        description: `With \`include: ["messages"]\`: messages in the block, 1-100; default the project's messagesInContext (${defaults.messagesInContext}). Checked always, used only with messages.`,
       }),
     minConfidence: numberIn(0, 1)
       .optional()

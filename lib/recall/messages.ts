@@ -13,6 +13,7 @@ import {
   VECTOR_SCAN_MAX,
 } from "../db/vectors";
 import { quoteComparable, WHITESPACE_CHARS } from "../evidence/write";
+import { headOf } from "../text";
 import { type MessageRole, messageRole } from "../roles";
 import { HOP_STRENGTH } from "./hop";
 import {
@@ -61,10 +62,32 @@ export interface RecalledMessage {
   messageId: string;
   threadId: string;
   role: MessageRole;
+  /** Its text, the first RECALLED_MESSAGE_CHARS of it when `truncated`. */
   content: string;
+  /** True when `content` is the head of a longer message (the whole is in its thread). */
+  truncated: boolean;
   createdAt: string;
   /** The fused score (cosine, keyword, time: the facts' weights); 1 without a query. */
   relevanceScore: number;
+}
+
+/**
+ * A recalled message's `content` holds at most this many characters (UTF-16 units, cut between
+ * two graphemes, `truncated` then true). The block shows 240 of them (MESSAGE_LINE_CHARS); the
+ * rest is for an app that shows its evidence. Whole, every candidate's text travelled in the
+ * statement and the response: a user who pasted documents of a megabyte made each recall with
+ * messages megabytes long (26 MB at messageLimit 100), on every model turn of our own clients.
+ */
+export const RECALLED_MESSAGE_CHARS = 4_000;
+
+/**
+ * The episode a fact was extracted from, as its quote's messages are found: its thread and the
+ * sequence range it covered. A fact written through the API has none.
+ */
+export interface QuoteSource {
+  threadId: string;
+  fromSeq: number;
+  toSeq: number;
 }
 
 /**
@@ -80,9 +103,10 @@ export interface MessageSignals {
   time: number | null;
 }
 
-/** A message as the recall statement returns it: the API's shape and its signals. */
+/** A message as the recall statement returns it: the API's shape, its signals and its place in its thread. */
 export interface RetrievedMessage extends RecalledMessage {
   signals: MessageSignals;
+  seq: number;
 }
 
 /** What the message part of the recall statement needs. */
@@ -285,9 +309,14 @@ function messageTimeTerm(time: TimeRange | null | undefined): SQL {
 /** The message (alias `ms`) was written in the named time. */
 const writtenIn = (time: TimeRange) => inTimeRangeSql(sql`ms.created_at`, time);
 
-/** The statement's `messages` column: m_top's messages with their rows, best first. */
+/**
+ * The statement's `messages` column: m_top's messages with their rows, best first, each text cut
+ * one character past RECALLED_MESSAGE_CHARS (`left` counts code points, at least as many UTF-16
+ * units: retrievedMessage then knows whether it was longer, and cuts it between graphemes).
+ */
 export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
-    'id', m.id, 'thread_id', m.thread_id, 'role', m.role, 'content', m.content, 'created_at', m.created_at,
+    'id', m.id, 'thread_id', m.thread_id, 'seq', m.seq, 'role', m.role,
+    'content', left(m.content, ${sql.raw(String(RECALLED_MESSAGE_CHARS + 1))}), 'created_at', m.created_at,
     'score', t.score, 'signals', jsonb_build_object('vector', t.vector, 'keyword', t.keyword, 'entity', t.entity, 'time', t.time_match))
     ORDER BY t.score DESC, m.created_at DESC, m.id), '[]'::jsonb)
   FROM m_top t JOIN ${messages} m ON m.id = t.id) AS messages`;
@@ -295,6 +324,7 @@ export const messagesColumn = sql`(SELECT coalesce(jsonb_agg(jsonb_build_object(
 export const MessageJson = z.object({
   id: z.string(),
   thread_id: z.string(),
+  seq: z.number(),
   role: messageRole(),
   content: z.string(),
   created_at: dbTimestampSet,
@@ -312,33 +342,74 @@ export function retrievedMessage(m: z.output<typeof MessageJson>): RetrievedMess
     messageId: m.id,
     threadId: m.thread_id,
     role: m.role,
-    content: m.content,
+    content: headOf(m.content, RECALLED_MESSAGE_CHARS),
+    truncated: m.content.length > RECALLED_MESSAGE_CHARS,
     createdAt: toIso(m.created_at) as string,
     relevanceScore: m.score,
     signals: m.signals,
+    seq: m.seq,
   };
 }
 
 /**
- * The block's messages: the candidates in order, without those a returned fact already quotes
- * (its sourceQuote, compared as extraction checked it and forgetting matches it: quoteComparable,
- * is in the message: the fact carries that evidence already) and without a repeat of a message
- * kept before it (the same words as one lower-case line: "Hello, I have a few updates." from four threads is one line of evidence, and
- * four lines of the block; the statement's `m_top` already dropped those with the same words up to
- * punctuation too, so that they leave the block its places), at most `limit`.
+ * The statement's `quote_sources` column (with messages): for each fetched fact extracted from an
+ * episode, that episode's thread and sequence range, `[thread_id, from_seq, to_seq]` by fact id.
  */
-export function blockMessages<M extends RecalledMessage>(
+export const quoteSourcesColumn = sql.raw(`(SELECT jsonb_object_agg(g.id,
+    jsonb_build_array(e.thread_id, e.from_seq, e.to_seq))
+  FROM grouped g JOIN episodes e ON e.id = g.episode_id) AS quote_sources`);
+
+export const QuoteSourcesJson = z.record(z.string(), z.tuple([z.string(), z.number(), z.number()]));
+
+export function quoteSourcesOf(json: z.output<typeof QuoteSourcesJson> | null | undefined): Map<string, QuoteSource> {
+  return new Map(Object.entries(json ?? {}).map(([id, [threadId, fromSeq, toSeq]]) => [id, { threadId, fromSeq, toSeq }]));
+}
+
+/** `quote` (quoteComparable) in `text` (quoteComparable) as whole words: not "tom" in "tomorrow". */
+export function holdsWords(text: string, quote: string): boolean {
+  for (let at = text.indexOf(quote); at >= 0; at = text.indexOf(quote, at + 1)) {
+    const before = text.slice(0, at).match(/[\p{L}\p{N}\p{M}]$/u);
+    const after = text.slice(at + quote.length).match(/^[\p{L}\p{N}\p{M}]/u);
+    const edgeBefore = !before || !/^[\p{L}\p{N}\p{M}]/u.test(quote);
+    const edgeAfter = !after || !/[\p{L}\p{N}\p{M}]$/u.test(quote);
+    if (edgeBefore && edgeAfter) return true;
+  }
+  return false;
+}
+
+/**
+ * The block's messages: the candidates in order, without those a returned fact already quotes
+ * (the fact carries that evidence already) and without a repeat of a message kept before it (the
+ * same words as one lower-case line: "Hello, I have a few updates." from four threads is one line
+ * of evidence, and four lines of the block; the statement's `m_top` already dropped those with the
+ * same words up to punctuation too, so that they leave the block its places), at most `limit`.
+ * A fact quotes a message that holds its sourceQuote as whole words (compared as extraction checked
+ * it and forgetting matches it: quoteComparable) and, for a fact extracted from an episode
+ * (`sources`), that is one of the episode's messages: a later message repeating the words with
+ * news ("I love coffee, but I quit it last week") is the evidence the fact lacks.
+ */
+export function blockMessages<M extends RecalledMessage & { seq?: number }>(
   candidates: M[],
-  facts: { sourceQuote: string }[],
+  facts: { factId: string; sourceQuote: string }[],
+  sources: Map<string, QuoteSource>,
   limit: number,
 ): M[] {
-  const quotes = facts.map((f) => quoteComparable(f.sourceQuote)).filter((q) => q.length > 0);
+  const quotes = facts
+    .map((f) => ({ quote: quoteComparable(f.sourceQuote), source: sources.get(f.factId) }))
+    .filter((q) => q.quote.length > 0);
+  const quotedBy = (m: M, text: string, q: (typeof quotes)[number]) =>
+    (!q.source ||
+      (m.threadId === q.source.threadId &&
+        m.seq !== undefined &&
+        m.seq >= q.source.fromSeq &&
+        m.seq <= q.source.toSeq)) &&
+    holdsWords(text, q.quote);
   const kept: M[] = [];
   const seen = new Set<string>();
   for (const m of candidates) {
     if (kept.length >= limit) break;
     const text = quoteComparable(m.content);
-    if (seen.has(text) || quotes.some((q) => text.includes(q))) continue;
+    if (seen.has(text) || quotes.some((q) => quotedBy(m, text, q))) continue;
     seen.add(text);
     kept.push(m);
   }

@@ -104,7 +104,7 @@ export async function recall({ deps, projectId, ledgerProjectId, tenant }: ReadC
   const facts = reranked.facts;
   const groups = groupFacts(facts);
   const messages = retrieved.messages
-    ? blockMessages(retrieved.messages, facts, retrieved.settings?.messageLimit ?? 0)
+    ? blockMessages(retrieved.messages, facts, retrieved.quoteSources, retrieved.settings?.messageLimit ?? 0)
     : null;
   const context = renderContext(groups, touchedEntities(facts), messages ?? []);
   // The search_memory span's count (GenAI conventions), when tracing is on.
@@ -155,8 +155,8 @@ function factOfRecall({ groupName: _g, rank: _r, entities: _e, signals: _s, ...f
   return fact;
 }
 
-/** The API's message: its signals left out (the playground shows them). */
-function messageOfRecall({ signals: _s, ...message }: RetrievedMessage) {
+/** The API's message: its signals (the playground shows them) and place in its thread left out. */
+function messageOfRecall({ signals: _s, seq: _q, ...message }: RetrievedMessage) {
   return message;
 }
 
@@ -257,8 +257,10 @@ async function embedQuery(
 }
 
 /**
- * One statement for facts and episodes. If it fails, each part is read on its own, so one
- * failing part costs only itself; if every part fails the error propagates (a 500).
+ * One statement for facts, messages and episodes. If it fails, each part is read on its own, so
+ * one failing part costs only itself (messages, which ride with the facts' part, are given up
+ * first: the facts are the spec's answer, messages `[]`); if every part fails the error
+ * propagates (a 500).
  */
 async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]): Promise<Retrieved> {
   try {
@@ -267,9 +269,19 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
     rethrowRefusal(err);
     deps.log.error("recall: retrieval failed; reading facts and episodes apart", errorFields(err));
   }
+  const factsPart = async () => {
+    try {
+      return await retrieve(deps, { ...r, episodes: false });
+    } catch (err) {
+      if (!r.messages) throw err;
+      rethrowRefusal(err);
+      deps.log.error("recall: fact and message retrieval failed; reading facts alone", errorFields(err));
+      return { ...(await retrieve(deps, { ...r, episodes: false, messages: false })), messages: [] };
+    }
+  };
   // The usage CTE (rolled back with the failed statement) rides with the facts' part.
   const [facts, episodes] = await Promise.allSettled([
-    retrieve(deps, { ...r, episodes: false }),
+    factsPart(),
     r.episodes ? retrieve(deps, { ...r, facts: false, messages: false, usage: null }) : Promise.resolve(undefined),
   ]);
   if (facts.status === "rejected" && (!r.episodes || episodes.status === "rejected")) throw facts.reason;
@@ -280,6 +292,7 @@ async function retrieveDegrading(deps: Deps, r: Parameters<typeof retrieve>[1]):
     facts: facts.status === "fulfilled" ? facts.value.facts : [],
     episodes: episodes.status === "fulfilled" && episodes.value ? episodes.value.episodes : null,
     messages: facts.status === "fulfilled" ? facts.value.messages : r.messages ? [] : null,
+    quoteSources: facts.status === "fulfilled" ? facts.value.quoteSources : new Map(),
     settings: read?.status === "fulfilled" ? (read.value?.settings ?? null) : null,
     budgetSpent: read?.status === "fulfilled" ? (read.value?.budgetSpent ?? false) : false,
   };

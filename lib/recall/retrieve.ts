@@ -33,7 +33,17 @@ import {
   termCtes,
   termQuery,
 } from "./keyword";
-import { MessageJson, messageCtes, messagesColumn, type RetrievedMessage, retrievedMessage } from "./messages";
+import {
+  MessageJson,
+  messageCtes,
+  messagesColumn,
+  type QuoteSource,
+  QuoteSourcesJson,
+  quoteSourcesColumn,
+  quoteSourcesOf,
+  type RetrievedMessage,
+  retrievedMessage,
+} from "./messages";
 import { inTimeRangeSql, type TimeRange, timeBoundsSql } from "./time-range";
 
 /**
@@ -125,6 +135,8 @@ export interface Retrieved {
    * fetched, for those a returned fact quotes to be skipped (blockMessages). Null unless asked.
    */
   messages: RetrievedMessage[] | null;
+  /** With messages: the episode each fetched fact was extracted from (blockMessages). */
+  quoteSources: Map<string, QuoteSource>;
   /** Null when the project does not exist. */
   settings: RecallSettings | null;
   /** The project's monthly token budget is spent (asked with `budget`, or by the reranker; false otherwise). */
@@ -145,6 +157,7 @@ export async function retrieve(deps: Deps, r: Retrieval): Promise<Retrieved> {
         ? null
         : { episodes: row.episodes.map(retrievedEpisode), episodeCount: row.episode_count ?? 0 },
     messages: row?.messages?.map(retrievedMessage) ?? null,
+    quoteSources: quoteSourcesOf(row?.quote_sources),
     settings: row?.settings ?? null,
     budgetSpent: row?.budget_spent === true,
   };
@@ -169,6 +182,7 @@ const RecallRow = z.object({
   episodes: dbJson(z.array(EpisodeJson).nullable()),
   episode_count: dbInt.nullable(),
   messages: dbJson(z.array(MessageJson).nullable()),
+  quote_sources: dbJson(QuoteSourcesJson.nullable()).optional(),
   budget_spent: z.boolean().optional(),
   settings: dbJson(
     z
@@ -246,7 +260,7 @@ export function recallSql(deps: Deps, r: Retrieval): SQL {
         time: r.time,
       }),
     );
-    select.push(messagesColumn);
+    select.push(messagesColumn, quoteSourcesColumn);
   } else {
     select.push(sql`NULL::jsonb AS messages`);
   }

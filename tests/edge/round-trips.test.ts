@@ -141,7 +141,8 @@ describe("round trips per /v1 request over the Neon driver", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(200);
     check(res.body);
     expect(res.roundTrips, res.statements.join("\n---\n")).toBe(1);
-    expect(res.statements[0]).toMatch(/UPDATE "api_keys"/);
+    // Last in the transaction: the key's row is locked only while it commits.
+    expect(res.statements.at(-1)).toMatch(/UPDATE "api_keys"/);
   });
 
   it("a read of something missing is still one round trip (its 404)", async () => {
@@ -174,8 +175,8 @@ describe("round trips per /v1 request over the Neon driver", () => {
     expect(res.status).toBe(200);
     expect(res.body.context).toContain("Lisbon");
     expect(res.roundTrips).toBe(1);
-    expect(res.statements[0]).toMatch(/UPDATE "api_keys"/);
-    expect(res.statements[1]).toMatch(/by_keyword/);
+    expect(res.statements[0]).toMatch(/by_keyword/);
+    expect(res.statements[1]).toMatch(/UPDATE "api_keys"/);
   });
 
   it("a read stamps the key's lastUsedAt", async () => {

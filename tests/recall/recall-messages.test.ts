@@ -8,6 +8,8 @@ import { countAndReadBatchSql, EMBEDDED_STORE_CHUNK } from "../../lib/evidence/e
 import { EMBED_DEBOUNCE_MS, EMBED_MAX_WAIT_MS } from "../../lib/evidence/write";
 import { runDueJobs, runJobByKey } from "../../lib/jobs/runner";
 import { deleteProject } from "../../lib/projects";
+import { RECALLED_MESSAGE_CHARS } from "../../lib/recall/messages";
+import { recall } from "../../lib/recall/recall";
 import { recallSql, retrieve } from "../../lib/recall/retrieve";
 import { DEFAULT_SETTINGS } from "../../lib/settings/settings";
 import { patchProjectSettings } from "../../lib/settings/store";
@@ -141,7 +143,7 @@ describe("freshness", () => {
 
     const byWord = await t.recall({ query: "What do you know about Lisbon?", include: ["messages"] });
     expect(ids(byWord)[0]).toBe(said);
-    expect(byWord.messages?.[0]).toMatchObject({ threadId: first, role: "user", content: STATEMENT });
+    expect(byWord.messages?.[0]).toMatchObject({ threadId: first, role: "user", content: STATEMENT, truncated: false });
     expect(byWord.context).toContain(`] user: ${STATEMENT}`);
 
     // No word in common ("city", "reside" are the statement's concept, not its words).
@@ -247,6 +249,62 @@ describe("the response", () => {
     expect(r.context).toMatch(
       /# FACTS[\s\S]*# ENTITIES[\s\S]*# CONVERSATION[^\n]*\n- \[2026-06-\d\d\] user: The cat sleeps/,
     );
+  });
+
+  it("skips only the messages of the fact's own episode: a later message repeating its words with news stays", async () => {
+    const t = await tenant();
+    const th = await t.thread();
+    await t.say(th, "I love coffee.");
+    const later = await t.say(th, "I love coffee, but I quit it last week for green tea.");
+    const brother = await t.say(th, "Tomorrow I fly to Oslo to see my brother.");
+    const episode = `epi_${randomUUID().slice(0, 8)}`;
+    await svc.deps.db.execute(sql`
+      WITH e AS (INSERT INTO episodes (id, project_id, thread_id, dataset, status, from_seq, to_seq, started_at, ended_at)
+        VALUES (${episode}, ${t.projectId}, ${th}, ${t.dataset}, 'completed', 1, 1, now(), now()) RETURNING id)
+      INSERT INTO facts (id, project_id, dataset, episode_id, subject, predicate, object, confidence, source_quote, valid_at)
+      SELECT ${`fct_${randomUUID().slice(0, 8)}`}, ${t.projectId}, ${t.dataset}, e.id, 'user', 'loves', 'coffee', 0.9,
+        'I love coffee', now() FROM e
+      UNION ALL
+      SELECT ${`fct_${randomUUID().slice(0, 8)}`}, ${t.projectId}, ${t.dataset}, NULL, 'user', 'has_brother', 'Tom', 0.9,
+        'Tom', now()`);
+    const r = await t.recall({ query: "coffee brother", include: ["messages"], limit: 10 });
+    expect(r.factCount).toBe(2);
+    expect(ids(r).sort()).toEqual([later, brother].sort());
+  });
+
+  it("a failing message part costs only the messages: the facts still answer (spec rule 6)", async () => {
+    const t = await tenant();
+    await t.say(await t.thread(), STATEMENT);
+    await svc.deps.db.execute(sql`
+      INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote, valid_at)
+      VALUES (${`fct_${randomUUID().slice(0, 8)}`}, ${t.projectId}, ${t.dataset}, 'user', 'lives_in', 'Lisbon', 0.9,
+              'I moved to Lisbon', now())`);
+    // The domain call with a database whose message statements fail (a request's own database
+    // view is made per request, past any spy).
+    const dialect = new PgDialect();
+    const failing: string[] = [];
+    const db = new Proxy(svc.deps.db, {
+      get(target, prop) {
+        const value = Reflect.get(target, prop, target);
+        if (prop !== "execute") return typeof value === "function" ? value.bind(target) : value;
+        return async (q: SQL) => {
+          const text = dialect.sqlToQuery(q).sql;
+          if (text.includes("m_top AS")) {
+            failing.push(text);
+            throw new Error("the messages' index is unreadable");
+          }
+          return target.execute(q);
+        };
+      },
+    });
+    const ctx = { deps: { ...svc.deps, db }, projectId: t.projectId };
+    for (const include of [["messages"], ["messages", "episodes"]] as const) {
+      const { body } = await recall(ctx, { dataset: t.dataset, query: "Lisbon", include: [...include] });
+      expect(body.factCount, include.join()).toBe(1);
+      expect(body.context).toContain("Lisbon");
+      expect(body.messages).toEqual([]);
+    }
+    expect(failing.length).toBeGreaterThan(0);
   });
 
   it("a message repeating a better one's words takes no place: messageLimit distinct messages however many repeats", async () => {
@@ -710,7 +768,8 @@ describe("what is indexed", () => {
     const res = await t.post(`${W}/threads/${th}/messages`, { role: "user", content: long });
     expect(res.status).toBe(201);
     const r = await t.recall({ query: "walrus", include: ["messages"] });
-    expect(r.messages?.[0].content).toBe(long);
+    // Its head in the response (RECALLED_MESSAGE_CHARS), not its megabyte; the block's line shorter.
+    expect(r.messages?.[0]).toMatchObject({ content: long.slice(0, RECALLED_MESSAGE_CHARS), truncated: true });
     expect(r.context.length).toBeLessThan(400);
   });
 });
