@@ -73,7 +73,8 @@ const Pending = z.object({ id: z.string(), seq: z.number(), content: z.string() 
  * `embedded_seq` (./terms.ts): the window's uncounted rows counted, and its next batch read, the
  * window's messages without a vector, in sequence order, up to the first row the count skipped (a
  * deletion in flight holds it; if that rolls back, the next run counts it). Also the window's last
- * number (`window_end`), and whether a skipped row stopped the batch (`stopped`). Once the batch
+ * number (`window_end`), whether a skipped row stopped the batch (`stopped`), and the thread's
+ * project and dataset (`scope`), which the call's ledger row names. Once the batch
  * is stored the mark moves to the window's end, or only to the batch's last number when stopped,
  * so it never passes a message left uncounted or unembedded. A message's sequence number is handed
  * out by the statement that inserts it, under its thread's row lock, so messages commit in sequence
@@ -90,7 +91,9 @@ export function countAndReadBatchSql(threadId: string): SQL {
         WHERE NOT EXISTS (SELECT 1 FROM ${messageVectors} v WHERE v.message_id = a.id)
           AND a.seq < coalesce((SELECT seq FROM skipped), 2147483647)) p) AS pending,
       (SELECT max(seq) FROM above) AS window_end,
-      (SELECT seq FROM skipped) IS NOT NULL AS stopped`;
+      (SELECT seq FROM skipped) IS NOT NULL AS stopped,
+      (SELECT json_build_object('projectId', t.project_id, 'dataset', t.dataset) FROM ${threads} t
+        WHERE t.id = ${threadId}) AS scope`;
 }
 
 /**
@@ -105,7 +108,12 @@ export function countAndReadBatchSql(threadId: string): SQL {
  */
 export async function embedThreadMessages(deps: Deps, threadId: string): Promise<boolean> {
   const [row] = parsedRowsOf(
-    z.object({ pending: dbJson(z.array(Pending).nullable()), window_end: z.number().nullable(), stopped: z.boolean() }),
+    z.object({
+      pending: dbJson(z.array(Pending).nullable()),
+      window_end: z.number().nullable(),
+      stopped: z.boolean(),
+      scope: dbJson(z.object({ projectId: z.string(), dataset: z.string() }).nullable()),
+    }),
     await deps.db.execute(countAndReadBatchSql(threadId)),
   );
   const batch = row?.pending ?? [];
@@ -115,11 +123,11 @@ export async function embedThreadMessages(deps: Deps, threadId: string): Promise
   if (markTo === undefined) return false;
   // A window whose rows were all done already (a run that outlived its lease did them): past it.
   if (batch.length === 0) return storeVectors(deps, threadId, [], markTo, null, true);
-  // The thread's project and dataset, read by the statement that records the call.
-  const scope = {
-    projectId: sql`(SELECT project_id FROM ${threads} WHERE id = ${threadId})`,
-    dataset: sql`(SELECT dataset FROM ${threads} WHERE id = ${threadId})`,
-  };
+  // The thread's project and dataset as the batch was read: an erase of the dataset during the
+  // provider call takes the thread, not what the call cost (the ledger keeps an erased dataset's
+  // rows).
+  const scope = row?.scope;
+  if (!scope) return false;
   const usage = usageCollector();
   const meter = usage.meter("message_embedding");
   let vectors: (number[] | null)[];

@@ -862,6 +862,22 @@ describe("lifecycle", () => {
     }
   });
 
+  it("an erase during a thread's embedding call keeps what the call cost in the ledger", async () => {
+    const t = await tenant();
+    await t.say(await t.thread(), STATEMENT);
+    duringNextEmbedding = async () => {
+      const erased = await svc.request(`${RECALL}/datasets/${t.dataset}`, { method: "DELETE", token: t.key });
+      expect(erased.status).toBe(200);
+    };
+    await t.embed();
+    expect(fake.embeddingCalls()).toHaveLength(1);
+    const [row] = rowsOf<{ n: number; dataset: string }>(
+      await svc.deps.db.execute(sql`SELECT count(*)::int AS n, min(dataset) AS dataset FROM usage_events
+        WHERE project_id = ${t.projectId} AND operation = 'message_embedding'`),
+    );
+    expect(row).toEqual({ n: 1, dataset: t.dataset });
+  });
+
   it("a deleted project leaves no index rows, vectors or statistics", async () => {
     const t = await tenant();
     await t.say(await t.thread(), "osprey");
