@@ -2634,8 +2634,10 @@ export interface components {
        * @enum {string}
        */
       role: "user" | "assistant" | "system" | "tool";
-      /** @description Its whole text (the block shows its first 240 characters). */
+      /** @description Its text, the first 4,000 characters of a longer one (`truncated`); the block shows its first 240. The whole message is in its thread. */
       content: string;
+      /** @description True when `content` is the head of a longer message. */
+      truncated: boolean;
       /**
        * Format: date-time
        * @description When it was written.
@@ -2684,11 +2686,11 @@ export interface components {
       include?: ("episodes" | "synthesis" | "raw" | "messages")[];
       /** @description Facts in the block, 1-100; default the project's factsInContext (8). */
       limit?: number;
-      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise. */
+      /** @description With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Checked always, used only with messages. */
       messageLimit?: number;
       /** @description 0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0. */
       minConfidence?: number;
-      /** @description ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency. */
+      /** @description ISO datetime (without an offset: UTC) or YYYY-MM-DD (midnight UTC): only facts true at that instant (valid by then, not yet ended or invalidated), ranked as without it. */
       asOf?: string;
     };
     UsageGroup: {

@@ -324,8 +324,8 @@ def make_async(source: str) -> str:
     out = re.sub(r"\bself\._call\(", "await self._call(", out)
     out = out.replace("-> ChatStream:", "-> AsyncChatStream:")
     out = out.replace(
-        "return ChatStream(response, connection, label)",
-        "return AsyncChatStream(ChatStream(response, connection, label), self._transport.executor())",
+        "return ChatStream(response, connection, label, key)",
+        "return AsyncChatStream(ChatStream(response, connection, label, key), self._transport.executor())",
     )
     out = out.replace("from ._stream import ChatStream", "from ._stream import AsyncChatStream, ChatStream")
     return out

@@ -143,5 +143,51 @@ class AsyncClient(unittest.IsolatedAsyncioTestCase):
             await self.client.wait_for_episode("epi_missing", timeout=10)
 
 
+
+class AsyncWaitByThread(unittest.IsolatedAsyncioTestCase):
+    async def test_reads_the_status_lists_one_after_the_other_in_status_order(self) -> None:
+        # Read together, an episode completing between the reads could be in neither the
+        # processing list (answered after) nor the completed one (answered before), and the wait
+        # returned the thread's previous episode. Here the new episode completes as soon as the
+        # completed list has been answered; "processing" is answered once "completed" has been
+        # (or 0.2 s later): read in order, the episode is seen processing, then completed.
+        client = AsyncMemoryClient("http://127.0.0.1:9", "mk_x")
+        self.addAsyncCleanup(client.aclose)
+        old = {"episodeId": "epi_old", "threadId": "thr_1", "status": "completed", "createdAt": "2026-01-01T00:00:00Z"}
+        new = {"episodeId": "epi_new", "threadId": "thr_1", "status": "processing", "createdAt": "2026-01-02T00:00:00Z"}
+        completed_read = asyncio.Event()
+        reads: list = []
+        in_flight = [0, 0]  # now, most at once
+
+        async def get(thread_id: str, **_: object) -> dict:
+            return {"threadId": thread_id, "dataset": "py/order"}
+
+        async def list_episodes(dataset: str, *, status: str, **_: object) -> dict:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+            try:
+                reads.append(status)
+                if status == "processing":
+                    try:
+                        await asyncio.wait_for(completed_read.wait(), 0.2)
+                    except asyncio.TimeoutError:
+                        pass
+                else:
+                    await asyncio.sleep(0)
+                episodes = [e for e in (new, old) if e["status"] == status]
+                if status == "completed" and new["status"] == "processing":
+                    new["status"] = "completed"  # just after this read
+                    completed_read.set()
+                return {"episodes": episodes, "hasMore": False}
+            finally:
+                in_flight[0] -= 1
+
+        client.threads.get = get  # type: ignore[method-assign]
+        client.episodes.list = list_episodes  # type: ignore[method-assign]
+        episode = await client.wait_for_episode(thread_id="thr_1", timeout=5, poll_interval=0.01)
+        self.assertEqual(episode["episodeId"], "epi_new")
+        self.assertEqual(in_flight[1], 1)
+        self.assertEqual(reads[:4], ["pending", "processing", "completed", "failed"])
+
 if __name__ == "__main__":
     unittest.main()

@@ -217,6 +217,46 @@ class Errors(unittest.TestCase):
         with self.assertRaises(ValueError):  # InvalidRequestError is a ValueError too
             self.client.threads.add_message("thr_x", role="user", content="")
 
+    def test_a_dot_segment_path_value_is_refused(self) -> None:
+        # "." and ".." stay as they are when percent-encoded (and a URL parser folds %2E too):
+        # entities.facts(dataset, "..") reached the dataset's fact list.
+        calls = {
+            "name": lambda v: self.client.entities.facts("py/dots", v),
+            "dataset": lambda v: self.client.facts.list(v),
+            "thread_id": lambda v: self.client.threads.get(v),
+            "episode_id": lambda v: self.client.episodes.delete(v),
+            "fact_id": lambda v: self.client.facts.delete("py/dots", v),
+        }
+        for field, call in calls.items():
+            for value in (".", ".."):
+                with self.subTest(field=field, value=value):
+                    with self.assertRaises(InvalidRequestError) as caught:
+                        call(value)
+                    self.assertTrue(str(caught.exception).startswith(f"{field}:"), caught.exception)
+        # Other dots are ordinary names, and a dataset "." is fine in a body.
+        self.assertEqual(self.client.entities.facts("py/dots", "...")["facts"], [])
+        self.assertEqual(self.client.facts.list(".a")["facts"], [])
+        self.assertEqual(self.client.recall(".")["factCount"], 0)
+
+    def test_an_idempotency_key_the_service_would_refuse_is_refused_before_sending(self) -> None:
+        proxy = FaultProxy(server().url)
+        self.addCleanup(proxy.close)
+        client = fast_client(MemoryClient, url=proxy.url)
+        self.addCleanup(client.close)
+        # Blank once HTTP trims it, two keys (a comma joins two header lines), empty (it sent no
+        # key at all), not printable ASCII, too long, not a string.
+        for key in (" ", "   ", "a,b", "", '""', "\t", "clé", "k" * 256, 42):
+            with self.subTest(key=key):
+                with self.assertRaises(InvalidRequestError) as caught:
+                    client.threads.create("py/keys", idempotency_key=key)  # type: ignore[arg-type]
+                self.assertIn("idempotency_key", str(caught.exception))
+        self.assertEqual(proxy.requests("POST", "/v1/threads"), [])
+        # What the service takes: a comma inside a quoted key, spaces around one.
+        for key in ('"a,b"', " py-padded "):
+            with self.subTest(key=key):
+                client.threads.create("py/keys", idempotency_key=key)
+        self.assertEqual([s.status for s in proxy.requests("POST", "/v1/threads")], [201, 201])
+
     def test_unreachable_service(self) -> None:
         import socket
 

@@ -235,6 +235,57 @@ class Retries(unittest.TestCase):
         self.assertEqual(len(self.proxy.requests("POST", path)), 1)
         self.assertEqual(self.events, [])
 
+    def test_a_chat_stream_that_breaks_after_it_started_raises_with_its_key(self) -> None:
+        # README: every exception of a keyed write carries its key, the stream's too (raised after
+        # the call returned): a repeat under it gets the kept events, not a second turn.
+        server().command("chat-text one two three four five six seven eight")
+        self.addCleanup(server().command, "chat-text Noted.")
+        thread_id = self.client.threads.create("py/stream-cut-key")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        self.proxy.fail("POST", path, cut_after_start=True)
+        stream = self.client.threads.chat_stream(thread_id, content="Count for me.")
+        with self.assertRaises(APIConnectionError) as cut:
+            stream.text()
+        sent = self.proxy.requests("POST", path)[0].idempotency_key
+        self.assertIsNotNone(sent)
+        self.assertEqual((stream.idempotency_key, cut.exception.idempotency_key), (sent, sent))
+
+        server().command("stream-delay 1000")
+        self.addCleanup(server().command, "stream-delay 0")
+        thread_id = self.client.threads.create("py/stream-stalled-key")["threadId"]
+        stream = self.client.threads.chat_stream(thread_id, content="Count slowly.", timeout=0.3, idempotency_key="py-stalled-1")
+        with self.assertRaises(APITimeoutError) as stalled:
+            stream.text()
+        self.assertEqual((stream.idempotency_key, stalled.exception.idempotency_key), ("py-stalled-1", "py-stalled-1"))
+
+        # Sent without a key: none to report.
+        server().command("stream-delay 0")
+        thread_id = self.client.threads.create("py/stream-cut-unkeyed")["threadId"]
+        path = f"/v1/memory/working/threads/{thread_id}/chat"
+        self.proxy.fail("POST", path, cut_after_start=True)
+        stream = self.client.threads.chat_stream(thread_id, content="Count for me.", idempotency_key=False)
+        with self.assertRaises(APIConnectionError) as unkeyed:
+            stream.text()
+        self.assertIsNone(stream.idempotency_key)
+        self.assertIsNone(unkeyed.exception.idempotency_key)
+
+    def test_timeout_zero_is_no_limit(self) -> None:
+        # As the retry budget reads it (and the TypeScript client's timeoutMs: 0): a socket timeout
+        # of 0 would make the socket non-blocking, and every call failed with BlockingIOError.
+        client = fast_client(MemoryClient, url=self.proxy.url, timeout=0, max_retries=0)
+        self.addCleanup(client.close)
+        self.assertEqual(client.recall("py/timeout-0")["factCount"], 0)
+        thread_id = client.threads.create("py/timeout-0")["threadId"]
+        self.assertEqual(client.threads.chat_stream(thread_id, content="Hi.").text(), "Noted.")
+        # Per call too, and a delay longer than the client's timeout is waited out.
+        self.proxy.fail("GET", "/v1/memory/semantic/", delay=0.5)
+        self.assertEqual(self.client.entities.list("py/timeout-0", timeout=0, retries=0)["entities"], [])
+        timeouts = [e for e in self.events if isinstance(e.error, APITimeoutError)]
+        self.assertEqual(timeouts, [])
+        self.proxy.fail("GET", "/v1/memory/semantic/", delay=0.5)
+        with self.assertRaises(APITimeoutError):  # still a limit when one is given
+            self.client.entities.list("py/timeout-0", timeout=0.2, retries=0)
+
     def test_a_chat_stream_without_a_key_is_never_retried(self) -> None:
         unkeyed = fast_client(MemoryClient, url=self.proxy.url, idempotency_keys=False, on_retry=self.events.append)
         self.addCleanup(unkeyed.close)

@@ -35,6 +35,20 @@ class StreamEnds(unittest.TestCase):
         self.assertTrue("".join(chunks).startswith("one"))
         self.assertEqual(self.roles(), ["user"])
 
+    def test_an_error_event_raises_with_the_chats_key(self) -> None:
+        # A repeat under the key gets the kept events (the text so far, then the error) rather
+        # than storing the user's message again, so the exception names it.
+        self.server.command("fail-chat-midstream")
+        stream = self.client.threads.chat_stream(self.thread_id, content="Count for me", idempotency_key="py-error-event")
+        self.assertEqual(stream.idempotency_key, "py-error-event")
+        with self.assertRaises(ChatStreamError) as caught:
+            stream.text()
+        self.assertEqual(caught.exception.idempotency_key, "py-error-event")
+        replay = self.client.threads.chat_stream(self.thread_id, content="Count for me", idempotency_key="py-error-event")
+        with self.assertRaises(ChatStreamError):
+            replay.text()
+        self.assertEqual(self.roles(), ["user"])
+
     def test_closing_early_stores_no_reply(self) -> None:
         words = " ".join(f"w{i}" for i in range(40))
         self.server.command(f"chat-text {words}")
@@ -66,11 +80,14 @@ class AsyncStreamEnds(unittest.IsolatedAsyncioTestCase):
             thread = await client.threads.create("py/stream-async")
             stream = await client.threads.chat_stream(thread["threadId"], content="Count")
             chunks = []
-            with self.assertRaises(ChatStreamError):
+            with self.assertRaises(ChatStreamError) as caught:
                 async for chunk in stream:
                     chunks.append(chunk)
             self.assertGreater(len(chunks), 0)
             self.assertIsNone(stream.reply)
+            # The chat's automatic key, on the stream and on its exception.
+            self.assertIsNotNone(stream.idempotency_key)
+            self.assertEqual(caught.exception.idempotency_key, stream.idempotency_key)
 
 
 if __name__ == "__main__":

@@ -65,6 +65,16 @@ def _required(field: str, value: Any) -> str:
     return value
 
 
+def _segment(field: str, value: Any) -> str:
+    """A required string as one path segment, percent-encoded. ``.`` and ``..`` are refused: no
+    encoding keeps them one segment (a URL parser folds ``%2E`` as well), so the request would
+    reach another route (``entities.facts(dataset, "..")`` would list every fact of the dataset)."""
+    value = _required(field, value)
+    if value in (".", ".."):
+        raise InvalidRequestError(f"{field}: must not be {value!r} (a URL path folds it into another route)")
+    return encode_path(value)
+
+
 def _dataset(value: Any) -> str:
     name = _required("dataset", value)
     if len(name) > 256:
@@ -97,8 +107,8 @@ class _AsyncResource:
         self._transport = transport
         self._call = call
 
-    def _stream(self, response: Any, connection: Any, label: str) -> AsyncChatStream:
-        return AsyncChatStream(ChatStream(response, connection, label), self._transport.executor())
+    def _stream(self, response: Any, connection: Any, label: str, key: Optional[str]) -> AsyncChatStream:
+        return AsyncChatStream(ChatStream(response, connection, label, key), self._transport.executor())
 
 
 class AsyncThreads(_AsyncResource):
@@ -123,7 +133,7 @@ class AsyncThreads(_AsyncResource):
         )
 
     async def get(self, thread_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None) -> Thread:
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}"
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     async def update(
@@ -137,7 +147,7 @@ class AsyncThreads(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> Thread:
         """Replaces the tags and/or the episodic override."""
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}"
         return await self._call(
             "PATCH", path, "write",
             body=_fields(tags=tags, settings=settings), timeout=timeout, retries=retries,
@@ -154,7 +164,7 @@ class AsyncThreads(_AsyncResource):
     ) -> EndThreadResult:
         """Ends the thread: its episode (``episodeId``, pending) is summarised, then its facts
         extracted, in the background. See ``client.wait_for_episode``."""
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}/end"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}/end"
         return await self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     async def add_message(
@@ -171,7 +181,7 @@ class AsyncThreads(_AsyncResource):
         retries: Optional[int] = None,
         idempotency_key: IdempotencyKey = None,
     ) -> AddMessageResult:
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages"
         _content("content", content)
         body = _fields(role=role, content=content, tokens=tokens, model=model, latencyMs=latency_ms, metadata=metadata)
         return await self._call(
@@ -188,7 +198,7 @@ class AsyncThreads(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> AddMessagesResult:
         """Many messages in one request, all or nothing (at most 1000), in order."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages:batch"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages:batch"
         body = {"messages": _batch(messages)}
         return await self._call(
             "POST", path, "write", body=body, timeout=timeout, retries=retries, idempotency_key=idempotency_key
@@ -205,7 +215,7 @@ class AsyncThreads(_AsyncResource):
         retries: Optional[int] = None,
     ) -> ListMessagesResult:
         """Raw messages, cursor-paginated by sequence number (``before``)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages"
         query = _fields(limit=limit, before=before, order=order)
         return await self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -218,7 +228,7 @@ class AsyncThreads(_AsyncResource):
         retries: Optional[int] = None,
     ) -> PrepareResult:
         """The LLM-ready window (no model call). A read: retried."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/prepare"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/prepare"
         query = _fields(messageLimit=message_limit)
         return await self._call("POST", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -231,13 +241,13 @@ class AsyncThreads(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> Union[CompactResult, NothingToCompact]:
         """Folds older messages into a summary (one model call)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/compact"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/compact"
         return await self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     async def stats(
         self, thread_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> ThreadStatsResult:
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/stats"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/stats"
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     async def chat(
@@ -254,7 +264,7 @@ class AsyncThreads(_AsyncResource):
     ) -> ChatReply:
         """The service's own reply: stores the message, recalls, calls its model, stores the
         reply. Not retried on a 5xx (the user's message is already stored then)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/chat"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/chat"
         _content("content", content)
         body = _fields(content=content, messageLimit=message_limit, instructions=instructions, recall=recall)
         return await self._call(
@@ -280,14 +290,14 @@ class AsyncThreads(_AsyncResource):
         for) or gets the events the service kept of it (the text as one chunk). Once the stream
         has started it is never asked again: a stream cut or stalled midway raises. ``timeout``
         bounds the wait for the stream to start and each gap between chunks."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/chat"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/chat"
         _content("content", content)
         body = _fields(content=content, messageLimit=message_limit, instructions=instructions, recall=recall)
-        response, connection = await self._call(
+        response, connection, key = await self._call(
             "POST", path, "write-no-5xx", body=body, timeout=timeout, retries=retries,
             idempotency_key=idempotency_key, accept="text/event-stream",
         )
-        return self._stream(response, connection, f"POST {path}")
+        return self._stream(response, connection, f"POST {path}", key)
 
 
 class AsyncEpisodes(_AsyncResource):
@@ -307,7 +317,7 @@ class AsyncEpisodes(_AsyncResource):
         """Episodes by ``endedAt``, newest first (``status`` default completed; ``before``: an
         ISO datetime cursor, the last one's ``endedAt``; ``before_id``: its ``episodeId`` too, so
         that episodes ending at that same instant are on the next page)."""
-        path = f"/v1/memory/episodic/datasets/{encode_path(_dataset(dataset))}/episodes"
+        path = f"/v1/memory/episodic/datasets/{_segment('dataset', _dataset(dataset))}/episodes"
         query = _fields(limit=limit, before=before, beforeId=before_id, status=status)
         return await self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -321,14 +331,14 @@ class AsyncEpisodes(_AsyncResource):
         retries: Optional[int] = None,
     ) -> SearchEpisodesResult:
         """Semantic search of completed episodes' summaries."""
-        path = f"/v1/memory/episodic/datasets/{encode_path(_dataset(dataset))}/episodes/search"
+        path = f"/v1/memory/episodic/datasets/{_segment('dataset', _dataset(dataset))}/episodes/search"
         query = _fields(q=_required("q", q), limit=limit)
         return await self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
     async def get(
         self, episode_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> GetEpisodeResult:
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}"
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     async def delete(
@@ -340,7 +350,7 @@ class AsyncEpisodes(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> DeleteEpisodeResult:
         """Archives the episode: it leaves retrieval, its facts remain."""
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}"
         return await self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     async def retry(
@@ -352,7 +362,7 @@ class AsyncEpisodes(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> RetryEpisodeResult:
         """Re-queues a failed episode now."""
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}/retry"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}/retry"
         return await self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
 
@@ -370,7 +380,7 @@ class AsyncFacts(_AsyncResource):
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> ListFactsResult:
-        path = f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}/facts"
+        path = f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}/facts"
         query = _fields(limit=limit, episodeId=episode_id, entity=entity, includeInvalidated=include_invalidated)
         return await self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -385,8 +395,8 @@ class AsyncFacts(_AsyncResource):
     ) -> DeleteFactResult:
         """Invalidates the fact (it leaves retrieval; the row remains)."""
         path = (
-            f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}"
-            f"/facts/{encode_path(_required('fact_id', fact_id))}"
+            f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}"
+            f"/facts/{_segment('fact_id', fact_id)}"
         )
         return await self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
@@ -397,7 +407,7 @@ class AsyncEntities(_AsyncResource):
     async def list(
         self, dataset: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> ListEntitiesResult:
-        path = f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}/entities"
+        path = f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}/entities"
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     async def facts(
@@ -405,8 +415,8 @@ class AsyncEntities(_AsyncResource):
     ) -> EntityFactsResult:
         """Live facts linked to an entity (an unknown entity has none)."""
         path = (
-            f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}"
-            f"/entities/{encode_path(_required('name', name))}/facts"
+            f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}"
+            f"/entities/{_segment('name', name)}/facts"
         )
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
@@ -418,7 +428,7 @@ class AsyncDatasets(_AsyncResource):
         self, dataset: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> DatasetExport:
         """Everything in the dataset, unpaginated."""
-        path = f"/v1/memory/recall/datasets/{encode_path(_dataset(dataset))}/export"
+        path = f"/v1/memory/recall/datasets/{_segment('dataset', _dataset(dataset))}/export"
         return await self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     async def delete(
@@ -430,7 +440,7 @@ class AsyncDatasets(_AsyncResource):
         idempotency_key: IdempotencyKey = None,
     ) -> DeleteDatasetResult:
         """Hard-erases every thread, message, episode, fact and entity of the dataset. No undo."""
-        path = f"/v1/memory/recall/datasets/{encode_path(_dataset(dataset))}"
+        path = f"/v1/memory/recall/datasets/{_segment('dataset', _dataset(dataset))}"
         return await self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
 

@@ -123,7 +123,8 @@ _DOC = """
     ``http://127.0.0.1:8787`` (no ``/v1``); ``api_key`` (default ``MEMORY_API_KEY``) a project's
     API key, a server-side secret.
 
-    ``timeout``: seconds one attempt may take (connecting, and each read), default 30.
+    ``timeout``: seconds one attempt may take (connecting, and each read), default 30; 0 or None
+    is no limit.
     ``max_retries``: attempts after the first for a retryable failure (default 2): connection
     errors and timeouts, 5xx (not 501), 429, and for writes 409 (the same key still running: waited
     out, honouring ``Retry-After``, for up to (max_retries + 1) x timeout from the call's start,
@@ -156,7 +157,7 @@ class MemoryClient(Memory):
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         *,
-        timeout: float = 30.0,
+        timeout: Optional[float] = 30.0,
         max_retries: int = 2,
         backoff_base: float = 0.25,
         backoff_max: float = 10.0,
@@ -287,7 +288,7 @@ class AsyncMemoryClient(AsyncMemory):
         base_url: Optional[str] = None,
         api_key: Optional[str] = None,
         *,
-        timeout: float = 30.0,
+        timeout: Optional[float] = 30.0,
         max_retries: int = 2,
         backoff_base: float = 0.25,
         backoff_max: float = 10.0,
@@ -352,24 +353,20 @@ class AsyncMemoryClient(AsyncMemory):
                 else:
                     if dataset is None:
                         dataset = (await self.threads.get(thread_id, **bound()))["dataset"]
-                    statuses = (*_ACTIVE, *_DONE)
-                    # Every list call ends (each is bounded) before a failure is raised.
-                    newest = await asyncio.gather(
-                        *(
-                            _newest_of_thread_async(
-                                lambda cursor, s=s: self.episodes.list(
-                                    dataset, status=s, limit=_PAGE, **_after(cursor), **bound()
-                                ),
-                                thread_id,
-                            )
-                            for s in statuses
-                        ),
-                        return_exceptions=True,
-                    )
-                    for outcome in newest:
-                        if isinstance(outcome, BaseException):
-                            raise outcome
-                    last, done = _thread_state(dict(zip(statuses, newest)), facts)
+                    # One status after the other, in the order an episode goes through them (as the
+                    # blocking client does): one that moves on between two reads is seen in the
+                    # later one. Read together, an episode completing meanwhile could be in neither
+                    # the processing list (read after) nor the completed one (read before), and the
+                    # wait returned the thread's previous episode.
+                    found: Dict[str, Optional[Episode]] = {}
+                    for status in (*_ACTIVE, *_DONE):
+                        found[status] = await _newest_of_thread_async(
+                            lambda cursor, status=status: self.episodes.list(
+                                dataset, status=status, limit=_PAGE, **_after(cursor), **bound()
+                            ),
+                            thread_id,
+                        )
+                    last, done = _thread_state(found, facts)
                 failure = None
             except (APIError, APIConnectionError) as error:
                 if not is_retryable(error, SAFE):

@@ -118,7 +118,8 @@ class InvalidResponseError(APIConnectionError):
 
 class InvalidRequestError(MemoryServiceError, ValueError):
     """Refused before sending: an input the service would reject (an empty id, a dataset over 256
-    characters, empty content)."""
+    characters, empty content, an ``idempotency_key`` it would refuse), or one that would reach
+    another route (a path value ``.`` or ``..``)."""
 
 
 class ChatStreamError(MemoryServiceError):

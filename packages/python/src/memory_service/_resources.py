@@ -63,6 +63,16 @@ def _required(field: str, value: Any) -> str:
     return value
 
 
+def _segment(field: str, value: Any) -> str:
+    """A required string as one path segment, percent-encoded. ``.`` and ``..`` are refused: no
+    encoding keeps them one segment (a URL parser folds ``%2E`` as well), so the request would
+    reach another route (``entities.facts(dataset, "..")`` would list every fact of the dataset)."""
+    value = _required(field, value)
+    if value in (".", ".."):
+        raise InvalidRequestError(f"{field}: must not be {value!r} (a URL path folds it into another route)")
+    return encode_path(value)
+
+
 def _dataset(value: Any) -> str:
     name = _required("dataset", value)
     if len(name) > 256:
@@ -95,8 +105,8 @@ class _Resource:
         self._transport = transport
         self._call = call
 
-    def _stream(self, response: Any, connection: Any, label: str) -> ChatStream:
-        return ChatStream(response, connection, label)
+    def _stream(self, response: Any, connection: Any, label: str, key: Optional[str]) -> ChatStream:
+        return ChatStream(response, connection, label, key)
 
 
 class Threads(_Resource):
@@ -121,7 +131,7 @@ class Threads(_Resource):
         )
 
     def get(self, thread_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None) -> Thread:
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}"
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     def update(
@@ -135,7 +145,7 @@ class Threads(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> Thread:
         """Replaces the tags and/or the episodic override."""
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}"
         return self._call(
             "PATCH", path, "write",
             body=_fields(tags=tags, settings=settings), timeout=timeout, retries=retries,
@@ -152,7 +162,7 @@ class Threads(_Resource):
     ) -> EndThreadResult:
         """Ends the thread: its episode (``episodeId``, pending) is summarised, then its facts
         extracted, in the background. See ``client.wait_for_episode``."""
-        path = f"/v1/threads/{encode_path(_required('thread_id', thread_id))}/end"
+        path = f"/v1/threads/{_segment('thread_id', thread_id)}/end"
         return self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     def add_message(
@@ -169,7 +179,7 @@ class Threads(_Resource):
         retries: Optional[int] = None,
         idempotency_key: IdempotencyKey = None,
     ) -> AddMessageResult:
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages"
         _content("content", content)
         body = _fields(role=role, content=content, tokens=tokens, model=model, latencyMs=latency_ms, metadata=metadata)
         return self._call(
@@ -186,7 +196,7 @@ class Threads(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> AddMessagesResult:
         """Many messages in one request, all or nothing (at most 1000), in order."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages:batch"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages:batch"
         body = {"messages": _batch(messages)}
         return self._call(
             "POST", path, "write", body=body, timeout=timeout, retries=retries, idempotency_key=idempotency_key
@@ -203,7 +213,7 @@ class Threads(_Resource):
         retries: Optional[int] = None,
     ) -> ListMessagesResult:
         """Raw messages, cursor-paginated by sequence number (``before``)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/messages"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/messages"
         query = _fields(limit=limit, before=before, order=order)
         return self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -216,7 +226,7 @@ class Threads(_Resource):
         retries: Optional[int] = None,
     ) -> PrepareResult:
         """The LLM-ready window (no model call). A read: retried."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/prepare"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/prepare"
         query = _fields(messageLimit=message_limit)
         return self._call("POST", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -229,13 +239,13 @@ class Threads(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> Union[CompactResult, NothingToCompact]:
         """Folds older messages into a summary (one model call)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/compact"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/compact"
         return self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     def stats(
         self, thread_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> ThreadStatsResult:
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/stats"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/stats"
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     def chat(
@@ -252,7 +262,7 @@ class Threads(_Resource):
     ) -> ChatReply:
         """The service's own reply: stores the message, recalls, calls its model, stores the
         reply. Not retried on a 5xx (the user's message is already stored then)."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/chat"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/chat"
         _content("content", content)
         body = _fields(content=content, messageLimit=message_limit, instructions=instructions, recall=recall)
         return self._call(
@@ -278,14 +288,14 @@ class Threads(_Resource):
         for) or gets the events the service kept of it (the text as one chunk). Once the stream
         has started it is never asked again: a stream cut or stalled midway raises. ``timeout``
         bounds the wait for the stream to start and each gap between chunks."""
-        path = f"/v1/memory/working/threads/{encode_path(_required('thread_id', thread_id))}/chat"
+        path = f"/v1/memory/working/threads/{_segment('thread_id', thread_id)}/chat"
         _content("content", content)
         body = _fields(content=content, messageLimit=message_limit, instructions=instructions, recall=recall)
-        response, connection = self._call(
+        response, connection, key = self._call(
             "POST", path, "write-no-5xx", body=body, timeout=timeout, retries=retries,
             idempotency_key=idempotency_key, accept="text/event-stream",
         )
-        return self._stream(response, connection, f"POST {path}")
+        return self._stream(response, connection, f"POST {path}", key)
 
 
 class Episodes(_Resource):
@@ -305,7 +315,7 @@ class Episodes(_Resource):
         """Episodes by ``endedAt``, newest first (``status`` default completed; ``before``: an
         ISO datetime cursor, the last one's ``endedAt``; ``before_id``: its ``episodeId`` too, so
         that episodes ending at that same instant are on the next page)."""
-        path = f"/v1/memory/episodic/datasets/{encode_path(_dataset(dataset))}/episodes"
+        path = f"/v1/memory/episodic/datasets/{_segment('dataset', _dataset(dataset))}/episodes"
         query = _fields(limit=limit, before=before, beforeId=before_id, status=status)
         return self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -319,14 +329,14 @@ class Episodes(_Resource):
         retries: Optional[int] = None,
     ) -> SearchEpisodesResult:
         """Semantic search of completed episodes' summaries."""
-        path = f"/v1/memory/episodic/datasets/{encode_path(_dataset(dataset))}/episodes/search"
+        path = f"/v1/memory/episodic/datasets/{_segment('dataset', _dataset(dataset))}/episodes/search"
         query = _fields(q=_required("q", q), limit=limit)
         return self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
     def get(
         self, episode_id: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> GetEpisodeResult:
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}"
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     def delete(
@@ -338,7 +348,7 @@ class Episodes(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> DeleteEpisodeResult:
         """Archives the episode: it leaves retrieval, its facts remain."""
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}"
         return self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
     def retry(
@@ -350,7 +360,7 @@ class Episodes(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> RetryEpisodeResult:
         """Re-queues a failed episode now."""
-        path = f"/v1/memory/episodic/episodes/{encode_path(_required('episode_id', episode_id))}/retry"
+        path = f"/v1/memory/episodic/episodes/{_segment('episode_id', episode_id)}/retry"
         return self._call("POST", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
 
@@ -368,7 +378,7 @@ class Facts(_Resource):
         timeout: Optional[float] = None,
         retries: Optional[int] = None,
     ) -> ListFactsResult:
-        path = f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}/facts"
+        path = f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}/facts"
         query = _fields(limit=limit, episodeId=episode_id, entity=entity, includeInvalidated=include_invalidated)
         return self._call("GET", path, "read", query=query, timeout=timeout, retries=retries)
 
@@ -383,8 +393,8 @@ class Facts(_Resource):
     ) -> DeleteFactResult:
         """Invalidates the fact (it leaves retrieval; the row remains)."""
         path = (
-            f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}"
-            f"/facts/{encode_path(_required('fact_id', fact_id))}"
+            f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}"
+            f"/facts/{_segment('fact_id', fact_id)}"
         )
         return self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
@@ -395,7 +405,7 @@ class Entities(_Resource):
     def list(
         self, dataset: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> ListEntitiesResult:
-        path = f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}/entities"
+        path = f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}/entities"
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     def facts(
@@ -403,8 +413,8 @@ class Entities(_Resource):
     ) -> EntityFactsResult:
         """Live facts linked to an entity (an unknown entity has none)."""
         path = (
-            f"/v1/memory/semantic/datasets/{encode_path(_dataset(dataset))}"
-            f"/entities/{encode_path(_required('name', name))}/facts"
+            f"/v1/memory/semantic/datasets/{_segment('dataset', _dataset(dataset))}"
+            f"/entities/{_segment('name', name)}/facts"
         )
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
@@ -416,7 +426,7 @@ class Datasets(_Resource):
         self, dataset: str, *, timeout: Optional[float] = None, retries: Optional[int] = None
     ) -> DatasetExport:
         """Everything in the dataset, unpaginated."""
-        path = f"/v1/memory/recall/datasets/{encode_path(_dataset(dataset))}/export"
+        path = f"/v1/memory/recall/datasets/{_segment('dataset', _dataset(dataset))}/export"
         return self._call("GET", path, "read", timeout=timeout, retries=retries)
 
     def delete(
@@ -428,7 +438,7 @@ class Datasets(_Resource):
         idempotency_key: IdempotencyKey = None,
     ) -> DeleteDatasetResult:
         """Hard-erases every thread, message, episode, fact and entity of the dataset. No undo."""
-        path = f"/v1/memory/recall/datasets/{encode_path(_dataset(dataset))}"
+        path = f"/v1/memory/recall/datasets/{_segment('dataset', _dataset(dataset))}"
         return self._call("DELETE", path, "write", timeout=timeout, retries=retries, idempotency_key=idempotency_key)
 
 

@@ -657,11 +657,11 @@ class RecallRequest(_RecallRequestRequired, total=False):
     limit: int
     """Facts in the block, 1-100; default the project's factsInContext (8)."""
     messageLimit: int
-    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Ignored otherwise."""
+    """With `include: ["messages"]`: messages in the block, 1-100; default the project's messagesInContext (6). Checked always, used only with messages."""
     minConfidence: float
     """0-1; default the project's retrievalMinConfidence (0.5). A value below about 1.18e-38 counts as 0."""
     asOf: str
-    """ISO datetime or YYYY-MM-DD: only facts true at that instant (valid by then, not yet ended or invalidated); ranked by keyword and recency."""
+    """ISO datetime (without an offset: UTC) or YYYY-MM-DD (midnight UTC): only facts true at that instant (valid by then, not yet ended or invalidated), ranked as without it."""
 
 
 class RankedFact(TypedDict):
@@ -742,7 +742,9 @@ class RecallMessage(TypedDict):
     role: Literal['user', 'assistant', 'system', 'tool']
     """Who wrote it."""
     content: str
-    """Its whole text (the block shows its first 240 characters)."""
+    """Its text, the first 4,000 characters of a longer one (`truncated`); the block shows its first 240. The whole message is in its thread."""
+    truncated: bool
+    """True when `content` is the head of a longer message."""
     createdAt: str
     """When it was written."""
     relevanceScore: float

@@ -14,7 +14,7 @@ import json
 import socket
 from typing import Any, Dict, Iterator, Optional, Tuple
 
-from ._errors import APIConnectionError, APITimeoutError, ChatStreamError
+from ._errors import APIConnectionError, APITimeoutError, ChatStreamError, MemoryServiceError
 from ._schema import ChatReply
 
 _END = object()
@@ -24,12 +24,25 @@ class ChatStream(Iterator[str]):
     """Iterate for the reply's text chunks. After the last one, ``reply`` holds the stored reply
     (the ``done`` event: the same as ``chat``'s answer). An ``error`` event raises
     ``ChatStreamError``. Closing early (``close()``, or leaving a ``with`` block) disconnects:
-    the service then stores no reply."""
+    the service then stores no reply.
 
-    def __init__(self, response: http.client.HTTPResponse, connection: http.client.HTTPConnection, label: str):
+    ``idempotency_key`` is the key the chat was sent with (None when it was sent without one),
+    and every exception the stream raises carries it: a repeat of the chat under it gets the
+    events the service kept (the reply's text as one chunk, then its ``done`` or ``error``)
+    instead of storing the turn again."""
+
+    def __init__(
+        self,
+        response: http.client.HTTPResponse,
+        connection: http.client.HTTPConnection,
+        label: str,
+        idempotency_key: Optional[str] = None,
+    ):
         self._response = response
         self._connection = connection
         self._label = label
+        self.idempotency_key = idempotency_key
+        """The chat's ``Idempotency-Key`` (None when sent without one)."""
         self.started: Optional[Dict[str, Any]] = None
         """The ``start`` event: ``threadId``, ``userMessageId``, ``factCount``."""
         self.reply: Optional[ChatReply] = None
@@ -45,7 +58,7 @@ class ChatStream(Iterator[str]):
             if event is None:
                 self.close()
                 if self.reply is None:
-                    raise APIConnectionError(f"{self._label}: the stream ended before its done event")
+                    raise self._keyed(APIConnectionError(f"{self._label}: the stream ended before its done event"))
                 raise StopIteration
             name, data = event
             if name == "delta":
@@ -56,11 +69,16 @@ class ChatStream(Iterator[str]):
                 self.reply = data  # type: ignore[assignment]
             elif name == "error":
                 self.close()
-                raise ChatStreamError(str(data.get("error", "the stream failed")))
+                raise self._keyed(ChatStreamError(str(data.get("error", "the stream failed"))))
 
     def text(self) -> str:
         """The rest of the reply, joined."""
         return "".join(self)
+
+    def _keyed(self, error: MemoryServiceError) -> MemoryServiceError:
+        """``error`` with the chat's key, to ask for the kept events with."""
+        error.idempotency_key = self.idempotency_key
+        return error
 
     def _event(self) -> Optional[Tuple[str, Dict[str, Any]]]:
         """The next event with data; None at the end of the stream."""
@@ -73,10 +91,10 @@ class ChatStream(Iterator[str]):
                 line = self._response.readline()
             except socket.timeout as err:
                 self.close()
-                raise APITimeoutError(f"{self._label}: the stream stalled") from err
+                raise self._keyed(APITimeoutError(f"{self._label}: the stream stalled")) from err
             except (OSError, http.client.HTTPException) as err:
                 self.close()
-                raise APIConnectionError(f"{self._label}: {type(err).__name__}: {err}") from err
+                raise self._keyed(APIConnectionError(f"{self._label}: {type(err).__name__}: {err}")) from err
             if not line:
                 return (name, json.loads("\n".join(data))) if data else None
             text = line.decode("utf-8").rstrip("\r\n")
@@ -119,6 +137,10 @@ class AsyncChatStream:
     @property
     def reply(self) -> Optional[ChatReply]:
         return self._stream.reply
+
+    @property
+    def idempotency_key(self) -> Optional[str]:
+        return self._stream.idempotency_key
 
     def __aiter__(self) -> "AsyncChatStream":
         return self

@@ -10,6 +10,7 @@ import asyncio
 import http.client
 import json
 import os
+import re
 import select
 import socket
 import ssl
@@ -50,6 +51,30 @@ def _header_problem(value: str) -> Optional[str]:
         value.encode("latin-1")
     except UnicodeEncodeError:
         return "must be Latin-1 text"
+    return None
+
+
+_QUOTED_KEY = re.compile(r'"(?:[^"\\]|\\["\\])*"')
+"""A key sent as a Structured Field string (``"8e03..."``), which the service unquotes."""
+
+
+def _key_problem(key: Any) -> Optional[str]:
+    """Why the service would refuse ``key`` as an ``Idempotency-Key`` (400), or None: it takes
+    1-255 printable ASCII characters, after HTTP has trimmed the spaces around the value and
+    unquoted a quoted one; a bare value with a comma is two keys joined (the header sent twice)."""
+    if not isinstance(key, str):
+        return f"must be a string, or False to send none (got {type(key).__name__})"
+    if key == "":
+        return "must not be empty (pass False to send none)"
+    if not (len(key) <= 255 and all(" " <= c <= "~" for c in key)):
+        return "must be 1-255 printable ASCII characters"
+    sent = key.strip(" ")
+    if _QUOTED_KEY.fullmatch(sent):
+        sent = sent[1:-1]
+    elif "," in sent:
+        return "must not contain a comma (HTTP reads a comma as two keys)"
+    if sent == "":
+        return "must not be blank (HTTP trims the spaces around a header value)"
     return None
 
 
@@ -137,7 +162,7 @@ class Transport:
         base_url: Optional[str],
         api_key: Optional[str],
         *,
-        timeout: float = 30.0,
+        timeout: Optional[float] = 30.0,
         max_retries: int = 2,
         backoff_base: float = 0.25,
         backoff_max: float = 10.0,
@@ -160,7 +185,7 @@ class Transport:
         self._host = parts.hostname
         self._port = parts.port
         self._prefix = parts.path.rstrip("/")
-        self.timeout = timeout
+        self.timeout = timeout or None  # 0 or None: no limit
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_max = backoff_max
@@ -260,11 +285,12 @@ class Transport:
             key = idempotency_key
             if key is None or key is True:
                 key = str(uuid.uuid4()) if self.idempotency_keys or key is True else False
-            if key is False or key == "":
+            if key is False:
                 repeatability = UNSAFE
             else:
-                if not (1 <= len(key) <= 255 and all(" " <= c <= "~" for c in key)):
-                    raise InvalidRequestError("idempotency_key must be 1-255 printable ASCII characters")
+                problem = _key_problem(key)
+                if problem:
+                    raise InvalidRequestError(f"idempotency_key {problem}")
                 headers[IDEMPOTENCY_HEADER] = key
                 # A stream is repeated as the JSON chat is, but only until its headers arrive
                 # (``attempt`` returns the open response then; a stream broken later is not asked
@@ -279,7 +305,9 @@ class Transport:
             headers,
             repeatability,
             self.max_retries if retries is None else retries,
-            self.timeout if timeout is None else timeout,
+            # 0 is no limit, as for the retry budget (and the TypeScript client's timeoutMs: 0):
+            # a socket timeout of 0 would make the socket non-blocking, failing every call.
+            (self.timeout if timeout is None else timeout) or None,
             stream,
         )
 
@@ -352,7 +380,7 @@ class Transport:
 
     def attempt(self, plan: _Plan) -> Any:
         """One attempt: the parsed JSON of a 2xx (None for an empty body), the open response of a
-        streamed 2xx, or an exception."""
+        streamed 2xx (with its connection and its ``Idempotency-Key``), or an exception."""
         conn: Optional[http.client.HTTPConnection] = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._new_connection(plan.timeout)
@@ -378,9 +406,10 @@ class Transport:
             raise InvalidRequestError(f"{plan.label}: {err}") from err
         status = response.status
         if plan.stream and 200 <= status < 300:
-            # The stream owns the connection now; the next call on this thread opens another.
+            # The stream owns the connection now; the next call on this thread opens another. Its
+            # key goes with it: a stream that fails later raises with it (``ChatStream``).
             self._local.conn = None
-            return response, conn
+            return response, conn, plan.headers.get(IDEMPOTENCY_HEADER)
         try:
             raw = response.read()
         except (OSError, http.client.HTTPException) as err:
