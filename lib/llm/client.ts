@@ -77,6 +77,11 @@ export interface ProviderCall {
   totalTokens: number | null;
   outcome: "ok" | "error" | "aborted";
   /**
+   * Why a call that ended with the meter (a stream) did not end ok, for metrics and traces (its
+   * HTTP status, a stall's timeout, the reader's abort); the ledger keeps only the outcome.
+   */
+  error?: unknown;
+  /**
    * A request that failed and that the SDK sent again (its `maxRetries`): a call of its own to the
    * ledger, part of the method's one call to metrics and traces.
    */
@@ -311,7 +316,7 @@ export function createLlm(config: Config, options: LlmOptions = {}): Llm {
             } catch (err) {
               // Accepted, the meter hears of it when the stream ends; refused, now.
               if (!(err instanceof NoProviderError)) {
-                meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error" });
+                meter?.({ kind: "chat", model: llmModel, ...NO_TOKENS, outcome: "error", error: err });
               }
               throw err;
             }
@@ -378,7 +383,7 @@ async function observed<R>(
     }
     responseModel = c.model;
     meter?.(c);
-    if (options.endsWithMeter) finish(c.outcome === "ok" ? undefined : c.outcome);
+    if (options.endsWithMeter) finish(c.outcome === "ok" ? undefined : (c.error ?? c.outcome));
   };
   try {
     const result = await run(seen);
@@ -838,7 +843,7 @@ function completionStream(
     async *[Symbol.asyncIterator]() {
       if (state.consumed) throw new Error("A completion stream can be read only once");
       state.consumed = true;
-      let failed = false;
+      let failure: unknown;
       try {
         yield* readChunks(stream, state, idleMs);
         // An abort (ours or the stall timer's) ends the SDK's iteration quietly.
@@ -847,12 +852,13 @@ function completionStream(
         if (problem) throw new ProviderError(problem);
         state.complete = true;
       } catch (err) {
-        failed = true;
+        failure = err;
         throw err;
       } finally {
         // Once, however the reading ended (a reader that stops early is an abort too).
-        const outcome = state.complete ? "ok" : failed || state.stalled ? "error" : "aborted";
-        meter?.({ kind: "chat", model: state.model, ...reportedTokens(state.usage), outcome });
+        const outcome = state.complete ? "ok" : failure !== undefined || state.stalled ? "error" : "aborted";
+        const error = outcome === "aborted" ? READER_ABORTED : failure;
+        meter?.({ kind: "chat", model: state.model, ...reportedTokens(state.usage), outcome, error });
       }
     },
     completion() {
@@ -872,6 +878,9 @@ function completionStream(
   };
   return result;
 }
+
+/** Why a stream the reader stopped early did not end ok (metrics' and traces' `aborted`). */
+const READER_ABORTED = Object.assign(new Error("The reader stopped the stream"), { name: "AbortError" });
 
 /** The provider's deltas, with the stall timer re-armed at each chunk. */
 async function* readChunks(stream: Stream<ChatCompletionChunk>, state: StreamState, idleMs: number) {
@@ -894,7 +903,11 @@ async function* readChunks(stream: Stream<ChatCompletionChunk>, state: StreamSta
     if (rest) yield rest;
   } catch (err) {
     if (state.aborted) return;
-    if (state.stalled) throw new ProviderError(streamEndProblem(state, idleMs) as string);
+    if (state.stalled) {
+      const problem = streamEndProblem(state, idleMs) as string;
+      // Named as a timeout for metrics and traces (errorTypeOf reads the cause's name).
+      throw new ProviderError(problem, { cause: Object.assign(new Error(problem), { name: "TimeoutError" }) });
+    }
     throw new ProviderError(`Model stream failed: ${describe(err)}`, { cause: err });
   } finally {
     clearTimeout(timer);

@@ -21,7 +21,9 @@ export function usageCollector(): UsageCollector {
   let events: UsageEvent[] = [];
   return {
     meter: (operation) => (call) => {
-      events.push({ ...call, operation });
+      // The ledger's fields only: a stream's error is for metrics and traces.
+      const { error: _error, ...recorded } = call;
+      events.push({ ...recorded, operation });
     },
     take() {
       const taken = events;

@@ -137,6 +137,27 @@ describe("GET /metrics", () => {
     expect(metricValue(after, "memory_provider_calls_total", { ...labels, outcome: "error" })).toBe(1);
   });
 
+  it("counts a streamed chat the provider refused by its status, as a call without streaming", async () => {
+    const t = await newTenant(svc);
+    const threadId = await threadWithMessages(t.key, []);
+    fake.fail({ status: 429, times: 1, endpoint: "chat" });
+    try {
+      const res = await svc.request(`/v1/memory/working/threads/${threadId}/chat`, {
+        method: "POST",
+        token: t.key,
+        headers: { accept: "text/event-stream" },
+        json: { content: "hello there" },
+      });
+      await res.text();
+    } finally {
+      fake.clearFailures();
+    }
+    const after = await scrape();
+    const labels = { operation: "chat", kind: "stream" };
+    expect(metricValue(after, "memory_provider_errors_total", { ...labels, error_type: "429" })).toBe(1);
+    expect(metricValue(after, "memory_provider_errors_total", { ...labels, error_type: "_OTHER" })).toBe(0);
+  });
+
   it("reports the database's connections and the process's own metrics", async () => {
     const families = await scrape();
     if (svc.deps.database.kind === "pglite") {
