@@ -6,7 +6,7 @@ import { createNeonDatabase } from "../lib/db/neon";
 import type { Deps } from "../lib/deps";
 import { runsSweep } from "../lib/jobs/cron";
 import { type Doorbell, jobCallbackUrl, qstashDoorbell, silentDoorbell } from "../lib/jobs/doorbell";
-import { JOB_CONCURRENCY, sweep } from "../lib/jobs/runner";
+import { EDGE_JOB_CONCURRENCY, sweep } from "../lib/jobs/runner";
 import { laneSlots } from "../lib/jobs/slots";
 import { createLlm } from "../lib/llm/client";
 import { warnIfNoProvider } from "../lib/llm/embedding-check";
@@ -98,7 +98,7 @@ function depsFor(env: WorkerEnv, ctx: Pick<ExecutionContext, "waitUntil">): Deps
     acceptedKeys: acceptedKeysOfIsolate,
     // Per invocation, unlike the caches above: workerd cancels an invocation that waits on a
     // promise another one resolves, so a sweep must never wait for a slot a sweep before it holds.
-    jobSlots: laneSlots(JOB_CONCURRENCY),
+    jobSlots: laneSlots(EDGE_JOB_CONCURRENCY),
   };
 }
 

@@ -13,6 +13,17 @@ import { claimJobs, completeJob, type Job, LEASE_MS, LEASE_RENEW_MS, renewLease,
 export { LEASE_MS };
 /** How many jobs one worker runs at once (provider latency bound, not CPU bound). */
 export const JOB_CONCURRENCY = 16;
+
+/**
+ * Jobs a Worker invocation runs at once, per lane (model work, webhook deliveries; functions/index.ts),
+ * fewer than the Node host's JOB_CONCURRENCY. Cloudflare lets an invocation hold 6 outgoing
+ * connections, on every plan, and queues the rest: with 16 jobs each waiting on the provider,
+ * their lease renewals (keepLease, a Neon request every 10 s) could wait behind them past the
+ * lease, and another invocation would run the job again (the provider paid twice). 2 + 2 leave
+ * two connections for the leases and the jobs' statements. QStash runs each job in an invocation
+ * of its own; the cron sweep is the backstop.
+ */
+export const EDGE_JOB_CONCURRENCY = 2;
 const FAILURE_BACKOFF_MS = 30_000;
 
 /**
