@@ -91,7 +91,8 @@ export async function deleteProject({ deps, projectId }: ProjectContext): Promis
 /**
  * What the dashboard's overview reads, in one statement: messages, episodes by status, fact
  * extraction by its internal status (which the `/v1` API never shows: the operator must not be
- * blind to extraction failures), facts live and superseded, entities.
+ * blind to extraction failures), facts live and superseded (not those forgotten: deleted through
+ * `/v1`), entities.
  */
 export async function projectStats({ deps, projectId }: ProjectContext) {
   const [row] = parsedRowsOf(
@@ -108,7 +109,8 @@ export async function projectStats({ deps, projectId }: ProjectContext) {
            SELECT semantic_status, count(*)::int AS n FROM ${episodes}
            WHERE project_id = ${projectId} AND status = 'completed' GROUP BY semantic_status) s) AS extraction,
         (SELECT count(*) FILTER (WHERE invalid_at IS NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_live,
-        (SELECT count(*) FILTER (WHERE invalid_at IS NOT NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_superseded,
+        -- Superseded by a newer fact; one forgotten (deleted through /v1) is invalidated too, but not superseded.
+        (SELECT count(*) FILTER (WHERE invalid_at IS NOT NULL AND forgotten_at IS NULL) FROM ${facts} WHERE project_id = ${projectId})::int AS facts_superseded,
         (SELECT count(*) FROM ${entities} WHERE project_id = ${projectId})::int AS entities`),
   );
   requireProject(row);

@@ -564,6 +564,7 @@ describe("POST /dashboard/projects/{id}/recall", () => {
       "relevanceScore",
       "role",
       "threadId",
+      "truncated",
     ]);
 
     const without = await playground(t.projectId, { dataset: "ds", query });

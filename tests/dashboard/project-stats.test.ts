@@ -1,3 +1,4 @@
+import { sql } from "drizzle-orm";
 import { describe, expect, it } from "vitest";
 import { runDueJobs } from "../../lib/jobs/runner";
 import { useEpisodicService } from "../helpers/episodic-fixtures";
@@ -61,6 +62,28 @@ describe("GET /dashboard/projects/:id/stats", () => {
     };
     expect(stats.episodes.completed).toBe(1);
     expect(stats.extraction.failed).toBe(1);
+  });
+
+  it("counts a fact forgotten through /v1 as neither live nor superseded", async () => {
+    const t = await tenant("stats-forgotten");
+    const session = await adminSession(h.svc);
+    const insert = (id: string, object: string, invalidAt: string | null) =>
+      h.svc.deps.db.execute(sql`
+        INSERT INTO facts (id, project_id, dataset, subject, predicate, object, confidence, source_quote,
+                           valid_at, valid_until, invalid_at)
+        VALUES (${id}, ${t.projectId}, 'ds', 'user', 'lives_in', ${object}, 0.9, ${`I live in ${object}`},
+                now() - interval '1 day', ${invalidAt}::timestamptz, ${invalidAt}::timestamptz)`);
+    await insert("fct_stats_live", "Lisbon", null);
+    // Replaced by the one above: superseded (invalid_at set, forgotten_at not).
+    await insert("fct_stats_superseded", "Porto", new Date(Date.now() - 3_600_000).toISOString());
+    await insert("fct_stats_forgotten", "Faro", null);
+    const forgotten = await t.get("/v1/memory/semantic/datasets/ds/facts/fct_stats_forgotten", { method: "DELETE" });
+    expect(forgotten.status, await forgotten.text()).toBe(200);
+
+    const res = await h.svc.request(`/dashboard/projects/${t.projectId}/stats`, { token: session });
+    expect(res.status).toBe(200);
+    const { stats } = (await res.json()) as { stats: { facts: Record<string, number> } };
+    expect(stats.facts).toEqual({ live: 1, superseded: 1 });
   });
 
   it("404 for an unknown project, 401 without a session", async () => {

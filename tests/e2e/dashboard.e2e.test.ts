@@ -343,6 +343,25 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await page.getByRole("list", { name: "Facts about Lisbon" }).getByText("user lives in Lisbon").waitFor();
   });
 
+  it("opens a link with a malformed escape, and goes back to the last page from an offset past the server's cap", async () => {
+    const errors = browser.pageErrors.length;
+    // A truncated escape (a link cut short): the page renders, with the segment as it was typed.
+    await page.goto(dashboard(`#/projects/${projectId}/data/%E0%A4%A/threads`));
+    await heading(PROJECT).waitFor();
+    await expectCurrent(subnav("Threads"));
+    await idle(page);
+    expect(browser.pageErrors.slice(errors)).toEqual([]);
+    // The server takes offsets up to 1,000,000: past it the list goes to its last page, as past
+    // the end, rather than saying "offset Too big".
+    await page.goto(dashboard(`#/projects/${projectId}/data/${DATASET}/threads?offset=2000000`));
+    await expect.poll(() => new URL(page.url()).hash).toBe(`#/projects/${projectId}/data/${DATASET}/threads`);
+    await page
+      .getByRole("table", { name: `Threads of ${DATASET}` })
+      .getByRole("link", { name: threadId })
+      .waitFor();
+    expect(await page.getByText("Validation error").count()).toBe(0);
+  });
+
   it("runs recall in the playground: the context block, the ranked facts and messages", async () => {
     // A message no fact quotes, in another thread of the dataset: recalled as conversation evidence.
     const other = await v1Json<{ threadId: string }>("/threads", { json: { dataset: DATASET } }, 201);
@@ -401,6 +420,43 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     // The form's own link runs again.
     await page.goto(run);
     await block.waitFor();
+  });
+
+  it("takes any dataset in the playground when the project has more than its list shows", async () => {
+    const created = await asOperator("/dashboard/projects", { json: { name: "Many datasets" } });
+    expect(created.status).toBe(201);
+    const many = ((await created.json()) as { project: { id: string } }).project.id;
+    // 101 datasets (an episode each), many-000 the most recently active: the list loads 100.
+    await svc.service.deps.db.execute(sql`
+      INSERT INTO episodes (id, project_id, thread_id, dataset, status, semantic_status, summary, key_learnings,
+                            message_count, from_seq, to_seq, started_at, ended_at, created_at)
+      SELECT 'epi_many_' || i, ${many}, 'thr_many', 'many-' || lpad(i::text, 3, '0'), 'completed', 'completed',
+             'a summary', '[]'::jsonb, 2, 1, 2, now(), now(), now() - i * interval '1 minute'
+      FROM generate_series(0, 100) i`);
+    await page.goto(dashboard(`#/projects/${many}/playground`));
+    await page.getByText("101 datasets: type a name (the 100 most recently active are suggested).").waitFor();
+    // A text field suggesting the 100 most recent, so the oldest can be typed.
+    const field = page.getByRole("combobox", { name: "Dataset", exact: true });
+    expect(await field.inputValue()).toBe("many-000");
+    const suggested = await page
+      .locator(`datalist#${await field.getAttribute("list")} option`)
+      .evaluateAll((options) => options.map((o) => (o as HTMLOptionElement).value));
+    expect(suggested).toHaveLength(100);
+    expect(suggested[0]).toBe("many-000");
+    expect(suggested).not.toContain("many-100");
+    await field.fill("many-100");
+    const sent = page.waitForRequest((r) => r.url().endsWith(`/dashboard/projects/${many}/recall`));
+    await page.getByRole("button", { name: "Run recall" }).click();
+    expect((await sent).postDataJSON()).toMatchObject({ dataset: "many-100" });
+    // Its dataset has no facts: the result says nothing matched.
+    await page.getByRole("heading", { name: "Result" }).waitFor();
+    await page.getByText("Nothing matched.").waitFor();
+    expect(new URL(page.url()).hash).toContain("dataset=many-100");
+    // Back to the project the next steps use.
+    await page.goto(dashboard(`#/projects/${projectId}/playground`));
+    await heading(PROJECT).waitFor();
+    await idle(page);
+    expect((await asOperator(`/dashboard/projects/${many}`, { method: "DELETE" })).status).toBe(204);
   });
 
   it("shows the overview, settings and users pages", async () => {
@@ -611,6 +667,43 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     expect((await asOperator(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
   });
 
+  it("says why Register and Save cannot act while no event is ticked", async () => {
+    await page.goto(dashboard(`#/projects/${projectId}/webhooks`));
+    await page.reload();
+    await page.getByText("No endpoints yet. Register one above.").waitFor();
+    const register = page.getByRole("form", { name: "Register a webhook endpoint" });
+    const hint = register.getByRole("alert").filter({ hasText: "Tick at least one event." });
+    expect(await hint.count()).toBe(0);
+    await register.getByLabel("Endpoint URL").fill("https://hooks.example.com/no-events");
+    await register.getByLabel("episode.completed").uncheck();
+    await hint.waitFor();
+    // The button cannot act, and the page says why rather than nothing happening.
+    const submit = register.getByRole("button", { name: "Register endpoint" });
+    expect(await submit.getAttribute("aria-disabled")).toBe("true");
+    await submit.click({ force: true });
+    await idle(page);
+    expect(await page.locator('output[aria-label="Signing secret"]').count()).toBe(0);
+    await register.getByLabel("episode.failed").check();
+    await hint.waitFor({ state: "detached" });
+
+    // The same under an endpoint's Edit form.
+    const url = "https://hooks.example.com/edit-events";
+    const registered = await asOperator("/dashboard/webhooks", {
+      json: { projectId, url, eventTypes: ["episode.completed"] },
+    });
+    expect(registered.status, await registered.clone().text()).toBe(201);
+    const { endpoint } = (await registered.json()) as { endpoint: { id: string } };
+    await page.reload();
+    await page.getByRole("button", { name: `Edit ${url}` }).click();
+    const form = page.getByRole("form", { name: `Edit ${url}` });
+    await form.getByLabel("episode.completed").uncheck();
+    await form.getByRole("alert").filter({ hasText: "Tick at least one event." }).waitFor();
+    await form.getByRole("button", { name: "Save endpoint" }).click({ force: true });
+    await idle(page);
+    expect(await form.count()).toBe(1);
+    expect((await asOperator(`/dashboard/webhooks/${endpoint.id}`, { method: "DELETE" })).status).toBe(204);
+  });
+
   it("pages the webhook endpoints: every one reachable, a new one on the first page", async () => {
     const urls = Array.from({ length: 21 }, (_, i) => `https://hooks.example.com/paged-${i + 1}`);
     for (const url of urls) {
@@ -744,6 +837,44 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
       .getByText(/^Password changed\. 1 other session was signed out\./)
       .waitFor();
     expect((await signIn(ADMIN.password)).status).toBe(200);
+  });
+
+  it("ends the session with the reason when another tab signed out, sending nothing without it", async () => {
+    await page.goto(dashboard(`#/projects/${projectId}/keys`));
+    await heading(PROJECT).waitFor();
+    await idle(page);
+    const other = await browser.context.newPage();
+    try {
+      await other.goto(dashboard("#/projects"));
+      await other.getByRole("button", { name: "Sign out" }).click();
+      await other.getByRole("heading", { name: "Sign in", level: 1 }).waitFor();
+    } finally {
+      await other.close();
+    }
+    // This tab still shows its page; its next call finds no session and is not sent.
+    const unauthenticated: string[] = [];
+    const record = (r: { url(): string; headers(): Record<string, string> }) => {
+      if (new URL(r.url()).pathname.startsWith("/dashboard/") && !r.headers().authorization) {
+        unauthenticated.push(r.url());
+      }
+    };
+    page.on("request", record);
+    try {
+      await page.getByLabel("Key name").fill("after-sign-out");
+      await page.getByRole("button", { name: "Create key" }).click();
+      await heading("Sign in").waitFor();
+      await page.getByRole("status").getByText("You were signed out (in another tab).").waitFor();
+      expect(await page.getByText("Missing or invalid Authorization header").count()).toBe(0);
+      expect(unauthenticated.filter((u) => !u.includes("/dashboard/assets/"))).toEqual([]);
+    } finally {
+      page.off("request", record);
+    }
+    // Signing in again returns to the page.
+    await page.getByLabel("Username").fill(ADMIN.username);
+    await page.getByLabel("Password").fill(ADMIN.password);
+    await page.getByRole("button", { name: "Sign in" }).click();
+    await heading(PROJECT).waitFor();
+    expect(new URL(page.url()).hash).toBe(`#/projects/${projectId}/keys`);
   });
 
   it("signs out back to the sign-in page, with the reason", async () => {
@@ -925,6 +1056,43 @@ describe.skipIf(!chromiumPath)("dashboard in a browser", { timeout: 60_000 }, ()
     await page.getByRole("status").getByText("User newest-user created.").waitFor();
     await pager.getByText(/^1–20 of \d+$/).waitFor();
     await expect.poll(async () => (await names())[0]).toBe("newest-user");
+  });
+
+  it("drops a user or a project deleted in another tab from its list, with the refusal on the page", async () => {
+    // Users: newest-user (the step before) is deleted elsewhere while its row is on screen.
+    await page.goto(dashboard("#/users"));
+    await page.reload();
+    const row = page
+      .getByRole("table", { name: "All users" })
+      .locator(".users-name")
+      .filter({ hasText: /^newest-user$/ });
+    await row.waitFor();
+    const listed = (await (await asOperator("/dashboard/users?limit=100")).json()) as {
+      users: { id: string; username: string }[];
+    };
+    const user = listed.users.find((u) => u.username === "newest-user");
+    expect((await asOperator(`/dashboard/users/${user?.id}`, { method: "DELETE" })).status).toBe(204);
+    await page.getByRole("button", { name: "Delete newest-user" }).click();
+    await page.getByRole("dialog").getByRole("button", { name: "Delete user" }).click();
+    await page.getByRole("alert").getByText("User not found").waitFor();
+    await row.waitFor({ state: "detached" });
+
+    // Projects: the same, through the typed confirmation.
+    const name = "Deleted elsewhere";
+    const created = await asOperator("/dashboard/projects", { json: { name } });
+    expect(created.status).toBe(201);
+    const { project } = (await created.json()) as { project: { id: string } };
+    await page.goto(dashboard("#/projects"));
+    await page.reload();
+    const link = page.getByRole("link", { name, exact: true });
+    await link.waitFor();
+    expect((await asOperator(`/dashboard/projects/${project.id}`, { method: "DELETE" })).status).toBe(204);
+    await page.getByRole("button", { name: `Delete ${name}` }).click();
+    const dialog = page.getByRole("dialog");
+    await dialog.getByRole("textbox").fill(name);
+    await dialog.getByRole("button", { name: "Delete project" }).click();
+    await page.getByRole("alert").getByText("Project not found").waitFor();
+    await link.waitFor({ state: "detached" });
   });
 
   it("starts the overview's failures on their first page in another project", async () => {

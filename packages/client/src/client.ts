@@ -2,7 +2,7 @@ import createClient, { type Client } from "openapi-fetch";
 import {
   MemoryApiError,
   MemoryEpisodeFailedError,
-  type MemoryError,
+  MemoryError,
   MemoryNetworkError,
   MemoryTimeoutError,
   MemoryValidationError,
@@ -15,6 +15,7 @@ import {
   type Attempt,
   type CallKind,
   type CallOptions,
+  callKey,
   perform,
   type RetryEvent,
   sleep,
@@ -69,6 +70,14 @@ export type ListEpisodesQuery = QueryParams<"/v1/memory/episodic/datasets/{datas
 /** `GET /v1/usage`'s query: `start`, `end` (ISO datetime or YYYY-MM-DD), `groupBy`, `limit`. */
 export type UsageQuery = QueryParams<"/v1/usage", "get">;
 export type ListFactsQuery = QueryParams<"/v1/memory/semantic/datasets/{dataset}/facts", "get">;
+
+/**
+ * `threads.chatStream`'s events (iterate with `for await`), and the `Idempotency-Key` it is sent
+ * with (undefined when sent without one), known before the first event: a stream that fails once
+ * started (cut, stalled, ended before `done`) throws an error carrying the same key, and a repeat
+ * under it gets the events the service kept instead of storing the turn again.
+ */
+export type ChatStream = AsyncGenerator<ChatEvent> & { readonly idempotencyKey: string | undefined };
 
 /** How `episodes.waitFor` waits. */
 export interface WaitForEpisodeOptions {
@@ -129,6 +138,19 @@ function required(field: string, value: unknown): string {
   return value;
 }
 
+/**
+ * A required string as one path segment. `.` and `..` are refused: no encoding keeps them one
+ * segment (a URL parser folds `%2E` too), so the request would reach another route
+ * (`entities.facts(dataset, "..")` would list every fact of the dataset).
+ */
+function segment(field: string, value: unknown): string {
+  const text = required(field, value);
+  if (text === "." || text === "..") {
+    throw new MemoryValidationError(field, `must not be "${text}" (a URL path folds it into another route)`);
+  }
+  return text;
+}
+
 /** Characters as the service counts them: code points ("🙂" is one), not UTF-16 units. */
 const characters = (text: string) => [...text].length;
 
@@ -178,7 +200,7 @@ export function createMemoryClient(options: MemoryClientOptions) {
   };
   const call: Call = (label, kind, o, attempt) => perform(config, label, kind, o, attempt);
   return {
-    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call, config.timeoutMs) },
+    threads: { ...threadCalls(api, call), ...messageCalls(api, call), ...chatCalls(api, call, config) },
     ...memoryCalls(api, call),
     episodes: episodeCalls(api, call),
     ...semanticCalls(api, call),
@@ -197,21 +219,21 @@ function threadCalls(api: Api, call: Call) {
       return call("POST /v1/threads", "write", o, (init) => api.POST("/v1/threads", { body, ...init }));
     },
     get: async (threadId: string, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("GET /v1/threads/{id}", "read", o, (init) =>
         api.GET("/v1/threads/{id}", { params: { path: { id } }, ...init }),
       );
     },
     /** Tags and the episodic override. */
     update: async (threadId: string, body: UpdateThreadInput, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("PATCH /v1/threads/{id}", "write", o, (init) =>
         api.PATCH("/v1/threads/{id}", { params: { path: { id } }, body, ...init }),
       );
     },
     /** Ends the thread: its episode (summary, then facts) is extracted in the background. */
     end: async (threadId: string, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("POST /v1/threads/{id}/end", "write", o, (init) =>
         api.POST("/v1/threads/{id}/end", { params: { path: { id } }, ...init }),
       );
@@ -223,7 +245,7 @@ function threadCalls(api: Api, call: Call) {
 function messageCalls(api: Api, call: Call) {
   return {
     addMessage: async (threadId: string, message: AddMessageInput, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       content("content", message?.content);
       return call("POST /v1/memory/working/threads/{threadId}/messages", "write", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/messages", {
@@ -235,7 +257,7 @@ function messageCalls(api: Api, call: Call) {
     },
     /** Many messages in one request, all or nothing (at most 1000). */
     addMessages: async (threadId: string, messages: BatchMessage[], o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       batch(messages);
       return call("POST /v1/memory/working/threads/{threadId}/messages:batch", "write", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/messages:batch", {
@@ -247,7 +269,7 @@ function messageCalls(api: Api, call: Call) {
     },
     /** Raw messages, cursor-paginated by sequence number (`before`). */
     messages: async (threadId: string, query?: ListMessagesQuery, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("GET /v1/memory/working/threads/{threadId}/messages", "read", o, (init) =>
         api.GET("/v1/memory/working/threads/{threadId}/messages", {
           params: { path: { threadId: id }, query },
@@ -257,7 +279,7 @@ function messageCalls(api: Api, call: Call) {
     },
     /** The LLM-ready window (no model call). */
     prepare: async (threadId: string, query?: { messageLimit?: number }, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("POST /v1/memory/working/threads/{threadId}/prepare", "read", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/prepare", {
           params: { path: { threadId: id }, query },
@@ -267,13 +289,13 @@ function messageCalls(api: Api, call: Call) {
     },
     /** Folds older messages into a summary (one model call). */
     compact: async (threadId: string, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("POST /v1/memory/working/threads/{threadId}/compact", "write", o, (init) =>
         api.POST("/v1/memory/working/threads/{threadId}/compact", { params: { path: { threadId: id } }, ...init }),
       );
     },
     stats: async (threadId: string, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       return call("GET /v1/memory/working/threads/{threadId}/stats", "read", o, (init) =>
         api.GET("/v1/memory/working/threads/{threadId}/stats", { params: { path: { threadId: id } }, ...init }),
       );
@@ -282,14 +304,14 @@ function messageCalls(api: Api, call: Call) {
 }
 
 /** The service's own reply, whole or streamed. */
-function chatCalls(api: Api, call: Call, timeoutMs: number) {
+function chatCalls(api: Api, call: Call, config: TransportConfig) {
   return {
     /**
      * The service's own reply: stores the message, recalls, calls its model, stores the reply.
      * Not retried on a 5xx: the user message is already stored then.
      */
     chat: async (threadId: string, body: ChatInput, o?: CallOptions) => {
-      const id = required("threadId", threadId);
+      const id = segment("threadId", threadId);
       content("content", body?.content);
       // Without `Accept: text/event-stream` the answer is JSON (the document lists both types).
       return call<ChatReply>(
@@ -308,29 +330,42 @@ function chatCalls(api: Api, call: Call, timeoutMs: number) {
      * The same, streamed: `start`, `delta`… then `done` (the stored reply) or `error`. Retried
      * as `chat` is until the response's headers arrive (under its key; never on a 5xx): a repeat
      * meets the first attempt still streaming (409, waited for) or gets its kept events replayed
-     * (`start`, the text as one `delta`, `done` or `error`). A stream broken or stalled after it
-     * started is not asked again: the loop throws. An abort, or leaving the loop early, closes the
-     * stream, and the service then stores no reply. `timeoutMs` bounds the wait for the stream to
-     * start and each gap between its chunks: a stream that stalls longer is closed and the loop
-     * throws `MemoryTimeoutError`.
+     * (`start`, the text as one `delta`, `done` or `error`). A stream broken, stalled or ended
+     * before `done` (or `error`) after it started is not asked again: the loop throws
+     * (`MemoryNetworkError`, `MemoryTimeoutError`) with the stream's `idempotencyKey`, to resume
+     * the turn with. An abort, or leaving the loop early, closes the stream, and the service then
+     * stores no reply. `timeoutMs` bounds the wait for the stream to start and each gap between its
+     * chunks: a stream that stalls longer is closed and the loop throws `MemoryTimeoutError`.
      */
-    chatStream: async function* (threadId: string, body: ChatInput, o?: CallOptions): AsyncGenerator<ChatEvent> {
-      const id = required("threadId", threadId);
-      content("content", body?.content);
-      // The timeout bounds the wait for the stream to start and each gap in it, not the whole reply.
-      const stream = await call<ReadableStream<Uint8Array>>(
-        "POST /v1/memory/working/threads/{threadId}/chat",
-        "stream",
-        { ...o, headers: { ...o?.headers, Accept: "text/event-stream" } },
-        (init) =>
-          api.POST("/v1/memory/working/threads/{threadId}/chat", {
-            params: { path: { threadId: id } },
-            body,
-            parseAs: "stream",
-            ...init,
-          }) as Promise<{ data?: ReadableStream<Uint8Array>; error?: unknown; response: Response }>,
-      );
-      yield* readChatEvents(stream, o?.signal, o?.timeoutMs ?? timeoutMs);
+    chatStream: (threadId: string, body: ChatInput, o?: CallOptions): ChatStream => {
+      // Chosen now, so that the stream names it before it is sent (and after it failed).
+      const key = callKey(config, o);
+      const events = async function* (): AsyncGenerator<ChatEvent> {
+        const id = segment("threadId", threadId);
+        content("content", body?.content);
+        const label = "POST /v1/memory/working/threads/{threadId}/chat";
+        // The timeout bounds the wait for the stream to start and each gap in it, not the whole reply.
+        const stream = await call<ReadableStream<Uint8Array>>(
+          label,
+          "stream",
+          { ...o, idempotencyKey: key, headers: { ...o?.headers, Accept: "text/event-stream" } },
+          (init) =>
+            api.POST("/v1/memory/working/threads/{threadId}/chat", {
+              params: { path: { threadId: id } },
+              body,
+              parseAs: "stream",
+              ...init,
+            }) as Promise<{ data?: ReadableStream<Uint8Array>; error?: unknown; response: Response }>,
+        );
+        try {
+          yield* readChatEvents(stream, o?.signal, o?.timeoutMs ?? config.timeoutMs, label);
+        } catch (err) {
+          // Cut, stalled or ended early once started: not asked again, but resumable under its key.
+          if (err instanceof MemoryError && key !== false) err.idempotencyKey = key;
+          throw err;
+        }
+      };
+      return Object.assign(events(), { idempotencyKey: key === false ? undefined : key });
     },
   };
 }
@@ -375,14 +410,14 @@ function memoryCalls(api: Api, call: Call) {
 /** Episodes: list, search, read, wait for, archive, retry. */
 function episodeCalls(api: Api, call: Call) {
   const get = async (episodeId: string, o?: CallOptions) => {
-    const id = required("episodeId", episodeId);
+    const id = segment("episodeId", episodeId);
     return call("GET /v1/memory/episodic/episodes/{episodeId}", "read", o, (init) =>
       api.GET("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
     );
   };
   return {
     list: async (datasetName: string, query?: ListEpisodesQuery, o?: CallOptions) => {
-      const d = dataset(datasetName);
+      const d = segment("dataset", dataset(datasetName));
       return call("GET /v1/memory/episodic/datasets/{dataset}/episodes", "read", o, (init) =>
         api.GET("/v1/memory/episodic/datasets/{dataset}/episodes", {
           params: { path: { dataset: d }, query },
@@ -392,7 +427,7 @@ function episodeCalls(api: Api, call: Call) {
     },
     /** Semantic search of completed episodes' summaries. */
     search: async (datasetName: string, q: string, query?: { limit?: number }, o?: CallOptions) => {
-      const d = dataset(datasetName);
+      const d = segment("dataset", dataset(datasetName));
       required("q", q);
       return call("GET /v1/memory/episodic/datasets/{dataset}/episodes/search", "read", o, (init) =>
         api.GET("/v1/memory/episodic/datasets/{dataset}/episodes/search", {
@@ -412,7 +447,7 @@ function episodeCalls(api: Api, call: Call) {
      * error then names the last failure (`lastError`); any other error (404, 401) rejects at once.
      */
     waitFor: async (episodeId: string, w: WaitForEpisodeOptions = {}): Promise<Episode> => {
-      const id = required("episodeId", episodeId);
+      const id = segment("episodeId", episodeId);
       const timeoutMs = w.timeoutMs ?? 60_000;
       // One signal for the caller's abort and the deadline: it cancels a read or a pause at once.
       let last: Episode | undefined;
@@ -455,14 +490,14 @@ function episodeCalls(api: Api, call: Call) {
     },
     /** Archives the episode: it leaves retrieval, its facts remain. */
     delete: async (episodeId: string, o?: CallOptions) => {
-      const id = required("episodeId", episodeId);
+      const id = segment("episodeId", episodeId);
       return call("DELETE /v1/memory/episodic/episodes/{episodeId}", "write", o, (init) =>
         api.DELETE("/v1/memory/episodic/episodes/{episodeId}", { params: { path: { episodeId: id } }, ...init }),
       );
     },
     /** Re-queues a failed episode now. */
     retry: async (episodeId: string, o?: CallOptions) => {
-      const id = required("episodeId", episodeId);
+      const id = segment("episodeId", episodeId);
       return call("POST /v1/memory/episodic/episodes/{episodeId}/retry", "write", o, (init) =>
         api.POST("/v1/memory/episodic/episodes/{episodeId}/retry", { params: { path: { episodeId: id } }, ...init }),
       );
@@ -475,15 +510,15 @@ function semanticCalls(api: Api, call: Call) {
   return {
     facts: {
       list: async (datasetName: string, query?: ListFactsQuery, o?: CallOptions) => {
-        const d = dataset(datasetName);
+        const d = segment("dataset", dataset(datasetName));
         return call("GET /v1/memory/semantic/datasets/{dataset}/facts", "read", o, (init) =>
           api.GET("/v1/memory/semantic/datasets/{dataset}/facts", { params: { path: { dataset: d }, query }, ...init }),
         );
       },
       /** Invalidates the fact (it leaves retrieval; the row remains). */
       delete: async (datasetName: string, factId: string, o?: CallOptions) => {
-        const d = dataset(datasetName);
-        const id = required("factId", factId);
+        const d = segment("dataset", dataset(datasetName));
+        const id = segment("factId", factId);
         return call("DELETE /v1/memory/semantic/datasets/{dataset}/facts/{factId}", "write", o, (init) =>
           api.DELETE("/v1/memory/semantic/datasets/{dataset}/facts/{factId}", {
             params: { path: { dataset: d, factId: id } },
@@ -495,15 +530,15 @@ function semanticCalls(api: Api, call: Call) {
 
     entities: {
       list: async (datasetName: string, o?: CallOptions) => {
-        const d = dataset(datasetName);
+        const d = segment("dataset", dataset(datasetName));
         return call("GET /v1/memory/semantic/datasets/{dataset}/entities", "read", o, (init) =>
           api.GET("/v1/memory/semantic/datasets/{dataset}/entities", { params: { path: { dataset: d } }, ...init }),
         );
       },
       /** Live facts linked to an entity (an unknown entity has none). */
       facts: async (datasetName: string, name: string, o?: CallOptions) => {
-        const d = dataset(datasetName);
-        const n = required("name", name);
+        const d = segment("dataset", dataset(datasetName));
+        const n = segment("name", name);
         return call("GET /v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", "read", o, (init) =>
           api.GET("/v1/memory/semantic/datasets/{dataset}/entities/{name}/facts", {
             params: { path: { dataset: d, name: n } },
@@ -516,14 +551,14 @@ function semanticCalls(api: Api, call: Call) {
     datasets: {
       /** Everything in the dataset, unpaginated. */
       export: async (datasetName: string, o?: CallOptions) => {
-        const d = dataset(datasetName);
+        const d = segment("dataset", dataset(datasetName));
         return call("GET /v1/memory/recall/datasets/{dataset}/export", "read", o, (init) =>
           api.GET("/v1/memory/recall/datasets/{dataset}/export", { params: { path: { dataset: d } }, ...init }),
         );
       },
       /** Hard-erases every thread, message, episode, fact and entity of the dataset. No undo. */
       delete: async (datasetName: string, o?: CallOptions) => {
-        const d = dataset(datasetName);
+        const d = segment("dataset", dataset(datasetName));
         return call("DELETE /v1/memory/recall/datasets/{dataset}", "write", o, (init) =>
           api.DELETE("/v1/memory/recall/datasets/{dataset}", { params: { path: { dataset: d } }, ...init }),
         );

@@ -2,6 +2,7 @@ export {
   type AddMessageInput,
   type BatchMessage,
   type ChatInput,
+  type ChatStream,
   type CreateThreadInput,
   type CrossThreadMessage,
   createMemoryClient,

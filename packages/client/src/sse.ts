@@ -1,4 +1,4 @@
-import { MemoryTimeoutError } from "./errors.js";
+import { MemoryNetworkError, MemoryTimeoutError } from "./errors.js";
 import type { components } from "./schema.js";
 
 /** The events of a streamed chat reply (`Accept: text/event-stream`). */
@@ -11,12 +11,15 @@ export type ChatEvent =
 /**
  * Server-sent events as they arrive, parsed (`event:` and `data:` lines, a blank line ends one).
  * Aborting `signal` cancels the stream: the service then stores no reply. A stream that sends
- * nothing for `idleMs` (0: no limit) is cancelled too, with a `MemoryTimeoutError`.
+ * nothing for `idleMs` (0: no limit) is cancelled too, with a `MemoryTimeoutError`; one that
+ * breaks, or ends before its `done` or `error` event, throws a `MemoryNetworkError` (`label` names
+ * the request in its message).
  */
 export async function* readChatEvents(
   stream: ReadableStream<Uint8Array>,
   signal?: AbortSignal,
   idleMs = 0,
+  label = "chat stream",
 ): AsyncGenerator<ChatEvent> {
   const reader = stream.getReader();
   const decoder = new TextDecoder();
@@ -26,13 +29,26 @@ export async function* readChatEvents(
   signal?.addEventListener("abort", cancel, { once: true });
   let buffer = "";
   let ended = false;
+  let finished = false; // a `done` or `error` event came
   try {
     for (;;) {
       signal?.throwIfAborted();
-      const { value, done } = await (idleMs > 0 ? readWithin(reader, idleMs) : reader.read());
+      let chunk: ReadableStreamReadResult<Uint8Array>;
+      try {
+        chunk = await (idleMs > 0 ? readWithin(reader, idleMs) : reader.read());
+      } catch (err) {
+        signal?.throwIfAborted();
+        if (err instanceof MemoryTimeoutError) throw err;
+        // undici says "terminated" and puts the reason (a reset, the other side closing) in its cause.
+        const cause = err instanceof Error && err.cause instanceof Error ? ` (${err.cause.message})` : "";
+        const reason = err instanceof Error ? `${err.message}${cause}` : String(err);
+        throw new MemoryNetworkError(`${label}: the stream broke: ${reason}`, { cause: err });
+      }
+      const { value, done } = chunk;
       signal?.throwIfAborted();
       if (done) {
         ended = true;
+        if (!finished) throw new MemoryNetworkError(`${label}: the stream ended before its done event`);
         return;
       }
       buffer += decoder.decode(value, { stream: true }).replace(/\r\n?/g, "\n");
@@ -41,6 +57,7 @@ export async function* readChatEvents(
         buffer = buffer.slice(end + 2);
         // Events already read but not yet given out are dropped once the caller aborted.
         signal?.throwIfAborted();
+        if (event?.event === "done" || event?.event === "error") finished = true;
         if (event) yield event;
       }
     }

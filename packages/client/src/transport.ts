@@ -1,4 +1,11 @@
-import { type ErrorBody, MemoryApiError, type MemoryError, MemoryNetworkError, MemoryTimeoutError } from "./errors.js";
+import {
+  type ErrorBody,
+  MemoryApiError,
+  type MemoryError,
+  MemoryNetworkError,
+  MemoryTimeoutError,
+  MemoryValidationError,
+} from "./errors.js";
 import {
   backoffMs,
   type Failure,
@@ -21,7 +28,9 @@ export interface CallOptions {
   retries?: number;
   /**
    * Writes only: the `Idempotency-Key` to send. Default: a new random key per call, the same for
-   * its retries. `false` sends none, and the write is then never retried.
+   * its retries. `false` sends none, and the write is then never retried. A key the service would
+   * refuse (empty, blank, over 255 characters, not printable ASCII, a comma outside quotes) is
+   * refused before sending with a `MemoryValidationError`.
    */
   idempotencyKey?: string | false;
   /** Extra request headers. */
@@ -118,12 +127,39 @@ function idempotency(
   headers: Record<string, string>,
 ): Repeatability {
   if (kind === "read") return "safe";
-  const key = options?.idempotencyKey ?? (config.idempotencyKeys ? newIdempotencyKey() : false);
-  if (key === false || key === "") return "unsafe";
+  const key = callKey(config, options);
+  if (key === false) return "unsafe";
+  const problem = keyProblem(key);
+  if (problem) throw new MemoryValidationError("idempotencyKey", problem);
   headers["Idempotency-Key"] = key;
   // A streamed chat is repeated as the JSON one: the service holds its key while it streams (409)
   // and then keeps its events, so a repeat gets them rather than storing the turn again.
   return kind === "write" ? "keyed" : "keyed-no-5xx";
+}
+
+/** The key a write is sent with: the call's own, else a new one when the client sends keys, else none (`false`). */
+export function callKey(config: Pick<TransportConfig, "idempotencyKeys">, options?: CallOptions): string | false {
+  return options?.idempotencyKey ?? (config.idempotencyKeys ? newIdempotencyKey() : false);
+}
+
+/** A key sent as a Structured Field string (`"8e03…"`), which the service unquotes. */
+const QUOTED_KEY = /^"(?:[^"\\]|\\["\\])*"$/;
+
+/**
+ * Why the service would refuse `key` as an `Idempotency-Key` (a 400), or undefined (lib/idempotency.ts):
+ * it takes 1-255 printable ASCII characters once HTTP has trimmed the spaces around the value and a
+ * quoted one is unquoted; a bare value with a comma is two keys joined (the header sent twice).
+ */
+function keyProblem(key: unknown): string | undefined {
+  if (typeof key !== "string") return "must be a string, or false to send none";
+  if (key === "") return "must not be empty (pass false to send none)";
+  if (!/^[\x20-\x7e]*$/.test(key)) return "must be printable ASCII characters (0x20-0x7E)";
+  let sent = key.replace(/^ +| +$/g, "");
+  if (QUOTED_KEY.test(sent)) sent = sent.slice(1, -1).replace(/\\(["\\])/g, "$1");
+  else if (sent.includes(",")) return "must not contain a comma outside quotes (HTTP reads it as two keys)";
+  if (sent === "") return "must not be blank (HTTP trims the spaces around a header value)";
+  if (sent.length > 255) return "must be at most 255 characters";
+  return undefined;
 }
 
 type Outcome<D> = { ok: true; data: D } | { ok: false; error: MemoryError; failure: Failure };

@@ -344,6 +344,62 @@ describe("errors", () => {
     }
   });
 
+  it("refuses a path value . or .., which a URL folds into another route, naming the parameter", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      const cases: [string, () => Promise<unknown>][] = [
+        // GET …/entities/../facts would be GET …/datasets/d/facts: every fact of the dataset.
+        ["name", () => memory.entities.facts("d", "..")],
+        ["name", () => memory.entities.facts("d", ".")],
+        ["dataset", () => memory.facts.list("..")],
+        ["dataset", () => memory.datasets.delete(".")],
+        ["dataset", () => memory.episodes.list("..")],
+        ["factId", () => memory.facts.delete("d", "..")],
+        ["threadId", () => memory.threads.get("..")],
+        ["threadId", () => memory.threads.addMessage(".", { role: "user", content: "hi" })],
+        ["threadId", () => memory.threads.chatStream("..", { content: "hi" }).next()],
+        ["episodeId", () => memory.episodes.get(".")],
+        ["episodeId", () => memory.episodes.retry("..")],
+      ];
+      for (const [field, call] of cases) {
+        const err = await thrown(call());
+        expect(err).toBeInstanceOf(MemoryValidationError);
+        expect(err).toMatchObject({ field });
+      }
+      expect(proxy.seen).toEqual([]);
+      // Dots inside a value are one segment as any other character: sent.
+      expect(await memory.entities.facts("d", "...")).toMatchObject({ facts: [] });
+      expect(await memory.facts.list("d.")).toMatchObject({ facts: [] });
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("refuses an idempotency key the service would refuse, before sending; a quoted comma is sent", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const memory = await client({ baseUrl: proxy.url });
+      for (const idempotencyKey of ["", "   ", '""', "a,b", " a, b ", "x".repeat(256), "ключ", "tab\there"]) {
+        const err = await thrown(memory.threads.create({ dataset: "keys" }, { idempotencyKey }));
+        expect(err).toBeInstanceOf(MemoryValidationError);
+        expect(err).toMatchObject({ field: "idempotencyKey" });
+        const streamed = await thrown(memory.threads.chatStream("thr_1", { content: "hi" }, { idempotencyKey }).next());
+        expect(streamed).toMatchObject({ field: "idempotencyKey" });
+      }
+      expect(proxy.seen).toEqual([]);
+      // A Structured Field string may hold a comma; 255 characters is the longest key.
+      await memory.threads.create({ dataset: "keys" }, { idempotencyKey: '"a,b"' });
+      await memory.threads.create({ dataset: "keys" }, { idempotencyKey: "k".repeat(255) });
+      expect(proxy.seen.map((s) => [s.idempotencyKey, s.status])).toEqual([
+        ['"a,b"', 201],
+        ["k".repeat(255), 201],
+      ]);
+    } finally {
+      await proxy.close();
+    }
+  });
+
   it("counts characters as the service does: a dataset of 256 emoji is sent, not refused", async () => {
     const memory = await client();
     const name = "🙂".repeat(256); // 512 UTF-16 units
@@ -537,14 +593,18 @@ describe("retries", () => {
   });
 });
 
-/** A fetch answering every call with one SSE body, all of `events` in one chunk; records whether it was cancelled. */
-function streamingFetch(events: string[]) {
+/**
+ * A fetch answering every call with one SSE body, all of `events` in one chunk, then the end of the
+ * body when `end` (else it stays open); records whether it was cancelled.
+ */
+function streamingFetch(events: string[], end = false) {
   const seen = { calls: 0, cancelled: false };
   const fetch = async () => {
     seen.calls++;
     const body = new ReadableStream<Uint8Array>({
       start(controller) {
         controller.enqueue(new TextEncoder().encode(events.join("")));
+        if (end) controller.close();
       },
       cancel() {
         seen.cancelled = true;
@@ -672,6 +732,89 @@ describe("chatStream", () => {
     }
   });
 
+  it("a stream that fails once started throws with its idempotency key, which resumes the turn", async () => {
+    const proxy = await startFaultProxy(host.url);
+    host.provider.onText(() => "one two three four five six seven eight");
+    try {
+      const memory = await client({ baseUrl: proxy.url, retries: 3 });
+      const cut = await memory.threads.create({ dataset: "stream-cut-key" });
+      proxy.fail("POST", `/v1/memory/working/threads/${cut.threadId}/chat`, { kind: "cut-after-start" });
+      const stream = memory.threads.chatStream(cut.threadId, { content: "Count for me." });
+      // Known before the first event: the key the stream is sent with.
+      expect(stream.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+      const events: ChatEvent[] = [];
+      const err = await thrown(
+        (async () => {
+          for await (const e of stream) events.push(e);
+        })(),
+      );
+      expect(events[0]).toMatchObject({ event: "start" });
+      expect(err).toBeInstanceOf(MemoryNetworkError);
+      expect(err).toMatchObject({ idempotencyKey: stream.idempotencyKey });
+      expect(chatPosts(proxy, cut.threadId).map((s) => s.idempotencyKey)).toEqual([stream.idempotencyKey]);
+      // Resumed under its key: the events the service kept, and the user message stored once.
+      const resumed = await streamed(memory, cut.threadId, "Count for me.", {
+        idempotencyKey: (err as MemoryError).idempotencyKey,
+      });
+      expect(resumed.error).toBeUndefined();
+      expect(["done", "error"]).toContain(resumed.events.at(-1)?.event);
+      expect((await roles(memory, cut.threadId)).filter((r) => r === "user")).toHaveLength(1);
+
+      host.provider.streamChunkDelayMs = 1000;
+      const stalled = await memory.threads.create({ dataset: "stream-stalled-key" });
+      const slow = memory.threads.chatStream(stalled.threadId, { content: "Count slowly." }, { timeoutMs: 300 });
+      const timedOut = await thrown(
+        (async () => {
+          for await (const _ of slow);
+        })(),
+      );
+      expect(timedOut).toBeInstanceOf(MemoryTimeoutError);
+      expect(timedOut).toMatchObject({ idempotencyKey: slow.idempotencyKey });
+      expect(slow.idempotencyKey).toBeDefined();
+    } finally {
+      host.provider.streamChunkDelayMs = 0;
+      host.provider.onText(defaultText);
+      await proxy.close();
+    }
+  });
+
+  it("a stream that ends before its done event throws with its key; an error event comes with the key on the stream", async () => {
+    const { fetch: endsEarly } = streamingFetch(SSE, true);
+    const memory = createMemoryClient({ baseUrl: "http://memory.test", apiKey: "mk_x", fetch: endsEarly });
+    const stream = memory.threads.chatStream("thr_1", { content: "hi" }, { idempotencyKey: "turn-1" });
+    expect(stream.idempotencyKey).toBe("turn-1");
+    const got: string[] = [];
+    const err = await thrown(
+      (async () => {
+        for await (const e of stream) got.push(e.event);
+      })(),
+    );
+    expect(got).toEqual(["start", "delta", "delta"]);
+    expect(err).toBeInstanceOf(MemoryNetworkError);
+    expect(err.message).toContain("before its done event");
+    expect(err).toMatchObject({ idempotencyKey: "turn-1" });
+
+    // The service's error event is the stream's last event (not thrown); its key is the stream's.
+    const { fetch: failing } = streamingFetch([...SSE, 'event: error\ndata: {"error":"model failed"}\n\n'], true);
+    const other = createMemoryClient({ baseUrl: "http://memory.test", apiKey: "mk_x", fetch: failing });
+    const failed = other.threads.chatStream("thr_1", { content: "hi" });
+    const events: ChatEvent[] = [];
+    for await (const e of failed) events.push(e);
+    expect(events.at(-1)).toEqual({ event: "error", data: { error: "model failed" } });
+    expect(failed.idempotencyKey).toMatch(/^[0-9a-f-]{36}$/);
+    // Sent without a key: none to resume with.
+    expect(other.threads.chatStream("thr_1", { content: "hi" }, { idempotencyKey: false }).idempotencyKey).toBe(
+      undefined,
+    );
+    const unkeyed = createMemoryClient({
+      baseUrl: "http://memory.test",
+      apiKey: "mk_x",
+      fetch: failing,
+      idempotencyKeys: false,
+    });
+    expect(unkeyed.threads.chatStream("thr_1", { content: "hi" }).idempotencyKey).toBe(undefined);
+  });
+
   it("without a key is never retried", async () => {
     const proxy = await startFaultProxy(host.url);
     try {
@@ -787,6 +930,35 @@ describe("timeouts and aborts", () => {
       proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 1000 });
       expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId });
     } finally {
+      await proxy.close();
+    }
+  });
+
+  it("timeoutMs: 0 is no limit, for a call, a keyed write and a stream's gaps", async () => {
+    const proxy = await startFaultProxy(host.url);
+    host.provider.onText(() => "slow but sure");
+    try {
+      const { key } = await host.tenant();
+      const options = { baseUrl: proxy.url, apiKey: key, retries: 0 };
+      const memory = createMemoryClient({ ...options, timeoutMs: 0 });
+      const thread = await memory.threads.create({ dataset: "no-timeout" });
+      proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 700 });
+      expect(await memory.threads.get(thread.threadId)).toMatchObject({ threadId: thread.threadId });
+      proxy.fail("POST", "/v1/threads", { kind: "delay", ms: 700 });
+      expect(await memory.threads.create({ dataset: "no-timeout" })).toMatchObject({ dataset: "no-timeout" });
+      // Per call too, over a client with a short one.
+      const short = createMemoryClient({ ...options, timeoutMs: 100 });
+      proxy.fail("GET", "/v1/threads/", { kind: "delay", ms: 400 });
+      expect(await short.threads.get(thread.threadId, { timeoutMs: 0 })).toMatchObject({ threadId: thread.threadId });
+      host.provider.streamChunkDelayMs = 250;
+      const events: string[] = [];
+      for await (const e of short.threads.chatStream(thread.threadId, { content: "Go slowly." }, { timeoutMs: 0 })) {
+        events.push(e.event);
+      }
+      expect(events.at(-1)).toBe("done");
+    } finally {
+      host.provider.streamChunkDelayMs = 0;
+      host.provider.onText((r) => `Reply to: ${r.messages.at(-1)?.content ?? ""}`);
       await proxy.close();
     }
   });

@@ -6,6 +6,12 @@ export type Schemas = components["schemas"];
 
 const TOKEN_KEY = "memory.session";
 
+/**
+ * Whether this page has a session of its own (loaded with one, or signed in since, and not
+ * signed out here): a call that then finds no token means another tab signed out.
+ */
+let pageSignedIn = localStorage.getItem(TOKEN_KEY) !== null;
+
 /** The session token lives in local storage (the spec's choice); one tab signing out signs out all. */
 export const session = {
   get token(): string | null {
@@ -13,23 +19,45 @@ export const session = {
   },
   set(token: string) {
     localStorage.setItem(TOKEN_KEY, token);
+    pageSignedIn = true;
   },
   clear() {
     localStorage.removeItem(TOKEN_KEY);
+    pageSignedIn = false;
   },
 };
 
-/** Fired when the server refuses the session (expired, revoked, user deleted): the app returns to sign-in. */
+/**
+ * Fired when the server refuses the session (expired, revoked, user deleted), or another tab
+ * signed out: the app returns to sign-in with the reason.
+ */
 export const SESSION_ENDED = "memory:session-ended";
+
+/** Why a call found no session to send: another tab signed out (they share local storage). */
+export const SIGNED_OUT_ELSEWHERE = "You were signed out (in another tab).";
+
+const isSignIn = (request: Request) => new URL(request.url).pathname.endsWith("/auth/login");
 
 const authenticate: Middleware = {
   onRequest({ request }) {
+    if (isSignIn(request)) return request;
     const token = session.token;
+    if (!token && pageSignedIn) {
+      // Signed out in another tab since this page signed in: the call is not sent (the server
+      // would only say "Missing or invalid Authorization header"); the session ends here with
+      // the reason. A page that never had a session asks as before (its sign-in page, no reason).
+      pageSignedIn = false;
+      window.dispatchEvent(new CustomEvent(SESSION_ENDED, { detail: SIGNED_OUT_ELSEWHERE }));
+      return new Response(JSON.stringify({ error: SIGNED_OUT_ELSEWHERE }), {
+        status: 401,
+        headers: { "content-type": "application/json" },
+      });
+    }
     if (token) request.headers.set("Authorization", `Bearer ${token}`);
     return request;
   },
   async onResponse({ request, response }) {
-    if (response.status === 401 && !new URL(request.url).pathname.endsWith("/auth/login")) {
+    if (response.status === 401 && !isSignIn(request)) {
       const body = (await response
         .clone()
         .json()

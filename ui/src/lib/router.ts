@@ -13,12 +13,18 @@ export interface Route {
 export function parseHash(hash: string): Route {
   const [path = "", search = ""] = hash.replace(/^#\/?/, "").split("?", 2);
   return {
-    parts: path
-      .split("/")
-      .filter(Boolean)
-      .map((p) => decodeURIComponent(p)),
+    parts: path.split("/").filter(Boolean).map(decodeSegment),
     query: new URLSearchParams(search),
   };
+}
+
+/** A path segment decoded; one with a malformed escape (`%E0%A4%A`, a hand-edited link) as it is. */
+function decodeSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }
 
 /** `href("projects", id, "facts", {dataset})` -> `#/projects/<id>/facts?dataset=...` */

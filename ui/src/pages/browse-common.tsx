@@ -1,7 +1,9 @@
 import { useEffect } from "preact/hooks";
 import { Pager } from "../components/status";
-import { lastPageOffset } from "../lib/paging";
+import { lastPageOffset, offsetOf } from "../lib/paging";
 import { href, navigate } from "../lib/router";
+
+export { offsetOf };
 
 export type Query = Record<string, string | number | boolean | undefined | null>;
 
@@ -14,12 +16,6 @@ export interface BrowseProps {
 
 /** Page size of the browse lists. */
 export const PAGE = 20;
-
-/** The route's `offset`, a non-negative integer (0 when absent or malformed). */
-export function offsetOf(query: URLSearchParams): number {
-  const n = Number(query.get("offset"));
-  return Number.isInteger(n) && n > 0 ? n : 0;
-}
 
 /** The link to the same view with some query parameters changed (undefined/"" removes one). */
 export function withQuery(parts: string[], query: URLSearchParams, changes: Query): string {

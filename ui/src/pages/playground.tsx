@@ -2,6 +2,7 @@ import { useEffect, useState } from "preact/hooks";
 import { ApiError, api, unwrap } from "../api/client";
 import { Button } from "../components/button";
 import { ErrorMessage, Progress } from "../components/status";
+import { formatNumber } from "../lib/format";
 import { recallRequestOf } from "../lib/recall-request";
 import { href, navigate } from "../lib/router";
 import { useLoad } from "../lib/use-load";
@@ -113,7 +114,11 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
   };
 
   const options = form.dataset && !names.includes(form.dataset) ? [form.dataset, ...names] : names;
-  const freeText = datasets.error !== undefined || (datasets.data !== undefined && names.length === 0);
+  // A text field when the list cannot offer every dataset: none yet, a failed load, or more than
+  // one page of them (the older ones are typed; the field suggests the most recently active).
+  const total = datasets.data?.total ?? 0;
+  const freeText =
+    datasets.error !== undefined || (datasets.data !== undefined && (total === 0 || total > names.length));
   return (
     <div class="playground">
       <h2>Recall playground</h2>
@@ -127,6 +132,8 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
             {freeText ? (
               <input
                 id="recall-dataset"
+                aria-describedby={names.length > 0 ? "recall-dataset-hint" : undefined}
+                list={names.length > 0 ? "recall-dataset-names" : undefined}
                 value={form.dataset}
                 required
                 maxLength={256}
@@ -152,7 +159,20 @@ export function PlaygroundPage({ projectId, query }: { projectId: string; query:
                   ))}
               </select>
             )}
-            {freeText && !datasets.error && <small>No datasets yet: type a name.</small>}
+            {freeText && names.length > 0 && (
+              <>
+                <datalist id="recall-dataset-names">
+                  {names.map((name) => (
+                    <option key={name} value={name} />
+                  ))}
+                </datalist>
+                <small id="recall-dataset-hint">
+                  {formatNumber(total)} datasets: type a name (the {formatNumber(names.length)} most recently active are
+                  suggested).
+                </small>
+              </>
+            )}
+            {freeText && !datasets.error && names.length === 0 && <small>No datasets yet: type a name.</small>}
           </div>
           <div class="field field-query">
             <label for="playground-query">Query</label>

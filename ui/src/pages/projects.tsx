@@ -35,9 +35,13 @@ export function ProjectsPage() {
   // The row (and its button) goes: the page's heading takes the focus.
   const title = useRef<HTMLHeadingElement>(null);
   const remove = useConfirm(async (project: Project) => {
-    await unwrap(api.DELETE("/dashboard/projects/{id}", { params: { path: { id: project.id } } }));
     setCreated(null);
-    list.reload();
+    try {
+      await unwrap(api.DELETE("/dashboard/projects/{id}", { params: { path: { id: project.id } } }));
+    } finally {
+      // Refused too (404: deleted in another tab): the list shows what is left either way.
+      list.reload();
+    }
   });
 
   return (

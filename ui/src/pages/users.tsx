@@ -34,9 +34,13 @@ export function UsersPage({ me }: { me: Me }) {
   const listHeading = useRef<HTMLHeadingElement>(null);
   const remove = useConfirm(
     async (user: User) => {
-      await unwrap(api.DELETE("/dashboard/users/{id}", { params: { path: { id: user.id } } }));
       setCreated(null);
-      list.reload();
+      try {
+        await unwrap(api.DELETE("/dashboard/users/{id}", { params: { path: { id: user.id } } }));
+      } finally {
+        // Refused too (404: deleted in another tab): the list shows who is left either way.
+        list.reload();
+      }
     },
     {
       // The spec's refusals, said before the confirmation rather than after it.

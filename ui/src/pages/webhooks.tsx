@@ -35,6 +35,12 @@ function EventTypesField({ types, onChange }: { types: EventType[]; onChange: (t
           <code>{t}</code>
         </label>
       ))}
+      {/* The form's button cannot act without one: said here, not left to a silent click. */}
+      {types.length === 0 && (
+        <small class="field-error" role="alert">
+          Tick at least one event.
+        </small>
+      )}
     </fieldset>
   );
 }
