@@ -68,6 +68,24 @@ describe("screenFacts", () => {
     expect(kept[1].validAt.toISOString()).toBe("2024-05-01T10:01:00.000Z");
   });
 
+  it("keeps the more confident of a claim stated twice, in its place; the earlier on a tie", () => {
+    const { kept, drops } = screenFacts(
+      [
+        proposed({ confidence: 0.3 }),
+        proposed({ predicate: "works_at", object: "Acme Corp", sourceQuote: "i work at 'acme' corp", confidence: 0.8 }),
+        proposed({ predicate: "LIVES_IN", object: "lisbon", confidence: 0.95 }),
+        proposed({ predicate: "works_at", object: "acme corp", sourceQuote: "i work at 'acme' corp", confidence: 0.8 }),
+      ],
+      lines,
+      [],
+    );
+    expect(kept.map((f) => [f.ordinal, f.predicate, f.object, f.confidence])).toEqual([
+      [2, "LIVES_IN", "lisbon", 0.95],
+      [1, "works_at", "Acme Corp", 0.8],
+    ]);
+    expect(drops).toEqual(["duplicate", "duplicate"]);
+  });
+
   it("takes a stated validAt, ignores an unreadable one, and clamps confidence into 0-1", () => {
     const { kept } = screenFacts(
       [
@@ -205,7 +223,7 @@ describe("decideFacts", () => {
 });
 
 describe("invalidations", () => {
-  it("ends each contradicted old fact at the earliest new fact that contradicts it, and ignores unknown pairs", () => {
+  it("gives each contradicted old fact the new facts that contradict it, and ignores unknown pairs", () => {
     const accepted = [kept("moved_to", "Lisbon", 2), kept("moved_to", "Rome", 0)].map((f) => ({
       ...f,
       id: `fct_${f.object}`,
@@ -226,7 +244,15 @@ describe("invalidations", () => {
       ],
       accepted,
     );
-    expect([...ended].map(([id, at]) => [id, at.toISOString()])).toEqual([["fct_paris", "2024-01-01T00:00:00.000Z"]]);
+    expect([...ended].map(([id, by]) => [id, by.map((e) => [e.newId, e.until.toISOString()])])).toEqual([
+      [
+        "fct_paris",
+        [
+          ["fct_Lisbon", "2024-01-03T00:00:00.000Z"],
+          ["fct_Rome", "2024-01-01T00:00:00.000Z"],
+        ],
+      ],
+    ]);
   });
 });
 

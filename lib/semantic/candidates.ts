@@ -89,7 +89,10 @@ export function screenFact(
 
 /**
  * Claims about the user whose quote is the user's words, each (predicate, object) once: the
- * kept facts in the model's order, and one drop reason for every other proposed fact.
+ * kept facts in the model's order, and one drop reason for every other proposed fact. Of a claim
+ * stated twice the more confident is kept (the earlier on a tie): "maybe I live in Porto" (0.3)
+ * then "yes, I live in Porto now" (0.95) is the confirmed claim, which recall shows and which may
+ * end the old city; the hedge kept instead did neither.
  */
 export function screenFacts(
   proposed: readonly ProposedFact[],
@@ -97,7 +100,7 @@ export function screenFacts(
   userNames: readonly string[],
 ): { kept: KeptFact[]; drops: DropReason[] } {
   const lines = userLines.map((m) => ({ norm: normalise(m.content), created_at: m.created_at }));
-  const seen = new Set<string>();
+  const seen = new Map<string, number>();
   const kept: KeptFact[] = [];
   const drops: DropReason[] = [];
   proposed.forEach((f, ordinal) => {
@@ -107,11 +110,13 @@ export function screenFacts(
       return;
     }
     const key = `${normalise(screened.predicate)}\u0000${normalise(screened.object)}`;
-    if (seen.has(key)) {
+    const at = seen.get(key);
+    if (at !== undefined) {
       drops.push("duplicate");
+      if (screened.confidence > kept[at].confidence) kept[at] = { ordinal, ...screened };
       return;
     }
-    seen.add(key);
+    seen.set(key, kept.length);
     kept.push({ ordinal, ...screened });
   });
   return { kept, drops };
@@ -213,22 +218,31 @@ export function judgeInput(pairs: readonly JudgePair[], accepted: readonly NewFa
     .join("\n\n");
 }
 
+/** A new fact that ends an old one, from its own validAt (the time the old stopped being true). */
+export interface Ending {
+  newId: string;
+  until: Date;
+  sourceQuote: string;
+}
+
 /**
- * The old facts a contradiction ends, each with the time it stopped being true: the validAt of
- * the earliest new fact that contradicts it. Judgements for pairs never asked are ignored.
+ * The old facts a contradiction ends, each with the new facts that contradict it. The write ends
+ * an old fact at the validAt of the earliest of them whose words were not forgotten meanwhile
+ * (endFacts). Judgements for pairs never asked are ignored.
  */
 export function invalidations(
   pairs: readonly JudgePair[],
   judgements: readonly { pair: number; contradicts: boolean }[],
   accepted: readonly NewFact[],
-): Map<string, Date> {
-  const ended = new Map<string, Date>();
+): Map<string, Ending[]> {
+  const ended = new Map<string, Ending[]>();
   for (const j of judgements) {
     const p = pairs.find((x) => x.pair === j.pair);
     if (!j.contradicts || !p) continue;
-    const until = accepted[p.newIndex].validAt;
-    const current = ended.get(p.oldId);
-    if (!current || until < current) ended.set(p.oldId, until);
+    const { id: newId, validAt: until, sourceQuote } = accepted[p.newIndex];
+    const by = { newId, until, sourceQuote };
+    const current = ended.get(p.oldId) ?? [];
+    if (!current.some((e) => e.newId === by.newId)) ended.set(p.oldId, [...current, by]);
   }
   return ended;
 }

@@ -22,6 +22,7 @@ import { flushUsage, usageInsertSql } from "../usage/sql";
 import { ringWebhookJobs, webhookEventCtes, webhookJobsColumn } from "../webhooks/events";
 import {
   decideFacts,
+  type Ending,
   factLinks,
   invalidations,
   type JudgePair,
@@ -117,7 +118,7 @@ const stillClaimed = (episode: ExtractionInput) =>
 /** What the extraction will write, decided: one atomic batch writes it all. */
 interface Decided {
   accepted: NewFact[];
-  ended: Map<string, Date>;
+  ended: Map<string, Ending[]>;
   entityRows: (typeof entities.$inferInsert)[];
   links: { factId: string; entityId: string }[];
   report: ExtractionReport;
@@ -153,7 +154,8 @@ async function extractAndWrite(
   );
   const names = userNames({
     userLines: userLines.map((m) => m.content),
-    proposed: extracted.facts,
+    // The self-stated facts whose quote is the user's words (no names are needed to screen those).
+    proposed: screenFacts(extracted.facts, userLines, []).kept,
     stored: episode.user_names,
   });
   const screened = screenFacts(extracted.facts, userLines, names);
@@ -189,7 +191,7 @@ async function extractAndWrite(
 
 /** One judge call for every contradiction pair at once (none without pairs). */
 async function judgeContradictions(deps: Deps, pairs: JudgePair[], accepted: NewFact[], usage: UsageCollector) {
-  if (pairs.length === 0) return new Map<string, Date>();
+  if (pairs.length === 0) return new Map<string, Ending[]>();
   const judged = await deps.llm.structured({
     name: "contradiction_judgement",
     schema: ContradictionJudgeSchema,
@@ -255,12 +257,14 @@ async function writeExtraction(
       : []),
   ]);
   ringWebhookJobs(deps, parsedRowsOf(z.object({ webhook_jobs: z.unknown() }), batched[1])[0]?.webhook_jobs);
-  const written = d.accepted.length
-    ? parsedRowsOf(
-        z.object({ extraction_report: dbJson(ExtractionReportRow) }),
-        batched[d.entityRows.length ? 3 : 2],
-      )[0]
-    : undefined;
+  // The report as the last statement that corrected it wrote it: the ends', else the facts'.
+  const factsAt = d.entityRows.length ? 3 : 2;
+  const endsAt = factsAt + (d.accepted.length ? 1 : 0) + (d.links.length ? 1 : 0);
+  const correctedAt = d.ended.size ? endsAt : d.accepted.length ? factsAt : undefined;
+  const written =
+    correctedAt === undefined
+      ? undefined
+      : parsedRowsOf(z.object({ extraction_report: dbJson(ExtractionReportRow) }), batched[correctedAt])[0];
   const report = written ? written.extraction_report : d.report;
   logExtraction(deps, episode, report, d.entityRows.length);
 }
@@ -395,9 +399,7 @@ function insertFacts(deps: Deps, episode: ExtractionInput, d: Decided, dedupThre
       WHERE NOT EXISTS (
         SELECT 1 FROM (${nearestLiveFacts(deps, episode, sql`n.embedding::halfvec`, sql`f.id`)}) c
         WHERE 1 - c.distance >= ${dedupThreshold})
-        AND EXISTS (SELECT 1 FROM ${messages} m JOIN ${messageSearch} s ON s.message_id = m.id
-          WHERE m.thread_id = (SELECT e.thread_id FROM ${episodes} e WHERE e.id = ${episode.id})
-            AND m.seq IN (SELECT q.value::int FROM jsonb_array_elements_text(n.source_seqs) q))
+        AND ${stillSaidSql(episode, sql`n.source_seqs`)}
       ON CONFLICT DO NOTHING
       RETURNING id
     )
@@ -421,18 +423,48 @@ function insertLinks(links: Decided["links"]) {
 }
 
 /**
- * Ends the contradicted facts. validUntil never precedes the old fact's own validAt (a new fact
- * stated as true from an earlier date still ends the old one, at its start rather than before it).
+ * Whether one of the episode's user messages at the sequence numbers `seqs` (a jsonb array: those
+ * holding a new fact's quote, quotingSeqs) is still in the conversation index: forgetting a fact
+ * takes the messages that said it out (each user message has an index row from its insert on).
  */
-function endFacts(episode: ExtractionInput, ended: Map<string, Date>, now: Date) {
+function stillSaidSql(episode: ExtractionInput, seqs: SQL): SQL {
+  return sql`EXISTS (SELECT 1 FROM ${messages} m JOIN ${messageSearch} s ON s.message_id = m.id
+    WHERE m.thread_id = (SELECT e.thread_id FROM ${episodes} e WHERE e.id = ${episode.id})
+      AND m.seq IN (SELECT q.value::int FROM jsonb_array_elements_text(${seqs}) q))`;
+}
+
+/**
+ * Ends the contradicted facts, each by the new facts that contradict it whose words were not
+ * forgotten while the model answered (stillSaidSql: such a new fact is not written, insertFacts,
+ * and ending the old one by it would leave the dataset holding neither), at the earliest of their
+ * validAt. A new fact dropped at write time as a duplicate still ends it: its live twin says the
+ * same. validUntil never precedes the old fact's own validAt (a new fact stated as true from an
+ * earlier date still ends the old one, at its start rather than before it). The report's
+ * `invalidated` becomes the count ended (not an old fact deleted meanwhile).
+ */
+function endFacts(episode: ExtractionInput, ended: Map<string, Ending[]>, now: Date) {
+  const userLines = episode.transcript.filter((m) => m.role === "user");
+  const rows = [...ended].flatMap(([oldId, by]) =>
+    by.map(
+      (e) => sql`(${oldId}, ${e.until.toISOString()}, ${JSON.stringify(quotingSeqs(e.sourceQuote, userLines))}::jsonb)`,
+    ),
+  );
   return sql`
-    UPDATE ${facts} f SET invalid_at = ${now.toISOString()}::timestamptz,
-      valid_until = GREATEST(f.valid_at, LEAST(coalesce(f.valid_until, v.until::timestamptz), v.until::timestamptz))
-    FROM (VALUES ${sql.join(
-      [...ended].map(([id, until]) => sql`(${id}, ${until.toISOString()})`),
-      sql`, `,
-    )}) AS v(id, until)
-    WHERE f.id = v.id AND f.project_id = ${episode.project_id} AND f.invalid_at IS NULL`;
+    WITH v AS (
+      SELECT e.old_id, min(e.until::timestamptz) AS until
+      FROM (VALUES ${sql.join(rows, sql`, `)}) AS e(old_id, until, source_seqs)
+      WHERE ${stillSaidSql(episode, sql`e.source_seqs`)}
+      GROUP BY e.old_id),
+    ended AS (
+      UPDATE ${facts} f SET invalid_at = ${now.toISOString()}::timestamptz,
+        valid_until = GREATEST(f.valid_at, LEAST(coalesce(f.valid_until, v.until), v.until))
+      FROM v
+      WHERE f.id = v.old_id AND f.project_id = ${episode.project_id} AND f.invalid_at IS NULL
+      RETURNING f.id)
+    UPDATE ${episodes} SET extraction_report = extraction_report
+      || jsonb_build_object('invalidated', (SELECT count(*)::int FROM ended))
+    WHERE id = ${episode.id}
+    RETURNING extraction_report`;
 }
 
 /**

@@ -85,7 +85,16 @@ describe("isNamePredicate", () => {
     ]) {
       expect(isNamePredicate(p), p).toBe(true);
     }
-    for (const p of ["lives_in", "named_after", "pet_name", "has_named_child", "works_at"]) {
+    for (const p of [
+      "lives_in",
+      "named_after",
+      "pet_name",
+      "has_named_child",
+      "works_at",
+      "called",
+      "named",
+      "has_called",
+    ]) {
       expect(isNamePredicate(p), p).toBe(false);
     }
   });

@@ -9,9 +9,11 @@ const SELF = new Set(["user", "the user", "this user", "i", "me", "myself", "my"
 /**
  * Predicates that state the user's name (`name`, `has_name`, `is_called`, `goes_by`...). The same
  * pattern, as POSIX, selects the stored name facts in the stage's claim statement (storedUserNamesSql).
+ * Not a bare `called` or `named`: "I called Mom" and "I named my dog Rex" are the user's acts,
+ * and taking their objects for the user's names made Mom's and Rex's facts the user's.
  */
 export const NAME_PREDICATE =
-  "^(user_)?(has_|is_)?(first_|full_|given_|preferred_|nick)?(name|named|called|goes_by)(_is)?$";
+  "^(user_)?((has_|is_)?(first_|full_|given_|preferred_|nick)?name(_is)?|is_(called|named)|goes_by)$";
 const namePredicate = new RegExp(NAME_PREDICATE);
 
 /** Lower case, no surrounding punctuation or quotes, single spaces. */
@@ -51,6 +53,8 @@ const SELF_INTRODUCTION =
  * carries the user's name (messages have a role, content and metadata limited to stopReason and
  * agentName, the assistant's), so they come from what the user said: a self-introduction in
  * their own messages, a name fact proposed in this extraction, or a name fact already stored.
+ * Pass as `proposed` the facts whose quote is the user's words (screenFacts' kept facts): a name
+ * fact the screen drops names no one.
  */
 export function userNames(input: {
   userLines: readonly string[];

@@ -440,7 +440,7 @@ describe("budget", () => {
         'insert into "entities"',
         "WITH written AS",
         'insert into "fact_entities"',
-        'UPDATE "facts" f',
+        "WITH v AS",
         'INSERT INTO "usage_events"',
       ),
     ]);

@@ -270,6 +270,34 @@ describe("contradictions in the band [contradictionBandMin, factDedupThreshold)"
       invalidAt: h.clock.now().toISOString(),
     });
   });
+
+  it("does not end an old fact by a new fact whose words were forgotten meanwhile, and reports the facts it ended", async () => {
+    const { t } = await withOldFacts();
+    // A thread saying two things; its first extraction keeps only the cat.
+    const { threadId } = await extract(t, ["I moved near Lisbon and I have a cat", "ok"], {
+      facts: [fact("has_pet", "cat", "I have a cat")],
+      entities: [],
+    });
+    const cat = await factBy(t, "has_pet", "cat");
+    // Ended again: while the judge answers, the user forgets the cat, whose words say Lisbon too.
+    h.fake.onStructured("fact_extraction", () => ({
+      facts: [fact("lives_near", "Lisbon", "I moved near Lisbon")],
+      entities: [],
+    }));
+    h.fake.onStructured("contradiction_judgement", async (request) => {
+      const res = await t.get(`/v1/memory/semantic/datasets/ds/facts/${cat.id}`, { method: "DELETE" });
+      expect(res.status).toBe(200);
+      return judge((old) => old === PARIS)(request);
+    });
+    h.clock.advance(60_000);
+    const { episodeId } = await t.end(threadId);
+    await runDueJobs(h.svc.deps);
+    expect(calls().judge).toBe(1);
+    // Lisbon was not written (its words are forgotten), so Paris still holds.
+    expect((await factBy(t, "lives_in", "Paris")).invalidAt).toBeNull();
+    expect((await facts(t)).map(state)).not.toContain("lives_near Lisbon: live");
+    expect((await t.episode(episodeId as string)).extractionReport).toMatchObject({ invalidated: 0 });
+  });
 });
 
 describe("entity resolution", () => {
@@ -376,6 +404,39 @@ describe("entity resolution", () => {
       "lives_in Lisbon -> Lisbon (PLACE)",
       "loves lisbon -> Lisbon (PLACE)",
     ]);
+  });
+});
+
+describe("the user's names", () => {
+  it("are not taken from an act named like a name: 'I called Mom' keeps Mom's facts Mom's", async () => {
+    const t = await tenant();
+    await extract(t, ["I called Mom yesterday. Mom lives in Porto.", "ok"], {
+      facts: [
+        fact("called", "Mom", "I called Mom yesterday", { subject: "I" }),
+        fact("lives_in", "Porto", "Mom lives in Porto", { subject: "Mom" }),
+      ],
+      entities: [],
+    });
+    expect((await facts(t)).map((f) => `${f.subject} ${f.predicate} ${f.object}`)).toEqual(["user called Mom"]);
+    // Nor later: the stored act names no one either.
+    h.clock.advance(60_000);
+    await extract(t, ["Mom works at Globex.", "ok"], {
+      facts: [fact("works_at", "Globex", "Mom works at Globex", { subject: "Mom" })],
+      entities: [],
+    });
+    expect((await facts(t)).map((f) => f.predicate)).not.toContain("works_at");
+  });
+
+  it("come from a name fact only when its quote is the user's words", async () => {
+    const t = await tenant();
+    await extract(t, ["Ana lives in Porto.", "ok"], {
+      facts: [
+        fact("name", "Ana", "my name is Ana", { subject: "I" }),
+        fact("lives_in", "Porto", "Ana lives in Porto", { subject: "Ana" }),
+      ],
+      entities: [],
+    });
+    expect(await facts(t)).toEqual([]);
   });
 });
 
