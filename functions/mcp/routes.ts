@@ -16,7 +16,29 @@ import { createMemoryMcpServer } from "./server";
 export const mcpRoutes = createRouter();
 mcpRoutes.use("*", requireApiKey);
 
+/**
+ * JSON-RPC messages one POST may carry. The SDK takes batches of up to 100, and each message can
+ * be a tool call that pays a provider (recall's query embedding and synthesis, an episode's
+ * summary and extraction after `end_thread`): behind a proxy that limits requests, one request
+ * made a hundred times the work. MCP dropped batching (protocol 2025-06-18); a batch of one is
+ * still one message.
+ */
+export const MCP_MESSAGES_PER_REQUEST = 1;
+
 mcpRoutes.post("/", async (c) => {
+  let body: unknown;
+  try {
+    body = await c.req.json();
+  } catch {
+    return jsonRpcError(400, -32700, "Parse error: Invalid JSON");
+  }
+  if (Array.isArray(body) && body.length > MCP_MESSAGES_PER_REQUEST) {
+    return jsonRpcError(
+      400,
+      -32600,
+      `Invalid Request: JSON-RPC batches are not accepted (${body.length} messages); send one message per request`,
+    );
+  }
   const server = createMemoryMcpServer(projectContext(c));
   const transport = new WebStandardStreamableHTTPServerTransport({
     sessionIdGenerator: undefined,
@@ -25,7 +47,7 @@ mcpRoutes.post("/", async (c) => {
   await server.connect(transport);
   try {
     // With JSON responses the answer is complete when it resolves, so closing after it loses nothing.
-    return await transport.handleRequest(c.req.raw);
+    return await transport.handleRequest(c.req.raw, { parsedBody: body });
   } finally {
     await server.close();
   }
@@ -34,6 +56,11 @@ mcpRoutes.post("/", async (c) => {
 // Without sessions there is no stream to open (GET) and nothing to end (DELETE); a client takes
 // the 405 as "this server does not offer that" and carries on over POST.
 mcpRoutes.get("/", methodNotAllowed).delete("/", methodNotAllowed);
+
+/** A JSON-RPC error as the SDK's transport answers one (no request id: the request was not read). */
+function jsonRpcError(status: number, code: number, message: string) {
+  return Response.json({ jsonrpc: "2.0", error: { code, message }, id: null }, { status });
+}
 
 function methodNotAllowed() {
   return Response.json(

@@ -318,6 +318,47 @@ describe("MCP over HTTP on the Node.js host", () => {
     expect(res.headers.get("access-control-allow-headers")?.toLowerCase()).toContain("mcp-protocol-version");
   });
 
+  it("takes one JSON-RPC message per request: a batch of several is refused before any of it runs", async () => {
+    const { key } = await newTenant(svc, "mcp-batch");
+    const post = (body: unknown) =>
+      fetch(`${url}/mcp`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${key}`,
+          accept: "application/json, text/event-stream",
+          "content-type": "application/json",
+        },
+        body: JSON.stringify(body),
+      });
+    const recall = (id: number) => ({
+      jsonrpc: "2.0",
+      id,
+      method: "tools/call",
+      params: { name: "recall", arguments: { dataset: "ds", query: `question number ${id}` } },
+    });
+    const before = fake.embeddingCalls().length;
+    const batch = await post(Array.from({ length: 100 }, (_, i) => recall(i + 1)));
+    expect(batch.status).toBe(400);
+    expect(await batch.json()).toEqual({
+      jsonrpc: "2.0",
+      error: { code: -32600, message: expect.stringMatching(/^Invalid Request: JSON-RPC batches are not accepted/) },
+      id: null,
+    });
+    expect(fake.embeddingCalls().length).toBe(before);
+    // One message, alone or as a batch of one, runs as before.
+    for (const body of [recall(1), [recall(2)]]) {
+      const res = await post(body);
+      expect(res.status).toBe(200);
+    }
+    const invalid = await fetch(`${url}/mcp`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: "{not json",
+    });
+    expect(invalid.status).toBe(400);
+    expect(((await invalid.json()) as Json).error.code).toBe(-32700);
+  });
+
   it("is stateless (no session id; GET and DELETE 405 after the key check), holds the body limit and is not in /openapi.json", async () => {
     const { key } = await newTenant(svc, "mcp-http");
     const headers = { authorization: `Bearer ${key}`, accept: "application/json, text/event-stream" };
