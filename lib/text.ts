@@ -9,6 +9,7 @@
  * NEL): U+001C-U+001E and U+0085. Otherwise a user's words could start a line of their own in
  * the block, such as a fake heading.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: U+001C-U+001E are the line breaks meant here
 export const oneLine = (text: string) => text.replace(/[\s\u001c-\u001e\u0085]+/gu, " ").trim();
 
 let graphemeSegmenter: Intl.Segmenter | undefined;

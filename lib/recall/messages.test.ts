@@ -1,7 +1,12 @@
 import { describe, expect, it } from "vitest";
 import { blockMessages, holdsWords, type QuoteSource, type RecalledMessage } from "./messages";
 
-const message = (messageId: string, content: string, seq = 1, threadId = "thr_1"): RecalledMessage & { seq: number } => ({
+const message = (
+  messageId: string,
+  content: string,
+  seq = 1,
+  threadId = "thr_1",
+): RecalledMessage & { seq: number } => ({
   messageId,
   threadId,
   role: "user",

@@ -13,8 +13,8 @@ import {
   VECTOR_SCAN_MAX,
 } from "../db/vectors";
 import { quoteComparable, WHITESPACE_CHARS } from "../evidence/write";
-import { headOf } from "../text";
 import { type MessageRole, messageRole } from "../roles";
+import { headOf } from "../text";
 import { HOP_STRENGTH } from "./hop";
 import {
   bm25Of,
@@ -362,7 +362,9 @@ export const quoteSourcesColumn = sql.raw(`(SELECT jsonb_object_agg(g.id,
 export const QuoteSourcesJson = z.record(z.string(), z.tuple([z.string(), z.number(), z.number()]));
 
 export function quoteSourcesOf(json: z.output<typeof QuoteSourcesJson> | null | undefined): Map<string, QuoteSource> {
-  return new Map(Object.entries(json ?? {}).map(([id, [threadId, fromSeq, toSeq]]) => [id, { threadId, fromSeq, toSeq }]));
+  return new Map(
+    Object.entries(json ?? {}).map(([id, [threadId, fromSeq, toSeq]]) => [id, { threadId, fromSeq, toSeq }]),
+  );
 }
 
 /** `quote` (quoteComparable) in `text` (quoteComparable) as whole words: not "tom" in "tomorrow". */
