@@ -275,10 +275,10 @@ describe("resolveEntities and factLinks", () => {
       { projectId: "prj_1", dataset: "ds", now },
     );
     const acme = stableId("ent", "prj_1", "ds", "ORG", "acme");
-    expect([...r.idByName]).toEqual([
-      ["lisbon", "ent_lisbon"],
-      ["acme", acme],
-      ["initech", "ent_initech"],
+    expect(r.named).toEqual([
+      { name: "lisbon", id: "ent_lisbon" },
+      { name: "acme", id: acme },
+      { name: "initech", id: "ent_initech" },
     ]);
     expect(r.rows).toEqual([
       { id: acme, projectId: "prj_1", dataset: "ds", name: "Acme", type: "ORG", embedding: [2], createdAt: now },
@@ -288,20 +288,59 @@ describe("resolveEntities and factLinks", () => {
       id: `fct_${f.object}`,
       embedding: [],
     }));
-    expect(factLinks(accepted, r.idByName)).toEqual([{ factId: "fct_Lisbon", entityId: "ent_lisbon" }]);
+    expect(factLinks(accepted, r.named)).toEqual([{ factId: "fct_Lisbon", entityId: "ent_lisbon" }]);
+  });
+
+  it("merges a new entity into an earlier new one of its type above the threshold, and keeps a name's two types apart", () => {
+    const now = new Date("2024-05-01T00:00:00.000Z");
+    const r = resolveEntities(
+      [
+        { name: "Acme Corp", type: "ORG" },
+        { name: "Acme Corporation", type: "ORG" },
+        { name: "Acme Rocket", type: "PRODUCT" },
+        { name: "Apple", type: "ORG" },
+        { name: "Apple", type: "PRODUCT" },
+      ],
+      [
+        [1, 0, 0],
+        [0.99, 0.1, 0],
+        [0.99, 0.1, 0],
+        [0, 1, 0],
+        [0, 1, 0],
+      ],
+      [],
+      0.9,
+      { projectId: "prj_1", dataset: "ds", now },
+    );
+    const id = (type: string, name: string) => stableId("ent", "prj_1", "ds", type, name);
+    expect(r.rows.map((e) => `${e.name} (${e.type})`)).toEqual([
+      "Acme Corp (ORG)",
+      "Acme Rocket (PRODUCT)",
+      "Apple (ORG)",
+      "Apple (PRODUCT)",
+    ]);
+    expect(r.named).toEqual([
+      { name: "acme corp", id: id("ORG", "acme corp") },
+      { name: "acme corporation", id: id("ORG", "acme corp") },
+      { name: "acme rocket", id: id("PRODUCT", "acme rocket") },
+      { name: "apple", id: id("ORG", "apple") },
+      { name: "apple", id: id("PRODUCT", "apple") },
+    ]);
+    const works = { ...kept("works_at", "Apple", 0), id: "fct_apple", embedding: [] };
+    expect(factLinks([works], r.named).map((l) => l.entityId)).toEqual([id("ORG", "apple"), id("PRODUCT", "apple")]);
   });
 });
 
 describe("factLinks", () => {
   const fact = (id: string, object: string, subject = "user") =>
     ({ ...kept("knows_that", object, 0), id, subject, embedding: [] }) as Parameters<typeof factLinks>[0][number];
-  const idByName = new Map([
-    ["noor", "ent_noor"],
-    ["bosch", "ent_bosch"],
-    ["new york", "ent_ny"],
-    ["go", "ent_go"],
-    ["café zoë", "ent_cafe"],
-  ]);
+  const idByName = [
+    { name: "noor", id: "ent_noor" },
+    { name: "bosch", id: "ent_bosch" },
+    { name: "new york", id: "ent_ny" },
+    { name: "go", id: "ent_go" },
+    { name: "café zoë", id: "ent_cafe" },
+  ];
 
   it("links a fact to every entity its object or subject names, whole or as whole words within it", () => {
     expect(factLinks([fact("f1", "Noor works at Bosch in New York")], idByName)).toEqual([

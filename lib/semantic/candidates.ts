@@ -255,10 +255,33 @@ export interface EntityMatch {
   sameName: boolean;
 }
 
+/** An entity of the extraction by the name it was proposed under: what facts naming it link to. */
+export interface NamedEntity {
+  name: string;
+  id: string;
+}
+
+/** Cosine similarity of two vectors (0 when either is all zeros). */
+export function cosineSimilarity(a: readonly number[], b: readonly number[]): number {
+  let dot = 0;
+  let aa = 0;
+  let bb = 0;
+  for (let k = 0; k < a.length; k++) {
+    dot += a[k] * (b[k] ?? 0);
+    aa += a[k] * a[k];
+    bb += (b[k] ?? 0) * (b[k] ?? 0);
+  }
+  return aa === 0 || bb === 0 ? 0 : dot / Math.sqrt(aa * bb);
+}
+
 /**
  * Entity resolution: an existing entity of the same type absorbs the new one when it has the same
- * name (case-insensitive) or is close enough; the others become rows with ids derived from the
- * dataset, type and name (so a retry or a twin extraction hits the same row).
+ * name (case-insensitive) or is close enough (similarity above `threshold`), and so does a new one
+ * of the same type earlier in the same answer ("Acme Corp", then "Acme Corporation": one row, as
+ * across two episodes); the others become rows with ids derived from the dataset, type and name
+ * (so a retry or a twin extraction hits the same row). Each proposed entity keeps its own name
+ * for linking, with its type's id: "Apple" the ORG and "Apple" the PRODUCT are two entities a
+ * fact naming Apple links to.
  */
 export function resolveEntities(
   proposed: readonly ProposedEntity[],
@@ -266,17 +289,24 @@ export function resolveEntities(
   matches: readonly EntityMatch[],
   threshold: number,
   scope: { projectId: string; dataset: string; now: Date },
-): { idByName: Map<string, string>; rows: (typeof entities.$inferInsert)[] } {
-  const idByName = new Map<string, string>();
+): { named: NamedEntity[]; rows: (typeof entities.$inferInsert)[] } {
+  const named: NamedEntity[] = [];
   const rows: (typeof entities.$inferInsert)[] = [];
+  const created: { type: string; vector: readonly number[]; id: string }[] = [];
   proposed.forEach((e, i) => {
     const match = matches.find((c) => c.i === i + 1);
     if (match && (match.sameName || match.sim > threshold)) {
-      idByName.set(normalise(e.name), match.id);
+      named.push({ name: normalise(e.name), id: match.id });
+      return;
+    }
+    const twin = created.find((c) => c.type === e.type && cosineSimilarity(c.vector, vectors[i]) > threshold);
+    if (twin) {
+      named.push({ name: normalise(e.name), id: twin.id });
       return;
     }
     const id = stableId("ent", scope.projectId, scope.dataset, e.type, normalise(e.name));
-    idByName.set(normalise(e.name), id);
+    named.push({ name: normalise(e.name), id });
+    created.push({ type: e.type, vector: vectors[i], id });
     rows.push({
       id,
       projectId: scope.projectId,
@@ -287,7 +317,7 @@ export function resolveEntities(
       createdAt: scope.now,
     });
   });
-  return { idByName, rows };
+  return { named, rows };
 }
 
 /** Text as whole words: lower case, every run of other characters one space, padded. */
@@ -303,8 +333,8 @@ const words = (s: string) => {
  * as all of it ("Lisbon") or as whole words within it ("Noor works at Bosch in Denver": Noor,
  * Bosch and Denver), so a question about one of them finds the fact.
  */
-export function factLinks(accepted: readonly NewFact[], idByName: ReadonlyMap<string, string>) {
-  const named = [...idByName].map(([name, id]) => ({ id, words: words(name) })).filter((e) => e.words.trim());
+export function factLinks(accepted: readonly NewFact[], entities: readonly NamedEntity[]) {
+  const named = entities.map(({ name, id }) => ({ id, words: words(name) })).filter((e) => e.words.trim());
   return accepted.flatMap((f) => {
     const text = `${words(f.object)}${words(f.subject)}`;
     const ids = new Set(named.filter((e) => text.includes(e.words)).map((e) => e.id));

@@ -183,7 +183,7 @@ async function extractAndWrite(
     accepted: decided.accepted,
     ended,
     entityRows: resolved.rows,
-    links: factLinks(decided.accepted, resolved.idByName),
+    links: factLinks(decided.accepted, resolved.named),
     report: tallyReport(extracted.facts.length, [...screened.drops, ...decided.drops], ended.size),
   });
   return true;

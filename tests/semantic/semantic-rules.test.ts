@@ -301,6 +301,36 @@ describe("contradictions in the band [contradictionBandMin, factDedupThreshold)"
 });
 
 describe("entity resolution", () => {
+  it("merges two new entities of one type above entityResolutionThreshold in one answer, as across two", async () => {
+    const t = await tenant();
+    await setSemantic(t, { entityResolutionThreshold: (await similarity("Acme Corp", "Acme Corporation")) - 1e-6 });
+    await extract(t, ["I work at Acme Corp, also called Acme Corporation", "ok"], {
+      facts: [fact("works_at", "Acme Corporation", "I work at Acme Corp", { objectIsEntity: true })],
+      entities: [
+        { name: "Acme Corp", type: "ORG" },
+        { name: "Acme Corporation", type: "ORG" },
+      ],
+    });
+    expect((await entities(t)).map((e) => `${e.name} (${e.type})`)).toEqual(["Acme Corp (ORG)"]);
+    expect((await links(t)).map((l) => l.link)).toEqual(["works_at Acme Corporation -> Acme Corp (ORG)"]);
+  });
+
+  it("links a fact naming one name of two types in one answer to both entities", async () => {
+    const t = await tenant();
+    await extract(t, ["I work at Apple and I own an Apple", "ok"], {
+      facts: [fact("works_at", "Apple", "I work at Apple", { objectIsEntity: true })],
+      entities: [
+        { name: "Apple", type: "ORG" },
+        { name: "Apple", type: "PRODUCT" },
+      ],
+    });
+    expect((await entities(t)).map((e) => e.type).sort()).toEqual(["ORG", "PRODUCT"]);
+    expect((await links(t)).map((l) => l.link).sort()).toEqual([
+      "works_at Apple -> Apple (ORG)",
+      "works_at Apple -> Apple (PRODUCT)",
+    ]);
+  });
+
   /** A tenant with the entity Acme Corp (ORG), linked from "works_at Acme Corp". */
   async function withAcme(threshold: number) {
     const t = await tenant();
