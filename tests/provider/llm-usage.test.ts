@@ -92,6 +92,11 @@ describe("the provider client's meter", () => {
         outputTokens: null,
         totalTokens: null,
         outcome: "error",
+        // Why, for metrics and traces (the ledger keeps the outcome only).
+        error: expect.objectContaining({
+          name: "ProviderError",
+          message: expect.stringMatching(/^Model stream failed/),
+        }),
       },
     ]);
   });
