@@ -1,11 +1,15 @@
+import { mkdtempSync, rmSync } from "node:fs";
 import type { Server } from "node:http";
 import { connect, type Socket } from "node:net";
-import { afterAll, describe, expect, it } from "vitest";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it, onTestFinished } from "vitest";
 import { MAX_BODY_BYTES } from "../../functions/app";
 import { createNodeServer } from "../../functions/node-host";
 import { parseConfig } from "../../lib/config";
 import { startServerProcess } from "../helpers/process";
 import { createTestService, newTenant } from "../helpers/service";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * The Node.js host over real sockets: a request answered before its body was read (a 401, a 413
@@ -356,9 +360,11 @@ describe("the Node.js host's timeouts", () => {
   });
 
   it("npm start's entry serves with them and keeps connections after unread bodies", { timeout: 90_000 }, async () => {
+    const data = mkdtempSync(join(tmpdir(), "memsvc-keep-alive-"));
+    onTestFinished(() => rmSync(data, { recursive: true, force: true }));
     const proc = await startServerProcess(
       {
-        PGLITE_DIR: "memory://",
+        ...migratedPgliteEnv(join(data, "db")),
         ADMIN_PASSWORD: "keep-alive-admin",
         OPENAI_API_KEY: "",
         KEEP_ALIVE_TIMEOUT_MS: "70000",

@@ -1,10 +1,14 @@
-import { afterAll, beforeEach, describe, expect, it } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeEach, describe, expect, it, onTestFinished } from "vitest";
 import { parseConfig } from "../../lib/config";
 import { HttpError, ProviderError } from "../../lib/errors";
 import { createLogger, errorFields, type LogLevel } from "../../lib/log";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { startServerProcess } from "../helpers/process";
 import { adminSession, createTestService, newTenant } from "../helpers/service";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * The request log: one `request` line per request at info, on the real stack, read back through
@@ -202,9 +206,14 @@ describe("LOG_LEVEL", () => {
   });
 
   it("filters the request lines of `npm start` (the Node.js host's own wiring)", async () => {
-    const env = { PGLITE_DIR: "memory://", ADMIN_PASSWORD: "request-log-admin" };
+    const data = mkdtempSync(join(tmpdir(), "memsvc-request-log-"));
+    onTestFinished(() => rmSync(data, { recursive: true, force: true }));
     const requestLineAt = async (level: LogLevel) => {
-      const server = await startServerProcess({ ...env, LOG_LEVEL: level });
+      const server = await startServerProcess({
+        ...migratedPgliteEnv(join(data, level)),
+        ADMIN_PASSWORD: "request-log-admin",
+        LOG_LEVEL: level,
+      });
       try {
         expect((await fetch(`${server.url}/health`)).status).toBe(200);
         await new Promise((r) => setTimeout(r, 200)); // the line is written after the response

@@ -10,7 +10,9 @@ import { dropServerDatabases, onServer, serverDatabaseUrl, templateDatabaseName,
 
 /**
  * Migrate one embedded database and dump it; every test file starts from a copy of the dump
- * (about half a second) instead of starting and migrating a fresh one. With TEST_PG_URL
+ * (about half a second) instead of starting and migrating a fresh one. The dump is also loaded
+ * once into a data directory on disk, which the suites that start `npm start` or a command as a
+ * process copy (tests/helpers/test-database.ts, migratedPgliteEnv). With TEST_PG_URL
  * (tests/helpers/test-database.ts), also migrate a template database on that server, from empty,
  * through node-postgres; each test database there is a `CREATE DATABASE ... TEMPLATE` of it, and
  * the run's databases are dropped at the end.
@@ -24,6 +26,9 @@ export default async function setup(project: TestProject) {
   writeFileSync(file, Buffer.from(await dump.arrayBuffer()));
   await database.close();
   project.provide("templatePath", file);
+  const dataDir = join(dir, "pglite");
+  await (await createPgliteDatabase({ dir: dataDir, loadDataDir: dump, durability: "fast" })).close();
+  project.provide("templateDataDir", dataDir);
   const prefix = testPgUrl() ? await serverTemplate() : "";
   project.provide("pgDatabasePrefix", prefix);
   return async () => {
@@ -49,5 +54,7 @@ async function serverTemplate(): Promise<string> {
 declare module "vitest" {
   export interface ProvidedContext {
     templatePath: string;
+    /** The migrated template as an embedded data directory on disk (closed, never opened again). */
+    templateDataDir: string;
   }
 }

@@ -1,4 +1,4 @@
-import { spawn, spawnSync } from "node:child_process";
+import { execFileSync, spawn, spawnSync } from "node:child_process";
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -7,6 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { bundled } from "../../bin/bundle.mjs";
 import { REPO_ROOT } from "../../dev/start-command";
 import { startServerProcess } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * `npm start` runs the server from a bundle (bin/bundle.mjs): built again when a file it was built
@@ -96,11 +97,15 @@ describe("the server's bundle", () => {
       // The bundle goes stale (a start builds it again) when a file it was built from changes.
       const builder = join(REPO_ROOT, "bin", "bundle.mjs");
       utimesSync(builder, new Date(), new Date());
-      const server = await startServerProcess(
-        { ADMIN_PASSWORD: "admin-password", PGLITE_DIR: join(data, "db"), HOME: data },
-        100_000,
-        ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"],
-      );
+      // A migrated data directory, the server's user's own.
+      const database = migratedPgliteEnv(join(data, "db"));
+      execFileSync("chown", ["-R", "65534:65534", database.PGLITE_DIR]);
+      const server = await startServerProcess({ ADMIN_PASSWORD: "admin-password", ...database, HOME: data }, 100_000, [
+        "setpriv",
+        "--reuid=65534",
+        "--regid=65534",
+        "--clear-groups",
+      ]);
       try {
         expect((await fetch(`${server.url}/health`)).status).toBe(200);
         expect(server.output()).toMatch(/Cannot write the bundle \(EACCES: [^)]*\): starting from the sources/);

@@ -9,6 +9,7 @@ import type { SyncCounter } from "../../lib/db/pglite-durability";
 import { type FakeOpenAI, startFakeOpenAI } from "../helpers/fake-openai";
 import { callJson, provisionApiKey } from "../helpers/http-tenant";
 import { startServerProcess } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * An acknowledged write is on disk: proved from outside the process. The Node.js host runs under
@@ -72,7 +73,7 @@ async function acknowledgedWritesUnderStrace(durability: "full" | "fast", fake: 
   const traceFile = join(dir, `trace-${durability}.txt`);
   const server = await startServerProcess(
     {
-      PGLITE_DIR: join(dir, `db-${durability}`),
+      ...migratedPgliteEnv(join(dir, `db-${durability}`)),
       PGLITE_DURABILITY: durability,
       ADMIN_PASSWORD: "durable-pass",
       OPENAI_API_KEY: "test",
@@ -167,7 +168,8 @@ describe.runIf(strace || inCi)("durable commits, seen from outside the process",
 
 describe("the embedded database's host sync hook", { timeout: 60_000 }, () => {
   const commitsAndSyncs = async (durability: "full" | "fast") => {
-    const database = await createPgliteDatabase({ dir: join(dir, `hook-${durability}`), durability });
+    const { PGLITE_DIR } = migratedPgliteEnv(join(dir, `hook-${durability}`));
+    const database = await createPgliteDatabase({ dir: PGLITE_DIR, durability });
     const counter = (database as unknown as { syncs: SyncCounter }).syncs;
     try {
       await database.db.execute(sql`CREATE TABLE t (v int)`);

@@ -6,6 +6,7 @@ import { fileURLToPath } from "node:url";
 import { afterAll, describe, expect, it } from "vitest";
 import { npmStartArgs } from "../../dev/start-command";
 import { freePort, startServerProcess } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
 
@@ -15,8 +16,8 @@ const ROOT = fileURLToPath(new URL("../..", import.meta.url));
  * and every message it answered 201 for is there, once, with gapless sequence numbers.
  */
 const dir = mkdtempSync(join(tmpdir(), "memsvc-persist-"));
-const pgliteDir = join(dir, "pglite");
-const env = { PGLITE_DIR: pgliteDir, ADMIN_PASSWORD: "", OPENAI_API_KEY: "" };
+const env = { ...migratedPgliteEnv(join(dir, "pglite")), ADMIN_PASSWORD: "", OPENAI_API_KEY: "" };
+const pgliteDir = env.PGLITE_DIR;
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 async function json(res: Response) {
@@ -107,7 +108,7 @@ describe("embedded database on disk", { timeout: 120_000 }, () => {
   });
 
   it("restarts at the first try when the killed holder is a zombie not yet reaped", async () => {
-    const zombieDir = join(dir, "zombie");
+    const zombieDir = migratedPgliteEnv(join(dir, "zombie")).PGLITE_DIR;
     // The server runs as the child of a process that never reaps its children (sh exec'd into
     // sleep), so once killed it stays a zombie, which kill(pid, 0) still reports as existing.
     const port = await freePort();

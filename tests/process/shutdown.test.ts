@@ -6,10 +6,10 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
-import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { startFakeOpenAI } from "../helpers/fake-openai";
 import { callJson, provisionApiKey } from "../helpers/http-tenant";
 import { freePort, startServerProcess } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * SIGTERM to `npm start`'s process: a request in flight is answered before the process exits
@@ -21,19 +21,23 @@ afterAll(() => provider.close());
 provider.onText(() => "A reply worth waiting for.");
 
 const ADMIN_PASSWORD = "shutdown-suite-password";
+const data = mkdtempSync(join(tmpdir(), "memsvc-shutdown-"));
+afterAll(() => rmSync(data, { recursive: true, force: true }));
+let databases = 0;
+/** A data directory of the server's own, migrated already. */
+const database = () => migratedPgliteEnv(join(data, `db-${++databases}`));
 /** A server on the fake provider, logging at info (its "shutting down" line). */
-const WITH_PROVIDER = {
-  PGLITE_DIR: "memory://",
+const withProvider = () => ({
+  ...database(),
   ADMIN_PASSWORD,
   OPENAI_BASE_URL: provider.url,
   OPENAI_API_KEY: "test-key",
-  EMBEDDING_DIMENSIONS: String(TEST_EMBEDDING_DIMENSIONS),
   LOG_LEVEL: "info",
-};
+});
 
 describe("SIGTERM", { timeout: 90_000 }, () => {
   it("answers the request in flight, then exits 0", async () => {
-    const server = await startServerProcess(WITH_PROVIDER);
+    const server = await startServerProcess(withProvider());
     try {
       const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "shutdown");
       const thread = await callJson(server.url, "/v1/threads", { token: key, body: { dataset: "ds" } });
@@ -55,7 +59,7 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
   });
 
   it("closes a busy keep-alive connection with its response, rather than serving it through the grace", async () => {
-    const server = await startServerProcess(WITH_PROVIDER);
+    const server = await startServerProcess(withProvider());
     const agent = new Agent({ keepAlive: true, maxSockets: 1 });
     try {
       const key = await provisionApiKey(server.url, ADMIN_PASSWORD, "keep-alive");
@@ -95,24 +99,20 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
   });
 
   it("says so when ADMIN_PASSWORD meets a database that has users already", async () => {
-    const data = mkdtempSync(join(tmpdir(), "memsvc-admin-"));
-    try {
-      for (const [password, warned] of [
-        [ADMIN_PASSWORD, false],
-        ["another-password", true],
-      ] as const) {
-        const server = await startServerProcess({ PGLITE_DIR: join(data, "db"), ADMIN_PASSWORD: password });
-        server.child.kill("SIGTERM");
-        expect(await server.exited).toBe(0);
-        expect(server.output().includes("ADMIN_PASSWORD is ignored"), server.output()).toBe(warned);
-      }
-    } finally {
-      rmSync(data, { recursive: true, force: true });
+    const env = database();
+    for (const [password, warned] of [
+      [ADMIN_PASSWORD, false],
+      ["another-password", true],
+    ] as const) {
+      const server = await startServerProcess({ ...env, ADMIN_PASSWORD: password });
+      server.child.kill("SIGTERM");
+      expect(await server.exited).toBe(0);
+      expect(server.output().includes("ADMIN_PASSWORD is ignored"), server.output()).toBe(warned);
     }
   });
 
   it("a closed log pipe does not take the server down", async () => {
-    const server = await startServerProcess({ PGLITE_DIR: "memory://", ADMIN_PASSWORD, LOG_LEVEL: "info" });
+    const server = await startServerProcess({ ...database(), ADMIN_PASSWORD, LOG_LEVEL: "info" });
     try {
       // The reader of its stdout goes (`npm start | head -1`): every request's log line is an EPIPE.
       server.child.stdout?.destroy();
@@ -129,7 +129,7 @@ describe("SIGTERM", { timeout: 90_000 }, () => {
     const port = await freePort();
     const npm = spawn("npm", ["start"], {
       cwd: REPO_ROOT,
-      env: { ...process.env, PGLITE_DIR: "memory://", ADMIN_PASSWORD, PORT: String(port), LOG_LEVEL: "info" },
+      env: { ...process.env, ...database(), ADMIN_PASSWORD, PORT: String(port), LOG_LEVEL: "info" },
       stdio: ["ignore", "pipe", "pipe"],
     });
     let output = "";

@@ -4,7 +4,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
+import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { freePort, runServerToExit, runToExit } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * `npm start` refusing to start for a reason the operator fixes: exit code 1 and one plain
@@ -36,8 +38,11 @@ describe("npm start, refusing to start", () => {
     const holder: Server = createServer();
     await new Promise<void>((resolve) => holder.listen(port, "127.0.0.1", resolve));
     try {
-      // The whole start (database, migrations) runs before the port is bound: in memory, it is quicker.
-      const result = await runServerToExit({ ...base, PORT: String(port), PGLITE_DIR: "memory://" }, 100_000);
+      // The whole start (database, migrations) runs before the port is bound: on a migrated copy, it is quicker.
+      const result = await runServerToExit(
+        { ...base, ...migratedPgliteEnv(join(dir, "port")), PORT: String(port) },
+        100_000,
+      );
       expect(oneSentence(result)).toBe(
         `Port ${port} is already in use (another server, or a second \`npm start\`?): stop it, or set PORT to a free port.`,
       );
@@ -98,12 +103,13 @@ describe("npm run db:migrate, refusing to migrate", () => {
     expect(tooBig.code, tooBig.output).toBe(1);
     expect(tooBig.output).toContain("Invalid configuration: EMBEDDING_DIMENSIONS: too big");
 
-    const migrated = join(dir, "migrated");
-    expect((await migrate({ PGLITE_DIR: migrated, EMBEDDING_DIMENSIONS: "64" })).code).toBe(0);
-    const other = await migrate({ PGLITE_DIR: migrated, EMBEDDING_DIMENSIONS: "128" });
+    // Migrated already, with the tests' vector size (a first migration runs in the quick start and the command line's suite).
+    const migrated = migratedPgliteEnv(join(dir, "migrated"));
+    expect((await migrate(migrated)).code).toBe(0);
+    const other = await migrate({ ...migrated, EMBEDDING_DIMENSIONS: String(2 * TEST_EMBEDDING_DIMENSIONS) });
     expect(other.code, other.output).toBe(1);
-    expect(other.output).toContain("EMBEDDING_DIMENSIONS is 128");
-    expect(other.output).toContain("Set EMBEDDING_DIMENSIONS=64");
+    expect(other.output).toContain(`EMBEDDING_DIMENSIONS is ${2 * TEST_EMBEDDING_DIMENSIONS}`);
+    expect(other.output).toContain(`Set EMBEDDING_DIMENSIONS=${TEST_EMBEDDING_DIMENSIONS}`);
     const unreachable = await migrate({ DATABASE_URL: `postgres://127.0.0.1:${await freePort()}/db` });
     expect(unreachable.code, unreachable.output).toBe(1);
     expect(unreachable.output).toContain("Cannot open the database at DATABASE_URL");
