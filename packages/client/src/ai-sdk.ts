@@ -82,14 +82,29 @@ const attemptKey = (threadId: string | undefined, prompt: LanguageModelV4Prompt,
   `${threadId ?? ""}\u0000${prompt.length}\u0000${toolStep ? "tool" : "user"}\u0000${userText}`;
 
 /**
+ * How long an attempt appended as failed (its grace over) is remembered: the SDK waits up to a
+ * minute before a retry (a 429's `retry-after`, or its own backoff at `maxRetries` 3 and more), and
+ * such a late retry appends its reply alone, the user message being in the thread already.
+ */
+export const LATE_RETRY_MS = 65_000;
+
+/**
  * Failed attempts held for STREAM_RETRY_GRACE_MS by their attemptKey: a retry of the same call
  * takes the turn over (its user message is appended once, with the retry's outcome); else the
- * held turn is appended as it failed. Before, the failed attempt appended the user message and its
- * partial reply, and the retry appended the user message again with its own. Any other turn's
- * append first appends what is held (`flush`), so a thread keeps the order its turns were asked in.
+ * held turn is appended as it failed, and a retry after that (`lateRetry`) appends its reply alone.
+ * Before, the failed attempt appended the user message and its partial reply, and the retry
+ * appended the user message again with its own. Another turn of the same thread first appends
+ * what that thread holds (`flush`), so a thread keeps the order its turns were asked in; other
+ * threads' held attempts keep waiting for their retries.
  */
 function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil?: (work: Promise<unknown>) => void) {
   const held = new Map<string, HeldTurn & { release: () => void }>();
+  /** Attempts appended as failed once their grace ran out, until when a retry of them is late. */
+  const appendedAsFailed = new Map<string, number>();
+  const forgetOld = () => {
+    const now = Date.now();
+    for (const [attempt, until] of appendedAsFailed) if (until <= now) appendedAsFailed.delete(attempt);
+  };
   /** Removes the held attempt `attempt`, its timer stopped; returns it. */
   const take = (attempt: string): HeldTurn | undefined => {
     const entry = held.get(attempt);
@@ -106,7 +121,10 @@ function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil
       const released = new Promise<void>((resolve) => {
         const timer = setTimeout(() => {
           const entry = take(turn.attempt);
-          if (entry) appendLater(entry.turn, entry.reply);
+          if (!entry) return;
+          forgetOld();
+          appendedAsFailed.set(turn.attempt, Date.now() + LATE_RETRY_MS);
+          appendLater(entry.turn, entry.reply);
         }, STREAM_RETRY_GRACE_MS);
         release = () => {
           clearTimeout(timer);
@@ -118,11 +136,17 @@ function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil
     },
     /** A new call: the held attempt it retries, if any, now waits on that call's outcome. */
     takeOver: take,
-    /** Appends every held attempt now, in the order they failed. */
-    flush() {
-      for (const attempt of [...held.keys()]) {
-        const entry = take(attempt);
-        if (entry) appendLater(entry.turn, entry.reply);
+    /** Whether `attempt` was appended as failed (its user message too) within LATE_RETRY_MS. */
+    lateRetry(attempt: string): boolean {
+      forgetOld();
+      return appendedAsFailed.has(attempt);
+    },
+    /** Appends every attempt `threadId` holds now, in the order they failed. */
+    flush(threadId: string | undefined) {
+      for (const [attempt, entry] of [...held]) {
+        if (entry.turn.threadId !== threadId) continue;
+        const taken = take(attempt);
+        if (taken) appendLater(taken.turn, taken.reply);
       }
     },
   };
@@ -159,23 +183,23 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
         return undefined;
       });
   const attempts = heldAttempts(appendTurn, options.waitUntil);
-  // A turn's outcome: what earlier turns left held goes first (a retry took its own over already).
+  // A turn's outcome: what earlier turns of its thread left held goes first (a retry took its own
+  // over already).
   const appendLater = (turn: Turn, reply: Reply) => {
-    attempts.flush();
+    attempts.flush(turn.threadId);
     appendTurn(turn, reply);
   };
-  // A call that failed before any outcome of its own (the model call rejected, or aborted before
-  // it): held for the SDK's retry of it like a failed stream; what it retried is dropped for it.
-  const failedBeforeModel = (turn: Turn | undefined, aborted: boolean) => {
+  // A model call that failed before any outcome of its own (it rejected, or was aborted while the
+  // provider had not answered yet): held for the SDK's retry of it like a failed stream; what it
+  // retried is dropped for it. An abort is not retried: the turn it retried as that failed, else
+  // the user message alone (the model was asked).
+  const modelCallFailed = (turn: Turn | undefined, aborted: boolean) => {
     if (!turn) return;
     const reply = { text: "", modelId: "", stopReason: aborted ? "aborted" : "error" };
-    if (aborted) {
-      // An abort is not retried: the turn it retried, if any, as it failed; else nothing (as before).
-      if (turn.retryOf) appendLater(turn.retryOf.turn, turn.retryOf.reply);
-      return;
-    }
     // A retry that failed so keeps the turn it retried (its partial reply), under the same key.
-    attempts.hold(turn.retryOf?.turn ?? turn, turn.retryOf?.reply ?? reply);
+    const failed = turn.retryOf ?? { turn, reply };
+    if (aborted) appendLater(failed.turn, failed.reply);
+    else attempts.hold(failed.turn, failed.reply);
   };
 
   return {
@@ -209,17 +233,21 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       }
       const threadId = await thread;
       const attempt = attemptKey(threadId, params.prompt, toolStep, userText);
-      // A retry of a failed attempt: the turn held for it waits on this call's outcome.
+      // A retry of a failed attempt: the turn held for it waits on this call's outcome; a retry
+      // after its grace finds the user message appended, and appends its reply alone.
+      const retryOf = attempts.takeOver(attempt);
+      const late = retryOf ? retryOf.turn.userText === undefined : attempts.lateRetry(attempt);
       const turn: Turn = {
         threadId,
-        userText: toolStep ? undefined : userText,
+        userText: toolStep || late ? undefined : userText,
         startedAt,
         attempt,
         warning,
-        retryOf: attempts.takeOver(attempt),
+        retryOf,
       };
       if (recallAborted !== undefined) {
-        failedBeforeModel(turn, true);
+        // Aborted before the model was called: the turn it retried as that failed, else nothing.
+        if (turn.retryOf) appendLater(turn.retryOf.turn, turn.retryOf.reply);
         throw recallAborted;
       }
       turns.set(transformed, turn);
@@ -232,7 +260,7 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       try {
         result = await doGenerate();
       } catch (err) {
-        failedBeforeModel(turn, params.abortSignal?.aborted === true);
+        modelCallFailed(turn, params.abortSignal?.aborted === true);
         throw err;
       }
       if (!turn) return result;
@@ -247,7 +275,7 @@ export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageMode
       try {
         result = await doStream();
       } catch (err) {
-        failedBeforeModel(turn, params.abortSignal?.aborted === true);
+        modelCallFailed(turn, params.abortSignal?.aborted === true);
         throw err;
       }
       if (!turn) return result;

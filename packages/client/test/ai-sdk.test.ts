@@ -469,13 +469,16 @@ describe("streamText", () => {
     for await (const _ of streamText({ model: wrapped, prompt: "hi" }).textStream) {
       // the same words in another thread: not a retry of the first
     }
-    expect((await messagesOf(a.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
-      ["user", "hi"],
-      ["assistant", "partial A"],
-    ]);
     expect((await messagesOf(b.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
       ["user", "hi"],
       ["assistant", "answer B"],
+    ]);
+    // Another thread's turn does not release it: it waits out its grace for a retry of its own.
+    expect((await memory.threads.messages(a.threadId)).messages).toEqual([]);
+    await new Promise((r) => setTimeout(r, STREAM_RETRY_GRACE_MS));
+    expect((await messagesOf(a.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "hi"],
+      ["assistant", "partial A"],
     ]);
   }, 30_000);
 
@@ -529,4 +532,136 @@ describe("streamText", () => {
       await proxy.close();
     }
   });
+});
+
+describe("retries and aborts the grace does not cover", () => {
+  const rows = async (threadId: string) =>
+    (await memory.threads.messages(threadId, { order: "asc" })).messages.map((m) => [m.role, m.content]);
+
+  it("a retry the SDK sends after the grace (a 429's retry-after) appends its reply alone: the user message once", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    let calls = 0;
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      doGenerate: async () => {
+        calls++;
+        if (calls === 1) {
+          throw new APICallError({
+            message: "rate limited",
+            url: "http://provider.test/v1/chat/completions",
+            requestBodyValues: {},
+            statusCode: 429,
+            // Past the grace: the SDK waits for it before its retry.
+            responseHeaders: { "retry-after": String(STREAM_RETRY_GRACE_MS / 1000 + 1) },
+            isRetryable: true,
+          });
+        }
+        return {
+          content: [{ type: "text", text: "Noted." }],
+          finishReason: { unified: "stop", raw: undefined },
+          usage,
+          warnings: [],
+        };
+      },
+    });
+    const { text } = await generateText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "Remember I am vegan",
+      maxRetries: 1,
+    });
+    expect(text).toBe("Noted.");
+    expect((await messagesOf(thread.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "Remember I am vegan"],
+      ["assistant", "Noted."],
+    ]);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await rows(thread.threadId)).toHaveLength(2);
+  }, 40_000);
+
+  it("another thread's turn ending while a stream's retry recalls does not append the held attempt", async () => {
+    const proxy = await startFaultProxy(host.url);
+    try {
+      const client = createMemoryClient({ baseUrl: proxy.url, apiKey: key });
+      const a = await memory.threads.create({ dataset: DATASET });
+      const b = await memory.threads.create({ dataset: DATASET });
+      const threads = [a.threadId, a.threadId, b.threadId];
+      let calls = 0;
+      const model = new MockLanguageModelV4({
+        modelId: "mock-chat",
+        doStream: async () => {
+          calls++;
+          if (calls === 1) {
+            // The retry's recall is slow (once), and thread B's turn ends meanwhile.
+            proxy.fail("POST", "/v1/memory/recall", { kind: "delay", ms: 1500 });
+            return { stream: simulateReadableStream({ chunks: failingChunks("partial A") }) };
+          }
+          return { stream: simulateReadableStream({ chunks: answerChunks(`answer ${calls}`) }) };
+        },
+        doGenerate: async () => ({
+          content: [{ type: "text", text: "answer B" }],
+          finishReason: { unified: "stop", raw: undefined },
+          usage,
+          warnings: [],
+        }),
+      });
+      const wrapped = withMemory(model, { client, dataset: DATASET, threadId: () => threads.shift() });
+      const first = (async () => {
+        let text = "";
+        for await (const d of streamText({ model: wrapped, prompt: "Question A", streamRetries: 1 }).textStream)
+          text += d;
+        return text;
+      })();
+      await expect.poll(() => proxy.seen.filter((s) => s.path === "/v1/memory/recall").length).toBe(2);
+      await generateText({ model: wrapped, prompt: "Question B" });
+      expect(await first).toContain("answer 2");
+      expect((await messagesOf(b.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+        ["user", "Question B"],
+        ["assistant", "answer B"],
+      ]);
+      expect((await messagesOf(a.threadId, 2)).map((m) => [m.role, m.content])).toEqual([
+        ["user", "Question A"],
+        ["assistant", "answer 2"],
+      ]);
+      await new Promise((r) => setTimeout(r, 300));
+      expect(await rows(a.threadId)).toHaveLength(2);
+    } finally {
+      await proxy.close();
+    }
+  }, 40_000);
+
+  it("aborted while the provider has not answered yet (the model was called): the user message is appended", async () => {
+    const thread = await memory.threads.create({ dataset: DATASET });
+    const controller = new AbortController();
+    let called = false;
+    const model = new MockLanguageModelV4({
+      modelId: "mock-chat",
+      // As a provider's fetch: its response is awaited, and the abort rejects it.
+      doStream: async ({ abortSignal }) => {
+        called = true;
+        return new Promise((_, reject) =>
+          abortSignal?.addEventListener("abort", () => reject(new DOMException("aborted", "AbortError")), {
+            once: true,
+          }),
+        );
+      },
+    });
+    const result = streamText({
+      model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
+      prompt: "Say something slowly",
+      abortSignal: controller.signal,
+      onError: () => {},
+    });
+    await expect.poll(() => called).toBe(true);
+    controller.abort();
+    let text = "";
+    try {
+      for await (const delta of result.textStream) text += delta;
+    } catch {
+      // the abort, as the SDK reports it
+    }
+    expect(text).toBe("");
+    expect((await messagesOf(thread.threadId, 1)).map((m) => [m.role, m.content])).toEqual([
+      ["user", "Say something slowly"],
+    ]);
+  }, 30_000);
 });
