@@ -66,9 +66,11 @@ describe("completionOf", () => {
     });
   });
 
-  it("fails a reply without text", () => {
-    const empty = { model: "m", choices: [{ message: { content: "" } }] } as unknown as OpenAI.ChatCompletion;
-    expect(() => completionOf(empty)).toThrow(ProviderError);
+  it("fails a reply without text, or of whitespace only", () => {
+    for (const content of ["", " \n\t "]) {
+      const empty = { model: "m", choices: [{ message: { content } }] } as unknown as OpenAI.ChatCompletion;
+      expect(() => completionOf(empty)).toThrow(ProviderError);
+    }
   });
 });
 

@@ -480,12 +480,13 @@ function storableStrings(_key: string, value: unknown): unknown {
 
 /**
  * The reply as the database can store it (`storableModelText`), and the provider's usage; a reply
- * without text is a failure.
+ * without text, or of whitespace only, is a failure (a compaction summary is stored trimmed: an
+ * empty one would replace the turns it folds).
  */
 export function completionOf(response: Pick<OpenAI.ChatCompletion, "choices" | "model" | "usage">): Completion {
   const raw = response.choices?.[0]?.message?.content;
   const text = raw ? storableModelText(raw) : raw;
-  if (!text) throw new ProviderError("Model call returned no content");
+  if (!text?.trim()) throw new ProviderError("Model call returned no content");
   return {
     text,
     model: response.model,

@@ -218,6 +218,18 @@ describe("POST .../compact", () => {
     expect(await t.prepare(threadId)).toMatchObject({ messageCount: 10, compacted: false });
   });
 
+  it("a summary of only whitespace is a failure: the messages stay, no empty summary is stored", async () => {
+    const t = await tenant();
+    const threadId = await t.thread();
+    await t.sayMany(threadId, 10);
+    fake.onText(() => "   \n ");
+    expect(await json(await t.compact(threadId), 500)).toEqual({ error: "Failed to compact thread" });
+    expect((await t.list(threadId)).every((m) => m.compactedAt === null)).toBe(true);
+    const prepared = await t.prepare(threadId);
+    expect(prepared).toMatchObject({ messageCount: 10, compacted: false });
+    expect(prepared.messages.every((m) => m.content.trim() !== "")).toBe(true);
+  });
+
   it("404 for an unknown thread and another project's thread", async () => {
     const t = await tenant();
     const other = await tenant();
