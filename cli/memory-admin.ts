@@ -71,7 +71,7 @@ projects
     run(cmd, async (deps, out) => {
       const { createProject } = await import("../lib/projects");
       const project = await createProject(deps, { name });
-      note(out, `Created project "${project.name}".`);
+      note(out, `Created project "${printable(project.name)}".`);
       print(out, { project }, project.id);
     }),
   );
@@ -100,7 +100,7 @@ const keys = program.command("keys").description("Create, list and revoke API ke
 keys
   .command("create")
   .description("Create an API key; prints the key, once (only its hash is stored)")
-  .requiredOption("-p, --project <project>", "the project's id, or its name if no other project has it")
+  .requiredOption("-p, --project <project>", "the project's id, or its name if no other project has it", name100)
   .option("-n, --name <name>", "a label for the key (1-100 characters)", name100, "memory-admin")
   .action((opts: { project: string; name: string }, cmd: Command) =>
     run(cmd, async (deps, out) => {
@@ -122,16 +122,18 @@ keys
 keys
   .command("list")
   .description("List API keys (never the keys themselves), newest first")
-  .option("-p, --project <project>", "only this project's keys (id or unique name); default: every project")
+  // A blank value (an unset shell variable) is refused, never read as "every project".
+  .option("-p, --project <project>", "only this project's keys (id or unique name); default: every project", name100)
   .action((opts: { project?: string }, cmd: Command) =>
     run(cmd, async (deps, out) => {
       const [{ findProject, listProjects }, { listApiKeys }] = await Promise.all([
         import("../lib/projects"),
         import("../lib/api-keys"),
       ]);
-      const chosen = opts.project
-        ? [await findProject(deps, { ref: opts.project })]
-        : await everyPage("projects", (page) => listProjects(deps, page));
+      const chosen =
+        opts.project !== undefined
+          ? [await findProject(deps, { ref: opts.project })]
+          : await everyPage("projects", (page) => listProjects(deps, page));
       const rows = [];
       for (const project of chosen) {
         rows.push(...(await everyPage("apiKeys", (page) => listApiKeys({ deps, projectId: project.id }, page))));
@@ -224,8 +226,9 @@ withPasswordOptions(
     run(cmd, async (deps, out) => {
       const { createUser } = await import("../lib/users");
       const user = await createUser(deps, { username, password });
-      if (!generated) return print(out, { user }, `Created user ${user.username} (${user.id}).`);
-      note(out, `Created user ${user.username} (${user.id}). Their password, shown only this once:`);
+      const created = `Created user ${printable(user.username)} (${user.id}).`;
+      if (!generated) return print(out, { user }, created);
+      note(out, `${created} Their password, shown only this once:`);
       print(out, { user, password }, password);
     }),
   ),
@@ -253,13 +256,13 @@ withPasswordOptions(
   users
     .command("reset-password")
     .description("Set a user's password (e.g. a lost admin password); signs them out everywhere")
-    .argument("<username>", "the user's name"),
+    .argument("<username>", "the user's name", name100),
 ).action((username: string, opts: PasswordOptions, cmd: Command) =>
   chosenPassword(cmd, opts).then(({ password, generated }) =>
     run(cmd, async (deps, out) => {
       const { resetPassword } = await import("../lib/users");
       const { user, sessionsRevoked } = await resetPassword(deps, { username, password });
-      const done = `Password of ${user.username} reset; ${sessionsRevoked} session(s) signed out.`;
+      const done = `Password of ${printable(user.username)} reset; ${sessionsRevoked} session(s) signed out.`;
       if (!generated) return print(out, { user, sessionsRevoked }, done);
       note(out, `${done} The new password, shown only this once:`);
       print(out, { user, sessionsRevoked, password }, password);
@@ -282,6 +285,13 @@ async function main(argv: string[]): Promise<number> {
     const refusal = (await import("../lib/errors")).httpErrorOf(err);
     if (refusal) {
       process.stderr.write(`error: ${refusal.message}\n`);
+      return 1;
+    }
+    const { DrizzleQueryError } = await import("drizzle-orm");
+    if (err instanceof DrizzleQueryError) {
+      // The database's own words: the query builder's message lists the statement's parameters
+      // (a new password's hash, a key's hash).
+      process.stderr.write(`error: ${(await import("../lib/errors")).failureText(err)}\n`);
       return 1;
     }
     process.stderr.write(`error: unexpected: ${err instanceof Error ? (err.stack ?? err.message) : err}\n`);

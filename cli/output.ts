@@ -25,12 +25,16 @@ export function table<T>(rows: T[], columns: Column<T>[], empty: string): string
 }
 
 /**
- * A cell with its control characters escaped (`\u001b`): names are stored as given, and one
- * holding an escape sequence would otherwise recolour or rewrite the operator's terminal.
+ * A cell with its control and format characters escaped (`\u001b`, `\u202e`): names are stored as
+ * given, and one holding an escape sequence would otherwise recolour or rewrite the operator's
+ * terminal, a bidirectional override reorder its line, a line separator break it.
  */
 export function printable(cell: string): string {
   // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what it finds.
-  return cell.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
+  return cell.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\p{Cf}]/gu, (c) => {
+    const code = c.codePointAt(0) ?? 0;
+    return code > 0xffff ? `\\u{${code.toString(16)}}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
 }
 
 /** An ISO timestamp to the minute, in UTC; "-" for none. */

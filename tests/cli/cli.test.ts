@@ -3,10 +3,13 @@ import { randomUUID } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative as pathRelative } from "node:path";
+import { sql } from "drizzle-orm";
 import { afterAll, describe, expect, it } from "vitest";
 import { REPO_ROOT } from "../../dev/start-command";
+import { createPgliteDatabase } from "../../lib/db/pglite";
 import { TEST_EMBEDDING_DIMENSIONS } from "../helpers/constants";
 import { startServerProcess } from "../helpers/process";
+import { migratedPgliteEnv } from "../helpers/test-database";
 
 /**
  * `memory-admin` (bin/memory-admin.mjs) as a child process: on the embedded database in a data
@@ -143,6 +146,10 @@ describe.skipIf(pgUrl)("memory-admin without a database", { timeout: 120_000 }, 
         /invalid for argument 'key'\. give the key's id \(key_\.\.\.\), the key, or at least the first 7 characters of its preview/,
       ],
       [["keys", "revoke", "mk_"], /invalid for argument 'key'/],
+      // An unset variable is not "every project".
+      [["keys", "list", "--project", ""], /option '-p, --project <project>' argument '' is invalid/],
+      [["keys", "create", "--project", " "], /option '-p, --project <project>' argument ' ' is invalid/],
+      [["users", "reset-password", ""], /invalid for argument 'username'/],
       [["users", "reset-password", "bob", "--password-stdin"], /password read from stdin must have 6-200/, "12345\n"],
       [["users", "create", "bob", "--password", "secret1", "--password-stdin"], /not both/, "secret2\n"],
       [["users", "create", "bob", "--password-stdin"], /reads one line/, "one-line\ntwo-lines\n"],
@@ -179,6 +186,28 @@ describe.skipIf(pgUrl)("memory-admin without a database", { timeout: 120_000 }, 
     );
     expect(unreachable.stderr).not.toContain("hunter22");
     expect(unreachable.stderr).not.toMatch(/\n\s+at /);
+  });
+});
+
+describe.skipIf(pgUrl)("memory-admin when a statement fails in the database", { timeout: 120_000 }, () => {
+  it("prints the database's reason, never the statement's parameters (a password's hash)", async () => {
+    const env = migratedPgliteEnv(join(root, "failing"));
+    // What a role without INSERT on users, a read-only standby or a full disk would answer.
+    const database = await createPgliteDatabase({ dir: env.PGLITE_DIR });
+    try {
+      await database.db.execute(
+        sql.raw(`CREATE FUNCTION refuse_users() RETURNS trigger LANGUAGE plpgsql AS
+          $$BEGIN RAISE EXCEPTION 'permission denied for table users'; END$$`),
+      );
+      await database.db.execute(
+        sql.raw("CREATE TRIGGER refuse_users BEFORE INSERT ON users FOR EACH ROW EXECUTE FUNCTION refuse_users()"),
+      );
+    } finally {
+      await database.close();
+    }
+    const run = await cli(["users", "create", "bob", "--password", "secret-password"], env);
+    expect(run).toMatchObject({ code: 1, stdout: "" });
+    expect(run.stderr).toBe("error: Database error: permission denied for table users\n");
   });
 });
 
@@ -309,8 +338,9 @@ describe.each(targets)("memory-admin on $name", { timeout: 240_000 }, (target) =
     const taken = await cli(["users", "create", name, "--password", "whatever-password"], env);
     expect(taken).toMatchObject({ code: 1, stdout: "", stderr: "error: Username already taken\n" });
 
+    // Named as it was created (and as the sign-in reads it): trimmed.
     const reset = await json<{ user: User; sessionsRevoked: number; password: string }>(
-      ["users", "reset-password", name],
+      ["users", "reset-password", ` ${name} `],
       env,
     );
     expect(reset.user.username).toBe(name);
@@ -320,8 +350,18 @@ describe.each(targets)("memory-admin on $name", { timeout: 240_000 }, (target) =
     });
     expect(unknown).toMatchObject({ code: 1, stdout: "", stderr: `error: User "${name}-nobody" not found\n` });
 
+    // A name's escape sequences and bidirectional overrides reach no terminal, in any message.
+    const odd = `${name}-\u001b]0;title\u0007-\u202ex`;
+    const oddRun = await cli(["users", "create", odd, "--password", "whatever-password"], env);
+    expect(oddRun.code, oddRun.stderr).toBe(0);
+    expect(oddRun.stdout).toContain(`Created user ${name}-\\u001b]0;title\\u0007-\\u202ex (usr_`);
+    const oddReset = await cli(["users", "reset-password", odd, "--password", "another-password"], env);
+    expect(oddReset.stdout).toContain(`Password of ${name}-\\u001b]0;title\\u0007-\\u202ex reset`);
+
     const { users } = await json<{ users: User[] }>(["users", "list"], env);
-    expect(users.map((u) => u.username)).toEqual(expect.arrayContaining([name, `${name}-2`]));
+    expect(users.map((u) => u.username)).toEqual(expect.arrayContaining([name, `${name}-2`, odd]));
+    const listed = await cli(["users", "list"], env);
+    expect(listed.stdout).not.toMatch(/[\u001b\u0007\u202e]/);
   });
 
   it("writes what the running server then honours; on the embedded database it leaves a running server's directory alone", async () => {
