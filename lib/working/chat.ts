@@ -12,7 +12,7 @@ import { getThread } from "../threads";
 import type { UsageOwner } from "../usage/backlog";
 import { budgetExhausted } from "../usage/budget";
 import { type UsageCollector, usageCollector } from "../usage/collector";
-import { deferUsage } from "../usage/sql";
+import { carryingUsage, deferUsage } from "../usage/sql";
 import { addMessage, prepareContext } from "./messages";
 
 export interface ChatInput {
@@ -247,15 +247,25 @@ async function storeReply(
 ): Promise<ChatResult> {
   // Whole milliseconds: the column is a `real`, and the stored value must equal the one answered.
   const latencyMs = Math.round(elapsedMs);
-  const reply = await addMessage(ctx, {
-    threadId,
-    role: "assistant",
-    content: completion.text,
-    model: completion.model,
-    tokens: completion.tokens,
-    latencyMs,
-    usage: turn.usage,
-  });
+  let reply: Awaited<ReturnType<typeof addMessage>>;
+  try {
+    reply = await carryingUsage(turn.usage, (carried) =>
+      addMessage(ctx, {
+        threadId,
+        role: "assistant",
+        content: completion.text,
+        model: completion.model,
+        tokens: completion.tokens,
+        latencyMs,
+        usage: carried,
+        usageDataset: turn.scope.dataset ?? undefined,
+      }),
+    );
+  } catch (err) {
+    // The reply's statement failed with the call in it: a later statement carries it.
+    deferUsage(ctx.deps, turn.usage, turn.scope);
+    throw err;
+  }
   return {
     threadId,
     reply: {

@@ -34,11 +34,17 @@ export async function addMessage(
   {
     threadId,
     usage,
+    usageDataset,
     claim,
     ...input
   }: MessageInput & {
     threadId: string;
     usage?: UsageCollector;
+    /**
+     * The dataset `usage` is recorded under when the caller knows it (a chat's turn read it): a
+     * thread erased meanwhile stores no message, but its call still counts for its dataset.
+     */
+    usageDataset?: string;
     /** A keyed chat's claim: the statement records on it that the message is stored. */
     claim?: Claim;
   },
@@ -64,7 +70,7 @@ export async function addMessage(
              th.last_message_at
       FROM th
       RETURNING id, thread_id, seq, role, content, created_at
-    )${withUsage(usage, { projectId, dataset: sql`(SELECT dataset FROM th)` }, now)},
+    )${withUsage(usage, { projectId, dataset: usageDataset ?? sql`(SELECT dataset FROM th)` }, now)},
     ${indexMessagesCtes(now)},
     timer AS (${idleJobSql(now)})${claim ? sql`, wrote AS (${claimWroteSql(claim, now, sql`EXISTS (SELECT 1 FROM msg)`)})` : sql``}
     SELECT msg.id, msg.thread_id, msg.seq, msg.role, msg.created_at,

@@ -2,6 +2,7 @@ import { randomUUID } from "node:crypto";
 import { sql } from "drizzle-orm";
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from "vitest";
 import { parseConfig } from "../../lib/config";
+import { rowsOf } from "../../lib/db/rows";
 import { NO_PROVIDER_MESSAGE, ProviderError } from "../../lib/errors";
 import { storable } from "../../lib/inputs";
 import { createLlm } from "../../lib/llm/client";
@@ -51,6 +52,15 @@ type Role = Message["role"];
 interface SseEvent {
   event: string;
   data: unknown;
+}
+
+/** The project's usage ledger rows. */
+async function ledgerOf(projectId: string) {
+  return rowsOf<{ operation: string; dataset: string | null; outcome: string }>(
+    await svc.deps.db.execute(
+      sql`SELECT operation, dataset, outcome FROM usage_events WHERE project_id = ${projectId} ORDER BY id`,
+    ),
+  );
 }
 
 /** A tenant with a thread in `dataset`, and helpers bound to both. */
@@ -246,6 +256,33 @@ describe("chat (JSON)", () => {
     expect(body.factCount).toBe(0);
     expect(fake.chatCalls()[0].messages[0].content).toBe(CHAT_SYSTEM_PROMPT);
     expect((await t.messages()).map((m) => m.role)).toEqual(["user", "assistant"]);
+  });
+
+  it("a reply whose statement fails: its provider call still reaches the ledger, under the dataset", async () => {
+    const t = await tenantWithThread();
+    // The reply's statement: the one that records the call (no recall, so the user message's does not).
+    failStatementsMatching = /\busage_recorded AS\b/;
+    const res = await t.chat({ content: "hello", recall: false });
+    failStatementsMatching = undefined;
+    expect(res.status).toBe(500);
+    // Not on the failed request's path: the next request's key check writes it.
+    expect((await svc.request("/v1/usage", { token: t.key })).status).toBe(200);
+    expect(await ledgerOf(t.projectId)).toEqual([{ operation: "chat", dataset: t.dataset, outcome: "ok" }]);
+  });
+
+  it("a thread erased during the model call: 404, and the call is recorded under its dataset", async () => {
+    const t = await tenantWithThread();
+    fake.endpointLatencyMs.chat = 300;
+    try {
+      const chat = t.chat({ content: "hello", recall: false });
+      await expect.poll(() => fake.inFlight, { interval: 10 }).toBe(1);
+      const erased = await svc.request(`/v1/memory/recall/datasets/${t.dataset}`, { method: "DELETE", token: t.key });
+      expect(erased.status).toBe(200);
+      expect((await chat).status).toBe(404);
+    } finally {
+      fake.endpointLatencyMs.chat = 0;
+    }
+    expect(await ledgerOf(t.projectId)).toEqual([{ operation: "chat", dataset: t.dataset, outcome: "ok" }]);
   });
 
   it("an embedding failure degrades recall to keywords: the fact is still found", async () => {
