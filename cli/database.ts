@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { systemClock } from "../lib/clock";
 import { type Config, ConfigError, parseConfig } from "../lib/config";
 import { DirectoryInUseError } from "../lib/db/dir-lock";
@@ -37,17 +38,44 @@ export async function withDatabase<T>(env: NodeJS.ProcessEnv, work: (deps: DbDep
   }
 }
 
+/**
+ * How long a command waits for another `memory-admin` command holding the embedded database
+ * (commands run in a script with `&` or `xargs -P`, two cron jobs): each holds it a second or two.
+ */
+export const COMMAND_LOCK_WAIT_MS = 30_000;
+
 async function open(config: Config): Promise<Database> {
-  try {
-    return await createDatabase(config);
-  } catch (err) {
-    if (err instanceof DirectoryInUseError) {
+  const deadline = Date.now() + COMMAND_LOCK_WAIT_MS;
+  for (;;) {
+    try {
+      return await createDatabase(config);
+    } catch (err) {
+      if (!(err instanceof DirectoryInUseError)) {
+        throw new CliError(`Cannot open ${databaseName(config)}: ${reason(err)}`);
+      }
+      const command = err.pid !== undefined && isAdminCommand(err.pid);
+      if (command && Date.now() < deadline) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+        continue;
+      }
       const holder = err.pid ? ` (pid ${err.pid})` : "";
       throw new CliError(
-        `The data directory ${config.pgliteDir} is in use by a running server${holder}: stop it, or use the dashboard or the API.`,
+        command
+          ? `The data directory ${config.pgliteDir} is in use by another memory-admin command${holder} that has not finished in ${COMMAND_LOCK_WAIT_MS / 1000} s.`
+          : `The data directory ${config.pgliteDir} is in use by a running server${holder}: stop it, or use the dashboard or the API.`,
       );
     }
-    throw new CliError(`Cannot open ${databaseName(config)}: ${reason(err)}`);
+  }
+}
+
+/** Whether process `pid` runs this command line (Linux's /proc; elsewhere a holder is taken for a server). */
+function isAdminCommand(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      .split("\0")
+      .some((arg) => /(^|\/)memory-admin(\.mjs|\.ts)?$/.test(arg));
+  } catch {
+    return false;
   }
 }
 

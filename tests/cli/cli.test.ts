@@ -312,6 +312,20 @@ describe.each(targets)("memory-admin on $name", { timeout: 240_000 }, (target) =
     expect(unknown.stderr).toBe('error: API key "key_doesnotexist" not found (give its id, its preview or the key)\n');
   });
 
+  it.runIf(target.embedded)("commands run at once on the embedded database wait for each other", async () => {
+    const name = unique("together");
+    const runs = await Promise.all([
+      cli(["projects", "create", name, "--json"], env),
+      cli(["projects", "list", "--json"], env),
+      cli(["users", "list", "--json"], env),
+    ]);
+    expect(runs.map((r) => [r.code, r.stderr])).toEqual([
+      [0, ""],
+      [0, ""],
+      [0, ""],
+    ]);
+  });
+
   it("refuses a key for a project that does not exist, and a second project of a name", async () => {
     const name = unique("twin");
     const missing = await cli(["keys", "create", "--project", name], env);
