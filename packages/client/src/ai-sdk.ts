@@ -170,8 +170,14 @@ function heldAttempts(appendLater: (turn: Turn, reply: Reply) => void, waitUntil
 export function memoryMiddleware(options: MemoryMiddlewareOptions): LanguageModelV4Middleware {
   const turns = new WeakMap<LanguageModelV4CallOptions, Turn>();
   const report = (error: unknown, stage: "recall" | "append") => {
-    if (options.onMemoryError) options.onMemoryError(error, stage);
-    else console.warn(`memory ${stage} failed:`, error instanceof Error ? error.message : error);
+    const warn = (err: unknown) => console.warn(`memory ${stage} failed:`, err instanceof Error ? err.message : err);
+    if (!options.onMemoryError) return warn(error);
+    try {
+      options.onMemoryError(error, stage);
+    } catch (thrown) {
+      // The app's own handler failing must not fail its model call either.
+      warn(thrown);
+    }
   };
 
   const appendTurn = appender(options, report);

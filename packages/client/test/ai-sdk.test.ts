@@ -155,7 +155,8 @@ describe("generateText", () => {
       stopWhen: stepCountIs(3),
     });
     expect(result.text).toBe("It is sunny in Lisbon.");
-    // The second step ends with the tool's result: no new recall, the first step's block is not added again.
+    // The second step ends with the tool's result: it recalls again for the turn's question, and its
+    // prompt (built afresh by the SDK) holds one block, not the first step's as well.
     expect(model.doGenerateCalls).toHaveLength(2);
     expect(model.doGenerateCalls[1].prompt.filter((m) => m.role === "system")).toHaveLength(1);
     const messages = await messagesOf(thread.threadId, 2);
@@ -243,6 +244,16 @@ describe("generateText", () => {
       expect(errors[1]).toMatchObject([{ status: 503 }, "recall"]);
       // Recall is not retried before a model call: one attempt each.
       expect(proxy.seen.filter((s) => s.path === "/v1/memory/recall")).toHaveLength(2);
+
+      // The app's own handler throwing does not fail the call either.
+      proxy.fail("POST", "/v1/memory/recall", { kind: "status", status: 503 });
+      const throwing = withMemory(generating("Fine anyway."), {
+        ...options,
+        onMemoryError: () => {
+          throw new Error("the app's logger is down");
+        },
+      });
+      expect((await generateText({ model: throwing, prompt: "Hi" })).text).toBe("Fine anyway.");
     } finally {
       await proxy.close();
     }
