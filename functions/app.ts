@@ -1,3 +1,4 @@
+import type { OpenAPIHono } from "@hono/zod-openapi";
 import type { Context, Handler, MiddlewareHandler } from "hono";
 import { bodyLimit } from "hono/body-limit";
 import { cors } from "hono/cors";
@@ -21,6 +22,8 @@ import { mcpRoutes } from "./mcp/routes";
 import { recallRoutes } from "./recall";
 import { requestLog } from "./request-log";
 import { createRouter } from "./router";
+import { BadRequestSchema, ErrorSchema, errorResponses } from "./schemas/errors";
+import { jsonResponse } from "./schemas/http";
 import { semanticRoutes } from "./semantic";
 import { threadRoutes } from "./threads";
 import { usageRoutes } from "./usage";
@@ -118,6 +121,7 @@ export function createApp(options: {
   // The API reference; on the Node.js host also the renderer's file, from the same built assets.
   app.route("/", docsRoutes(options.dashboardAssets));
   documentIdempotencyKeys(app);
+  documentMiddlewareRefusals(app);
   registerOpenApi(app);
 
   app.notFound(notFoundRoute);
@@ -149,3 +153,30 @@ const rejectNul = createMiddleware<AppEnv>(async function rejectNul(c, next) {
   if (issues.length > 0) throw new ZodRealError(issues);
   await next();
 });
+
+/**
+ * Documents what the app's own middleware answers before a route runs (functions/app.ts): on
+ * every route that takes a body, the 1 MB limit's 413, the charset's 415 and the 400 of a body that
+ * is not JSON (BadRequest: `issues` only for a field); on every route with path parameters, the
+ * 404 of a path holding NUL (`rejectNul`). A route's own declarations are kept. Call after the
+ * routes are mounted and before the document is served.
+ */
+export function documentMiddlewareRefusals(app: OpenAPIHono<AppEnv>) {
+  for (const def of app.openAPIRegistry.definitions) {
+    if (def.type !== "route") continue;
+    const { route } = def;
+    const responses = { ...route.responses };
+    if (route.request?.body) {
+      if (responses[400] === errorResponses[400] || responses[400] === undefined) {
+        responses[400] = jsonResponse(
+          BadRequestSchema,
+          "Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names",
+        );
+      }
+      responses[413] ??= jsonResponse(ErrorSchema, `Request body over ${MAX_BODY_BYTES / 1024 / 1024} MB`);
+      responses[415] ??= jsonResponse(ErrorSchema, "The Content-Type names a charset the service cannot read");
+    }
+    if (route.request?.params) responses[404] ??= errorResponses[404];
+    route.responses = responses;
+  }
+}

@@ -28,6 +28,13 @@ export const ValidationErrorSchema = z
   })
   .openapi("ValidationError");
 
+/**
+ * The 400 of a route that takes a body: a field that fails validation (`issues` names it), or a
+ * body that cannot be read at all (not JSON, bytes not in the charset its Content-Type names):
+ * then `error` alone.
+ */
+export const BadRequestSchema = z.union([ValidationErrorSchema, ErrorSchema]).openapi("BadRequest");
+
 export const errorResponses = {
   400: jsonResponse(ValidationErrorSchema, "Validation failed"),
   401: jsonResponse(ErrorSchema, "Missing, invalid or revoked credential"),

@@ -2,6 +2,7 @@ import { count, eq } from "drizzle-orm";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { MAX_BODY_BYTES } from "../../functions/app";
 import { messages, threads } from "../../lib/db/schema";
+import type { OpenApiDoc, Schema } from "../helpers/openapi";
 import { createTestService, newTenant, type TestService } from "../helpers/service";
 
 /**
@@ -382,3 +383,64 @@ describe("dataset names and percent-encoding", () => {
     expect((await errorBody(res)).error).toBe("Validation error");
   });
 });
+
+describe("the OpenAPI document names what the body and path checks answer", () => {
+  const documented = async () => {
+    const doc = (await (await svc.request("/openapi.json")).json()) as OpenApiDoc;
+    return {
+      doc,
+      operations: Object.entries(doc.paths).flatMap(([path, item]) =>
+        Object.entries(item).map(([method, op]) => ({ path, method, op })),
+      ),
+    };
+  };
+
+  it("every operation with a body documents 413 and 415 and a 400 body that may lack issues; with path parameters, 404", async () => {
+    const { doc, operations } = await documented();
+    const withBody = operations.filter((o) => o.op.requestBody);
+    expect(withBody.length).toBeGreaterThan(15);
+    for (const { path, method, op } of withBody) {
+      const where = `${method.toUpperCase()} ${path}`;
+      expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(["400", "413", "415"]));
+      // A body that is not JSON is a 400 of `error` alone: some 400 schema of the operation allows it.
+      const badRequest = (op.responses?.["400"] as { content: Record<string, { schema: Schema }> }).content[
+        "application/json"
+      ].schema;
+      expect(acceptsErrorAlone(doc, badRequest), where).toBe(true);
+    }
+    for (const { path, method, op } of operations.filter((o) => o.op.parameters?.some((p) => p.in === "path"))) {
+      expect(Object.keys(op.responses ?? {}), `${method.toUpperCase()} ${path}`).toContain("404");
+    }
+  });
+
+  it("answers each of them as documented: a body over 1 MB, an unknown charset, a body that is not JSON, a NUL in a path", async () => {
+    const t = await newTenant(svc);
+    const { doc } = await documented();
+    const statuses = (path: string, method: string) => Object.keys(doc.paths[path][method].responses ?? {});
+    const post = (headers: Record<string, string>, body: string) =>
+      svc.request("/v1/threads", { method: "POST", token: t.key, headers, body });
+    const tooBig = await post(
+      { "content-type": "application/json" },
+      JSON.stringify({ dataset: "x".repeat(MAX_BODY_BYTES) }),
+    );
+    const charset = await post({ "content-type": "application/json; charset=x-unknown" }, '{"dataset":"d"}');
+    const notJson = await post({ "content-type": "application/json" }, '{"dataset":');
+    expect([tooBig.status, charset.status, notJson.status]).toEqual([413, 415, 400]);
+    expect(statuses("/v1/threads", "post")).toEqual(expect.arrayContaining(["400", "413", "415"]));
+    expect(await notJson.json()).toEqual({ error: "Malformed JSON in request body" });
+    const nul = await svc.request("/v1/memory/semantic/datasets/a%00b/facts", { token: t.key });
+    expect(nul.status).toBe(404);
+    expect(statuses("/v1/memory/semantic/datasets/{dataset}/facts", "get")).toContain("404");
+  });
+});
+
+/** Whether a body `{error}` alone validates against `schema` (its $refs and anyOf followed). */
+function acceptsErrorAlone(doc: OpenApiDoc, schema: Schema): boolean {
+  const resolved = schema.$ref ? doc.components?.schemas?.[schema.$ref.split("/").at(-1) as string] : schema;
+  if (!resolved) return false;
+  const alternatives = resolved.anyOf ?? resolved.oneOf;
+  if (alternatives) return alternatives.some((s) => acceptsErrorAlone(doc, s));
+  const required = resolved.required ?? [];
+  const error = resolved.properties?.error;
+  return required.every((name) => name === "error") && error !== undefined && error.const === undefined && !error.enum;
+}

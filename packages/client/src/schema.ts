@@ -114,13 +114,13 @@ export interface paths {
             "application/json": components["schemas"]["Thread"];
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -134,6 +134,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -284,13 +302,13 @@ export interface paths {
             "application/json": components["schemas"]["Thread"];
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -313,6 +331,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -567,13 +603,13 @@ export interface paths {
             };
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -596,6 +632,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -685,13 +739,13 @@ export interface paths {
             };
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -714,6 +768,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -1000,13 +1072,13 @@ export interface paths {
             "text/event-stream": string;
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -1029,6 +1101,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -1170,13 +1260,13 @@ export interface paths {
             };
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -1215,6 +1305,15 @@ export interface paths {
             "application/json": {
               error: string;
             };
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
           };
         };
         /** @description This Idempotency-Key was used for a different request */
@@ -1333,13 +1432,13 @@ export interface paths {
             };
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -1378,6 +1477,15 @@ export interface paths {
             "application/json": {
               error: string;
             };
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
           };
         };
         /** @description This Idempotency-Key was used for a different request */
@@ -1460,6 +1568,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description Not found, or not in the caller's project */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -1525,6 +1642,15 @@ export interface paths {
         };
         /** @description Missing, invalid or revoked credential */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Not found, or not in the caller's project */
+        404: {
           headers: {
             [name: string]: unknown;
           };
@@ -1843,6 +1969,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description Not found, or not in the caller's project */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -2015,6 +2150,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description Not found, or not in the caller's project */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
         /** @description Failed to list entities */
         500: {
           headers: {
@@ -2095,6 +2239,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description Not found, or not in the caller's project */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -2153,13 +2306,13 @@ export interface paths {
             "application/json": components["schemas"]["RecallResponse"];
           };
         };
-        /** @description Validation failed */
+        /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
         400: {
           headers: {
             [name: string]: unknown;
           };
           content: {
-            "application/json": components["schemas"]["ValidationError"];
+            "application/json": components["schemas"]["BadRequest"];
           };
         };
         /** @description Missing, invalid or revoked credential */
@@ -2173,6 +2326,24 @@ export interface paths {
         };
         /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
         409: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Request body over 1 MB */
+        413: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description The Content-Type names a charset the service cannot read */
+        415: {
           headers: {
             [name: string]: unknown;
           };
@@ -2259,6 +2430,15 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
+        /** @description Not found, or not in the caller's project */
+        404: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
       };
     };
     put?: never;
@@ -2329,6 +2509,15 @@ export interface paths {
         };
         /** @description Missing, invalid or revoked credential */
         401: {
+          headers: {
+            [name: string]: unknown;
+          };
+          content: {
+            "application/json": components["schemas"]["Error"];
+          };
+        };
+        /** @description Not found, or not in the caller's project */
+        404: {
           headers: {
             [name: string]: unknown;
           };
@@ -2445,6 +2634,7 @@ export interface components {
       createdAt: string;
       updatedAt: string;
     };
+    BadRequest: components["schemas"]["ValidationError"] | components["schemas"]["Error"];
     ValidationError: {
       /** @enum {string} */
       error: "Validation error";

@@ -88,17 +88,35 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Invalid username or password */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -240,6 +258,24 @@ export interface paths {
                 };
                 /** @description The password was changed meanwhile by another session */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -393,13 +429,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -413,6 +449,24 @@ export interface paths {
                 };
                 /** @description Project name already taken */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -747,13 +801,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -776,6 +830,24 @@ export interface paths {
                 };
                 /** @description Other changes kept landing first (many at once): try again */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -886,13 +958,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -906,6 +978,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1065,13 +1155,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -1085,6 +1175,24 @@ export interface paths {
                 };
                 /** @description Username already taken */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -1565,13 +1673,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -1585,6 +1693,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2617,13 +2743,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -2637,6 +2763,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -2742,13 +2886,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -2762,6 +2906,24 @@ export interface paths {
                 };
                 /** @description Not found, or not in the caller's project */
                 404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3108,13 +3270,13 @@ export interface paths {
                         "application/json": components["schemas"]["Thread"];
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -3128,6 +3290,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3278,13 +3458,13 @@ export interface paths {
                         "application/json": components["schemas"]["Thread"];
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -3307,6 +3487,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3561,13 +3759,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -3590,6 +3788,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3679,13 +3895,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -3708,6 +3924,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -3994,13 +4228,13 @@ export interface paths {
                         "text/event-stream": string;
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -4023,6 +4257,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4164,13 +4416,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -4209,6 +4461,15 @@ export interface paths {
                         "application/json": {
                             error: string;
                         };
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description This Idempotency-Key was used for a different request */
@@ -4327,13 +4588,13 @@ export interface paths {
                         };
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -4372,6 +4633,15 @@ export interface paths {
                         "application/json": {
                             error: string;
                         };
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
                     };
                 };
                 /** @description This Idempotency-Key was used for a different request */
@@ -4454,6 +4724,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         put?: never;
@@ -4519,6 +4798,15 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -4837,6 +5125,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         put?: never;
@@ -5009,6 +5306,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
                 /** @description Failed to list entities */
                 500: {
                     headers: {
@@ -5089,6 +5395,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         put?: never;
@@ -5147,13 +5462,13 @@ export interface paths {
                         "application/json": components["schemas"]["RecallResponse"];
                     };
                 };
-                /** @description Validation failed */
+                /** @description Validation failed (`issues` names the fields), or the body is not JSON or not in the charset its Content-Type names */
                 400: {
                     headers: {
                         [name: string]: unknown;
                     };
                     content: {
-                        "application/json": components["schemas"]["ValidationError"];
+                        "application/json": components["schemas"]["BadRequest"];
                     };
                 };
                 /** @description Missing, invalid or revoked credential */
@@ -5167,6 +5482,24 @@ export interface paths {
                 };
                 /** @description A request with this Idempotency-Key is still being processed; retry after its `Retry-After` (1 s) */
                 409: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Request body over 1 MB */
+                413: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description The Content-Type names a charset the service cannot read */
+                415: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5253,6 +5586,15 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
+                /** @description Not found, or not in the caller's project */
+                404: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
             };
         };
         put?: never;
@@ -5323,6 +5665,15 @@ export interface paths {
                 };
                 /** @description Missing, invalid or revoked credential */
                 401: {
+                    headers: {
+                        [name: string]: unknown;
+                    };
+                    content: {
+                        "application/json": components["schemas"]["Error"];
+                    };
+                };
+                /** @description Not found, or not in the caller's project */
+                404: {
                     headers: {
                         [name: string]: unknown;
                     };
@@ -5439,6 +5790,7 @@ export interface components {
             createdAt: string;
             updatedAt: string;
         };
+        BadRequest: components["schemas"]["ValidationError"] | components["schemas"]["Error"];
         ValidationError: {
             /** @enum {string} */
             error: "Validation error";
