@@ -589,7 +589,8 @@ describe("the OpenAPI document", () => {
         "/datasets/{dataset}/facts",
         "get",
         ["dataset", "limit", "episodeId", "entity", "includeInvalidated"],
-        ["200", "400", "401"],
+        // 404: a path holding NUL (functions/app.ts, documentMiddlewareRefusals).
+        ["200", "400", "401", "404"],
       ],
       // A write: the optional Idempotency-Key header, and its 409 and 422 (functions/idempotency.ts).
       [
@@ -598,8 +599,8 @@ describe("the OpenAPI document", () => {
         ["dataset", "factId", "Idempotency-Key"],
         ["200", "400", "401", "404", "409", "422"],
       ],
-      ["/datasets/{dataset}/entities", "get", ["dataset"], ["200", "400", "401", "500"]],
-      ["/datasets/{dataset}/entities/{name}/facts", "get", ["dataset", "name"], ["200", "400", "401"]],
+      ["/datasets/{dataset}/entities", "get", ["dataset"], ["200", "400", "401", "404", "500"]],
+      ["/datasets/{dataset}/entities/{name}/facts", "get", ["dataset", "name"], ["200", "400", "401", "404"]],
     ];
     for (const [path, method, params, statuses] of expected) {
       const op = doc.paths[`${S}${path}`]?.[method];
