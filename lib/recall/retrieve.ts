@@ -361,11 +361,12 @@ function factCtes(r: Retrieval, dims: number): SQL[] {
     anchorCtes(r, q ? { q, dims } : undefined),
     // Per anchor, its facts through the index (a lateral subquery that OFFSET 0 keeps from being
     // flattened): a plan made without the query's values (a generic plan) cannot hash the whole
-    // fact-entity table instead.
+    // fact-entity table instead. Past `depth` of them, the newest (as every other signal that
+    // brings candidates): by id, an entity's newest facts could be left out.
     sql`by_anchor AS (SELECT f.id FROM anchor a CROSS JOIN LATERAL (
           SELECT fe.fact_id FROM ${factEntities} fe WHERE fe.entity_id = a.id OFFSET 0) fe
         JOIN ${facts} f ON f.id = fe.fact_id
-        WHERE ${scope.eligibleUnkeyed} GROUP BY f.id ORDER BY max(a.strength) DESC, f.id LIMIT ${depth})`,
+        WHERE ${scope.eligibleUnkeyed} GROUP BY f.id ORDER BY max(a.strength) DESC, max(f.valid_at) DESC, f.id LIMIT ${depth})`,
   ];
   // The second hop's entities, and their facts as candidates of their own (hopCtes).
   signals.push(hopCtes(scope, depth));

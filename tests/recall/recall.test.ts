@@ -418,6 +418,36 @@ describe("ranking", () => {
     expect(body.factCount).toBe(10);
     expect(objects(body).every((o) => o.startsWith("mine "))).toBe(true);
   });
+
+  it("an entity with more facts than the anchor brings: its newest are the ones brought, in both modes", async () => {
+    const t = await tenant();
+    const q = fakeEmbedding("Acme", DIMS);
+    const day = (i: number) => new Date(Date.UTC(2025, 0, 1 + i)).toISOString();
+    // More than the anchor brings (30 at the default limit); the vector signal prefers other facts.
+    for (let i = 0; i < 40; i++) {
+      const embedding = near(q, 0.3, "acme");
+      await t.fact("ds", {
+        predicate: "noted",
+        object: `Acme detail ${i}`,
+        validAt: day(i),
+        entities: ["Acme"],
+        embedding,
+      });
+    }
+    for (let i = 0; i < 40; i++) {
+      await t.fact("ds", {
+        predicate: "likes",
+        object: `hobby ${i}`,
+        validAt: day(100 + i),
+        embedding: near(q, 0.35, `h${i}`),
+      });
+    }
+    const newest = [39, 38, 37, 36, 35, 34, 33, 32].map((i) => `Acme detail ${i}`);
+    expect(objects(await t.recall({ dataset: "ds", query: "Acme", include: ["raw"] }))).toEqual(newest);
+    // Keyword and recency (rule 6): the same.
+    fake.fail({ status: 500, times: 1, endpoint: "embeddings" });
+    expect(objects(await t.recall({ dataset: "ds", query: "Acme", include: ["raw"] }))).toEqual(newest);
+  });
 });
 
 describe("limit, minConfidence and settings", () => {
