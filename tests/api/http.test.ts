@@ -403,9 +403,8 @@ describe("the OpenAPI document names what the body and path checks answer", () =
       const where = `${method.toUpperCase()} ${path}`;
       expect(Object.keys(op.responses ?? {}), where).toEqual(expect.arrayContaining(["400", "413", "415"]));
       // A body that is not JSON is a 400 of `error` alone: some 400 schema of the operation allows it.
-      const badRequest = (op.responses?.["400"] as { content: Record<string, { schema: Schema }> }).content[
-        "application/json"
-      ].schema;
+      const responses = (op.responses ?? {}) as Record<string, { content: Record<string, { schema: Schema }> }>;
+      const badRequest = responses["400"].content["application/json"].schema;
       expect(acceptsErrorAlone(doc, badRequest), where).toBe(true);
     }
     for (const { path, method, op } of operations.filter((o) => o.op.parameters?.some((p) => p.in === "path"))) {
