@@ -155,11 +155,11 @@ const rejectNul = createMiddleware<AppEnv>(async function rejectNul(c, next) {
 });
 
 /**
- * Documents what the app's own middleware answers before a route runs (functions/app.ts): on
- * every route that takes a body, the 1 MB limit's 413, the charset's 415 and the 400 of a body that
- * is not JSON (BadRequest: `issues` only for a field); on every route with path parameters, the
- * 404 of a path holding NUL (`rejectNul`). A route's own declarations are kept. Call after the
- * routes are mounted and before the document is served.
+ * Documents what the service answers before a route's handler runs: on every route that takes a
+ * body, the 1 MB limit's 413, the 415 of a body not sent as JSON (or in a charset it cannot read)
+ * and the 400 of a body that is not JSON (BadRequest: `issues` only for a field); on every route
+ * with path parameters, the 404 of a path holding NUL (`rejectNul`). A route's own declarations
+ * are kept. Call after the routes are mounted and before the document is served.
  */
 export function documentMiddlewareRefusals(app: OpenAPIHono<AppEnv>) {
   for (const def of app.openAPIRegistry.definitions) {
@@ -174,7 +174,10 @@ export function documentMiddlewareRefusals(app: OpenAPIHono<AppEnv>) {
         );
       }
       responses[413] ??= jsonResponse(ErrorSchema, `Request body over ${MAX_BODY_BYTES / 1024 / 1024} MB`);
-      responses[415] ??= jsonResponse(ErrorSchema, "The Content-Type names a charset the service cannot read");
+      responses[415] ??= jsonResponse(
+        ErrorSchema,
+        "The Content-Type is missing or not JSON, or names a charset the service cannot read",
+      );
     }
     if (route.request?.params) responses[404] ??= errorResponses[404];
     route.responses = responses;

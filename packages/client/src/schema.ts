@@ -150,7 +150,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -347,7 +347,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -648,7 +648,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -784,7 +784,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -1117,7 +1117,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -1307,7 +1307,7 @@ export interface paths {
             };
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -1479,7 +1479,7 @@ export interface paths {
             };
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;
@@ -2342,7 +2342,7 @@ export interface paths {
             "application/json": components["schemas"]["Error"];
           };
         };
-        /** @description The Content-Type names a charset the service cannot read */
+        /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
         415: {
           headers: {
             [name: string]: unknown;

@@ -115,7 +115,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -274,7 +274,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -465,7 +465,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -846,7 +846,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -994,7 +994,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -1191,7 +1191,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -1709,7 +1709,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -2779,7 +2779,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -2922,7 +2922,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -3306,7 +3306,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -3503,7 +3503,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -3804,7 +3804,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -3940,7 +3940,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -4273,7 +4273,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -4463,7 +4463,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -4635,7 +4635,7 @@ export interface paths {
                         };
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
@@ -5498,7 +5498,7 @@ export interface paths {
                         "application/json": components["schemas"]["Error"];
                     };
                 };
-                /** @description The Content-Type names a charset the service cannot read */
+                /** @description The Content-Type is missing or not JSON, or names a charset the service cannot read */
                 415: {
                     headers: {
                         [name: string]: unknown;
