@@ -281,17 +281,20 @@ async function main(argv: string[]): Promise<number> {
       process.stderr.write(`error: ${err.message}\n`);
       return err.exitCode;
     }
+    const [{ failureText, httpErrorOf }, { DrizzleQueryError }] = await Promise.all([
+      import("../lib/errors"),
+      import("drizzle-orm"),
+    ]);
     // A verb's refusal (not found, name taken...), thrown as the API would answer it.
-    const refusal = (await import("../lib/errors")).httpErrorOf(err);
+    const refusal = httpErrorOf(err);
     if (refusal) {
       process.stderr.write(`error: ${refusal.message}\n`);
       return 1;
     }
-    const { DrizzleQueryError } = await import("drizzle-orm");
     if (err instanceof DrizzleQueryError) {
       // The database's own words: the query builder's message lists the statement's parameters
       // (a new password's hash, a key's hash).
-      process.stderr.write(`error: ${(await import("../lib/errors")).failureText(err)}\n`);
+      process.stderr.write(`error: ${failureText(err)}\n`);
       return 1;
     }
     process.stderr.write(`error: unexpected: ${err instanceof Error ? (err.stack ?? err.message) : err}\n`);
