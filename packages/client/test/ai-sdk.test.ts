@@ -49,6 +49,32 @@ function generating(text: string) {
   });
 }
 
+/**
+ * A model whose first call fails with a retryable provider error (`statusCode`, and its
+ * `responseHeaders`), and which then answers `text`.
+ */
+function failingOnce(statusCode: number, text: string, responseHeaders?: Record<string, string>) {
+  const answer = generating(text);
+  let calls = 0;
+  return new MockLanguageModelV4({
+    modelId: "mock-chat",
+    doGenerate: async (options) => {
+      calls++;
+      if (calls === 1) {
+        throw new APICallError({
+          message: `provider answered ${statusCode}`,
+          url: "http://provider.test/v1/chat/completions",
+          requestBodyValues: {},
+          statusCode,
+          responseHeaders,
+          isRetryable: true,
+        });
+      }
+      return answer.doGenerate(options);
+    },
+  });
+}
+
 function streaming(deltas: string[], chunkDelayInMs = 0) {
   const chunks: LanguageModelV4StreamPart[] = [
     { type: "stream-start", warnings: [] },
@@ -280,28 +306,7 @@ describe("generateText failing", () => {
     ]);
 
     const retried = await memory.threads.create({ dataset: DATASET });
-    let calls = 0;
-    const flaky = new MockLanguageModelV4({
-      modelId: "mock-chat",
-      doGenerate: async () => {
-        calls++;
-        if (calls === 1) {
-          throw new APICallError({
-            message: "overloaded",
-            url: "http://provider.test/v1/chat/completions",
-            requestBodyValues: {},
-            statusCode: 503,
-            isRetryable: true,
-          });
-        }
-        return {
-          content: [{ type: "text", text: "Noted." }],
-          finishReason: { unified: "stop", raw: undefined },
-          usage,
-          warnings: [],
-        };
-      },
-    });
+    const flaky = failingOnce(503, "Noted.");
     const { text } = await generateText({
       model: withMemory(flaky, { client: memory, dataset: DATASET, threadId: retried.threadId }),
       prompt: "Remember I am vegan",
@@ -551,30 +556,8 @@ describe("retries and aborts the grace does not cover", () => {
 
   it("a retry the SDK sends after the grace (a 429's retry-after) appends its reply alone: the user message once", async () => {
     const thread = await memory.threads.create({ dataset: DATASET });
-    let calls = 0;
-    const model = new MockLanguageModelV4({
-      modelId: "mock-chat",
-      doGenerate: async () => {
-        calls++;
-        if (calls === 1) {
-          throw new APICallError({
-            message: "rate limited",
-            url: "http://provider.test/v1/chat/completions",
-            requestBodyValues: {},
-            statusCode: 429,
-            // Past the grace: the SDK waits for it before its retry.
-            responseHeaders: { "retry-after": String(STREAM_RETRY_GRACE_MS / 1000 + 1) },
-            isRetryable: true,
-          });
-        }
-        return {
-          content: [{ type: "text", text: "Noted." }],
-          finishReason: { unified: "stop", raw: undefined },
-          usage,
-          warnings: [],
-        };
-      },
-    });
+    // Past the grace: the SDK waits for it before its retry.
+    const model = failingOnce(429, "Noted.", { "retry-after": String(STREAM_RETRY_GRACE_MS / 1000 + 1) });
     const { text } = await generateText({
       model: withMemory(model, { client: memory, dataset: DATASET, threadId: thread.threadId }),
       prompt: "Remember I am vegan",
